@@ -1,0 +1,65 @@
+// Translators convert between wire formats for one request. A factory is compiled once; `create` makes a
+// small per-request object so that request-time facts (model, stream flag, tool names, whether the
+// client asked for usage) flow into the reply mapping. One file per direction, named by direction:
+// `openai-to-anthropic.ts` = a completion-style client talking to an Anthropic upstream.
+//
+// Streams are incremental: `streamEvent` sees one upstream SSE event at a time (already split and
+// UTF-8 decoded by the proxy's SSE parser) and returns the client events to emit now. Memory per stream
+// stays constant: keep counters and the few ids needed, never the accumulated text.
+
+import type { JsonObject, JsonValue, Usage, WireFormat } from '../types.ts';
+
+/** One server-sent event to write to the client. `data` is the text after `data: ` ("[DONE]" included). */
+export interface SseOut {
+  readonly event?: string | undefined;
+  readonly data: string;
+}
+
+export interface TranslatorInit {
+  readonly requestId: string;
+  /** Model as the client named it (echoed back in replies). */
+  readonly model: string | undefined;
+  /** Model sent upstream. */
+  readonly upstreamModel: string | undefined;
+  readonly stream: boolean;
+  /** Unix seconds of the request, for `created` fields. */
+  readonly createdAt: number;
+}
+
+export interface Translator {
+  /** Map the client's JSON request body to the upstream body. Throws TranslationError on bad input. */
+  request(body: JsonObject): JsonObject;
+  /** Map a complete 2xx upstream JSON reply to the client's shape. */
+  response(body: JsonValue): JsonValue;
+  /** Map one upstream SSE event to zero or more client events. */
+  streamEvent(event: string | undefined, data: string): SseOut[];
+  /**
+   * The upstream stream ended. Return trailing events (e.g. `[DONE]`). When `complete` is false the
+   * upstream ended before its final event: return an error event the client's SDK understands.
+   */
+  streamEnd(complete: boolean): SseOut[];
+  /** Map an upstream error body (status >= 400) to the client's error shape; status is kept. */
+  error(status: number, body: JsonValue | string): JsonValue;
+  /** Usage seen in the upstream reply so far (normalized), if any. */
+  usage(): Usage | undefined;
+}
+
+export interface TranslatorFactory {
+  /** DSL name, same as the file name: `openai-to-anthropic`. */
+  readonly name: string;
+  /** Client wire format. */
+  readonly from: WireFormat;
+  /** Upstream wire format. */
+  readonly to: WireFormat;
+  create(init: TranslatorInit): Translator;
+}
+
+/** A client request that cannot be translated (unsupported field value, bad shape). Becomes a 400. */
+export class TranslationError extends Error {
+  readonly field: string | undefined;
+  constructor(message: string, field?: string) {
+    super(message);
+    this.name = 'TranslationError';
+    this.field = field;
+  }
+}

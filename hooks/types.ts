@@ -1,0 +1,192 @@
+// The hook interface: the one contract every built-in behaviour (auth, balance, target selection, the
+// DSL's rewrite, SSE transforms, usage sniffing, billing enqueue) and every custom hook module implements.
+// Stage order and run rules live in proxy/pipeline.ts; docs/hooks.md and docs/lifecycle.md explain them.
+
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Logger } from 'pino';
+
+/** The api identifiers of spec 4.4. */
+export const API_NAMES = [
+  'completions',
+  'chat.completions',
+  'responses',
+  'native.messages',
+  'embeddings',
+  'images.generations',
+  'images.edits',
+  'audio.speech',
+  'audio.transcriptions',
+  'audio.translations',
+  'native.generateContent',
+  'native.streamGenerateContent',
+] as const;
+export type ApiName = (typeof API_NAMES)[number];
+
+/** The wire family a client speaks; decides the shape of errors and of translated replies. */
+export type WireFormat = 'openai' | 'anthropic' | 'gemini';
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+export type JsonObject = { [key: string]: JsonValue };
+
+/** Normalized token counts (spec 2.3). Optional fields are present only when the upstream reported them. */
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  totalTokens: number;
+  cacheReadTokens?: number;
+  cacheCreationTokens?: number;
+  reasoningTokens?: number;
+}
+
+export type UsageStage = 'upstream' | 'estimated';
+
+/** Who is calling: the result of authentication. */
+export interface Principal {
+  /** Access key name; undefined for the master key. */
+  readonly keyName: string | undefined;
+  readonly isMaster: boolean;
+  /** Billing subject; subjectId is '' when the request maps to no subject (spec 2.2). */
+  readonly subjectType: string;
+  readonly subjectId: string;
+}
+
+/** One candidate upstream chosen by selectTarget. The pipeline tries candidates in order (retry rules). */
+export interface TargetCandidate {
+  readonly provider: string;
+  /** Model name sent upstream (registry mapping); the requested model when there is no mapping. */
+  readonly upstreamModel: string | undefined;
+}
+
+export interface TargetChoice {
+  readonly candidates: readonly TargetCandidate[];
+  /** 'header' when x-router-provider chose the provider, 'registry' otherwise. */
+  readonly via: 'header' | 'registry' | 'hook';
+}
+
+/** The request as it will be sent upstream; rewriteBody hooks reduce over it. */
+export interface UpstreamRequest {
+  method: string;
+  /** Absolute origin, e.g. "https://api.openai.com" (no trailing slash). */
+  origin: string;
+  /** Path including any base path prefix, without the query string. */
+  path: string;
+  query: URLSearchParams;
+  /** Lower-case header names. */
+  headers: Record<string, string>;
+  /** JSON body (object) or raw bytes (multipart, binary, or a body no hook parsed). */
+  body: JsonObject | Buffer | undefined;
+}
+
+/**
+ * One unit of the upstream reply as it flows through onResponseChunk.
+ * - `event`: one server-sent event of a stream (data without the `data: ` prefix).
+ * - `json`: the whole JSON body of a non-streaming reply.
+ */
+export type ResponsePart =
+  | { readonly type: 'event'; readonly event?: string | undefined; readonly data: string }
+  | { readonly type: 'json'; readonly value: JsonValue };
+
+/** Status and headers of the upstream reply, as the client will see them (hooks may replace them). */
+export interface ResponseHead {
+  status: number;
+  /** Lower-case header names. */
+  headers: Record<string, string>;
+}
+
+/** An early answer from onRequest (like an Envoy filter's StopIteration with a local reply). */
+export interface RespondResult {
+  readonly kind: 'respond';
+  readonly status: number;
+  readonly body: JsonValue;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+export interface ContinueResult {
+  readonly kind: 'continue';
+}
+export type OnRequestResult = ContinueResult | RespondResult;
+export const CONTINUE: ContinueResult = Object.freeze({ kind: 'continue' });
+
+/**
+ * Per-request state. Small and flat on purpose: one object per request, built by the server, passed
+ * to every stage. Hooks keep their own per-request state in a WeakMap keyed by the context.
+ */
+export interface RequestContext {
+  readonly id: string;
+  readonly api: ApiName;
+  /** The wire format the client speaks (decides error and reply shapes). */
+  readonly clientFormat: WireFormat;
+  readonly method: string;
+  /** Path as received, without the query string. */
+  readonly path: string;
+  readonly query: URLSearchParams;
+  readonly headers: IncomingHttpHeaders;
+  /** Wall clock at arrival (ms since epoch). */
+  readonly receivedAt: number;
+  /** Monotonic clock at arrival (performance.now()). */
+  readonly startedAt: number;
+  /** Aborted when the client goes away or the request is finished. */
+  readonly signal: AbortSignal;
+  readonly log: Logger;
+  /** Parsed JSON body, when the endpoint takes JSON. */
+  body: JsonObject | undefined;
+  /** Raw request bytes (always present; empty for GET). */
+  rawBody: Buffer;
+  /** Requested model (JSON `model`, the Gemini path segment, or the multipart `model` field). */
+  model: string | undefined;
+  stream: boolean;
+  principal: Principal | undefined;
+  /** Chosen provider and upstream model once selectTarget has run and a candidate was picked. */
+  provider: string | undefined;
+  upstreamModel: string | undefined;
+  /** Upstream key name (channel) that served the request, for pricing overrides. */
+  channel: string | undefined;
+  /** HTTP status sent to the client (0 until the head is written). */
+  status: number;
+  /** Usage as reported by the upstream (set by the usage hooks) or estimated at completion. */
+  usage: Usage | undefined;
+  usageStage: UsageStage | undefined;
+  /** True once any byte of the reply reached the client (retries stop here). */
+  responseStarted: boolean;
+  /** True when the client went away before the reply finished. */
+  clientAborted: boolean;
+  /** Characters of output delivered to the client, for usage estimation (kept as a running text tail). */
+  deliveredText: string[];
+  /** Anything a stage wants to say about the outcome, for logs; never contains prompt text or secrets. */
+  error: { code: string; message: string } | undefined;
+}
+
+type MaybePromise<T> = T | Promise<T>;
+
+/**
+ * A hook. Every stage is optional. Rules (proxy/pipeline.ts):
+ * - onRequest: run in order; the first `respond` answers the client and stops the chain.
+ * - selectTarget: first hook that returns a choice wins.
+ * - rewriteBody: reduce; each hook gets the previous hook's request.
+ * - onResponseHead: reduce over the upstream status and headers before anything is sent.
+ * - onResponseChunk: reduce; synchronous by design (it runs per network chunk and must neither reorder
+ *   nor delay bytes); a hook may drop parts (return []) or add parts.
+ * - onResponseEnd: called once at the end of the reply; its parts flow through the later hooks'
+ *   onResponseChunk. Streams use it to emit trailing events.
+ * - onComplete: run all, each isolated (an exception is logged and does not reach others or the client).
+ */
+export interface Hook {
+  readonly name: string;
+  /**
+   * 'observe' hooks never change parts; when every response hook of a request observes, the proxy
+   * forwards upstream bytes untouched and feeds the hooks a parsed copy.
+   */
+  readonly responseMode?: 'observe' | 'transform';
+  onRequest?(ctx: RequestContext): MaybePromise<OnRequestResult>;
+  selectTarget?(ctx: RequestContext): MaybePromise<TargetChoice | undefined>;
+  rewriteBody?(ctx: RequestContext, req: UpstreamRequest): MaybePromise<UpstreamRequest>;
+  onResponseHead?(ctx: RequestContext, head: ResponseHead): ResponseHead;
+  onResponseChunk?(ctx: RequestContext, parts: readonly ResponsePart[]): readonly ResponsePart[];
+  onResponseEnd?(ctx: RequestContext): readonly ResponsePart[];
+  onComplete?(ctx: RequestContext): MaybePromise<void>;
+}
+
+/** What a custom hook module exports (named in configuration or in a provider file's `hook` directive). */
+export interface HookModule {
+  /** Called once per configuration load with the options given in configuration. */
+  createHook(options: Readonly<Record<string, JsonValue>>): MaybePromise<Hook>;
+}
