@@ -1,0 +1,176 @@
+// The validated, normalized configuration. The YAML files use snake_case keys (docs/configuration.md);
+// the loader (proxy/config/load.ts) validates them with the published JSON Schema, applies `${ENV}`
+// interpolation and the ROUTER_* environment overrides, and produces these camelCase objects once per
+// load. Nothing reads YAML or the environment after that.
+
+import type { JsonValue } from '../../hooks/types.ts';
+
+export interface ListenAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+export interface LimitsConfig {
+  /** Largest request body accepted; larger gets 413. */
+  readonly maxBodyBytes: number;
+  readonly upstreamConnectTimeoutMs: number;
+  /** Time until upstream response headers; exceeded -> 504. */
+  readonly upstreamHeadersTimeoutMs: number;
+  /** Longest silence between two upstream body chunks; exceeded -> 504 (or a stream error event). */
+  readonly upstreamBodyTimeoutMs: number;
+  /** Further providers tried after the first on connect error, 429 or 5xx before any byte was sent. */
+  readonly maxRetries: number;
+  /** Time in-flight requests get to finish on SIGTERM. */
+  readonly drainTimeoutMs: number;
+}
+
+export interface HookConfig {
+  /** Module path, resolved relative to the main configuration file. */
+  readonly module: string;
+  readonly options: Readonly<Record<string, JsonValue>>;
+}
+
+export interface BalanceEnforcementConfig {
+  readonly enabled: boolean;
+  readonly currency: string;
+  readonly failureMode: 'closed' | 'open';
+  readonly requestTimeoutMs: number;
+  readonly webhookPath: string;
+  readonly webhookSecret: string;
+  readonly timestampToleranceS: number;
+  /** How long an allowed (balance > 0) answer is cached. */
+  readonly cacheTtlMs: number;
+  /** How long a denied (balance <= 0) answer is cached. */
+  readonly deniedCacheTtlMs: number;
+  /** Largest webhook body accepted. */
+  readonly webhookMaxBodyBytes: number;
+}
+
+export interface BillingConfig {
+  readonly enabled: boolean;
+  readonly baseUrl: string;
+  readonly projectId: string;
+  readonly apiKey: string;
+  readonly extractorRuleSetId: string;
+  /** Value of the event's `source` field. */
+  readonly source: string;
+  /** Absolute path; holds events.jsonl and the delivery state (file mode). */
+  readonly outboxDir: string;
+  readonly requestTimeoutMs: number;
+  readonly retryIntervalMs: number;
+  /** Upper bound of the retry backoff. */
+  readonly maxRetryIntervalMs: number;
+  /** Attempts before an event is dead-lettered (file mode; store mode uses store.billingMaxAttempts). */
+  readonly maxAttempts: number;
+  readonly onlyBillableSuccess: boolean;
+  readonly subjectType: string;
+  readonly fallbackSubjectId: string;
+  /** Where the sidecar listens (health, webhooks); env ROUTER_BILLING_LISTEN. */
+  readonly listen: ListenAddress;
+  readonly balanceEnforcement: BalanceEnforcementConfig;
+}
+
+export type AccessKeyMode = 'redis_preferred' | 'redis_only' | 'file_only';
+
+export interface StoreConfig {
+  readonly enabled: boolean;
+  /** redis:// or rediss:// URL. */
+  readonly addr: string;
+  readonly username: string | undefined;
+  readonly password: string | undefined;
+  readonly tls: boolean;
+  readonly keyPrefix: string;
+  readonly operationTimeoutMs: number;
+  readonly accessKeyMode: AccessKeyMode;
+  readonly billingStream: string;
+  readonly billingConsumerGroup: string;
+  /** Empty: generated from hostname and pid. */
+  readonly billingConsumerName: string;
+  readonly billingMaxAttempts: number;
+  readonly accessKeyHashSecret: string;
+  /** Idle time after which another consumer reclaims a pending entry. */
+  readonly reclaimIdleMs: number;
+}
+
+export interface SidecarConfig {
+  /** Whether `router` starts `router-billing` as a supervised child (`--no-sidecar` turns it off). */
+  readonly enabled: boolean;
+}
+
+export interface AccessKeyEntry {
+  readonly name: string;
+  /** Plaintext secret (keys file) ... */
+  readonly value: string | undefined;
+  /** ... or base64url(HMAC-SHA256(access_key_hash_secret, secret)). */
+  readonly hash: string | undefined;
+  readonly subjectType: string | undefined;
+  readonly subjectId: string | undefined;
+  readonly status: 'active' | 'revoked' | 'disabled';
+  /** ms since epoch; undefined = never expires. */
+  readonly expiresAt: number | undefined;
+  readonly createdAt: number | undefined;
+}
+
+/** An upstream credential ("channel"); pricing may override per channel (`openai/key1`). */
+export interface UpstreamKey {
+  readonly name: string;
+  readonly value: string;
+}
+
+export interface KeysConfig {
+  readonly file: string | undefined;
+  readonly accessKeys: readonly AccessKeyEntry[];
+  /** provider name -> its upstream keys (round robin). Includes ROUTER_PROVIDER_<NAME>_API_KEY. */
+  readonly providerKeys: ReadonlyMap<string, readonly UpstreamKey[]>;
+}
+
+export interface ModelRoute {
+  readonly provider: string;
+  /** Upstream model name; undefined = the requested name. */
+  readonly model: string | undefined;
+}
+
+export interface ModelEntry {
+  /** Exact id, or a pattern with one trailing `*` (`gpt-*`). */
+  readonly id: string;
+  readonly routes: readonly ModelRoute[];
+  readonly strategy: 'round_robin' | 'priority';
+  readonly ownedBy: string | undefined;
+  /** Listed by GET /v1/models (patterns never are). */
+  readonly listed: boolean;
+}
+
+export interface ModelRegistryConfig {
+  readonly file: string | undefined;
+  readonly entries: readonly ModelEntry[];
+}
+
+export interface PricingConfig {
+  readonly files: readonly string[];
+}
+
+export interface RouterConfig {
+  /** Absolute path of the main file. */
+  readonly file: string;
+  readonly listen: ListenAddress;
+  /** Absolute path of the folder with one `<provider>.conf` per provider. */
+  readonly providersDir: string;
+  readonly masterKey: string | undefined;
+  readonly limits: LimitsConfig;
+  readonly log: { readonly level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent' };
+  readonly hooks: readonly HookConfig[];
+  readonly sidecar: SidecarConfig;
+  readonly billing: BillingConfig;
+  readonly store: StoreConfig;
+  readonly keys: KeysConfig;
+  readonly models: ModelRegistryConfig;
+  readonly pricing: PricingConfig;
+}
+
+/** A configuration problem, printed as `file:line:col: message` (line/col 0 when unknown). */
+export interface ConfigDiagnostic {
+  readonly file: string;
+  readonly line: number;
+  readonly col: number;
+  readonly message: string;
+}
