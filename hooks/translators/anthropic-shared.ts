@@ -1,0 +1,103 @@
+// Helpers shared by the two translators between the completion-style (OpenAI) wire format and the
+// Anthropic Messages wire format: safe JSON access and the error-type tables of both vendors.
+
+import type { JsonObject, JsonValue } from '../types.ts';
+
+export function isObject(value: JsonValue | undefined): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export function asString(value: JsonValue | undefined): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** A non-negative token count, or undefined (null, missing, or garbage from a misbehaving upstream). */
+export function asCount(value: JsonValue | undefined): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
+}
+
+/** Parse one SSE data payload; undefined when it is not a JSON object (never throws). */
+export function parseJsonObject(data: string): JsonObject | undefined {
+  try {
+    const value: JsonValue = JSON.parse(data);
+    return isObject(value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Parse tool-call arguments into an object; undefined when they are not a JSON object. */
+export function parseArguments(text: string): JsonObject | undefined {
+  if (text.trim() === '') return {};
+  return parseJsonObject(text);
+}
+
+/** Anthropic's error types by HTTP status (https://docs.anthropic.com/en/api/errors). */
+export function anthropicTypeForStatus(status: number): string {
+  switch (status) {
+    case 400:
+      return 'invalid_request_error';
+    case 401:
+      return 'authentication_error';
+    case 402:
+      return 'billing_error';
+    case 403:
+      return 'permission_error';
+    case 404:
+      return 'not_found_error';
+    case 408:
+    case 504:
+      return 'timeout_error';
+    case 413:
+      return 'request_too_large';
+    case 429:
+      return 'rate_limit_error';
+    case 503:
+    case 529:
+      return 'overloaded_error';
+    default:
+      return status >= 500 ? 'api_error' : 'invalid_request_error';
+  }
+}
+
+/**
+ * Anthropic error type -> completion-style `type` and `code`. The code keeps the Anthropic type's
+ * meaning in the vocabulary completion-style clients already match on (e.g. `rate_limit_exceeded`).
+ */
+const OPENAI_ERROR_FOR_ANTHROPIC: Readonly<Record<string, { type: string; code: string }>> = {
+  invalid_request_error: { type: 'invalid_request_error', code: 'invalid_request_error' },
+  authentication_error: { type: 'authentication_error', code: 'invalid_api_key' },
+  billing_error: { type: 'billing_error', code: 'billing_error' },
+  permission_error: { type: 'permission_error', code: 'permission_denied' },
+  not_found_error: { type: 'invalid_request_error', code: 'not_found' },
+  request_too_large: { type: 'invalid_request_error', code: 'request_too_large' },
+  rate_limit_error: { type: 'rate_limit_error', code: 'rate_limit_exceeded' },
+  timeout_error: { type: 'server_error', code: 'timeout' },
+  api_error: { type: 'server_error', code: 'api_error' },
+  overloaded_error: { type: 'server_error', code: 'overloaded' },
+};
+
+export function openaiErrorForAnthropicType(anthropicType: string): { type: string; code: string } {
+  return OPENAI_ERROR_FOR_ANTHROPIC[anthropicType] ?? { type: 'server_error', code: anthropicType };
+}
+
+/**
+ * Completion-style error (`type`/`code`, no status mid-stream) -> Anthropic error type. Only the
+ * unambiguous cases are mapped; everything else is `api_error`, which Anthropic SDKs treat as a
+ * server-side failure.
+ */
+export function anthropicTypeForOpenaiError(type: string | undefined, code: string | undefined): string {
+  const words = `${type ?? ''} ${code ?? ''}`;
+  if (/rate_limit|tokens|requests/.test(words)) return 'rate_limit_error';
+  if (/invalid_api_key|authentication/.test(words)) return 'authentication_error';
+  if (/permission/.test(words)) return 'permission_error';
+  if (/overloaded/.test(words)) return 'overloaded_error';
+  if (/invalid_request/.test(words)) return 'invalid_request_error';
+  if (/not_found/.test(words)) return 'not_found_error';
+  return 'api_error';
+}
+
+/** Generic text for upstream errors whose body we cannot read: never echo raw (possibly HTML) bodies. */
+export function genericUpstreamMessage(status: number): string {
+  return `upstream returned HTTP ${status}`;
+}
