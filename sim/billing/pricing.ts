@@ -1,0 +1,37 @@
+// What one usage event costs, the way the billing-side rule set prices it (spec 2.3): each x-billing item
+// is charged quantity / pricing_unit * unit_price with the pricing hint of the same metric.
+
+import type { UsageEvent } from '../../billing/types.ts';
+import { Money } from './ledger.ts';
+
+export interface ItemCharge {
+  metric: string;
+  quantity: number;
+  /** Undefined when the metric has no pricing hint (charged nothing). */
+  amount: Money | undefined;
+  currency: string | undefined;
+}
+
+export function chargeItems(event: UsageEvent): ItemCharge[] {
+  const billing = event['x-billing'];
+  if (!billing) return [];
+  const hints = billing.pricing_hints ?? {};
+  return billing.items.map(function chargeItem(item): ItemCharge {
+    const hint = Object.hasOwn(hints, item.metric) ? hints[item.metric] : undefined;
+    if (!hint)
+      return { metric: item.metric, quantity: item.quantity, amount: undefined, currency: undefined };
+    // Multiply before dividing so that exact inputs give exact results within the precision.
+    const amount = new Money(item.quantity).times(new Money(hint.unit_price)).dividedBy(hint.pricing_unit);
+    return { metric: item.metric, quantity: item.quantity, amount, currency: hint.currency };
+  });
+}
+
+/** Total charge of an event per currency. */
+export function chargeTotals(items: readonly ItemCharge[]): Map<string, Money> {
+  const totals = new Map<string, Money>();
+  for (const item of items) {
+    if (item.amount === undefined || item.currency === undefined) continue;
+    totals.set(item.currency, (totals.get(item.currency) ?? new Money(0)).plus(item.amount));
+  }
+  return totals;
+}
