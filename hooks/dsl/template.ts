@@ -1,0 +1,114 @@
+// String templates: `template("/v1beta/models/${request.model_mapped}:generateContent")`. Compiled once
+// into literal parts and variables; `${env.NAME}` is replaced at compile time. Plain DSL strings are
+// constant templates (no interpolation), so a literal `${` in a header value needs no escaping.
+
+import type { CompiledTemplate, TemplatePart, TemplateVariable } from './types.ts';
+
+export const TEMPLATE_VARIABLES: readonly TemplateVariable[] = [
+  'request.model',
+  'request.model_mapped',
+  'request.id',
+  'request.api',
+  'provider.name',
+];
+
+export interface TemplateVars {
+  /** Model as the client named it. */
+  readonly model: string | undefined;
+  /** Model sent upstream (registry mapping applied). */
+  readonly modelMapped: string | undefined;
+  readonly requestId: string;
+  readonly api: string;
+  readonly provider: string;
+}
+
+export interface TemplateError {
+  readonly message: string;
+  /** Offset in the template text where the problem starts. */
+  readonly index: number;
+}
+
+export type TemplateCompile =
+  | { readonly ok: true; readonly template: CompiledTemplate }
+  | { readonly ok: false; readonly errors: readonly TemplateError[] };
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** A template with no variables: renders to `text`. */
+export function constantTemplate(text: string): CompiledTemplate {
+  return { source: text, parts: text === '' ? [] : [{ text }], constant: true };
+}
+
+/**
+ * Compiles template text. `env` supplies `${env.NAME}` (an unset name is an error, so a typo does not
+ * silently send an empty value upstream). Every error is returned, not only the first.
+ */
+export function compileTemplate(
+  source: string,
+  env: Readonly<Record<string, string | undefined>>,
+): TemplateCompile {
+  const parts: TemplatePart[] = [];
+  const errors: TemplateError[] = [];
+  let text = '';
+  let i = 0;
+  while (i < source.length) {
+    if (source[i] !== '$' || source[i + 1] !== '{') {
+      text += source[i];
+      i += 1;
+      continue;
+    }
+    const close = source.indexOf('}', i + 2);
+    if (close < 0) {
+      errors.push({ message: 'unterminated "${" in template', index: i });
+      break;
+    }
+    const name = source.slice(i + 2, close).trim();
+    if (name.startsWith('env.')) {
+      const envName = name.slice(4);
+      const value = ENV_NAME.test(envName) ? env[envName] : undefined;
+      if (!ENV_NAME.test(envName))
+        errors.push({ message: `invalid environment variable name "${envName}"`, index: i });
+      else if (value === undefined)
+        errors.push({ message: `environment variable ${envName} is not set`, index: i });
+      else text += value;
+    } else if ((TEMPLATE_VARIABLES as readonly string[]).includes(name)) {
+      if (text) parts.push({ text });
+      text = '';
+      parts.push({ variable: name as TemplateVariable });
+    } else {
+      errors.push({
+        message: `unknown template variable "${name}" (known: ${TEMPLATE_VARIABLES.join(', ')}, env.NAME)`,
+        index: i,
+      });
+    }
+    i = close + 1;
+  }
+  if (errors.length > 0) return { ok: false, errors };
+  if (text) parts.push({ text });
+  return { ok: true, template: { source, parts, constant: parts.every((p) => 'text' in p) } };
+}
+
+function variableValue(v: TemplateVariable, vars: TemplateVars): string {
+  switch (v) {
+    case 'request.model':
+      return vars.model ?? '';
+    case 'request.model_mapped':
+      return vars.modelMapped ?? vars.model ?? '';
+    case 'request.id':
+      return vars.requestId;
+    case 'request.api':
+      return vars.api;
+    case 'provider.name':
+      return vars.provider;
+  }
+}
+
+/**
+ * Renders a compiled template. Values are inserted as they are (no URL encoding): the caller knows
+ * whether the result is a path, a query value or a header. An unknown model renders as ''.
+ */
+export function renderTemplate(t: CompiledTemplate, vars: TemplateVars): string {
+  let out = '';
+  for (const p of t.parts) out += 'text' in p ? p.text : variableValue(p.variable, vars);
+  return out;
+}
