@@ -1,0 +1,110 @@
+// A completion-style embeddings client talking to Gemini's batchEmbedContents (the provider file sets
+// the path `models/<m>:batchEmbedContents`).
+//
+// Usage: Gemini reports no token counts for embeddings, so usage() returns undefined and the gateway
+// estimates usage for billing as it does for any upstream that reports none. The client still gets a
+// `usage` object (SDKs expect one): its counts are a local o200k token estimate of the input, not an
+// upstream figure. Should the upstream ever send `usageMetadata`, that is used instead.
+
+import { countTokens } from 'gpt-tokenizer';
+import type { JsonObject, JsonValue, Usage } from '../types.ts';
+import { asArray, asNumber, asString, field, isObject, openaiErrorFromGemini } from './gemini-shared.ts';
+import type { SseOut, Translator, TranslatorFactory, TranslatorInit } from './types.ts';
+import { TranslationError } from './types.ts';
+
+/** User text may contain special-token strings such as <|endoftext|>; count them as plain text. */
+const COUNT_OPTIONS = { disallowedSpecial: new Set<string>() };
+
+function inputTexts(input: JsonValue | undefined): string[] {
+  if (typeof input === 'string') return [input];
+  if (!Array.isArray(input) || input.length === 0) {
+    throw new TranslationError('input must be a non-empty string or array of strings', 'input');
+  }
+  return input.map((entry, index) => {
+    if (typeof entry === 'string') return entry;
+    // Token-id inputs are tokenizer-specific; Gemini only embeds text.
+    throw new TranslationError('token array input is not supported by Gemini embeddings', `input[${index}]`);
+  });
+}
+
+/** float32 little-endian, base64: what `encoding_format: "base64"` clients (the openai SDK) decode. */
+function base64Floats(values: JsonValue[]): string {
+  const buffer = Buffer.alloc(values.length * 4);
+  values.forEach((value, index) => {
+    buffer.writeFloatLE(typeof value === 'number' ? value : 0, index * 4);
+  });
+  return buffer.toString('base64');
+}
+
+function createOpenaiEmbeddingsToGemini(init: TranslatorInit): Translator {
+  let base64 = false;
+  let estimatedTokens = 0;
+  let upstreamUsage: Usage | undefined;
+
+  function request(body: JsonObject): JsonObject {
+    const texts = inputTexts(body.input);
+    const format = body.encoding_format;
+    if (format !== undefined && format !== 'float' && format !== 'base64') {
+      throw new TranslationError('encoding_format must be "float" or "base64"', 'encoding_format');
+    }
+    base64 = format === 'base64';
+    const dimensions = body.dimensions;
+    if (dimensions !== undefined && (!Number.isInteger(dimensions) || (dimensions as number) <= 0)) {
+      throw new TranslationError('dimensions must be a positive integer', 'dimensions');
+    }
+    const upstream = init.upstreamModel ?? init.model ?? asString(body.model);
+    if (upstream === undefined) throw new TranslationError('model is required', 'model');
+    const model = upstream.startsWith('models/') ? upstream : `models/${upstream}`;
+    estimatedTokens = texts.reduce((sum, text) => sum + countTokens(text, COUNT_OPTIONS), 0);
+    const requests = texts.map((text): JsonObject => {
+      const entry: JsonObject = { model, content: { parts: [{ text }] } };
+      if (dimensions !== undefined) entry.outputDimensionality = dimensions;
+      return entry;
+    });
+    return { requests };
+  }
+
+  function response(body: JsonValue): JsonValue {
+    if (!isObject(body)) throw new TranslationError('upstream reply is not a JSON object');
+    const meta = field(body, 'usageMetadata');
+    const reported = isObject(meta) ? asNumber(field(meta, 'promptTokenCount')) : undefined;
+    if (reported !== undefined) {
+      upstreamUsage = { inputTokens: reported, outputTokens: 0, totalTokens: reported };
+    }
+    const data = asArray(body.embeddings).map((entry, index): JsonObject => {
+      const values = isObject(entry) ? asArray(entry.values) : [];
+      return { object: 'embedding', index, embedding: base64 ? base64Floats(values) : values };
+    });
+    const tokens = reported ?? estimatedTokens;
+    return {
+      object: 'list',
+      data,
+      model: init.model ?? init.upstreamModel ?? '',
+      usage: { prompt_tokens: tokens, total_tokens: tokens },
+    };
+  }
+
+  return {
+    request,
+    response,
+    streamEvent(_event: string | undefined, _data: string): SseOut[] {
+      return [];
+    },
+    streamEnd(_complete: boolean): SseOut[] {
+      return [];
+    },
+    error(status: number, body: JsonValue | string): JsonValue {
+      return openaiErrorFromGemini(status, body, init.requestId);
+    },
+    usage(): Usage | undefined {
+      return upstreamUsage;
+    },
+  };
+}
+
+export const openaiEmbeddingsToGemini = {
+  name: 'openai_embeddings_to_gemini',
+  from: 'openai',
+  to: 'gemini',
+  create: createOpenaiEmbeddingsToGemini,
+} satisfies TranslatorFactory;
