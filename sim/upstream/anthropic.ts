@@ -1,0 +1,267 @@
+// Anthropic Messages wire format: POST /v1/messages (plain and streamed) and count_tokens.
+
+import type { IncomingHttpHeaders } from 'node:http';
+import {
+  asArray,
+  asNumber,
+  asObject,
+  asString,
+  contentText,
+  nextId,
+  replyText,
+  splitPieces,
+  type ToolCallPlan,
+  tokens,
+  toolCall,
+  truncateToTokens,
+  wantsTool,
+} from './text.ts';
+import type { Dialect, JsonReply, Knobs, RouteHandler, SimReply, SimRequest } from './types.ts';
+
+const SSE = 'text/event-stream; charset=utf-8';
+
+const ERROR_TYPES: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  503: 'overloaded_error',
+  529: 'overloaded_error',
+};
+
+function errorBody(status: number, message: string): string {
+  const type = ERROR_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error');
+  return JSON.stringify({ type: 'error', error: { type, message } });
+}
+
+export const anthropicDialect: Dialect = {
+  name: 'anthropic',
+  errorReply(status: number, message: string): JsonReply {
+    return {
+      kind: 'json',
+      status,
+      body: errorBody(status, message),
+      headers: { 'request-id': nextId('req_') },
+    };
+  },
+  hasAuth(headers: IncomingHttpHeaders): boolean {
+    return (headers['x-api-key'] ?? '').length > 0 || (headers.authorization ?? '').length > 7;
+  },
+};
+
+const MIDSTREAM_ERROR = `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })}\n\n`;
+
+interface Conversation {
+  userText: string;
+  lastIsUser: boolean;
+  inputTokens: number;
+}
+
+function hasToolResult(content: unknown): boolean {
+  return asArray(content).some((b) => asObject(b)?.type === 'tool_result');
+}
+
+function readMessages(body: Record<string, unknown>): Conversation {
+  const system = body.system;
+  let inputTokens = system === undefined ? 0 : tokens(contentText(system)) + 3;
+  let userText = '';
+  let lastIsUser = false;
+  for (const m of asArray(body.messages)) {
+    const msg = asObject(m);
+    const role = asString(msg?.role);
+    const text = contentText(msg?.content);
+    inputTokens += 4 + tokens(text);
+    const isUserTurn = role === 'user' && !hasToolResult(msg?.content);
+    if (isUserTurn) userText = text;
+    lastIsUser = isUserTurn;
+  }
+  if (Array.isArray(body.tools) && body.tools.length > 0)
+    inputTokens += tokens(JSON.stringify(body.tools)) + 300;
+  return { userText, lastIsUser, inputTokens: Math.max(1, inputTokens) };
+}
+
+interface Plan {
+  text: string;
+  tool: ToolCallPlan | undefined;
+  stopReason: 'end_turn' | 'max_tokens' | 'tool_use';
+  outputTokens: number;
+}
+
+const TOOL_PREAMBLE = "I'll check the weather for you.";
+
+function plan(body: Record<string, unknown>, conv: Conversation, knobs: Knobs): Plan {
+  const names = asArray(body.tools)
+    .map((t) => asString(asObject(t)?.name))
+    .filter((n): n is string => n !== undefined);
+  const choice = asObject(body.tool_choice);
+  const forcedName = choice?.type === 'tool' ? asString(choice.name) : undefined;
+  const toolName = forcedName ?? (names.includes('get_weather') ? 'get_weather' : names[0]);
+  const useTool = wantsTool({
+    toolName,
+    lastIsUser: conv.lastIsUser,
+    userText: conv.userText,
+    knobs,
+    forced: choice?.type === 'any' || forcedName !== undefined,
+    disabled: choice?.type === 'none',
+  });
+  if (useTool && toolName !== undefined) {
+    const tool = toolCall(toolName, conv.userText);
+    return {
+      text: TOOL_PREAMBLE,
+      tool,
+      stopReason: 'tool_use',
+      outputTokens: tokens(TOOL_PREAMBLE) + tokens(tool.argsJson) + 20,
+    };
+  }
+  const full = replyText(conv.userText, knobs);
+  const maxTokens = asNumber(body.max_tokens);
+  const cut = maxTokens !== undefined ? truncateToTokens(full, maxTokens) : { text: full, truncated: false };
+  return {
+    text: cut.text,
+    tool: undefined,
+    stopReason: cut.truncated ? 'max_tokens' : 'end_turn',
+    outputTokens: Math.max(1, tokens(cut.text)),
+  };
+}
+
+function sse(event: string, data: unknown): string {
+  return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
+function messages(req: SimRequest): SimReply {
+  const body = req.json;
+  if (!body || !Array.isArray(body.messages)) {
+    return anthropicDialect.errorReply(400, 'messages: Field required');
+  }
+  if (asNumber(body.max_tokens) === undefined) {
+    return anthropicDialect.errorReply(400, 'max_tokens: Field required');
+  }
+  const { knobs } = req;
+  const model = asString(body.model) ?? 'claude-sonnet-4-5';
+  const conv = readMessages(body);
+  const p = plan(body, conv, knobs);
+  const id = nextId('msg_01');
+  const toolId = p.tool ? nextId('toolu_01') : '';
+  const cacheRead = Math.min(knobs.cachedTokens, conv.inputTokens);
+  // Anthropic reports cached input separately: input_tokens excludes cache reads.
+  const usage = knobs.noUsage
+    ? undefined
+    : {
+        input_tokens: conv.inputTokens - cacheRead,
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: cacheRead,
+        output_tokens: p.outputTokens,
+        service_tier: 'standard',
+      };
+  const content: unknown[] = [{ type: 'text', text: p.text }];
+  if (p.tool) content.push({ type: 'tool_use', id: toolId, name: p.tool.name, input: p.tool.args });
+
+  if (body.stream !== true) {
+    return {
+      kind: 'json',
+      status: 200,
+      body: JSON.stringify({
+        id,
+        type: 'message',
+        role: 'assistant',
+        model,
+        content,
+        stop_reason: p.stopReason,
+        stop_sequence: null,
+        usage,
+      }),
+      headers: { 'request-id': nextId('req_') },
+    };
+  }
+
+  const frames: string[] = [];
+  frames.push(
+    sse('message_start', {
+      type: 'message_start',
+      message: {
+        id,
+        type: 'message',
+        role: 'assistant',
+        model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: usage ? { ...usage, output_tokens: 1 } : undefined,
+      },
+    }),
+  );
+  frames.push(
+    sse('content_block_start', {
+      type: 'content_block_start',
+      index: 0,
+      content_block: { type: 'text', text: '' },
+    }),
+  );
+  frames.push(sse('ping', { type: 'ping' }));
+  const head =
+    'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":';
+  const pieces = p.tool ? splitPieces(p.text, 2) : splitPieces(p.text, knobs.chunks);
+  for (const piece of pieces) frames.push(`${head}${JSON.stringify(piece)}}}\n\n`);
+  frames.push(sse('content_block_stop', { type: 'content_block_stop', index: 0 }));
+  if (p.tool) {
+    frames.push(
+      sse('content_block_start', {
+        type: 'content_block_start',
+        index: 1,
+        content_block: { type: 'tool_use', id: toolId, name: p.tool.name, input: {} },
+      }),
+    );
+    // The real API opens with an empty partial_json before the fragments.
+    frames.push(
+      sse('content_block_delta', {
+        type: 'content_block_delta',
+        index: 1,
+        delta: { type: 'input_json_delta', partial_json: '' },
+      }),
+    );
+    for (const frag of splitPieces(p.tool.argsJson, Math.max(2, Math.min(knobs.chunks, 6)))) {
+      frames.push(
+        sse('content_block_delta', {
+          type: 'content_block_delta',
+          index: 1,
+          delta: { type: 'input_json_delta', partial_json: frag },
+        }),
+      );
+    }
+    frames.push(sse('content_block_stop', { type: 'content_block_stop', index: 1 }));
+  }
+  frames.push(
+    sse('message_delta', {
+      type: 'message_delta',
+      delta: { stop_reason: p.stopReason, stop_sequence: null },
+      usage: usage ? { output_tokens: p.outputTokens } : undefined,
+    }),
+  );
+  frames.push(sse('message_stop', { type: 'message_stop' }));
+  return {
+    kind: 'stream',
+    contentType: SSE,
+    frames,
+    errorFrame: MIDSTREAM_ERROR,
+    headers: { 'request-id': nextId('req_') },
+  };
+}
+
+function countTokens(req: SimRequest): SimReply {
+  const body = req.json;
+  if (!body || !Array.isArray(body.messages))
+    return anthropicDialect.errorReply(400, 'messages: Field required');
+  return {
+    kind: 'json',
+    status: 200,
+    body: JSON.stringify({ input_tokens: readMessages(body).inputTokens }),
+  };
+}
+
+export const anthropicRoutes: Record<string, RouteHandler> = {
+  'POST /v1/messages': messages,
+  'POST /v1/messages/count_tokens': countTokens,
+};

@@ -1,0 +1,101 @@
+// Shared shapes of the upstream simulator: what a route handler sees and what it answers.
+
+import type { IncomingHttpHeaders } from 'node:http';
+
+/** How a request asks the simulator to misbehave (x-sim-fail). */
+export type FailMode = 'reset' | 'midstream' | 'midstream-reset' | 'hang' | number;
+
+/** Per-request control knobs, read from x-sim-* headers, then from the model name. */
+export interface Knobs {
+  /** Number of content deltas in a streamed reply. */
+  chunks: number;
+  /** Pause between SSE events; 0 writes the whole stream at once. */
+  chunkDelayMs: number;
+  /** Pause before the response headers. */
+  latencyMs: number;
+  fail: FailMode | undefined;
+  /** Fail only the first N requests sharing failKey; undefined = always. */
+  failTimes: number | undefined;
+  failKey: string;
+  noUsage: boolean;
+  unicode: boolean;
+  /** Force a tool call when tools are offered. */
+  tool: boolean;
+  /** Filler words appended to the echo (reply length). */
+  words: number;
+  cachedTokens: number;
+  reasoningTokens: number;
+  /** "<provider>/<name>" of a fixture to replay instead of generating a reply. */
+  replay: string | undefined;
+}
+
+/** The parsed request a route handler works from. */
+export interface SimRequest {
+  readonly method: string;
+  readonly pathname: string;
+  readonly query: URLSearchParams;
+  readonly headers: IncomingHttpHeaders;
+  readonly body: Buffer;
+  /** Parsed JSON body when it is a JSON object. */
+  readonly json: Record<string, unknown> | undefined;
+  readonly knobs: Knobs;
+  /** Route parameters, e.g. the Gemini model taken from the path. */
+  readonly params: Record<string, string>;
+}
+
+export interface JsonReply {
+  readonly kind: 'json';
+  readonly status: number;
+  /** Pre-serialised body; handlers serialise once. */
+  readonly body: string;
+  readonly headers?: Record<string, string>;
+}
+
+export interface BytesReply {
+  readonly kind: 'bytes';
+  readonly status: number;
+  readonly contentType: string;
+  readonly body: Buffer | string;
+  readonly headers?: Record<string, string>;
+}
+
+export interface StreamReply {
+  readonly kind: 'stream';
+  readonly contentType: string;
+  /** Complete wire frames ("data: ...\n\n"), written in order, paced by chunkDelayMs. */
+  readonly frames: string[];
+  /** The provider's in-stream error frame, used by x-sim-fail: midstream. */
+  readonly errorFrame: string;
+  readonly headers?: Record<string, string>;
+}
+
+export type SimReply = JsonReply | BytesReply | StreamReply;
+
+/** Error and auth conventions of one provider's wire format. */
+export interface Dialect {
+  readonly name: 'openai' | 'anthropic' | 'gemini';
+  errorReply(status: number, message: string): JsonReply;
+  /** True when the request carries credentials in this provider's style. */
+  hasAuth(headers: IncomingHttpHeaders, query: URLSearchParams): boolean;
+}
+
+export type RouteHandler = (req: SimRequest) => SimReply | Promise<SimReply>;
+
+export interface RecordedRequest {
+  method: string;
+  /** Path with query string. */
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+  /** Parsed body when it was JSON. */
+  json: unknown;
+}
+
+export interface SimStats {
+  /** Responses the client abandoned before they were complete (includes hung requests). */
+  aborted: number;
+  /** Responses written to the end (any status). */
+  served: number;
+  /** Failures injected through x-sim-fail (or a fail-… model name). */
+  injected: number;
+}
