@@ -87,13 +87,19 @@ export function openaiErrorForAnthropicType(anthropicType: string): { type: stri
  * server-side failure.
  */
 export function anthropicTypeForOpenaiError(type: string | undefined, code: string | undefined): string {
-  const words = `${type ?? ''} ${code ?? ''}`;
-  if (/rate_limit|tokens|requests/.test(words)) return 'rate_limit_error';
-  if (/invalid_api_key|authentication/.test(words)) return 'authentication_error';
-  if (/permission/.test(words)) return 'permission_error';
-  if (/overloaded/.test(words)) return 'overloaded_error';
-  if (/invalid_request/.test(words)) return 'invalid_request_error';
-  if (/not_found/.test(words)) return 'not_found_error';
+  // OpenAI's rate-limit errors use type "tokens" / "requests" and code "rate_limit_exceeded".
+  if (
+    type === 'tokens' ||
+    type === 'requests' ||
+    type === 'rate_limit_error' ||
+    code === 'rate_limit_exceeded'
+  ) {
+    return 'rate_limit_error';
+  }
+  if (code === 'invalid_api_key' || type === 'authentication_error') return 'authentication_error';
+  if (type === 'permission_error' || code === 'permission_denied') return 'permission_error';
+  if (code === 'overloaded' || type === 'overloaded_error') return 'overloaded_error';
+  if (type === 'invalid_request_error') return 'invalid_request_error';
   return 'api_error';
 }
 

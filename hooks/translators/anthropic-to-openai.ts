@@ -278,12 +278,19 @@ function readUsage(usage: JsonValue | undefined): UsageCounts | undefined {
   };
 }
 
+/**
+ * Both cache fields are always present, as on Anthropic's own wire: clients add them up without null
+ * checks. OpenAI-compatible upstreams report no cache writes, so cache_creation_input_tokens is 0.
+ */
 function anthropicUsage(counts: UsageCounts | undefined): JsonObject {
-  if (!counts) return { input_tokens: 0, output_tokens: 0 };
-  const cached = Math.min(counts.cached ?? 0, counts.prompt);
-  const usage: JsonObject = { input_tokens: counts.prompt - cached, output_tokens: counts.completion };
-  if (counts.cached !== undefined) usage.cache_read_input_tokens = cached;
-  return usage;
+  const prompt = counts?.prompt ?? 0;
+  const cached = Math.min(counts?.cached ?? 0, prompt);
+  return {
+    input_tokens: prompt - cached,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: cached,
+    output_tokens: counts?.completion ?? 0,
+  };
 }
 
 function normalizedUsage(counts: UsageCounts | undefined): Usage | undefined {

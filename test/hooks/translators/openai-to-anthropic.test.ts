@@ -38,7 +38,10 @@ for (const name of cases) {
 test('max_tokens defaults when absent, and max_completion_tokens wins over max_tokens', () => {
   const messages = [{ role: 'user', content: 'hi' }];
   assert.equal(create().request({ model: 'm', messages }).max_tokens, DEFAULT_MAX_TOKENS);
-  assert.equal(create().request({ model: 'm', messages, max_tokens: 9, max_completion_tokens: 7 }).max_tokens, 7);
+  assert.equal(
+    create().request({ model: 'm', messages, max_tokens: 9, max_completion_tokens: 7 }).max_tokens,
+    7,
+  );
 });
 
 test('unsupported values throw TranslationError naming the field', () => {
@@ -47,9 +50,15 @@ test('unsupported values throw TranslationError naming the field', () => {
     [{ model: 'm', messages, n: 2 }, 'n'],
     [{ model: 'm', messages, temperature: 1.5 }, 'temperature'],
     [{ model: 'm', messages, response_format: { type: 'json_object' } }, 'response_format'],
-    [{ model: 'm', messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: {} }] }] }, 'messages[0].content[0].type'],
     [
-      { model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'ftp://x/y.png' } }] }] },
+      { model: 'm', messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: {} }] }] },
+      'messages[0].content[0].type',
+    ],
+    [
+      {
+        model: 'm',
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'ftp://x/y.png' } }] }],
+      },
       'messages[0].content[0]',
     ],
     [{ model: 'm', messages: [{ role: 'function', name: 'f', content: 'x' }] }, 'messages[0].role'],
@@ -67,7 +76,10 @@ test('invalid tool call arguments in history are rejected, not forwarded', () =>
   const body = {
     model: 'm',
     messages: [
-      { role: 'assistant', tool_calls: [{ id: 't1', type: 'function', function: { name: 'f', arguments: '{bad' } }] },
+      {
+        role: 'assistant',
+        tool_calls: [{ id: 't1', type: 'function', function: { name: 'f', arguments: '{bad' } }],
+      },
     ],
   };
   assert.throws(() => create().request(body), TranslationError);
@@ -82,7 +94,12 @@ test('usage normalization counts cache reads and writes as input, and keeps them
     role: 'assistant',
     content: [{ type: 'text', text: 'ok' }],
     stop_reason: 'end_turn',
-    usage: { input_tokens: 12, cache_creation_input_tokens: 20, cache_read_input_tokens: 1800, output_tokens: 11 },
+    usage: {
+      input_tokens: 12,
+      cache_creation_input_tokens: 20,
+      cache_read_input_tokens: 1800,
+      output_tokens: 11,
+    },
   });
   assert.deepEqual(translator.usage(), {
     inputTokens: 1832,
@@ -110,7 +127,9 @@ test('stop reasons map to completion-style finish reasons', () => {
   };
   for (const [reason, finish] of Object.entries(expected)) {
     const reply = create().response({ id: 'msg_1', content: [], stop_reason: reason });
-    assert.ok(typeof reply === 'object' && reply !== null && !Array.isArray(reply) && Array.isArray(reply.choices));
+    assert.ok(
+      typeof reply === 'object' && reply !== null && !Array.isArray(reply) && Array.isArray(reply.choices),
+    );
     const choice = reply.choices[0];
     assert.ok(typeof choice === 'object' && choice !== null && !Array.isArray(choice));
     assert.equal(choice.finish_reason, finish, reason);
@@ -119,13 +138,23 @@ test('stop reasons map to completion-style finish reasons', () => {
 
 test('usage chunk only when the request asked for it', () => {
   const events = [
-    ['message_start', '{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":3,"output_tokens":1}}}'],
-    ['message_delta', '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}'],
+    [
+      'message_start',
+      '{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":3,"output_tokens":1}}}',
+    ],
+    [
+      'message_delta',
+      '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}',
+    ],
     ['message_stop', '{"type":"message_stop"}'],
   ] as const;
   for (const includeUsage of [false, true]) {
     const translator = create();
-    const body: JsonObject = { model: 'claude-sonnet', messages: [{ role: 'user', content: 'hi' }], stream: true };
+    const body: JsonObject = {
+      model: 'claude-sonnet',
+      messages: [{ role: 'user', content: 'hi' }],
+      stream: true,
+    };
     if (includeUsage) body.stream_options = { include_usage: true };
     translator.request(body);
     const out = events.flatMap(([event, data]) => translator.streamEvent(event, data));
@@ -138,7 +167,8 @@ test('usage chunk only when the request asked for it', () => {
 });
 
 test('a stream cut before message_stop ends with an error event, a clean end after message_delta with [DONE]', () => {
-  const start = '{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":3,"output_tokens":1}}}';
+  const start =
+    '{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":3,"output_tokens":1}}}';
   const cut = create();
   cut.streamEvent('message_start', start);
   const error = cut.streamEnd(false);
@@ -149,7 +179,10 @@ test('a stream cut before message_stop ends with an error event, a clean end aft
 
   const clean = create();
   clean.streamEvent('message_start', start);
-  clean.streamEvent('message_delta', '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}');
+  clean.streamEvent(
+    'message_delta',
+    '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}',
+  );
   assert.deepEqual(
     clean.streamEnd(true).map((e) => e.data),
     ['[DONE]'],
