@@ -1,0 +1,210 @@
+// Usage estimation for replies that report none (some OpenAI-compatible servers, aborted streams,
+// Gemini embeddings). Counts tokens with gpt-tokenizer; its encodings load lazily on first use (each
+// takes ~0.2 s to load), so start-up stays fast. Call preloadEncodings() after start to take that cost
+// off the first estimated request.
+//
+// Encoding by model family:
+// - cl100k_base: gpt-3.5*, gpt-4 / gpt-4-turbo / gpt-4-32k (not gpt-4o / gpt-4.1 / gpt-4.5),
+//   text-embedding-3-*, text-embedding-ada-002 and the ada / babbage / davinci generation;
+// - o200k_base: gpt-4o, gpt-4.1, gpt-4.5, gpt-5*, o-series, and every model not listed above.
+//   Claude and Gemini tokenizers are not public; o200k_base is the closest public approximation (both
+//   are large modern BPE/SentencePiece vocabularies and land within a few percent on English prose).
+//
+// Input = tokens of the text fields of the request (messages / input / prompt / contents / system /
+// instructions and the text parts inside them, never ids, URLs or image/audio data) plus the chat
+// framing: OpenAI's documented format costs 3 tokens per message, ~1 for its role, and 3 to prime the
+// reply. Anthropic's Messages API frames messages similarly (the recorded pairs agree); Gemini adds one
+// token per turn. Output = tokens of the delivered text. Reasoning tokens a
+// model spent without showing them cannot be estimated.
+//
+// Measured error: test/hooks/usage/estimate.test.ts computes the mean absolute percentage error against
+// test/fixtures/usage/recorded-usage.json and asserts it stays under the bound stated there.
+
+import { createRequire } from 'node:module';
+import type { ApiName, JsonObject, JsonValue, Usage } from '../types.ts';
+
+type EncodingName = 'o200k_base' | 'cl100k_base';
+type EncodingModule = typeof import('gpt-tokenizer/encoding/o200k_base');
+
+const requireFromHere = createRequire(import.meta.url);
+const encodings = new Map<EncodingName, EncodingModule>();
+
+function loadEncoding(name: EncodingName): EncodingModule {
+  let encoding = encodings.get(name);
+  if (!encoding) {
+    // Synchronous on purpose: estimation runs inside the (synchronous) completion path; the CommonJS
+    // build of the same package is loaded through require.
+    encoding = requireFromHere(`gpt-tokenizer/encoding/${name}`) as EncodingModule;
+    encodings.set(name, encoding);
+  }
+  return encoding;
+}
+
+/** Load both encodings now (e.g. right after the server listens) instead of on the first estimate. */
+export function preloadEncodings(): void {
+  loadEncoding('o200k_base');
+  loadEncoding('cl100k_base');
+}
+
+const CL100K_MODEL =
+  /^(gpt-3\.5|gpt-35|gpt-4(?![o.])|text-embedding-3|text-embedding-ada|davinci-002|babbage-002)/;
+
+export function encodingForModel(model: string): EncodingName {
+  // "openai/gpt-4" style ids name the family after the last slash.
+  const bare = model.slice(model.lastIndexOf('/') + 1).toLowerCase();
+  return CL100K_MODEL.test(bare) ? 'cl100k_base' : 'o200k_base';
+}
+
+/** Special-token text such as "<|endoftext|>" in user input is counted as ordinary text, never rejected. */
+const AS_PLAIN_TEXT = { disallowedSpecial: new Set<string>() };
+
+/** Above this many characters, count a prefix and extrapolate: keeps a huge body from stalling the loop. */
+const FULL_COUNT_LIMIT = 2_000_000;
+const SAMPLE_CHARS = 500_000;
+
+export function countTokens(text: string, model: string): number {
+  if (text.length === 0) return 0;
+  try {
+    const encoding = loadEncoding(encodingForModel(model));
+    if (text.length <= FULL_COUNT_LIMIT) return encoding.countTokens(text, AS_PLAIN_TEXT);
+    const sample = encoding.countTokens(text.slice(0, SAMPLE_CHARS), AS_PLAIN_TEXT);
+    return Math.round((sample / SAMPLE_CHARS) * text.length);
+  } catch {
+    // The common rule of thumb (~4 characters per token) if the tokenizer itself fails.
+    return Math.ceil(text.length / 4);
+  }
+}
+
+/** Keys whose values are (or contain) text the model reads. Anything else (ids, urls, data) is skipped. */
+const TEXT_KEYS = new Set([
+  'messages',
+  'content',
+  'contents',
+  'parts',
+  'text',
+  'input',
+  'prompt',
+  'system',
+  'systemInstruction',
+  'system_instruction',
+  'instructions',
+  'name',
+  'tool_calls',
+  'function',
+  'arguments',
+  'output',
+  'requests',
+  'refusal',
+]);
+
+/** Per-message framing of OpenAI's chat format: 3 tokens plus about 1 for the role. */
+const TOKENS_PER_MESSAGE = 4;
+/** Every reply is primed with <|start|>assistant<|message|>. */
+const REPLY_PRIMING = 3;
+
+interface TextTally {
+  texts: string[];
+  /** Token ids given directly (embeddings / completions accept token arrays). */
+  rawTokens: number;
+}
+
+function collectText(value: JsonValue | undefined, tally: TextTally, depth: number): void {
+  if (value === undefined || value === null || depth > 32) return;
+  if (typeof value === 'string') {
+    tally.texts.push(value);
+    return;
+  }
+  if (typeof value === 'number') {
+    tally.rawTokens++;
+    return;
+  }
+  if (Array.isArray(value)) {
+    for (const item of value) collectText(item, tally, depth + 1);
+    return;
+  }
+  if (typeof value !== 'object') return;
+  for (const key of Object.keys(value)) {
+    if (TEXT_KEYS.has(key)) collectText(value[key], tally, depth + 1);
+  }
+}
+
+function arrayLength(value: JsonValue | undefined): number {
+  return Array.isArray(value) ? value.length : 0;
+}
+
+/** Tokens the provider adds around the messages (roles, separators, reply priming). */
+function framingTokens(api: ApiName, body: JsonObject): number {
+  let messages = 0;
+  switch (api) {
+    case 'chat.completions':
+      messages = arrayLength(body['messages']);
+      break;
+    case 'native.messages':
+      messages = arrayLength(body['messages']) + (body['system'] === undefined ? 0 : 1);
+      break;
+    case 'responses': {
+      const input = body['input'];
+      messages =
+        (Array.isArray(input) ? input.length : input === undefined ? 0 : 1) +
+        (body['instructions'] === undefined ? 0 : 1);
+      break;
+    }
+    case 'native.generateContent':
+    case 'native.streamGenerateContent': {
+      // Gemini: one token per turn. Its countTokens answers 10 for "The quick brown fox jumps over the
+      // lazy dog." and generateContent reports promptTokenCount 11 for the same single-turn prompt.
+      const system = body['systemInstruction'] ?? body['system_instruction'];
+      return arrayLength(body['contents']) + (system === undefined ? 0 : 1);
+    }
+    default:
+      return 0;
+  }
+  return messages > 0 ? messages * TOKENS_PER_MESSAGE + REPLY_PRIMING : 0;
+}
+
+/** Fields read at the top level of the request body, by api; `model`, sampling options etc. are not text. */
+function topLevelTextKeys(api: ApiName): readonly string[] {
+  switch (api) {
+    case 'chat.completions':
+      return ['messages'];
+    case 'native.messages':
+      return ['system', 'messages'];
+    case 'responses':
+      return ['instructions', 'input'];
+    case 'completions':
+    case 'images.generations':
+    case 'images.edits':
+      return ['prompt'];
+    case 'embeddings':
+    case 'audio.speech':
+      return ['input'];
+    case 'native.generateContent':
+    case 'native.streamGenerateContent':
+      // embedContent / batchEmbedContents bodies use `content` / `requests`.
+      return ['systemInstruction', 'system_instruction', 'contents', 'content', 'requests'];
+    default:
+      return ['prompt', 'input', 'messages', 'contents'];
+  }
+}
+
+export interface EstimateInput {
+  model: string;
+  api: ApiName;
+  requestBody: JsonObject | undefined;
+  outputText: string;
+}
+
+export function estimateInputTokens(model: string, api: ApiName, body: JsonObject | undefined): number {
+  if (!body) return 0;
+  const tally: TextTally = { texts: [], rawTokens: 0 };
+  for (const key of topLevelTextKeys(api)) collectText(body[key], tally, 0);
+  let tokens = tally.rawTokens;
+  for (const text of tally.texts) tokens += countTokens(text, model);
+  return tokens + framingTokens(api, body);
+}
+
+export function estimateUsage(input: EstimateInput): Usage {
+  const inputTokens = estimateInputTokens(input.model, input.api, input.requestBody);
+  const outputTokens = countTokens(input.outputText, input.model);
+  return { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens };
+}
