@@ -1,0 +1,145 @@
+// ROUTER_* environment variables that override keys of the main file (env > file > default). The first
+// fifteen names are fixed by spec 2.5; the rest follow the same pattern. An empty variable counts as
+// unset, so `ROUTER_X=` in a container manifest never blanks a value by accident.
+
+import { displayPath, pointerOf } from './diagnostics.ts';
+import type { Env } from './interpolate.ts';
+import type { ConfigDiagnostic } from './types.ts';
+
+export interface EnvOverride {
+  readonly name: string;
+  /** Path of the key it sets, as snake_case segments of the main file. */
+  readonly path: readonly string[];
+  readonly kind: 'string' | 'boolean' | 'integer';
+}
+
+function env(name: string, kind: EnvOverride['kind'], ...path: string[]): EnvOverride {
+  return { name, path, kind };
+}
+
+export const ENV_OVERRIDES: readonly EnvOverride[] = [
+  env('ROUTER_BILLING_ENABLED', 'boolean', 'billing', 'enabled'),
+  env('ROUTER_BILLING_BASE_URL', 'string', 'billing', 'base_url'),
+  env('ROUTER_BILLING_PROJECT_ID', 'string', 'billing', 'project_id'),
+  env('ROUTER_BILLING_API_KEY', 'string', 'billing', 'api_key'),
+  env('ROUTER_BILLING_EXTRACTOR_RULE_SET_ID', 'string', 'billing', 'extractor_rule_set_id'),
+  env('ROUTER_BILLING_BALANCE_ENABLED', 'boolean', 'billing', 'balance_enforcement', 'enabled'),
+  env('ROUTER_BILLING_BALANCE_CURRENCY', 'string', 'billing', 'balance_enforcement', 'currency'),
+  env('ROUTER_BILLING_BALANCE_FAILURE_MODE', 'string', 'billing', 'balance_enforcement', 'failure_mode'),
+  env(
+    'ROUTER_BILLING_BALANCE_REQUEST_TIMEOUT_MS',
+    'integer',
+    'billing',
+    'balance_enforcement',
+    'request_timeout_ms',
+  ),
+  env('ROUTER_BILLING_WEBHOOK_PATH', 'string', 'billing', 'balance_enforcement', 'webhook_path'),
+  env('ROUTER_BILLING_WEBHOOK_SECRET', 'string', 'billing', 'balance_enforcement', 'webhook_secret'),
+  env('ROUTER_STORE_ENABLED', 'boolean', 'store', 'enabled'),
+  env('ROUTER_STORE_ADDR', 'string', 'store', 'addr'),
+  env('ROUTER_STORE_PASSWORD', 'string', 'store', 'password'),
+  env('ROUTER_ACCESS_KEY_HASH_SECRET', 'string', 'store', 'access_key_hash_secret'),
+  env('ROUTER_BILLING_OUTBOX_DIR', 'string', 'billing', 'outbox_dir'),
+  env('ROUTER_BILLING_LISTEN', 'string', 'billing', 'listen'),
+  env('ROUTER_LISTEN', 'string', 'listen'),
+  env('ROUTER_MASTER_KEY', 'string', 'master_key'),
+  env('ROUTER_LOG_LEVEL', 'string', 'log', 'level'),
+  env('ROUTER_STORE_USERNAME', 'string', 'store', 'username'),
+  env('ROUTER_STORE_KEY_PREFIX', 'string', 'store', 'key_prefix'),
+];
+
+function parseBoolean(text: string): boolean | undefined {
+  const lower = text.trim().toLowerCase();
+  if (lower === 'true' || lower === '1') return true;
+  if (lower === 'false' || lower === '0') return false;
+  return undefined;
+}
+
+function parseInteger(text: string): number | undefined {
+  const trimmed = text.trim();
+  return /^(0|[1-9][0-9]*)$/.test(trimmed) && Number.isSafeInteger(Number(trimmed))
+    ? Number(trimmed)
+    : undefined;
+}
+
+/** Writes `value` at `path`, creating missing parents (a non-mapping parent is replaced). */
+export function setPath(root: Record<string, unknown>, path: readonly string[], value: unknown): void {
+  let node = root;
+  for (const segment of path.slice(0, -1)) {
+    const next = node[segment];
+    if (typeof next === 'object' && next !== null && !Array.isArray(next))
+      node = next as Record<string, unknown>;
+    else {
+      const created: Record<string, unknown> = {};
+      node[segment] = created;
+      node = created;
+    }
+  }
+  node[path[path.length - 1]] = value;
+}
+
+/**
+ * Applies the ROUTER_* overrides to the parsed main file. Returns the pointers it set, mapped to the
+ * variable name, so later validation errors name the variable instead of a file position. Malformed
+ * booleans and integers are diagnostics naming the variable; the value itself is never echoed.
+ */
+export function applyEnvOverrides(
+  root: Record<string, unknown>,
+  environment: Env,
+  file: string,
+  diagnostics: ConfigDiagnostic[],
+): Map<string, string> {
+  const origins = new Map<string, string>();
+  for (const override of ENV_OVERRIDES) {
+    const text = environment[override.name];
+    if (text === undefined || text === '') continue;
+    let value: unknown = text;
+    if (override.kind === 'boolean') {
+      value = parseBoolean(text);
+      if (value === undefined) {
+        diagnostics.push({ file, line: 0, col: 0, message: `${override.name} must be true, false, 1 or 0` });
+        continue;
+      }
+    } else if (override.kind === 'integer') {
+      value = parseInteger(text);
+      if (value === undefined) {
+        diagnostics.push({
+          file,
+          line: 0,
+          col: 0,
+          message: `${override.name} must be a non-negative integer`,
+        });
+        continue;
+      }
+    }
+    setPath(root, override.path, value);
+    origins.set(pointerOf(override.path), `environment variable ${override.name}`);
+  }
+  return origins;
+}
+
+/** Overrides given by the caller (CLI flags): a nested object of snake_case keys, merged over the file. */
+export type ConfigOverrides = { readonly [key: string]: unknown };
+
+/** Deep-merges `overrides` (mappings merge, anything else replaces) and records their origins. */
+export function applyObjectOverrides(
+  root: Record<string, unknown>,
+  overrides: ConfigOverrides,
+  origins: Map<string, string>,
+): void {
+  function merge(target: Record<string, unknown>, source: ConfigOverrides, path: string[]): void {
+    for (const [key, value] of Object.entries(source)) {
+      if (value === undefined) continue;
+      const here = [...path, key];
+      const existing = target[key];
+      const isMapping = typeof value === 'object' && value !== null && !Array.isArray(value);
+      if (isMapping && typeof existing === 'object' && existing !== null && !Array.isArray(existing)) {
+        merge(existing as Record<string, unknown>, value as ConfigOverrides, here);
+        continue;
+      }
+      target[key] = isMapping ? structuredClone(value) : value;
+      origins.set(pointerOf(here), `override ${displayPath(pointerOf(here))}`);
+    }
+  }
+  merge(root, overrides, []);
+}
