@@ -1,6 +1,6 @@
 // A completion-style (OpenAI chat.completions) client talking to an Anthropic Messages upstream.
 //
-// Decisions worth knowing (also in docs of the report):
+// Decisions worth knowing:
 // - system and developer messages are hoisted, in order, into the top-level `system` (Anthropic has no
 //   mid-conversation system turns).
 // - Consecutive turns of the same Anthropic role are merged, so consecutive `tool` messages become one
@@ -11,6 +11,9 @@
 // - Stop reasons: end_turn, stop_sequence, pause_turn -> stop; max_tokens and
 //   model_context_window_exceeded -> length; tool_use -> tool_calls; refusal -> content_filter.
 // - thinking blocks, citations and server-tool blocks have no completion-style counterpart: dropped.
+// - Refused rather than silently changed: n > 1, logprobs, response_format other than text, non-text
+//   modalities, legacy functions, temperature or top_p above 1 (Anthropic's range is 0..1).
+// - `user` (or `safety_identifier`, or `metadata.user`) becomes Anthropic's metadata.user_id.
 
 import type { JsonObject, JsonValue, Usage } from '../types.ts';
 import {
@@ -303,7 +306,7 @@ function mapStopReason(reason: JsonValue | undefined): string | null {
   }
 }
 
-/** Counts kept per request; `reported` says which cache fields the upstream actually sent. */
+/** Counts kept per request; a cache field stays undefined until the upstream reports it. */
 interface UsageCounts {
   input: number;
   output: number;
