@@ -1,0 +1,408 @@
+// Delivers the file-mode outbox to billing ingest, in order, at least once.
+//
+// Pipelining: up to `window` ingests are in flight, but the checkpoint only ever moves to the end of the
+// lowest event not yet done, so a crash re-sends at most the window plus the events since the last
+// checkpoint write; the billing service deduplicates them on Idempotency-Key.
+//
+// Failures: when the head of the queue fails, no new events are sent; the head is retried alone after a
+// full-jitter exponential backoff (retry_interval_ms doubling up to max_retry_interval_ms). Failures that
+// say the service is unavailable (network error, timeout, 408, 429, 502, 503, 504) are retried for as long
+// as the outage lasts; any other failure (4xx, HTML 404, 500) counts as an attempt, and an event with
+// max_attempts counted attempts goes to dead-letter.jsonl so the queue moves on. Counted attempts are
+// stored in the checkpoint and survive restarts.
+
+import { type FSWatcher, watch } from 'node:fs';
+import type { Logger } from 'pino';
+import type { BillingConfig } from '../proxy/config/types.ts';
+import type { IngestResult } from './billing-client.ts';
+import { openOutboxStatus } from './outbox/status.ts';
+import {
+  attemptKey,
+  type OutboxItem,
+  type OutboxPosition,
+  type OutboxReader,
+  type OutboxReaderOptions,
+  openOutboxReader,
+  positionAfter,
+} from './outbox-reader.ts';
+import type { UsageEvent } from './types.ts';
+
+export interface DeliveryWorkerOptions {
+  config: Pick<BillingConfig, 'outboxDir' | 'retryIntervalMs' | 'maxRetryIntervalMs' | 'maxAttempts'>;
+  client: { ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult> };
+  /** Ingests in flight at most (default 16). 1 gives strict one-by-one delivery. */
+  window?: number;
+  /** Write the checkpoint after this many done items (default 500) ... */
+  checkpointEvery?: number;
+  /** ... or this long after the first uncheckpointed one (default 200 ms), and whenever idle. */
+  checkpointIntervalMs?: number;
+  /** Fallback poll when fs.watch misses a change or is unavailable (default 1000 ms). */
+  pollIntervalMs?: number;
+  /** Use fs.watch on the outbox directory (default true). */
+  watch?: boolean;
+  /** Jitter source in [0, 1) (default Math.random). */
+  random?: () => number;
+  /** Timer used for backoff waits (default setTimeout-based); tests may record the delays. */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  logger?: Logger;
+  reader?: OutboxReaderOptions;
+}
+
+export interface DeliveryError {
+  code: string;
+  status: number | undefined;
+  message: string;
+  /** ISO time. */
+  at: string;
+}
+
+export interface DeliveryCounters {
+  delivered: number;
+  failedAttempts: number;
+  deadLettered: number;
+  quarantined: number;
+  inFlight: number;
+  lastError: DeliveryError | undefined;
+}
+
+export interface DeliveryWorker {
+  counters(): DeliveryCounters;
+  /** Events on disk not yet passed by the in-memory checkpoint (an estimate, see outbox/status.ts). */
+  pending(): Promise<number>;
+  /** Look at the outbox now (fs.watch does this too). */
+  wake(): void;
+  /**
+   * Resolves once every event that was complete on disk when called is done (delivered, dead-lettered
+   * or quarantined) and the checkpoint is written. Never resolves during an outage; rejects on stop.
+   */
+  waitForDrain(): Promise<void>;
+  /** Lets the in-flight ingests end (or aborts them with abort: true), writes the checkpoint, closes. */
+  stop(opts?: { abort?: boolean }): Promise<void>;
+}
+
+/** Full jitter: uniform in [0, min(cap, base * 2^(failures-1))). */
+export function backoffDelay(failures: number, baseMs: number, capMs: number, random: () => number): number {
+  const exp = Math.min(capMs, baseMs * 2 ** Math.max(0, Math.min(failures - 1, 30)));
+  return Math.floor(random() * exp);
+}
+
+interface Slot {
+  item: OutboxItem;
+  state: 'new' | 'inflight' | 'done' | 'failed';
+  /** Counted attempts (durable). */
+  attempts: number;
+  /** Consecutive failures of any kind (backoff exponent). */
+  failures: number;
+  lastResult: IngestResult | undefined;
+  abort: AbortController | undefined;
+  settled: Promise<void> | undefined;
+}
+
+export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<DeliveryWorker> {
+  const { config, client, logger } = opts;
+  const windowSize = Math.max(1, opts.window ?? 16);
+  const checkpointEvery = opts.checkpointEvery ?? 500;
+  const checkpointIntervalMs = opts.checkpointIntervalMs ?? 200;
+  const pollIntervalMs = opts.pollIntervalMs ?? 1000;
+  const random = opts.random ?? Math.random;
+  const sleep = opts.sleep ?? abortableSleep;
+
+  const reader: OutboxReader = await openOutboxReader(config.outboxDir, opts.reader);
+  const status = openOutboxStatus(config.outboxDir);
+  const initialAttempts = reader.initial.attempts;
+  let committed: OutboxPosition = { segment: reader.initial.segment, offset: reader.initial.offset };
+  let durable: OutboxPosition = committed;
+  let doneSinceCheckpoint = 0;
+  let firstUncheckpointedAt = 0;
+  let attemptsDirty = false;
+
+  const window: Slot[] = [];
+  let inFlight = 0;
+  const counters: Omit<DeliveryCounters, 'inFlight' | 'quarantined'> = {
+    delivered: 0,
+    failedAttempts: 0,
+    deadLettered: 0,
+    lastError: undefined,
+  };
+
+  let stopping = false;
+  const stopController = new AbortController();
+  let wakeResolve: (() => void) | undefined;
+  let woken = false;
+  let generation = 0;
+  let drainWaiters: { gen: number; resolve: () => void; reject: (err: Error) => void }[] = [];
+
+  function wake(): void {
+    woken = true;
+    const r = wakeResolve;
+    wakeResolve = undefined;
+    r?.();
+  }
+
+  function waitForWake(timeoutMs: number | undefined): Promise<void> {
+    if (woken || stopping) {
+      woken = false;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      const timer = timeoutMs === undefined ? undefined : setTimeout(wake, timeoutMs);
+      wakeResolve = () => {
+        if (timer) clearTimeout(timer);
+        woken = false;
+        resolve();
+      };
+    });
+  }
+
+  let watcher: FSWatcher | undefined;
+  if (opts.watch ?? true) {
+    try {
+      watcher = watch(config.outboxDir, { persistent: false }, (_event, name) => {
+        // Our own checkpoint/quarantine writes are not news.
+        if (name === null || name === 'events.jsonl' || name.startsWith('segment-')) wake();
+      });
+      watcher.on('error', (err) =>
+        logger?.warn({ err: errorText(err) }, 'outbox watch failed; polling only'),
+      );
+    } catch (err) {
+      logger?.warn({ err: errorText(err) }, 'fs.watch unavailable; polling the outbox');
+    }
+  }
+
+  function recordError(code: string, status: number | undefined, message: string): void {
+    counters.lastError = { code, status, message, at: new Date().toISOString() };
+  }
+
+  function dispatch(slot: Slot): void {
+    const item = slot.item;
+    if (item.kind !== 'event') return;
+    slot.state = 'inflight';
+    inFlight++;
+    const abort = new AbortController();
+    slot.abort = abort;
+    slot.settled = client
+      .ingest(item.event, abort.signal)
+      .catch(
+        (err: unknown): IngestResult => ({
+          kind: 'retryable',
+          status: undefined,
+          code: 'client_error',
+          message: errorText(err),
+          unavailable: true,
+        }),
+      )
+      .then((result) => {
+        inFlight--;
+        slot.abort = undefined;
+        slot.lastResult = result;
+        if (result.kind === 'ok') {
+          slot.state = 'done';
+          counters.delivered++;
+        } else if (result.code === 'aborted' && stopping) {
+          slot.state = 'new'; // not an attempt: we gave up on it, it is re-sent after restart
+        } else {
+          slot.state = 'failed';
+          slot.failures++;
+          counters.failedAttempts++;
+          if (!(result.kind === 'retryable' && result.unavailable)) {
+            slot.attempts++;
+            attemptsDirty = true;
+          }
+          recordError(result.code, result.status, result.message);
+          logger?.warn(
+            {
+              request_id: item.event.external_event_id,
+              code: result.code,
+              status: result.status,
+              attempts: slot.attempts,
+              failures: slot.failures,
+              ...(result.kind === 'permanent' && result.hint ? { hint: result.hint } : {}),
+            },
+            'billing ingest failed',
+          );
+        }
+        wake();
+      });
+  }
+
+  function advance(): void {
+    while (window.length > 0 && window[0].state === 'done') {
+      const slot = window.shift() as Slot;
+      committed = positionAfter(slot.item);
+      if (doneSinceCheckpoint === 0) firstUncheckpointedAt = Date.now();
+      doneSinceCheckpoint++;
+    }
+  }
+
+  async function checkpoint(): Promise<void> {
+    const attempts: Record<string, number> = {};
+    for (const slot of window) {
+      if (slot.attempts > 0 && slot.item.kind === 'event') attempts[attemptKey(slot.item)] = slot.attempts;
+    }
+    await reader.commit(committed, attempts);
+    durable = committed;
+    doneSinceCheckpoint = 0;
+    attemptsDirty = false;
+  }
+
+  function checkpointDue(): boolean {
+    if (attemptsDirty) return true;
+    if (doneSinceCheckpoint === 0) return false;
+    return (
+      doneSinceCheckpoint >= checkpointEvery || Date.now() - firstUncheckpointedAt >= checkpointIntervalMs
+    );
+  }
+
+  function settleDrainWaiters(scanGen: number): void {
+    if (drainWaiters.length === 0) return;
+    const still: typeof drainWaiters = [];
+    for (const w of drainWaiters) {
+      if (w.gen <= scanGen) w.resolve();
+      else still.push(w);
+    }
+    drainWaiters = still;
+  }
+
+  function newSlot(item: OutboxItem): Slot {
+    const attempts = item.kind === 'event' ? (initialAttempts[attemptKey(item)] ?? 0) : 0;
+    return {
+      item,
+      state: item.kind === 'event' ? 'new' : 'done',
+      attempts,
+      failures: 0,
+      lastResult: undefined,
+      abort: undefined,
+      settled: undefined,
+    };
+  }
+
+  async function handleFailedHead(head: Slot): Promise<void> {
+    const item = head.item as Extract<OutboxItem, { kind: 'event' }>;
+    if (head.attempts >= config.maxAttempts) {
+      const r = head.lastResult;
+      await reader.deadLetter(item, {
+        attempts: head.attempts,
+        lastError:
+          r && r.kind !== 'ok'
+            ? { kind: r.kind, status: r.status, code: r.code, message: r.message }
+            : undefined,
+      });
+      head.state = 'done';
+      counters.deadLettered++;
+      logger?.error(
+        {
+          request_id: item.event.external_event_id,
+          attempts: head.attempts,
+          code: r?.kind !== 'ok' ? r?.code : undefined,
+        },
+        'billing event dead-lettered after max attempts',
+      );
+      return;
+    }
+    if (attemptsDirty) await checkpoint();
+    const delay = backoffDelay(head.failures, config.retryIntervalMs, config.maxRetryIntervalMs, random);
+    await sleep(delay, stopController.signal);
+    if (!stopping) dispatch(head);
+  }
+
+  async function loop(): Promise<void> {
+    while (!stopping) {
+      try {
+        advance();
+        const head = window[0];
+        if (head?.state === 'failed') {
+          await handleFailedHead(head);
+          continue;
+        }
+        if (checkpointDue()) await checkpoint();
+        // While the head is being retried, send nothing else: one probe per backoff during an outage.
+        const blocked = head !== undefined && head.failures > 0;
+        let exhausted = false;
+        const scanGen = generation;
+        if (!blocked) {
+          for (const slot of window) if (slot.state === 'new') dispatch(slot);
+          while (inFlight < windowSize && window.length < windowSize * 4) {
+            const item = await reader.next();
+            if (!item) {
+              exhausted = true;
+              break;
+            }
+            const slot = newSlot(item);
+            window.push(slot);
+            if (slot.state === 'new') dispatch(slot);
+          }
+        }
+        if (window.length > 0 && window[0].state === 'done') continue;
+        if (window.length === 0 && exhausted) {
+          if (doneSinceCheckpoint > 0 || attemptsDirty) await checkpoint();
+          settleDrainWaiters(scanGen);
+          await waitForWake(pollIntervalMs);
+          continue;
+        }
+        // Something is in flight; a settled ingest wakes us. The timer only bounds checkpoint lag.
+        await waitForWake(doneSinceCheckpoint > 0 ? checkpointIntervalMs : undefined);
+      } catch (err) {
+        recordError('outbox_error', undefined, errorText(err));
+        logger?.error({ err: errorText(err) }, 'billing delivery loop error; retrying');
+        await sleep(pollIntervalMs, stopController.signal);
+      }
+    }
+    // Stopping: let the in-flight ingests end, then record what is done.
+    await Promise.all(window.map((s) => s.settled));
+    advance();
+    if (doneSinceCheckpoint > 0 || attemptsDirty || committed !== durable) await checkpoint();
+  }
+
+  const running = loop();
+
+  let stopped: Promise<void> | undefined;
+  function stop(stopOpts: { abort?: boolean } = {}): Promise<void> {
+    stopped ??= (async () => {
+      stopping = true;
+      stopController.abort();
+      if (stopOpts.abort) for (const slot of window) slot.abort?.abort();
+      wake();
+      watcher?.close();
+      try {
+        await running;
+      } finally {
+        await reader.close();
+        for (const w of drainWaiters) w.reject(new Error('delivery worker stopped'));
+        drainWaiters = [];
+      }
+    })();
+    return stopped;
+  }
+
+  return {
+    counters: () => ({ ...counters, inFlight, quarantined: reader.quarantined() }),
+    pending: async () => (await status.read(committed)).pendingEvents,
+    wake,
+    waitForDrain: () => {
+      if (stopping) return Promise.reject(new Error('delivery worker stopped'));
+      generation++;
+      const gen = generation;
+      const p = new Promise<void>((resolve, reject) => drainWaiters.push({ gen, resolve, reject }));
+      wake();
+      return p;
+    },
+    stop,
+  } satisfies DeliveryWorker;
+}
+
+function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted || ms <= 0) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,335 @@
+// The sidecar's side of the file-mode billing outbox: reads events in order, quarantines bad lines,
+// keeps the durable checkpoint and deletes fully delivered segments.
+//
+// On-disk layout (see billing/outbox/layout.ts for the file list):
+//   events.jsonl               active segment: header line {"outbox_segment":N,...}, then events
+//   segment-<N>.jsonl          sealed segments (renamed events.jsonl), immutable
+//   checkpoint.json            {segment, offset, attempts}: first byte not yet done, attempts of the head
+//   quarantine.jsonl / dead-letter.jsonl, writer.lock / reader.lock
+//
+// Cost: each event is written once (append), read once (sequential chunked reads) and passed by the
+// checkpoint; checkpoints are written every few hundred events or milliseconds and segments are deleted
+// whole once the checkpoint moves past them, so the work per event is constant, whatever the backlog.
+//
+// Crash safety (kill -9 of either process at any instant; power loss noted where it differs):
+// - Writer dies mid-write: the file may end in a torn line. The reader only consumes bytes up to the last
+//   newline, so the fragment waits. The next writer never appends to that file: it seals it (renames it
+//   to segment-<N>) and starts a new events.jsonl. In a sealed segment a trailing fragment can never be
+//   completed, so the reader quarantines it and moves on. An append whose promise resolved was fsync'ed
+//   and is a whole line, so it is never the fragment.
+// - Writer dies during rotation: the steps are (1) create events.jsonl.next.tmp with header N+1, fsync;
+//   (2) rename events.jsonl -> segment-N; (3) rename the temp file -> events.jsonl; (4) fsync the dir.
+//   Any prefix of these leaves either the old active file or a sealed segment plus a missing/fresh
+//   active file; the next writer removes a leftover temp file and picks a sequence number above every
+//   number in use (segments, active header, checkpoint), so sequence numbers only grow. The reader
+//   tolerates gaps in the numbering.
+// - Sealed means "no longer the inode named events.jsonl". The writer renames only after its last write
+//   to the file, and the reader re-reads once after seeing the rename, so no line is missed.
+// - Reader dies: checkpoint.json is replaced atomically (temp + fsync + rename + dir fsync). Events after
+//   the checkpoint, including the one in flight, are delivered again after restart. The billing service
+//   deduplicates on Idempotency-Key (router:<request id>), so at-least-once delivery + idempotency =
+//   exactly-once billing. A segment is unlinked only after a checkpoint past it is durable; leftovers of
+//   a crash between the two are removed at the next open. Quarantine and dead-letter records are
+//   fsync'ed before the checkpoint passes their line, so they may be duplicated by a crash, never lost.
+// - Power loss: page-cache data the reader already delivered may vanish, leaving a checkpoint beyond
+//   the end of the file; the next writer seals such a file instead of appending to it, and the reader
+//   treats a sealed segment shorter than the checkpoint as done.
+
+import { mkdir, open, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import {
+  ACTIVE_FILE,
+  appendDurable,
+  CHECKPOINT_FILE,
+  type Checkpoint,
+  DEAD_LETTER_FILE,
+  type FileHandle,
+  isErrno,
+  isHeader,
+  isUsageEvent,
+  listOutbox,
+  QUARANTINE_FILE,
+  READER_LOCK,
+  readCheckpoint,
+  readHeaderFromHandle,
+  removeIfExists,
+  segmentFileName,
+  writeCheckpoint,
+} from './outbox/layout.ts';
+import { acquirePidLock } from './outbox/lock.ts';
+import type { UsageEvent } from './types.ts';
+
+export { OutboxLockedError } from './outbox/lock.ts';
+export { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
+
+export interface OutboxPosition {
+  segment: number;
+  offset: number;
+}
+
+export type OutboxItem =
+  /** A usage event occupying bytes [offset, end) of its segment. */
+  | { kind: 'event'; segment: number; offset: number; end: number; event: UsageEvent }
+  /** A line already moved to quarantine.jsonl; done as soon as it is seen. */
+  | { kind: 'skip'; segment: number; offset: number; end: number }
+  /** The end of a sealed segment; passing it lets the segment be deleted. */
+  | { kind: 'sealed'; segment: number };
+
+/** The checkpoint position once `item` (and everything before it) is done. */
+export function positionAfter(item: OutboxItem): OutboxPosition {
+  return item.kind === 'sealed'
+    ? { segment: item.segment + 1, offset: 0 }
+    : { segment: item.segment, offset: item.end };
+}
+
+export function attemptKey(item: { segment: number; offset: number }): string {
+  return `${item.segment}:${item.offset}`;
+}
+
+export interface DeadLetterInfo {
+  attempts: number;
+  lastError: { kind: string; status?: number; code: string; message: string } | undefined;
+}
+
+export interface OutboxReaderOptions {
+  /** Read size; a longer line grows the buffer as needed. Default 1 MiB. */
+  chunkBytes?: number;
+  onFsync?: () => void;
+  /** Told about each quarantined line (segment, offset, reason); never gets the line itself. */
+  onQuarantine?: (info: { segment: number; offset: number; reason: string }) => void;
+}
+
+export interface OutboxReader {
+  readonly dir: string;
+  /** The checkpoint found at open. */
+  readonly initial: Checkpoint;
+  /** The next item in order, or undefined when nothing complete is available right now. */
+  next(): Promise<OutboxItem | undefined>;
+  /** Durably records that everything before `pos` is done; deletes segments below it. */
+  commit(pos: OutboxPosition, attempts: Record<string, number>): Promise<void>;
+  deadLetter(item: Extract<OutboxItem, { kind: 'event' }>, info: DeadLetterInfo): Promise<void>;
+  quarantined(): number;
+  close(): Promise<void>;
+}
+
+interface OpenSegment {
+  seq: number;
+  fh: FileHandle;
+  pos: number;
+  ino: number;
+  dev: number;
+  sealed: boolean;
+}
+
+export async function openOutboxReader(dir: string, opts: OutboxReaderOptions = {}): Promise<OutboxReader> {
+  await mkdir(dir, { recursive: true });
+  const lock = await acquirePidLock(dir, READER_LOCK, 'billing sidecar (outbox reader)');
+  let initial: Checkpoint;
+  try {
+    await removeIfExists(join(dir, `${CHECKPOINT_FILE}.tmp`));
+    initial = await readCheckpoint(dir);
+    for (const seq of (await listOutbox(dir)).segments) {
+      if (seq < initial.segment) await removeIfExists(join(dir, segmentFileName(seq)));
+    }
+  } catch (err) {
+    await lock.release();
+    throw err;
+  }
+
+  let target: OutboxPosition = { segment: initial.segment, offset: initial.offset };
+  let cur: OpenSegment | undefined;
+  let buf = Buffer.allocUnsafe(opts.chunkBytes ?? 1024 * 1024);
+  let items: OutboxItem[] = [];
+  let itemIndex = 0;
+  let quarantinedCount = 0;
+  const sealedSeen: number[] = [];
+  let closed = false;
+
+  async function openSegment(): Promise<OpenSegment | undefined> {
+    for (let tries = 0; tries < 5; tries++) {
+      const listing = await listOutbox(dir);
+      const sealedSeq = listing.segments.find((s) => s >= target.segment);
+      const activeSeq =
+        listing.activeSeq !== undefined && listing.activeSeq >= target.segment
+          ? listing.activeSeq
+          : undefined;
+      if (sealedSeq === undefined && activeSeq === undefined) return undefined;
+      const useSealed = sealedSeq !== undefined && (activeSeq === undefined || sealedSeq < activeSeq);
+      const seq = useSealed ? sealedSeq : (activeSeq as number);
+      const path = join(dir, useSealed ? segmentFileName(seq) : ACTIVE_FILE);
+      let fh: FileHandle;
+      try {
+        fh = await open(path, 'r');
+      } catch (err) {
+        if (isErrno(err, 'ENOENT')) continue; // renamed under us: look again
+        throw err;
+      }
+      if (!useSealed && (await readHeaderFromHandle(fh))?.seq !== seq) {
+        await fh.close(); // the writer rotated between listing and open
+        continue;
+      }
+      const st = await fh.stat();
+      const pos = seq === target.segment ? target.offset : 0;
+      return { seq, fh, pos, ino: st.ino, dev: st.dev, sealed: useSealed };
+    }
+    return undefined;
+  }
+
+  async function isSealed(seg: OpenSegment): Promise<boolean> {
+    try {
+      const st = await stat(join(dir, ACTIVE_FILE));
+      return st.ino !== seg.ino || st.dev !== seg.dev;
+    } catch (err) {
+      if (isErrno(err, 'ENOENT')) return true;
+      throw err;
+    }
+  }
+
+  /** Reads complete lines from the current segment into `items`; returns the number of lines consumed. */
+  async function readLines(seg: OpenSegment): Promise<number> {
+    for (;;) {
+      const { bytesRead } = await seg.fh.read(buf, 0, buf.length, seg.pos);
+      if (bytesRead === 0) return 0;
+      const data = buf.subarray(0, bytesRead);
+      const last = data.lastIndexOf(0x0a);
+      if (last < 0) {
+        if (bytesRead < buf.length) return 0; // only a partial line so far
+        buf = Buffer.allocUnsafe(buf.length * 2);
+        continue;
+      }
+      const base = seg.pos;
+      let quarantine = '';
+      let lines = 0;
+      let start = 0;
+      while (start <= last) {
+        const nl = data.indexOf(0x0a, start);
+        lines++;
+        const text = data.toString('utf8', start, nl);
+        const offset = base + start;
+        const end = base + nl + 1;
+        start = nl + 1;
+        if (text.trim() === '') continue;
+        let value: unknown;
+        let reason: string | undefined;
+        try {
+          value = JSON.parse(text);
+        } catch {
+          reason = 'invalid JSON';
+        }
+        if (reason === undefined && isHeader(value)) continue;
+        if (reason === undefined && isUsageEvent(value)) {
+          items.push({ kind: 'event', segment: seg.seq, offset, end, event: value });
+          continue;
+        }
+        reason ??= 'not a usage event';
+        quarantine += quarantineRecord(seg.seq, offset, reason, text);
+        items.push({ kind: 'skip', segment: seg.seq, offset, end });
+        opts.onQuarantine?.({ segment: seg.seq, offset, reason });
+        quarantinedCount++;
+      }
+      if (quarantine !== '') await appendDurable(dir, QUARANTINE_FILE, quarantine, opts.onFsync);
+      seg.pos = base + last + 1;
+      return lines;
+    }
+  }
+
+  async function finishSealed(seg: OpenSegment): Promise<void> {
+    const size = (await seg.fh.stat()).size;
+    if (size > seg.pos) {
+      // A torn last line of a segment nobody will ever append to again.
+      const tail = Buffer.alloc(size - seg.pos);
+      await seg.fh.read(tail, 0, tail.length, seg.pos);
+      await appendDurable(
+        dir,
+        QUARANTINE_FILE,
+        quarantineRecord(seg.seq, seg.pos, 'torn last line', tail.toString('utf8')),
+        opts.onFsync,
+      );
+      items.push({ kind: 'skip', segment: seg.seq, offset: seg.pos, end: size });
+      opts.onQuarantine?.({ segment: seg.seq, offset: seg.pos, reason: 'torn last line' });
+      quarantinedCount++;
+    }
+    items.push({ kind: 'sealed', segment: seg.seq });
+    sealedSeen.push(seg.seq);
+    await seg.fh.close();
+    target = { segment: seg.seq + 1, offset: 0 };
+    cur = undefined;
+  }
+
+  function take(): OutboxItem | undefined {
+    if (itemIndex >= items.length) return undefined;
+    const item = items[itemIndex++];
+    if (itemIndex === items.length) {
+      items = [];
+      itemIndex = 0;
+    }
+    return item;
+  }
+
+  async function next(): Promise<OutboxItem | undefined> {
+    if (closed) return undefined;
+    for (;;) {
+      const ready = take();
+      if (ready) return ready;
+      cur ??= await openSegment();
+      if (!cur) return undefined;
+      const consumed = await readLines(cur);
+      if (items.length > 0 || consumed > 0) continue;
+      if (!cur.sealed) {
+        if (!(await isSealed(cur))) return undefined;
+        cur.sealed = true; // read once more: lines written just before the rename
+        continue;
+      }
+      await finishSealed(cur);
+    }
+  }
+
+  async function commit(pos: OutboxPosition, attempts: Record<string, number>): Promise<void> {
+    await writeCheckpoint(
+      dir,
+      { version: 1, segment: pos.segment, offset: pos.offset, attempts },
+      opts.onFsync,
+    );
+    while (sealedSeen.length > 0 && sealedSeen[0] < pos.segment) {
+      const seq = sealedSeen.shift() as number;
+      await removeIfExists(join(dir, segmentFileName(seq)));
+    }
+  }
+
+  async function deadLetter(
+    item: Extract<OutboxItem, { kind: 'event' }>,
+    info: DeadLetterInfo,
+  ): Promise<void> {
+    const record = {
+      dead_lettered_at: new Date().toISOString(),
+      segment: item.segment,
+      offset: item.offset,
+      attempts: info.attempts,
+      last_error: info.lastError,
+      event: item.event,
+    };
+    await appendDurable(dir, DEAD_LETTER_FILE, `${JSON.stringify(record)}\n`, opts.onFsync);
+  }
+
+  async function close(): Promise<void> {
+    if (closed) return;
+    closed = true;
+    if (cur) await cur.fh.close();
+    cur = undefined;
+    await lock.release();
+  }
+
+  return {
+    dir,
+    initial,
+    next,
+    commit,
+    deadLetter,
+    quarantined: () => quarantinedCount,
+    close,
+  } satisfies OutboxReader;
+}
+
+function quarantineRecord(segment: number, offset: number, reason: string, line: string): string {
+  return `${JSON.stringify({ quarantined_at: new Date().toISOString(), segment, offset, reason, line })}\n`;
+}

@@ -1,0 +1,235 @@
+// The gateway's side of the file-mode billing outbox: appends one UsageEvent JSON line per completed
+// request to <outbox_dir>/events.jsonl (layout: billing/outbox/layout.ts; design and crash-safety
+// argument: billing/outbox-reader.ts).
+//
+// Group commit: append() only queues the serialized line; one flush loop writes everything queued with
+// a single write() and a single fdatasync(), then resolves all those appends. Appends that arrive while
+// a flush is in flight share the next one, so the fsync rate is bounded by disk latency, not request rate,
+// and the response path never waits on the disk (the gateway does not await append before answering).
+//
+// Exactly ONE gateway process may write a given outbox directory: open takes writer.lock (pid, O_EXCL)
+// and a second gateway on the same directory fails at start with OutboxLockedError.
+
+import { mkdir, open, rename, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import {
+  ACTIVE_FILE,
+  type FileHandle,
+  fsyncDir,
+  headerLine,
+  listOutbox,
+  readCheckpoint,
+  readHeader,
+  removeIfExists,
+  segmentFileName,
+  WRITER_LOCK,
+} from './outbox/layout.ts';
+import { acquirePidLock } from './outbox/lock.ts';
+import type { UsageEvent } from './types.ts';
+
+export { OutboxLockedError } from './outbox/lock.ts';
+
+/** Segments are sealed once the active file exceeds this many bytes (default 16 MiB). */
+export const DEFAULT_MAX_SEGMENT_BYTES = 16 * 1024 * 1024;
+
+const NEXT_TMP = `${ACTIVE_FILE}.next.tmp`;
+
+export interface OutboxWriterOptions {
+  maxSegmentBytes?: number;
+  /** Called after every fsync of the event file (tests count group commits with it). */
+  onFsync?: () => void;
+  /** Called when a batch or a rotation fails; the default does nothing (the caller logs rejected appends). */
+  onError?: (err: unknown) => void;
+}
+
+export interface OutboxWriterStats {
+  /** Events durably written. */
+  appended: number;
+  /** write+fsync rounds of the event file. */
+  fsyncs: number;
+  /** Segments sealed by this writer. */
+  rotations: number;
+  /** Sequence number of the active segment. */
+  segment: number;
+}
+
+export interface OutboxWriter {
+  readonly dir: string;
+  /** Resolves once the event is on disk (written and fsync'ed); rejects when the write failed. */
+  append(event: UsageEvent): Promise<void>;
+  /** Appends queued or being written, not yet durable. */
+  pending(): number;
+  stats(): OutboxWriterStats;
+  /** Flushes what is queued, closes the file and releases the lock. */
+  close(): Promise<void>;
+}
+
+interface QueuedLine {
+  line: string;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = {}): Promise<OutboxWriter> {
+  const maxSegmentBytes = opts.maxSegmentBytes ?? DEFAULT_MAX_SEGMENT_BYTES;
+  await mkdir(dir, { recursive: true });
+  const lock = await acquirePidLock(dir, WRITER_LOCK, 'gateway (outbox writer)');
+  let state: { fh: FileHandle; seq: number; size: number };
+  try {
+    state = await startActiveSegment(dir);
+  } catch (err) {
+    await lock.release();
+    throw err;
+  }
+
+  let queue: QueuedLine[] = [];
+  let inFlight = 0;
+  let flushing: Promise<void> | undefined;
+  let closed = false;
+  // After a failed write the file may end in a torn fragment; the next batch starts with a newline so the
+  // fragment becomes one (quarantined) line instead of corrupting the next event.
+  let terminateFragment = false;
+  const stats: OutboxWriterStats = { appended: 0, fsyncs: 0, rotations: 0, segment: state.seq };
+
+  async function writeAll(buf: Buffer): Promise<void> {
+    let off = 0;
+    while (off < buf.length) {
+      const { bytesWritten } = await state.fh.write(buf, off, buf.length - off, null);
+      off += bytesWritten;
+    }
+  }
+
+  async function rotate(): Promise<void> {
+    const next = state.seq + 1;
+    await createHeaderFile(join(dir, NEXT_TMP), next);
+    // Everything for state.seq was written and fsync'ed before this point and nothing is written to it
+    // after: the reader may treat the renamed file as sealed the moment it no longer is events.jsonl.
+    await rename(join(dir, ACTIVE_FILE), join(dir, segmentFileName(state.seq)));
+    await rename(join(dir, NEXT_TMP), join(dir, ACTIVE_FILE));
+    await fsyncDir(dir);
+    await state.fh.close();
+    const fh = await open(join(dir, ACTIVE_FILE), 'a');
+    state = { fh, seq: next, size: (await fh.stat()).size };
+    stats.rotations++;
+    stats.segment = next;
+  }
+
+  async function flushLoop(): Promise<void> {
+    // Let appends issued in the same tick join the first batch.
+    await Promise.resolve();
+    while (queue.length > 0) {
+      const batch = queue;
+      queue = [];
+      inFlight = batch.length;
+      let text = '';
+      for (const q of batch) text += q.line;
+      if (terminateFragment) text = `\n${text}`;
+      const buf = Buffer.from(text, 'utf8');
+      try {
+        await writeAll(buf);
+        await state.fh.datasync();
+        terminateFragment = false;
+        state.size += buf.length;
+        stats.fsyncs++;
+        stats.appended += batch.length;
+        opts.onFsync?.();
+        for (const q of batch) q.resolve();
+      } catch (err) {
+        terminateFragment = true;
+        opts.onError?.(err);
+        for (const q of batch) q.reject(err);
+      }
+      inFlight = 0;
+      if (state.size >= maxSegmentBytes) {
+        try {
+          await rotate();
+        } catch (err) {
+          // Keep appending to the current file; rotation is retried after the next batch.
+          opts.onError?.(err);
+        }
+      }
+    }
+    flushing = undefined;
+  }
+
+  function append(event: UsageEvent): Promise<void> {
+    if (closed) return Promise.reject(new Error('outbox writer is closed'));
+    // Serialize now: the caller may reuse the object, and JSON.stringify never emits a raw newline.
+    const line = `${JSON.stringify(event)}\n`;
+    return new Promise<void>((resolve, reject) => {
+      queue.push({ line, resolve, reject });
+      flushing ??= flushLoop();
+    });
+  }
+
+  async function close(): Promise<void> {
+    if (closed) return;
+    closed = true;
+    await flushing;
+    await state.fh.close();
+    await lock.release();
+  }
+
+  return {
+    dir,
+    append,
+    pending: () => queue.length + inFlight,
+    stats: () => ({ ...stats }),
+    close,
+  } satisfies OutboxWriter;
+}
+
+/**
+ * Makes sure events.jsonl is a fresh segment with a new sequence number. A previous events.jsonl that
+ * holds events is sealed first: it may end in a torn line (the old writer died mid-write), and after a
+ * power loss it may be shorter than the reader's checkpoint; as a sealed segment the reader handles both
+ * (quarantines the tail, or treats the segment as done). Restarts therefore cost one small segment each.
+ */
+async function startActiveSegment(dir: string): Promise<{ fh: FileHandle; seq: number; size: number }> {
+  await removeIfExists(join(dir, NEXT_TMP));
+  const listing = await listOutbox(dir);
+  let checkpointSeq = 0;
+  let checkpointOffset = 0;
+  try {
+    const cp = await readCheckpoint(dir);
+    checkpointSeq = cp.segment;
+    checkpointOffset = cp.offset;
+  } catch {
+    // The reader reports a malformed checkpoint; the writer only needs a sequence number above it.
+  }
+  let maxSeq = Math.max(0, checkpointSeq, listing.activeSeq ?? 0, ...listing.segments);
+  const activePath = join(dir, ACTIVE_FILE);
+
+  if (listing.activeExists) {
+    const size = (await stat(activePath)).size;
+    const header = await readHeader(activePath);
+    const headerSeq = header?.seq;
+    const headerOnly = header !== undefined && size === header.bytes;
+    const beyondCheckpoint = headerSeq === checkpointSeq && checkpointOffset > size;
+    if (headerOnly && !beyondCheckpoint) {
+      const fh = await open(activePath, 'a');
+      return { fh, seq: header.seq, size };
+    }
+    if (size > 0) {
+      const sealSeq = headerSeq ?? maxSeq + 1;
+      maxSeq = Math.max(maxSeq, sealSeq);
+      await rename(activePath, join(dir, segmentFileName(sealSeq)));
+    }
+  }
+  const seq = maxSeq + 1;
+  await createHeaderFile(join(dir, NEXT_TMP), seq);
+  await rename(join(dir, NEXT_TMP), activePath);
+  await fsyncDir(dir);
+  const fh = await open(activePath, 'a');
+  return { fh, seq, size: (await fh.stat()).size };
+}
+
+async function createHeaderFile(path: string, seq: number): Promise<void> {
+  const fh = await open(path, 'w');
+  try {
+    await fh.writeFile(headerLine(seq));
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}

@@ -1,0 +1,162 @@
+// The billing sidecar (router-billing) in-process: the delivery worker plus a small HTTP server for
+// /healthz and /readyz. Routing is a plain map of "METHOD /path" -> handler so the webhook listener
+// (balance enforcement) plugs in with one more entry.
+
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import type { BillingConfig, ListenAddress, RouterConfig } from '../proxy/config/types.ts';
+import { type BillingClient, createBillingClient } from './billing-client.ts';
+import { type DeliveryWorker, type DeliveryWorkerOptions, startDeliveryWorker } from './delivery-worker.ts';
+import { type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
+
+export { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
+
+export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
+
+/** Keyed `"GET /healthz"`: method, one space, exact path (query string ignored). */
+export type SidecarRoutes = Map<string, RouteHandler>;
+
+export interface SidecarOptions {
+  logger?: Logger;
+  /** Overrides billing.listen (tests pass port 0). */
+  listen?: ListenAddress;
+  /** Extra routes, added to (and overriding) the built-in ones. */
+  routes?: Iterable<[string, RouteHandler]>;
+  /** Replaces the undici client (tests). */
+  client?: BillingClient;
+  /** Delivery tuning (window, checkpoint cadence, jitter source ...). */
+  worker?: Omit<DeliveryWorkerOptions, 'config' | 'client' | 'logger'>;
+}
+
+export interface Sidecar {
+  /** Undefined when billing is disabled: the sidecar then only answers health checks. */
+  readonly worker: DeliveryWorker | undefined;
+  /** http://host:port of the listener. */
+  readonly url: string;
+  readonly routes: SidecarRoutes;
+  /** Stops accepting connections, lets the in-flight delivery end, writes the checkpoint. */
+  close(): Promise<void>;
+}
+
+/** Billing can actually deliver: on, and every value the ingest call needs is present. */
+export function isBillingConfigured(billing: BillingConfig): boolean {
+  return (
+    billing.enabled &&
+    billing.baseUrl !== '' &&
+    billing.projectId !== '' &&
+    billing.apiKey !== '' &&
+    billing.extractorRuleSetId !== ''
+  );
+}
+
+export async function startSidecar(
+  config: RouterConfig | { billing: BillingConfig },
+  opts: SidecarOptions = {},
+): Promise<Sidecar> {
+  const billing = config.billing;
+  const log = opts.logger;
+  const configured = isBillingConfigured(billing);
+  let client: BillingClient | undefined;
+  const ownsClient = opts.client === undefined;
+  let worker: DeliveryWorker | undefined;
+  let status: OutboxStatusView | undefined;
+  if (configured) {
+    client =
+      opts.client ?? createBillingClient(billing, { connections: opts.worker?.window ?? 16, logger: log });
+    worker = await startDeliveryWorker({ ...opts.worker, config: billing, client, logger: log });
+    status = openOutboxStatus(billing.outboxDir);
+  } else if (billing.enabled) {
+    log?.error('billing.enabled is true but base_url, project_id, api_key or extractor_rule_set_id is empty');
+  }
+
+  let closing = false;
+  const routes: SidecarRoutes = new Map<string, RouteHandler>([
+    ['GET /healthz', (_req, res) => sendJson(res, 200, { status: 'ok' })],
+    [
+      'GET /readyz',
+      async (_req, res) => {
+        const body: Record<string, unknown> = {
+          status: closing ? 'stopping' : 'ready',
+          billing: { enabled: billing.enabled, configured },
+        };
+        if (worker && status) {
+          const c = worker.counters();
+          const disk = await status.read();
+          body.delivery = {
+            pending: await worker.pending(),
+            dead_lettered: disk.deadLettered,
+            quarantined: disk.quarantined,
+            delivered: c.delivered,
+            failed_attempts: c.failedAttempts,
+            in_flight: c.inFlight,
+            last_error_code: c.lastError?.code ?? null,
+            last_error_at: c.lastError?.at ?? null,
+          };
+        }
+        sendJson(res, closing ? 503 : 200, body);
+      },
+    ],
+  ]);
+  for (const [key, handler] of opts.routes ?? []) routes.set(key, handler);
+
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?', 1)[0];
+    const handler = routes.get(`${req.method} ${path}`);
+    if (!handler) {
+      sendJson(res, 404, {
+        error: { message: 'not found', type: 'invalid_request_error', code: 'not_found' },
+      });
+      return;
+    }
+    Promise.resolve()
+      .then(() => handler(req, res))
+      .catch((err: unknown) => {
+        log?.error({ err: err instanceof Error ? err.message : String(err), path }, 'sidecar route failed');
+        if (!res.headersSent)
+          sendJson(res, 500, { error: { message: 'internal error', type: 'server_error' } });
+        else res.destroy();
+      });
+  });
+  const listen = opts.listen ?? billing.listen;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(listen.port, listen.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (err) {
+    await worker?.stop();
+    if (ownsClient) await client?.close();
+    throw err;
+  }
+  const addr = server.address() as AddressInfo;
+  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  const url = `http://${host}:${addr.port}`;
+  log?.info({ url, billing_configured: configured }, 'router-billing listening');
+
+  let closed: Promise<void> | undefined;
+  function close(): Promise<void> {
+    closed ??= (async () => {
+      closing = true;
+      const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      await worker?.stop();
+      if (ownsClient) await client?.close();
+      server.closeAllConnections();
+      await serverClosed;
+      log?.info(worker ? { delivered: worker.counters().delivered } : {}, 'router-billing stopped');
+    })();
+    return closed;
+  }
+
+  return { worker, url, routes, close } satisfies Sidecar;
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}

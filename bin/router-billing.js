@@ -1,0 +1,8 @@
+#!/usr/bin/env node
+// The billing sidecar. The code is TypeScript run natively, so this must run under the project's Node 24
+// (package.json engines): `npx router-billing -c config.yaml` or an npm script, both of which put
+// node_modules/.bin (with the pinned `node` package) first on PATH. The machine's own older node cannot
+// load .ts files.
+import { runSidecarMain } from '../billing/sidecar-main.ts';
+
+await runSidecarMain(process.argv.slice(2));
