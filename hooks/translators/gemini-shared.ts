@@ -134,8 +134,14 @@ export function statusFromOpenaiError(error: JsonObject): number {
   return 500;
 }
 
-function withRequestId(message: string, requestId: string): string {
-  return `${message} (request id: ${requestId})`;
+/**
+ * Upstream messages can quote the gateway's own upstream key (OpenAI's "Incorrect API key provided:
+ * sk-proj-****abcd"); the client must not learn even a fragment of it.
+ */
+const SECRET_PATTERN = /\b(?:sk-[\w*-]{4,}|AIza[\w-]{10,}|ak_[\w-]{8,}|Bearer\s+\S+)/g;
+
+function clientMessage(message: string, requestId: string): string {
+  return `${message.replace(SECRET_PATTERN, '[redacted]').trimEnd()} (request id: ${requestId})`;
 }
 
 /**
@@ -163,7 +169,7 @@ export function openaiErrorFromGemini(
   const message = (error && asString(error.message)) ?? `upstream error (HTTP ${httpStatus})`;
   return {
     error: {
-      message: withRequestId(message, requestId),
+      message: clientMessage(message, requestId),
       type: openaiErrorType(httpStatus),
       code: statusName.toLowerCase(),
     },
@@ -184,7 +190,7 @@ export function geminiErrorFromOpenai(
   return {
     error: {
       code: httpStatus,
-      message: withRequestId(message, requestId),
+      message: clientMessage(message, requestId),
       status: googleStatusName(httpStatus),
     },
   };
@@ -347,7 +353,10 @@ export function geminiSchemaToJsonSchema(schema: JsonObject): JsonObject {
       }
     }
   }
-  if (schema.nullable === true && typeof out.type === 'string') out.type = [out.type, 'null'];
+  if (schema.nullable === true && typeof out.type === 'string') {
+    out.type = [out.type, 'null'];
+    if (Array.isArray(out.enum)) out.enum = [...out.enum, null];
+  }
   return out;
 }
 

@@ -229,7 +229,8 @@ function applyToolConfig(toolConfig: JsonValue | undefined, out: JsonObject): vo
   out.tool_choice = 'required';
   if (allowed.length > 1 && Array.isArray(out.tools)) {
     out.tools = out.tools.filter(
-      (tool) => isObject(tool) && isObject(tool.function) && allowed.includes(asString(tool.function.name) ?? ''),
+      (tool) =>
+        isObject(tool) && isObject(tool.function) && allowed.includes(asString(tool.function.name) ?? ''),
     );
   }
 }
