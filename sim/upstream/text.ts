@@ -68,8 +68,11 @@ export interface ToolCallPlan {
 
 /** The tool call the simulated model makes: location from "weather in <Place>", else Paris. */
 export function toolCall(name: string, userText: string): ToolCallPlan {
-  const m = /weather (?:in|for|at) ([\p{L}][\p{L}' -]*?)(?=[?.!,;]|$)/iu.exec(userText);
-  const args = { location: m ? m[1].trim() : 'Paris', unit: 'celsius' };
+  // A capitalised place name ("New York"), else the single word after the preposition.
+  const m =
+    /weather (?:in|for|at) (\p{Lu}[\p{L}'-]*(?: \p{Lu}[\p{L}'-]*)*)/u.exec(userText) ??
+    /weather (?:in|for|at) ([\p{L}'-]+)/iu.exec(userText);
+  const args = { location: m ? m[1] : 'Paris', unit: 'celsius' };
   return { name, args, argsJson: JSON.stringify(args) };
 }
 
