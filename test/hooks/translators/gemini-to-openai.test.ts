@@ -161,6 +161,18 @@ describe('gemini-to-openai stream', () => {
     assert.equal(candidate.finishReason, 'MALFORMED_FUNCTION_CALL');
   });
 
+  test('reasoning deltas become thought parts only when the client asked for thoughts', () => {
+    for (const includeThoughts of [false, true]) {
+      const translator = geminiToOpenai.create(INIT);
+      translator.request({ contents: [], generationConfig: { thinkingConfig: { includeThoughts } } });
+      const out = translator.streamEvent(undefined, chunk({ reasoning_content: 'hmm', content: 'Hi' }));
+      const parts = ((JSON.parse(out[0].data) as JsonObject).candidates as JsonObject[])[0]
+        .content as JsonObject;
+      const expected = includeThoughts ? [{ text: 'hmm', thought: true }, { text: 'Hi' }] : [{ text: 'Hi' }];
+      assert.deepEqual(parts.parts, expected);
+    }
+  });
+
   test('a cut-off stream ends with a Gemini error chunk the SDK raises', () => {
     const translator = geminiToOpenai.create(INIT);
     translator.streamEvent(undefined, chunk({ content: 'Hi' }));

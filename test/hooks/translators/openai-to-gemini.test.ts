@@ -166,6 +166,31 @@ describe('openai-to-gemini replies', () => {
     }
   });
 
+  test('streamed function calls get consecutive indexes and ids across chunks', () => {
+    const translator = openaiToGemini.create(INIT);
+    const call = (city: string): string =>
+      JSON.stringify({
+        candidates: [
+          { content: { role: 'model', parts: [{ functionCall: { name: 'w', args: { city } } }] } },
+        ],
+      });
+    const events = [
+      ...translator.streamEvent(undefined, call('A')),
+      ...translator.streamEvent(undefined, call('B')),
+    ];
+    const deltas = events
+      .map((event) => ((parsed(event.data).choices as JsonObject[])[0].delta as JsonObject).tool_calls)
+      .filter((calls) => calls !== undefined)
+      .flatMap((calls) => calls as JsonObject[]);
+    assert.deepEqual(
+      deltas.map((delta) => [delta.index, delta.id]),
+      [
+        [0, 'call_0'],
+        [1, 'call_1'],
+      ],
+    );
+  });
+
   test('no [DONE] after an error event', () => {
     const translator = openaiToGemini.create(INIT);
     translator.request({ messages: [] });
