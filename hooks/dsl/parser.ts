@@ -286,6 +286,12 @@ export function parse(file: string, source: string): ParseResult {
 
   /** Parses `(a, b, ...)` / `[a, b, ...]` item lists; the opening token is already consumed. */
   function parseList(close: TokenKind, open: Token, depth: number): ArgNode[] | undefined {
+    const items = parseListItems(close, open, depth);
+    if (!items) skipPast(open.kind, close);
+    return items;
+  }
+
+  function parseListItems(close: TokenKind, open: Token, depth: number): ArgNode[] | undefined {
     const items: ArgNode[] = [];
     for (;;) {
       const t = peek();
@@ -293,7 +299,7 @@ export function parse(file: string, source: string): ParseResult {
         next();
         return items;
       }
-      if (t.kind === ';' || t.kind === '}' || t.kind === 'eof') {
+      if (endsStatement(t)) {
         error(t.pos, `expected "${close}" to close "${open.kind}" at ${open.pos.line}:${open.pos.col}`);
         return undefined;
       }
@@ -302,9 +308,31 @@ export function parse(file: string, source: string): ParseResult {
       items.push(v);
       const sep = peek();
       if (sep.kind === ',') next();
-      else if (sep.kind !== close) {
+      else if (sep.kind !== close && !endsStatement(sep)) {
         error(sep.pos, `expected "," or "${close}", found ${describe(sep)}`);
         return undefined;
+      }
+    }
+  }
+
+  function endsStatement(t: Token): boolean {
+    return t.kind === ';' || t.kind === '}' || t.kind === 'eof';
+  }
+
+  /**
+   * After an error inside `( [ {` of a value, skips to its closing bracket so that the rest of the
+   * statement is not misread; stops early at `;` or the end of the file.
+   */
+  function skipPast(open: TokenKind, close: TokenKind): void {
+    let depth = 1;
+    for (;;) {
+      const t = peek();
+      if (t.kind === 'eof' || t.kind === ';' || (t.kind === '}' && close !== '}')) return;
+      next();
+      if (t.kind === open) depth += 1;
+      else if (t.kind === close) {
+        depth -= 1;
+        if (depth === 0) return;
       }
     }
   }
@@ -323,6 +351,12 @@ export function parse(file: string, source: string): ParseResult {
 
   function parseObject(depth: number): ObjectArg | undefined {
     const open = next();
+    const obj = parseObjectEntries(open, depth);
+    if (!obj) skipPast('{', '}');
+    return obj;
+  }
+
+  function parseObjectEntries(open: Token, depth: number): ObjectArg | undefined {
     const entries: ObjectEntry[] = [];
     for (;;) {
       const k = peek();
