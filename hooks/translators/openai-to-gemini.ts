@@ -48,17 +48,25 @@ function inlineDataFromDataUrl(url: string, path: string): JsonObject {
   if (!match) throw new TranslationError('malformed data URL', path);
   const mimeType = match[1] || 'application/octet-stream';
   const isBase64 = match[2].split(';').includes('base64');
-  const data = isBase64 ? match[3] : Buffer.from(decodeURIComponent(match[3]), 'utf8').toString('base64');
-  return { inlineData: { mimeType, data } };
+  if (isBase64) return { inlineData: { mimeType, data: match[3] } };
+  let text: string;
+  try {
+    text = decodeURIComponent(match[3]);
+  } catch {
+    throw new TranslationError('malformed data URL', path);
+  }
+  return { inlineData: { mimeType, data: Buffer.from(text, 'utf8').toString('base64') } };
 }
 
 function imagePart(value: JsonValue | undefined, path: string): JsonObject {
   const url = isObject(value) ? asString(value.url) : asString(value);
   if (url === undefined) throw new TranslationError('image_url.url must be a string', path);
   if (url.startsWith('data:')) return inlineDataFromDataUrl(url, path);
-  if (!/^https?:\/\//i.test(url))
+  const parsed = URL.parse(url);
+  if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) {
     throw new TranslationError('image_url must be a data URL or an http(s) URL', path);
-  const extension = /\.([a-z0-9]+)$/i.exec(new URL(url).pathname)?.[1]?.toLowerCase();
+  }
+  const extension = /\.([a-z0-9]+)$/i.exec(parsed.pathname)?.[1]?.toLowerCase();
   const mimeType = (extension && IMAGE_MIME_BY_EXTENSION[extension]) || 'image/*';
   return { fileData: { fileUri: url, mimeType } };
 }

@@ -119,6 +119,10 @@ describe('openai-to-gemini request', () => {
         }),
       TranslationError,
     );
+    for (const url of ['http://[bad', 'data:text/plain,%E0%A4%A']) {
+      const content = [{ type: 'image_url', image_url: { url } }];
+      assert.throws(() => translator.request({ messages: [{ role: 'user', content }] }), TranslationError);
+    }
     assert.throws(() => translator.request({ messages: 'hi' }), TranslationError);
   });
 });
