@@ -131,13 +131,19 @@ export function applyObjectOverrides(
     for (const [key, value] of Object.entries(source)) {
       if (value === undefined) continue;
       const here = [...path, key];
-      const existing = target[key];
       const isMapping = typeof value === 'object' && value !== null && !Array.isArray(value);
-      if (isMapping && typeof existing === 'object' && existing !== null && !Array.isArray(existing)) {
-        merge(existing as Record<string, unknown>, value as ConfigOverrides, here);
+      if (isMapping && Object.keys(value).length > 0) {
+        // Merge leaf by leaf so each overridden key has its own origin.
+        const existing = target[key];
+        const child =
+          typeof existing === 'object' && existing !== null && !Array.isArray(existing)
+            ? (existing as Record<string, unknown>)
+            : {};
+        target[key] = child;
+        merge(child, value as ConfigOverrides, here);
         continue;
       }
-      target[key] = isMapping ? structuredClone(value) : value;
+      target[key] = isMapping || Array.isArray(value) ? structuredClone(value) : value;
       origins.set(pointerOf(here), `override ${displayPath(pointerOf(here))}`);
     }
   }

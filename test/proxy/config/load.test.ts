@@ -1,0 +1,509 @@
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${ENV}` in plain strings is the configuration syntax under test.
+import assert from 'node:assert/strict';
+import { join, resolve } from 'node:path';
+import { test } from 'node:test';
+import { formatDiagnostic } from '../../../proxy/config/diagnostics.ts';
+import { ENV_OVERRIDES } from '../../../proxy/config/env-overrides.ts';
+import { loadConfig, loadConfigFromString } from '../../../proxy/config/load.ts';
+import type { ConfigDiagnostic } from '../../../proxy/config/types.ts';
+import { tempDir } from './temp-dir.ts';
+
+const REFERENCE = resolve(import.meta.dirname, '../../../deploy/config/router.yaml');
+
+function messages(diagnostics: readonly ConfigDiagnostic[]): string[] {
+  return diagnostics.map(formatDiagnostic);
+}
+
+/** Loads YAML text as if it were /virtual/router.yaml (no companion files). */
+async function loadText(text: string, env: Record<string, string> = {}) {
+  return loadConfigFromString(text, '/virtual/router.yaml', { env });
+}
+
+function only(diagnostics: readonly ConfigDiagnostic[]): ConfigDiagnostic {
+  assert.equal(diagnostics.length, 1, messages(diagnostics).join('\n'));
+  return diagnostics[0];
+}
+
+test('the reference configuration loads with an empty environment', async () => {
+  const { config, diagnostics } = await loadConfig(REFERENCE, { env: {} });
+  assert.deepEqual(messages(diagnostics), []);
+  assert.ok(config);
+  const dir = resolve(import.meta.dirname, '../../../deploy/config');
+  assert.equal(config.file, REFERENCE);
+  assert.deepEqual(config.listen, { host: '127.0.0.1', port: 8080 });
+  assert.equal(config.providersDir, join(dir, 'providers'));
+  assert.equal(config.models.file, join(dir, 'models.yaml'));
+  assert.ok(config.models.entries.some((entry) => entry.id === 'gpt-5.5' && entry.ownedBy === 'openai'));
+  assert.equal(config.keys.file, undefined);
+  assert.deepEqual(config.keys.accessKeys, []);
+  assert.equal(config.billing.enabled, false);
+  assert.equal(config.billing.outboxDir, join(dir, 'data/outbox'));
+  assert.deepEqual(config.billing.listen, { host: '127.0.0.1', port: 8081 });
+  assert.equal(config.store.enabled, false);
+  assert.equal(config.masterKey, undefined);
+});
+
+test('an empty file gets every documented default', async () => {
+  const { config, diagnostics } = await loadText('');
+  assert.deepEqual(messages(diagnostics), []);
+  assert.ok(config);
+  assert.deepEqual(config.listen, { host: '127.0.0.1', port: 8080 });
+  assert.equal(config.providersDir, '/virtual/providers');
+  assert.deepEqual(config.limits, {
+    maxBodyBytes: 10 * 1024 * 1024,
+    upstreamConnectTimeoutMs: 5000,
+    upstreamHeadersTimeoutMs: 60000,
+    upstreamBodyTimeoutMs: 300000,
+    maxRetries: 1,
+    drainTimeoutMs: 30000,
+  });
+  assert.equal(config.log.level, 'info');
+  assert.deepEqual(config.hooks, []);
+  assert.equal(config.sidecar.enabled, true);
+  assert.deepEqual(config.billing, {
+    enabled: false,
+    baseUrl: '',
+    projectId: '',
+    apiKey: '',
+    extractorRuleSetId: '',
+    source: 'router',
+    outboxDir: '/virtual/data/outbox',
+    requestTimeoutMs: 3000,
+    retryIntervalMs: 1000,
+    maxRetryIntervalMs: 60000,
+    maxAttempts: 10,
+    onlyBillableSuccess: false,
+    subjectType: 'api_key',
+    fallbackSubjectId: '',
+    listen: { host: '127.0.0.1', port: 8081 },
+    balanceEnforcement: {
+      enabled: false,
+      currency: 'USD',
+      failureMode: 'closed',
+      requestTimeoutMs: 1000,
+      webhookPath: '/internal/billing/webhook',
+      webhookSecret: '',
+      timestampToleranceS: 300,
+      cacheTtlMs: 5000,
+      deniedCacheTtlMs: 1000,
+      webhookMaxBodyBytes: 1048576,
+    },
+  });
+  assert.deepEqual(config.store, {
+    enabled: false,
+    addr: '',
+    username: undefined,
+    password: undefined,
+    tls: false,
+    keyPrefix: 'router:',
+    operationTimeoutMs: 500,
+    accessKeyMode: 'redis_preferred',
+    billingStream: 'billing:events',
+    billingConsumerGroup: 'router-billing',
+    billingConsumerName: '',
+    billingMaxAttempts: 10,
+    accessKeyHashSecret: '',
+    reclaimIdleMs: 30000,
+  });
+  assert.deepEqual(config.pricing.files, []);
+  assert.deepEqual(config.models, { file: undefined, entries: [] });
+});
+
+const FULL_ENV: Record<string, string> = {
+  ROUTER_BILLING_ENABLED: 'true',
+  ROUTER_BILLING_BASE_URL: 'https://billing.example/',
+  ROUTER_BILLING_PROJECT_ID: 'proj_1',
+  ROUTER_BILLING_API_KEY: 'billing-api-key',
+  ROUTER_BILLING_EXTRACTOR_RULE_SET_ID: 'ers_1',
+  ROUTER_BILLING_BALANCE_ENABLED: '1',
+  ROUTER_BILLING_BALANCE_CURRENCY: 'EUR',
+  ROUTER_BILLING_BALANCE_FAILURE_MODE: 'open',
+  ROUTER_BILLING_BALANCE_REQUEST_TIMEOUT_MS: '250',
+  ROUTER_BILLING_WEBHOOK_PATH: '/hooks/billing',
+  ROUTER_BILLING_WEBHOOK_SECRET: 'whsec',
+  ROUTER_STORE_ENABLED: 'TRUE',
+  ROUTER_STORE_ADDR: 'rediss://cache.internal:6380',
+  ROUTER_STORE_PASSWORD: 'store-password',
+  ROUTER_ACCESS_KEY_HASH_SECRET: 'hash-secret',
+  ROUTER_BILLING_OUTBOX_DIR: '/var/lib/router/outbox',
+  ROUTER_BILLING_LISTEN: '0.0.0.0:9091',
+  ROUTER_LISTEN: '[::]:9090',
+  ROUTER_MASTER_KEY: 'master',
+  ROUTER_LOG_LEVEL: 'debug',
+  ROUTER_STORE_USERNAME: 'router',
+  ROUTER_STORE_KEY_PREFIX: 'prod:',
+};
+
+test('every ROUTER_* override reaches the configuration and wins over the file', async () => {
+  assert.deepEqual(
+    Object.keys(FULL_ENV).sort(),
+    ENV_OVERRIDES.map((o) => o.name).sort(),
+    'test covers every variable',
+  );
+  const file = [
+    'listen: 127.0.0.1:1000',
+    'master_key: file-master',
+    'log: { level: warn }',
+    'billing:',
+    '  enabled: false',
+    '  base_url: http://file.example',
+    '  listen: 127.0.0.1:1001',
+    '  balance_enforcement: { currency: GBP, failure_mode: closed, request_timeout_ms: 5 }',
+    'store: { enabled: false, addr: redis://file:6379, key_prefix: "file:" }',
+  ].join('\n');
+  const { config, diagnostics } = await loadText(file, FULL_ENV);
+  assert.deepEqual(messages(diagnostics), []);
+  assert.ok(config);
+  assert.deepEqual(config.listen, { host: '::', port: 9090 });
+  assert.equal(config.masterKey, 'master');
+  assert.equal(config.log.level, 'debug');
+  const billing = config.billing;
+  assert.equal(billing.enabled, true);
+  assert.equal(billing.baseUrl, 'https://billing.example');
+  assert.equal(billing.projectId, 'proj_1');
+  assert.equal(billing.apiKey, 'billing-api-key');
+  assert.equal(billing.extractorRuleSetId, 'ers_1');
+  assert.equal(billing.outboxDir, '/var/lib/router/outbox');
+  assert.deepEqual(billing.listen, { host: '0.0.0.0', port: 9091 });
+  const balance = billing.balanceEnforcement;
+  assert.equal(balance.enabled, true);
+  assert.equal(balance.currency, 'EUR');
+  assert.equal(balance.failureMode, 'open');
+  assert.equal(balance.requestTimeoutMs, 250);
+  assert.equal(balance.webhookPath, '/hooks/billing');
+  assert.equal(balance.webhookSecret, 'whsec');
+  const store = config.store;
+  assert.equal(store.enabled, true);
+  assert.equal(store.addr, 'rediss://cache.internal:6380');
+  assert.equal(store.tls, true, 'rediss:// implies TLS');
+  assert.equal(store.username, 'router');
+  assert.equal(store.password, 'store-password');
+  assert.equal(store.keyPrefix, 'prod:');
+  assert.equal(store.accessKeyHashSecret, 'hash-secret');
+});
+
+test('an empty environment variable counts as unset', async () => {
+  const { config } = await loadText('listen: 127.0.0.1:7000\n', {
+    ROUTER_LISTEN: '',
+    ROUTER_STORE_ENABLED: '',
+  });
+  assert.deepEqual(config?.listen, { host: '127.0.0.1', port: 7000 });
+  assert.equal(config?.store.enabled, false);
+});
+
+test('malformed boolean and integer variables are diagnostics naming the variable, not the value', async () => {
+  const { config, diagnostics } = await loadText('', {
+    ROUTER_BILLING_ENABLED: 'yes-please',
+    ROUTER_BILLING_BALANCE_REQUEST_TIMEOUT_MS: '12s3cret',
+  });
+  assert.equal(config, undefined);
+  const text = messages(diagnostics).join('\n');
+  assert.match(text, /ROUTER_BILLING_ENABLED must be true, false, 1 or 0/);
+  assert.match(text, /ROUTER_BILLING_BALANCE_REQUEST_TIMEOUT_MS must be a non-negative integer/);
+  assert.doesNotMatch(text, /yes-please|12s3cret/);
+});
+
+test('an override with a value the schema refuses names the variable', async () => {
+  const { diagnostics } = await loadText('', { ROUTER_BILLING_BALANCE_FAILURE_MODE: 'sometimes' });
+  const diagnostic = only(diagnostics);
+  assert.equal(diagnostic.line, 0);
+  assert.match(diagnostic.message, /failure_mode must be one of: closed, open/);
+  assert.match(diagnostic.message, /ROUTER_BILLING_BALANCE_FAILURE_MODE/);
+});
+
+test('${ENV} and ${ENV:-default} are interpolated in string values', async () => {
+  const text = [
+    'listen: ${HOST}:${PORT:-8088}',
+    'master_key: "${MASTER}"',
+    'billing:',
+    '  source: ${SOURCE:-gateway}',
+    '  fallback_subject_id: "$${literal}"',
+    'limits:',
+    '  max_retries: ${RETRIES}',
+    'sidecar: { enabled: "${SIDECAR}" }',
+  ].join('\n');
+  const { config, diagnostics } = await loadText(text, {
+    HOST: '10.0.0.1',
+    MASTER: 'mk',
+    RETRIES: '3',
+    SIDECAR: 'false',
+  });
+  assert.deepEqual(messages(diagnostics), []);
+  assert.ok(config);
+  assert.deepEqual(config.listen, { host: '10.0.0.1', port: 8088 });
+  assert.equal(config.masterKey, 'mk');
+  assert.equal(config.billing.source, 'gateway');
+  assert.equal(config.billing.fallbackSubjectId, '${literal}');
+  assert.equal(config.limits.maxRetries, 3, 'an interpolated integer is coerced');
+  assert.equal(config.sidecar.enabled, false, 'an interpolated boolean is coerced');
+});
+
+test('a missing variable without default is a diagnostic at the value', async () => {
+  const { config, diagnostics } = await loadText(
+    'log:\n  level: info\nbilling:\n  api_key: ${BILLING_KEY}\n',
+  );
+  assert.equal(config, undefined);
+  const diagnostic = only(diagnostics);
+  assert.equal(diagnostic.file, '/virtual/router.yaml');
+  assert.deepEqual([diagnostic.line, diagnostic.col], [4, 12]);
+  assert.match(diagnostic.message, /billing\.api_key: environment variable BILLING_KEY is not set/);
+});
+
+test('an interpolated value of the wrong kind is reported at its line', async () => {
+  const { diagnostics } = await loadText('limits:\n  max_retries: ${RETRIES}\n', { RETRIES: 'many' });
+  const diagnostic = only(diagnostics);
+  assert.deepEqual([diagnostic.line, diagnostic.col], [2, 16]);
+  assert.match(diagnostic.message, /limits\.max_retries must be integer/);
+});
+
+test('schema errors point at the offending key or value', async () => {
+  const text = [
+    'listen: localhost', // 1: bad format
+    'billing:', // 2
+    '  enabeld: true', // 3: typo
+    '  balance_enforcement:', // 4
+    '    failure_mode: maybe', // 5: enum
+    'limits:', // 6
+    '  max_body_bytes: -1', // 7: minimum
+    '  upstream_body_timeout_ms: "300"', // 8: type
+    'hooks:', // 9
+    '  - options: {}', // 10: missing module
+    'log: { level: loud }', // 11: enum in flow mapping
+  ].join('\n');
+  const { config, diagnostics } = await loadText(text);
+  assert.equal(config, undefined);
+  const found = diagnostics.map((d) => `${d.line}:${d.col} ${d.message}`);
+  assert.deepEqual(found, [
+    '1:9 listen must be "host:port" (for example "127.0.0.1:8080" or "[::1]:8080")',
+    '3:3 unknown key billing.enabeld (did you mean "enabled"?)',
+    '5:19 billing.balance_enforcement.failure_mode must be one of: closed, open',
+    '7:19 limits.max_body_bytes must be >= 1',
+    '8:29 limits.upstream_body_timeout_ms must be integer',
+    '10:5 hooks[0]: missing required key "module"',
+    '11:15 log.level must be one of: trace, debug, info, warn, error, fatal, silent',
+  ]);
+});
+
+test('an unknown top-level key is an error with a suggestion', async () => {
+  const diagnostic = only((await loadText('listen: 127.0.0.1:1\nprovider_dir: ./p\n')).diagnostics);
+  assert.deepEqual([diagnostic.line, diagnostic.col], [2, 1]);
+  assert.equal(diagnostic.message, 'unknown key provider_dir (did you mean "providers_dir"?)');
+});
+
+test('YAML syntax errors and duplicate keys carry a position and no source snippet', async () => {
+  const syntax = only((await loadText('master_key: supersecret-value\nlisten: [1, 2\n')).diagnostics);
+  assert.match(syntax.message, /^YAML syntax error: /);
+  assert.ok(syntax.line >= 2);
+  assert.doesNotMatch(syntax.message, /supersecret/);
+  const duplicate = only((await loadText('listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n')).diagnostics);
+  assert.equal(duplicate.line, 2);
+  assert.match(duplicate.message, /duplicated mapping key/);
+});
+
+test('a non-mapping document is refused', async () => {
+  const diagnostic = only((await loadText('- listen\n')).diagnostics);
+  assert.match(diagnostic.message, /must be a mapping/);
+});
+
+test('billing enabled in the file requires its four connection settings, reported at billing.enabled', async () => {
+  const text = 'billing:\n  enabled: true\n  project_id: p\n  api_key: ""\n';
+  const found = (await loadText(text)).diagnostics.map((d) => `${d.line}:${d.col} ${d.message}`);
+  assert.deepEqual(found, [
+    '2:12 billing.base_url is empty (required when billing.enabled is true)',
+    '4:12 billing.api_key is empty (required when billing.enabled is true)',
+    '2:12 billing.extractor_rule_set_id is empty (required when billing.enabled is true)',
+  ]);
+});
+
+test('billing.base_url must be http or https', async () => {
+  const diagnostic = only(
+    (await loadText('billing:\n  base_url: ftp://token-abc@billing.example\n')).diagnostics,
+  );
+  assert.deepEqual([diagnostic.line, diagnostic.col], [2, 13]);
+  assert.equal(diagnostic.message, 'billing.base_url must be an http:// or https:// URL');
+});
+
+test('balance enforcement requires billing and a webhook secret', async () => {
+  const text = 'billing:\n  balance_enforcement:\n    enabled: true\n';
+  const found = (await loadText(text)).diagnostics.map((d) => `${d.line}:${d.col} ${d.message}`);
+  assert.deepEqual(found, [
+    '3:14 billing.balance_enforcement.enabled requires billing.enabled to be true',
+    '3:14 billing.balance_enforcement.webhook_secret is empty (required when balance enforcement is enabled)',
+  ]);
+});
+
+test('the store requires an address and the access-key hash secret', async () => {
+  const found = (await loadText('store:\n  enabled: true\n')).diagnostics.map(
+    (d) => `${d.line}:${d.col} ${d.message}`,
+  );
+  assert.deepEqual(found, [
+    '2:12 store.addr is empty (required when store.enabled is true)',
+    '2:12 store.access_key_hash_secret is empty (required when store.enabled is true)',
+  ]);
+  const bad = only((await loadText('store:\n  addr: http://cache:6379\n')).diagnostics);
+  assert.equal(bad.message, 'store.addr must be a redis:// or rediss:// URL');
+});
+
+test('listen ports above 65535 and a sidecar sharing the gateway address are refused', async () => {
+  assert.match(only((await loadText('listen: 127.0.0.1:70000\n')).diagnostics).message, /port above 65535/);
+  const clash = only(
+    (await loadText('listen: 127.0.0.1:9000\nbilling: { listen: "127.0.0.1:9000" }\n')).diagnostics,
+  );
+  assert.match(clash.message, /billing\.listen must differ from listen/);
+  const { config } = await loadText(
+    'listen: 127.0.0.1:9000\nsidecar: { enabled: false }\nbilling: { listen: "127.0.0.1:9000" }\n',
+  );
+  assert.ok(config, 'no clash when the sidecar is off');
+});
+
+test('caller overrides win over the environment and the file', async () => {
+  const { config } = await loadConfigFromString('sidecar: { enabled: true }\n', '/virtual/router.yaml', {
+    env: { ROUTER_LISTEN: '127.0.0.1:1' },
+    overrides: { sidecar: { enabled: false }, listen: '127.0.0.1:2' },
+  });
+  assert.equal(config?.sidecar.enabled, false);
+  assert.deepEqual(config?.listen, { host: '127.0.0.1', port: 2 });
+  const { diagnostics } = await loadConfigFromString('', '/virtual/router.yaml', {
+    env: {},
+    overrides: { limits: { max_retries: 'x' } },
+  });
+  assert.match(
+    only(diagnostics).message,
+    /limits\.max_retries must be integer \(set by override limits\.max_retries\)/,
+  );
+});
+
+test('relative paths resolve against the main file folder; hook packages stay bare', async () => {
+  const text = [
+    'providers_dir: ../providers',
+    'pricing: [./pricing.yaml, /etc/router/extra-pricing.yaml]',
+    'hooks:',
+    '  - module: ./hooks/tag.ts',
+    '    options: { header: x-team, limit: 3 }',
+    '  - module: router-hook-audit',
+  ].join('\n');
+  const { config } = await loadConfigFromString(text, '/srv/router/conf/router.yaml', { env: {} });
+  assert.ok(config);
+  assert.equal(config.providersDir, '/srv/router/providers');
+  assert.deepEqual(config.pricing.files, ['/srv/router/conf/pricing.yaml', '/etc/router/extra-pricing.yaml']);
+  assert.deepEqual(config.hooks, [
+    { module: '/srv/router/conf/hooks/tag.ts', options: { header: 'x-team', limit: 3 } },
+    { module: 'router-hook-audit', options: {} },
+  ]);
+  const single = await loadConfigFromString('pricing: prices.yaml\n', '/srv/router.yaml', { env: {} });
+  assert.deepEqual(single.config?.pricing.files, ['/srv/prices.yaml']);
+});
+
+test('models and keys files are loaded, and their diagnostics carry their own file', async () => {
+  const tmp = await tempDir();
+  try {
+    await tmp.write('models.yaml', 'models:\n  m1: { providers: [openai] }\n  m2: { providers: [] }\n');
+    await tmp.write('keys.yaml', 'access_keys:\n  - name: a\n    value: secret-a\n');
+    const main = await tmp.write('router.yaml', 'models: models.yaml\nkeys: keys.yaml\n');
+    const { config, diagnostics } = await loadConfig(main, { env: {} });
+    assert.equal(config, undefined);
+    const diagnostic = only(diagnostics);
+    assert.equal(diagnostic.file, join(tmp.dir, 'models.yaml'));
+    assert.deepEqual([diagnostic.line, diagnostic.col], [3, 20]);
+
+    await tmp.write('models.yaml', 'models:\n  m1: { providers: [openai] }\n');
+    const ok = await loadConfig(main, { env: { ROUTER_PROVIDER_OPENAI_API_KEY: 'sk-1' } });
+    assert.deepEqual(messages(ok.diagnostics), []);
+    assert.equal(ok.config?.models.entries[0].id, 'm1');
+    assert.equal(ok.config?.keys.file, join(tmp.dir, 'keys.yaml'));
+    assert.equal(ok.config?.keys.accessKeys[0].value, 'secret-a');
+    assert.deepEqual(ok.config?.keys.providerKeys.get('openai'), [{ name: 'env', value: 'sk-1' }]);
+  } finally {
+    await tmp.remove();
+  }
+});
+
+test('a missing main, models or keys file is a diagnostic', async () => {
+  const tmp = await tempDir();
+  try {
+    const missingMain = only((await loadConfig(join(tmp.dir, 'nope.yaml'), { env: {} })).diagnostics);
+    assert.equal(missingMain.message, 'cannot read configuration: file not found');
+    const main = await tmp.write('router.yaml', 'models: ./models.yaml\nkeys: ./keys.yaml\n');
+    const found = messages((await loadConfig(main, { env: {} })).diagnostics);
+    assert.deepEqual(found, [
+      `${join(tmp.dir, 'models.yaml')}:0:0: cannot read models file: file not found`,
+      `${join(tmp.dir, 'keys.yaml')}:0:0: cannot read keys file: file not found`,
+    ]);
+  } finally {
+    await tmp.remove();
+  }
+});
+
+test('hashed access keys need the hash secret; the master key must not double as an access key', async () => {
+  const tmp = await tempDir();
+  try {
+    await tmp.write('keys.yaml', `access_keys:\n  - name: hashed\n    hash: ${'A'.repeat(43)}\n`);
+    const main = await tmp.write('router.yaml', 'keys: keys.yaml\n');
+    const hashed = only((await loadConfig(main, { env: {} })).diagnostics);
+    assert.match(
+      hashed.message,
+      /access key "hashed" is given as a hash, which needs store.access_key_hash_secret/,
+    );
+    assert.equal(hashed.line, 1, 'reported at the keys entry of the main file');
+    const withSecret = await loadConfig(main, { env: { ROUTER_ACCESS_KEY_HASH_SECRET: 'h' } });
+    assert.deepEqual(messages(withSecret.diagnostics), []);
+
+    const clash = await loadConfigFromString('master_key: shared-secret-1\n', join(tmp.dir, 'x.yaml'), {
+      env: { ROUTER_ACCESS_KEY_BOB: 'shared-secret-1' },
+    });
+    assert.equal(only(clash.diagnostics).message, 'master_key is also the secret of access key "bob"');
+  } finally {
+    await tmp.remove();
+  }
+});
+
+test('no diagnostic ever contains a secret value', async () => {
+  const secrets = [
+    'S3CR3T-billing',
+    'S3CR3T-webhook',
+    'S3CR3T-master',
+    'S3CR3T-store',
+    'S3CR3T-hash',
+    'S3CR3T-key',
+  ];
+  const text = [
+    'master_key: S3CR3T-master',
+    'billing:',
+    '  enabled: true',
+    '  base_url: "S3CR3T-billing"', // not a URL
+    '  api_key: [S3CR3T-billing]', // wrong type
+    '  balance_enforcement: { enabled: true, webhook_secret: 7, failure_mode: S3CR3T-webhook }',
+    'store: { enabled: true, password: { x: S3CR3T-store }, addr: "S3CR3T-store" }',
+    'limits: { max_retries: S3CR3T-key }',
+  ].join('\n');
+  const env = {
+    ROUTER_STORE_ENABLED: 'S3CR3T-store',
+    ROUTER_ACCESS_KEY_ALICE: 'S3CR3T-master',
+    ROUTER_ACCESS_KEY_BOB: 'S3CR3T-master',
+    ROUTER_BILLING_BALANCE_REQUEST_TIMEOUT_MS: 'S3CR3T-hash',
+  };
+  const { diagnostics } = await loadText(text, env);
+  assert.ok(diagnostics.length >= 6, messages(diagnostics).join('\n'));
+  for (const line of messages(diagnostics)) {
+    for (const secret of secrets) assert.ok(!line.includes(secret), `leaked ${secret} in: ${line}`);
+  }
+});
+
+test('schema.json documents every property and forbids unknown keys everywhere', async () => {
+  const { default: schema } = await import('../../../proxy/config/schema.json', { with: { type: 'json' } });
+  const problems: string[] = [];
+  function walk(node: Record<string, unknown>, path: string): void {
+    if (typeof node.description !== 'string' || node.description === '')
+      problems.push(`${path}: no description`);
+    const properties = node.properties as Record<string, Record<string, unknown>> | undefined;
+    if (properties !== undefined && path !== '/hooks/items/options') {
+      if (node.additionalProperties !== false) problems.push(`${path}: additionalProperties is not false`);
+      for (const [key, child] of Object.entries(properties)) walk(child, `${path}/${key}`);
+    }
+    if (typeof node.items === 'object' && node.items !== null)
+      walk(node.items as Record<string, unknown>, `${path}/items`);
+  }
+  walk(schema as Record<string, unknown>, '');
+  assert.deepEqual(problems, []);
+  assert.equal(typeof (schema as { $id?: unknown }).$id, 'string');
+});
