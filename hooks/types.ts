@@ -140,6 +140,8 @@ export interface RequestContext {
   upstreamModel: string | undefined;
   /** Upstream key name (channel) that served the request, for pricing overrides. */
   channel: string | undefined;
+  /** Time from sending the upstream request to its response head, in ms. */
+  upstreamTtfbMs: number | undefined;
   /** HTTP status sent to the client (0 until the head is written). */
   status: number;
   /** Usage as reported by the upstream (set by the usage hooks) or estimated at completion. */

@@ -1,0 +1,114 @@
+// Authentication (onRequest): the presented secret is looked up by digest, so no plaintext comparison
+// runs in variable time, and the master key is compared with timingSafeEqual on digests of equal length.
+// Accepted carriers (conventions.md): `Authorization: Bearer`, `x-api-key` (Anthropic SDKs),
+// `x-goog-api-key` and `?key=` (Google SDKs).
+
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { AccessKeyEntry, KeysConfig } from '../../proxy/config/types.ts';
+import { GatewayError } from '../../proxy/errors.ts';
+import type { Hook, OnRequestResult, Principal, RequestContext } from '../types.ts';
+import { CONTINUE } from '../types.ts';
+
+export interface AuthOptions {
+  readonly keys: KeysConfig;
+  readonly masterKey: string | undefined;
+  /** Default subject type for keys that name none (billing.subject_type). */
+  readonly subjectType: string;
+  /** Subject of master-key requests (billing.fallback_subject_id; '' = no subject). */
+  readonly fallbackSubjectId: string;
+  /** Needed to verify keys stored as hashes. */
+  readonly hashSecret: string | undefined;
+  readonly now?: () => number;
+}
+
+/** The secret a client presented, from whichever carrier it used. */
+export function presentedSecret(headers: IncomingHttpHeaders, query: URLSearchParams): string | undefined {
+  const auth = headers.authorization;
+  if (auth !== undefined) {
+    const match = /^Bearer\s+(.+)$/i.exec(auth);
+    if (match !== null) return match[1].trim();
+  }
+  const apiKey = headers['x-api-key'] ?? headers['x-goog-api-key'];
+  if (typeof apiKey === 'string' && apiKey !== '') return apiKey;
+  const q = query.get('key');
+  return q === null || q === '' ? undefined : q;
+}
+
+function sha256(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}
+
+/** base64url(HMAC-SHA256(secret, key)): the stored form of an access key (conventions.md). */
+export function hashAccessKey(hashSecret: string, key: string): string {
+  return createHmac('sha256', hashSecret).update(key).digest('base64url');
+}
+
+export interface Authenticator {
+  /** The principal for a presented secret; throws GatewayError('invalid_api_key') otherwise. */
+  authenticate(secret: string | undefined): Principal;
+  readonly configured: boolean;
+}
+
+export function createAuthenticator(opts: AuthOptions): Authenticator {
+  const byDigest = new Map<string, AccessKeyEntry>();
+  const byHmac = new Map<string, AccessKeyEntry>();
+  for (const entry of opts.keys.accessKeys) {
+    if (entry.value !== undefined) byDigest.set(sha256(entry.value).toString('base64'), entry);
+    if (entry.hash !== undefined) byHmac.set(entry.hash, entry);
+  }
+  const masterDigest =
+    opts.masterKey === undefined || opts.masterKey === '' ? undefined : sha256(opts.masterKey);
+  const now = opts.now ?? Date.now;
+  const master: Principal = {
+    keyName: undefined,
+    isMaster: true,
+    subjectType: opts.subjectType,
+    subjectId: opts.fallbackSubjectId,
+  };
+  const principals = new WeakMap<AccessKeyEntry, Principal>();
+
+  function principalOf(entry: AccessKeyEntry): Principal {
+    let p = principals.get(entry);
+    if (p === undefined) {
+      p = {
+        keyName: entry.name,
+        isMaster: false,
+        subjectType: entry.subjectType ?? opts.subjectType,
+        subjectId: entry.subjectId ?? entry.name,
+      };
+      principals.set(entry, p);
+    }
+    return p;
+  }
+
+  return {
+    configured: byDigest.size > 0 || byHmac.size > 0 || masterDigest !== undefined,
+    authenticate(secret) {
+      if (secret === undefined) throw new GatewayError('invalid_api_key', 'Missing access key');
+      const digest = sha256(secret);
+      if (masterDigest !== undefined && timingSafeEqual(digest, masterDigest)) return master;
+      let entry = byDigest.get(digest.toString('base64'));
+      if (entry === undefined && byHmac.size > 0 && opts.hashSecret !== undefined) {
+        entry = byHmac.get(hashAccessKey(opts.hashSecret, secret));
+      }
+      if (entry === undefined) throw new GatewayError('invalid_api_key', 'Invalid access key');
+      if (entry.status !== 'active')
+        throw new GatewayError('invalid_api_key', `Access key is ${entry.status}`);
+      if (entry.expiresAt !== undefined && entry.expiresAt <= now()) {
+        throw new GatewayError('invalid_api_key', 'Access key has expired');
+      }
+      return principalOf(entry);
+    },
+  };
+}
+
+export function createAuthHook(auth: Authenticator): Hook {
+  return {
+    name: 'auth',
+    onRequest(ctx: RequestContext): OnRequestResult {
+      ctx.principal = auth.authenticate(presentedSecret(ctx.headers, ctx.query));
+      return CONTINUE;
+    },
+  } satisfies Hook;
+}

@@ -1,0 +1,291 @@
+// The DSL at request time: one hook per compiled match rule, built once per configuration load. It
+// rewrites the upstream request (auth, headers, JSON ops, translator request mapping, path and query)
+// and, when the rule maps responses, transforms JSON replies and stream events through the rule's
+// translators and transforms. Rules that only pass responses through get no response methods at all,
+// so the proxy can forward upstream bytes untouched.
+
+import type { UpstreamKey } from '../../proxy/config/types.ts';
+import { GatewayError } from '../../proxy/errors.ts';
+import { renderTemplate } from '../dsl/template.ts';
+import type { CompiledRule, CompiledTemplate, JsonPath } from '../dsl/types.ts';
+import type { StreamTransform, StreamTransformFactory } from '../transforms/types.ts';
+import { TranslationError, type Translator, type TranslatorFactory } from '../translators/types.ts';
+import type { Hook, JsonObject, JsonValue, RequestContext, ResponsePart, UpstreamRequest } from '../types.ts';
+
+type TemplateVars = Parameters<typeof renderTemplate>[1];
+
+export interface RuleHookDeps {
+  readonly provider: string;
+  readonly translators: ReadonlyMap<string, TranslatorFactory>;
+  readonly transforms: ReadonlyMap<string, StreamTransformFactory>;
+  /** Upstream keys of this provider (round robin); empty when none is configured. */
+  readonly keys: readonly UpstreamKey[];
+}
+
+interface StreamStep {
+  event(event: string | undefined, data: string): { event?: string | undefined; data: string }[];
+  end(complete: boolean): { event?: string | undefined; data: string }[];
+}
+
+/** Per-request state of a rule: the translator objects it created, and the stream steps. */
+interface RuleState {
+  translators: Map<string, Translator>;
+  steps: StreamStep[] | undefined;
+}
+
+function copyOnWriteSet(root: JsonObject, path: JsonPath, value: JsonValue): JsonObject {
+  const out: JsonObject = { ...root };
+  let node: { [key: string]: JsonValue } | JsonValue[] = out;
+  for (let i = 0; i < path.length - 1; i++) {
+    const seg = path[i];
+    const next: JsonValue | undefined = (node as Record<string | number, JsonValue>)[seg];
+    const copy: JsonObject | JsonValue[] = Array.isArray(next)
+      ? [...next]
+      : next !== null && typeof next === 'object'
+        ? { ...next }
+        : {};
+    (node as Record<string | number, JsonValue>)[seg] = copy;
+    node = copy;
+  }
+  (node as Record<string | number, JsonValue>)[path[path.length - 1]] = value;
+  return out;
+}
+
+function copyOnWriteDelete(root: JsonObject, path: JsonPath): JsonObject {
+  const out: JsonObject = { ...root };
+  let node: { [key: string]: JsonValue } | JsonValue[] = out;
+  for (let i = 0; i < path.length - 1; i++) {
+    const next: JsonValue | undefined = (node as Record<string | number, JsonValue>)[path[i]];
+    if (next === null || typeof next !== 'object') return root;
+    const copy: JsonObject | JsonValue[] = Array.isArray(next) ? [...next] : { ...next };
+    (node as Record<string | number, JsonValue>)[path[i]] = copy;
+    node = copy;
+  }
+  const last = path[path.length - 1];
+  if (Array.isArray(node) && typeof last === 'number') node.splice(last, 1);
+  else delete (node as Record<string | number, JsonValue>)[last];
+  return out;
+}
+
+export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
+  const states = new WeakMap<RequestContext, RuleState>();
+  let keyCursor = 0;
+  // A base_url may carry a path prefix (a corporate proxy, Azure resources): set_path paths go below it.
+  const pathPrefix = upstreamPathPrefix(rule.upstreamConfig.baseUrl);
+
+  const jsonMappers = rule.response.filter((op) => op.op === 'resp_map').map((op) => op.translator);
+  const streamSteps = rule.response.filter((op) => op.op === 'sse_parse').map((op) => op.transform);
+  const transformsResponse = jsonMappers.length > 0 || streamSteps.length > 0;
+  // The translator that shapes error bodies: the rule's first resp_map (errors follow the reply format).
+  const errorMapper = jsonMappers[0];
+
+  for (const name of [...jsonMappers, ...streamSteps]) {
+    if (!deps.translators.has(name) && !deps.transforms.has(name)) {
+      throw new Error(`rule ${rule.loc.file}:${rule.loc.line}: unknown translator or transform "${name}"`);
+    }
+  }
+  for (const op of rule.request) {
+    if (op.op === 'req_map' && !deps.translators.has(op.translator)) {
+      throw new Error(`rule ${rule.loc.file}:${rule.loc.line}: unknown translator "${op.translator}"`);
+    }
+  }
+
+  function state(ctx: RequestContext): RuleState {
+    let s = states.get(ctx);
+    if (s === undefined) {
+      s = { translators: new Map(), steps: undefined };
+      states.set(ctx, s);
+    }
+    return s;
+  }
+
+  function translator(ctx: RequestContext, name: string): Translator {
+    const s = state(ctx);
+    let t = s.translators.get(name);
+    if (t === undefined) {
+      const factory = deps.translators.get(name)!;
+      t = factory.create({
+        requestId: ctx.id,
+        model: ctx.model,
+        upstreamModel: ctx.upstreamModel,
+        stream: ctx.stream,
+        createdAt: Math.floor(ctx.receivedAt / 1000),
+      });
+      s.translators.set(name, t);
+    }
+    return t;
+  }
+
+  function vars(ctx: RequestContext): TemplateVars {
+    return {
+      model: ctx.model ?? '',
+      modelMapped: ctx.upstreamModel ?? ctx.model ?? '',
+      requestId: ctx.id,
+      api: ctx.api,
+      provider: deps.provider,
+    };
+  }
+
+  function applyAuth(ctx: RequestContext, req: UpstreamRequest): void {
+    for (const op of rule.auth) {
+      if (op.op === 'auth_none') continue;
+      if (deps.keys.length === 0) {
+        throw new GatewayError(
+          'provider_key_missing',
+          `The provider '${deps.provider}' has no API key configured`,
+        );
+      }
+      const key = deps.keys[keyCursor++ % deps.keys.length];
+      ctx.channel = key.name;
+      if (op.op === 'auth_bearer') req.headers.authorization = `Bearer ${key.value}`;
+      else if (op.op === 'auth_header_key') req.headers[op.header.toLowerCase()] = key.value;
+      else req.query.set(op.param, key.value);
+    }
+  }
+
+  function streamStepsFor(ctx: RequestContext): StreamStep[] {
+    const s = state(ctx);
+    if (s.steps === undefined) {
+      s.steps = streamSteps.map((name): StreamStep => {
+        if (deps.translators.has(name)) {
+          const t = translator(ctx, name);
+          return { event: (e, d) => t.streamEvent(e, d), end: (complete) => t.streamEnd(complete) };
+        }
+        const tr: StreamTransform = deps.transforms.get(name)!.create(ctx);
+        return { event: (e, d) => tr.event(e, d), end: () => tr.end() };
+      });
+    }
+    return s.steps;
+  }
+
+  const hook: Hook = {
+    name: `rule:${deps.provider}:${rule.api}${rule.stream === undefined ? '' : `:stream=${rule.stream}`}`,
+    responseMode: transformsResponse ? 'transform' : 'observe',
+    rewriteBody(ctx: RequestContext, req: UpstreamRequest): UpstreamRequest {
+      applyAuth(ctx, req);
+      let body = req.body;
+      const v = vars(ctx);
+      for (const op of rule.request) {
+        switch (op.op) {
+          case 'set_header':
+            req.headers[op.name.toLowerCase()] = renderTemplate(op.value, v);
+            break;
+          case 'pass_header': {
+            const value = ctx.headers[op.name.toLowerCase()];
+            if (value !== undefined)
+              req.headers[op.name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : value;
+            break;
+          }
+          case 'del_header':
+            delete req.headers[op.name.toLowerCase()];
+            break;
+          case 'json_set':
+            if (isJsonObject(body)) {
+              const value = isTemplate(op.value) ? renderTemplate(op.value, v) : op.value;
+              body = copyOnWriteSet(body, op.path, value);
+            }
+            break;
+          case 'json_del':
+            if (isJsonObject(body)) body = copyOnWriteDelete(body, op.path);
+            break;
+          case 'req_map':
+            if (isJsonObject(body)) {
+              try {
+                body = translator(ctx, op.translator).request(body);
+              } catch (err) {
+                if (err instanceof TranslationError) {
+                  throw new GatewayError('translation_failed', err.message, err.field);
+                }
+                throw err;
+              }
+            }
+            break;
+        }
+      }
+      req.body = body;
+      for (const op of rule.upstream) {
+        if (op.op === 'set_path') req.path = joinPath(pathPrefix, renderTemplate(op.value, v));
+        else if (op.op === 'set_query') req.query.set(op.name, renderTemplate(op.value, v));
+        else req.query.delete(op.name);
+      }
+      return req;
+    },
+  };
+
+  if (transformsResponse) {
+    hook.onResponseHead = (ctx, head) => {
+      if (ctx.status < 400 || errorMapper !== undefined) {
+        const isStream = head.headers['content-type']?.startsWith('text/event-stream') === true;
+        if (isStream ? streamSteps.length > 0 : jsonMappers.length > 0) {
+          head.headers['content-type'] = isStream ? 'text/event-stream; charset=utf-8' : 'application/json';
+        }
+      }
+      return head;
+    };
+    hook.onResponseChunk = (ctx, parts) => {
+      const out: ResponsePart[] = [];
+      for (const part of parts) {
+        if (part.type === 'json') {
+          let value = part.value;
+          if (ctx.status >= 400) {
+            if (errorMapper !== undefined) value = translator(ctx, errorMapper).error(ctx.status, value);
+          } else {
+            for (const name of jsonMappers) value = translator(ctx, name).response(value);
+          }
+          out.push({ type: 'json', value });
+          continue;
+        }
+        let events: { event?: string | undefined; data: string }[] = [{ event: part.event, data: part.data }];
+        for (const step of streamStepsFor(ctx)) {
+          const next: { event?: string | undefined; data: string }[] = [];
+          for (const ev of events) next.push(...step.event(ev.event, ev.data));
+          events = next;
+          if (events.length === 0) break;
+        }
+        for (const ev of events) out.push({ type: 'event', event: ev.event, data: ev.data });
+      }
+      return out;
+    };
+    hook.onResponseEnd = (ctx) => {
+      if (!ctx.stream || streamSteps.length === 0 || state(ctx).steps === undefined) return [];
+      const steps = state(ctx).steps!;
+      const complete = ctx.error === undefined;
+      const out: ResponsePart[] = [];
+      // Each step's trailing events pass through the steps after it.
+      for (let i = 0; i < steps.length; i++) {
+        let events = steps[i].end(complete);
+        for (let j = i + 1; j < steps.length && events.length > 0; j++) {
+          const next: { event?: string | undefined; data: string }[] = [];
+          for (const ev of events) next.push(...steps[j].event(ev.event, ev.data));
+          events = next;
+        }
+        for (const ev of events) out.push({ type: 'event', event: ev.event, data: ev.data });
+      }
+      return out;
+    };
+  }
+  return hook;
+}
+
+function isJsonObject(v: unknown): v is JsonObject {
+  return v !== null && typeof v === 'object' && !Array.isArray(v) && !Buffer.isBuffer(v);
+}
+
+function isTemplate(v: unknown): v is CompiledTemplate {
+  return v !== null && typeof v === 'object' && !Array.isArray(v) && 'parts' in v && 'source' in v;
+}
+
+/** Origin and path prefix of a base URL: `http://h:8000/openai/` -> [`http://h:8000`, `/openai`]. */
+export function splitBaseUrl(baseUrl: string): { origin: string; prefix: string } {
+  const url = new URL(baseUrl);
+  return { origin: url.origin, prefix: url.pathname.replace(/\/+$/, '') };
+}
+
+function upstreamPathPrefix(baseUrl: string): string {
+  return splitBaseUrl(baseUrl).prefix;
+}
+
+function joinPath(prefix: string, path: string): string {
+  if (prefix === '') return path;
+  return prefix + (path.startsWith('/') ? path : `/${path}`);
+}

@@ -1,0 +1,60 @@
+// Usage sniffing (onResponseChunk, observe only): reads token counts from the upstream's reply with the
+// rule's preset (`usage_extract`) or JSON paths (`usage_path`), without delaying or changing a byte. It
+// sits first among the response hooks, so it sees the upstream's own format before any translator.
+
+import type { CompiledRule } from '../dsl/types.ts';
+import type { Hook, RequestContext, ResponsePart } from '../types.ts';
+import type { UsagePreset, UsageSniffer } from '../usage/types.ts';
+
+export interface UsageMeterDeps {
+  readonly presets: ReadonlyMap<string, UsagePreset>;
+  readonly pathExtractor: (
+    paths: { field: import('../dsl/types.ts').UsageField; path: readonly (string | number)[] }[],
+  ) => UsagePreset;
+}
+
+/** The preset a rule's metrics block names, or undefined when the rule meters nothing. */
+export function rulePreset(rule: CompiledRule, deps: UsageMeterDeps): UsagePreset | undefined {
+  const presetOp = rule.metrics.find((op) => op.op === 'usage_extract');
+  if (presetOp !== undefined && presetOp.op === 'usage_extract') return deps.presets.get(presetOp.preset);
+  const paths = rule.metrics.flatMap((op) =>
+    op.op === 'usage_path' ? [{ field: op.field, path: op.path }] : [],
+  );
+  return paths.length > 0 ? deps.pathExtractor(paths) : undefined;
+}
+
+export function createUsageMeterHook(preset: UsagePreset): Hook {
+  const sniffers = new WeakMap<RequestContext, UsageSniffer>();
+  return {
+    name: `usage:${preset.name}`,
+    responseMode: 'observe',
+    onResponseChunk(ctx: RequestContext, parts: readonly ResponsePart[]): readonly ResponsePart[] {
+      if (ctx.status >= 400) return parts;
+      for (const part of parts) {
+        if (part.type === 'json') {
+          const usage = preset.fromJson(part.value);
+          if (usage !== undefined) {
+            ctx.usage = usage;
+            ctx.usageStage = 'upstream';
+          }
+          continue;
+        }
+        let sniffer = sniffers.get(ctx);
+        if (sniffer === undefined) {
+          sniffer = preset.createSniffer();
+          sniffers.set(ctx, sniffer);
+        }
+        sniffer.event(part.event, part.data);
+      }
+      return parts;
+    },
+    onResponseEnd(ctx: RequestContext): readonly ResponsePart[] {
+      const usage = sniffers.get(ctx)?.result();
+      if (usage !== undefined) {
+        ctx.usage = usage;
+        ctx.usageStage = 'upstream';
+      }
+      return [];
+    },
+  } satisfies Hook;
+}

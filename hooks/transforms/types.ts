@@ -1,0 +1,14 @@
+// SSE transforms named by `sse_parse <name>;` that are not translators: small per-request stream filters.
+
+import type { SseOut } from '../translators/types.ts';
+import type { RequestContext } from '../types.ts';
+
+export interface StreamTransform {
+  event(event: string | undefined, data: string): SseOut[];
+  end(): SseOut[];
+}
+
+export interface StreamTransformFactory {
+  readonly name: string;
+  create(ctx: RequestContext): StreamTransform;
+}

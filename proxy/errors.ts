@@ -1,0 +1,182 @@
+// The error catalogue: every error the gateway itself answers has a stable code, an HTTP status, a
+// completion-style `type` and a user-facing message. Anything not in the catalogue becomes
+// `internal_error` with the request id and no internals. Bodies are shaped for the client's wire family
+// (completion-style, Anthropic or Gemini) so each official SDK raises a proper error.
+
+import type { SseOut } from '../hooks/translators/types.ts';
+import type { JsonObject, WireFormat } from '../hooks/types.ts';
+
+interface CatalogueEntry {
+  readonly status: number;
+  readonly type: string;
+  readonly message: string;
+}
+
+export const ERROR_CATALOGUE = {
+  invalid_api_key: { status: 401, type: 'authentication_error', message: 'Invalid or missing access key' },
+  insufficient_balance: {
+    status: 402,
+    type: 'billing_error',
+    message: 'The account balance is insufficient for this request; top up the wallet and retry',
+  },
+  billing_unavailable: {
+    status: 503,
+    type: 'billing_error',
+    message: 'The balance check is temporarily unavailable',
+  },
+  authentication_unavailable: {
+    status: 503,
+    type: 'authentication_error',
+    message: 'Access keys cannot be verified right now',
+  },
+  invalid_json: { status: 400, type: 'invalid_request_error', message: 'The request body is not valid JSON' },
+  invalid_parameter: { status: 400, type: 'invalid_request_error', message: 'Invalid request parameter' },
+  provider_not_selected: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'No provider could be selected for this request',
+  },
+  unknown_provider: { status: 400, type: 'invalid_request_error', message: 'Unknown provider' },
+  no_matching_rule: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The provider has no configuration for this API',
+  },
+  model_not_found: { status: 404, type: 'invalid_request_error', message: 'The model does not exist' },
+  not_found: { status: 404, type: 'invalid_request_error', message: 'Unknown endpoint' },
+  method_not_allowed: { status: 405, type: 'invalid_request_error', message: 'Method not allowed' },
+  request_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is too large' },
+  unsupported_media_type: {
+    status: 415,
+    type: 'invalid_request_error',
+    message: 'Unsupported content type',
+  },
+  upstream_unreachable: {
+    status: 502,
+    type: 'upstream_error',
+    message: 'The upstream provider is unreachable',
+  },
+  upstream_bad_response: {
+    status: 502,
+    type: 'upstream_error',
+    message: 'The upstream provider sent an unreadable response',
+  },
+  provider_key_missing: {
+    status: 502,
+    type: 'upstream_error',
+    message: 'The provider has no upstream API key configured',
+  },
+  translation_failed: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The request cannot be translated for this provider',
+  },
+  upstream_timeout: { status: 504, type: 'upstream_error', message: 'The upstream provider timed out' },
+  shutting_down: { status: 503, type: 'server_error', message: 'The gateway is shutting down' },
+  internal_error: { status: 500, type: 'server_error', message: 'Internal error' },
+} as const satisfies Record<string, CatalogueEntry>;
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE;
+
+/** An error the gateway answers itself. `detail` is user-facing and must hold no secret or prompt text. */
+export class GatewayError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly type: string;
+  readonly param: string | undefined;
+  constructor(code: ErrorCode, detail?: string, param?: string) {
+    const entry: CatalogueEntry = ERROR_CATALOGUE[code];
+    super(detail ?? entry.message);
+    this.name = 'GatewayError';
+    this.code = code;
+    this.status = entry.status;
+    this.type = entry.type;
+    this.param = param;
+  }
+}
+
+/** Coerce anything thrown into a catalogue error without leaking its message. */
+export function toGatewayError(err: unknown): GatewayError {
+  return err instanceof GatewayError ? err : new GatewayError('internal_error');
+}
+
+const ANTHROPIC_TYPES: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  502: 'api_error',
+  503: 'overloaded_error',
+  504: 'api_error',
+};
+
+const GOOGLE_STATUS: Record<number, string> = {
+  400: 'INVALID_ARGUMENT',
+  401: 'UNAUTHENTICATED',
+  402: 'FAILED_PRECONDITION',
+  403: 'PERMISSION_DENIED',
+  404: 'NOT_FOUND',
+  405: 'UNIMPLEMENTED',
+  409: 'ABORTED',
+  413: 'INVALID_ARGUMENT',
+  415: 'INVALID_ARGUMENT',
+  429: 'RESOURCE_EXHAUSTED',
+  499: 'CANCELLED',
+  500: 'INTERNAL',
+  502: 'UNAVAILABLE',
+  503: 'UNAVAILABLE',
+  504: 'DEADLINE_EXCEEDED',
+};
+
+export function googleStatusName(status: number): string {
+  return GOOGLE_STATUS[status] ?? (status >= 500 ? 'INTERNAL' : 'FAILED_PRECONDITION');
+}
+
+export function anthropicErrorType(status: number): string {
+  return ANTHROPIC_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error');
+}
+
+/** The error body for a client of the given wire family. */
+export function errorBody(format: WireFormat, err: GatewayError, requestId: string): JsonObject {
+  const message = `${err.message} (request id: ${requestId})`;
+  switch (format) {
+    case 'anthropic':
+      return {
+        type: 'error',
+        error: {
+          type: err.status === 402 ? err.type : anthropicErrorType(err.status),
+          message,
+          code: err.code,
+        },
+        request_id: requestId,
+      };
+    case 'gemini':
+      return {
+        error: {
+          code: err.status,
+          message,
+          status: googleStatusName(err.status),
+          details: [
+            { '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: err.code, domain: 'router' },
+          ],
+        },
+      };
+    default: {
+      const error: JsonObject = { message, type: err.type, code: err.code };
+      if (err.param !== undefined) error.param = err.param;
+      return { error };
+    }
+  }
+}
+
+/** The SSE event that ends a stream with an error, in the shape the client's SDK raises. */
+export function errorEvent(format: WireFormat, err: GatewayError, requestId: string): SseOut {
+  const body = errorBody(format, err, requestId);
+  return format === 'anthropic'
+    ? { event: 'error', data: JSON.stringify(body) }
+    : { data: JSON.stringify(body) };
+}

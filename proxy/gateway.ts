@@ -1,0 +1,204 @@
+// Starting and stopping a gateway process: load and compile the configuration, listen, supervise the
+// billing sidecar, reload on SIGHUP (atomically: an invalid new configuration is refused and the old
+// one kept), drain on SIGTERM. Used by the CLI, the local stack and the end-to-end tests.
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { type Logger, pino } from 'pino';
+import { createBillingParts } from './billing-wiring.ts';
+import { type LoadConfigOptions, loadConfig } from './config/load.ts';
+import type { RouterConfig } from './config/types.ts';
+import { createGatewayMetrics } from './metrics.ts';
+import { type BuildOptions, buildRuntime, type Runtime } from './runtime.ts';
+import { createGatewayServer, type GatewayServer } from './server.ts';
+import type { UpstreamClient } from './upstream.ts';
+
+export interface StartOptions {
+  readonly env?: Record<string, string | undefined>;
+  /** Override config values (CLI flags, tests), snake_case like the file. */
+  readonly overrides?: LoadConfigOptions['overrides'];
+  /** Start `router-billing` as a supervised child (default: config.sidecar.enabled && billing on). */
+  readonly sidecar?: boolean;
+  readonly logger?: Logger;
+  readonly extraHooks?: BuildOptions['extraHooks'];
+}
+
+export interface RunningGateway {
+  readonly url: string;
+  readonly port: number;
+  readonly gateway: GatewayServer;
+  readonly log: Logger;
+  config(): RouterConfig;
+  /** Re-read every file; returns the diagnostics that refused it (empty = applied). */
+  reload(): Promise<string[]>;
+  /** Stop accepting, let in-flight requests finish (up to limits.drain_timeout_ms), flush the outbox. */
+  close(): Promise<void>;
+}
+
+export class ConfigError extends Error {
+  readonly diagnostics: string[];
+  constructor(diagnostics: string[]) {
+    super(`invalid configuration:\n${diagnostics.join('\n')}`);
+    this.name = 'ConfigError';
+    this.diagnostics = diagnostics;
+  }
+}
+
+/** Load + compile a configuration file; every problem as `file:line:col: message`. */
+export async function compileConfig(
+  file: string,
+  opts: StartOptions & { log: Logger; upstream?: UpstreamClient; metrics?: BuildOptions['metrics'] },
+): Promise<{ runtime: Runtime | undefined; config: RouterConfig | undefined; diagnostics: string[] }> {
+  const loaded = await loadConfig(file, { env: opts.env, overrides: opts.overrides });
+  const diagnostics = loaded.diagnostics.map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`);
+  if (loaded.config === undefined) return { runtime: undefined, config: undefined, diagnostics };
+  const built = await buildRuntime(loaded.config, {
+    log: opts.log,
+    env: opts.env,
+    upstream: opts.upstream,
+    metrics: opts.metrics,
+    billing: createBillingParts,
+    extraHooks: opts.extraHooks,
+  });
+  return {
+    runtime: built.runtime,
+    config: loaded.config,
+    diagnostics: [...diagnostics, ...built.diagnostics],
+  };
+}
+
+export async function startGateway(file: string, opts: StartOptions = {}): Promise<RunningGateway> {
+  const bootLog = opts.logger ?? pino({ name: 'router' });
+  const first = await compileConfig(file, { ...opts, log: bootLog });
+  if (first.runtime === undefined || first.config === undefined) throw new ConfigError(first.diagnostics);
+  let config = first.config;
+  const log = opts.logger ?? pino({ name: 'router', level: config.log.level, redact: REDACT });
+  let runtime = first.runtime;
+  const upstream = runtime.upstream;
+  const metrics = runtime.metrics;
+  const gateway = createGatewayServer(runtime);
+
+  await new Promise<void>((resolve, reject) => {
+    gateway.server.once('error', reject);
+    gateway.server.listen(config.listen.port, config.listen.host, () => {
+      gateway.server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = gateway.server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${host}:${address.port}`;
+
+  const wantSidecar = (opts.sidecar ?? config.sidecar.enabled) && config.billing.enabled;
+  const sidecar = wantSidecar ? superviseSidecar(file, log, opts.env) : undefined;
+
+  let closed = false;
+  return {
+    url,
+    port: address.port,
+    gateway,
+    log,
+    config: () => config,
+    async reload() {
+      const next = await compileConfig(file, { ...opts, log, upstream, metrics });
+      if (next.runtime === undefined || next.config === undefined) {
+        for (const d of next.diagnostics)
+          log.error({ diagnostic: d }, 'reload refused: configuration invalid');
+        return next.diagnostics;
+      }
+      const old = runtime;
+      runtime = next.runtime;
+      config = next.config;
+      gateway.setRuntime(runtime);
+      log.info({ providers: runtime.providers.size }, 'configuration reloaded');
+      // Requests in flight finish on the runtime they started with; its resources close after them.
+      waitIdle(gateway, config.limits.drainTimeoutMs).then(() => old.close().catch(() => undefined));
+      return [];
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      gateway.drain();
+      await waitIdle(gateway, config.limits.drainTimeoutMs);
+      gateway.server.closeAllConnections();
+      await runtime.close();
+      await upstream.close().catch(() => undefined);
+      await sidecar?.stop();
+    },
+  };
+}
+
+/** Resolves when no request is in flight, or after `timeoutMs`. */
+function waitIdle(gateway: GatewayServer, timeoutMs: number): Promise<void> {
+  if (gateway.inFlight() === 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    const deadline = Date.now() + timeoutMs;
+    const timer = setInterval(() => {
+      if (gateway.inFlight() === 0 || Date.now() >= deadline) {
+        clearInterval(timer);
+        resolve();
+      }
+    }, 25);
+  });
+}
+
+/** Keys whose values never reach a log line. */
+export const REDACT = {
+  paths: [
+    'req.headers.authorization',
+    'req.headers["x-api-key"]',
+    'req.headers["x-goog-api-key"]',
+    'headers.authorization',
+    '*.api_key',
+    '*.apiKey',
+    '*.password',
+    '*.secret',
+    '*.webhookSecret',
+  ],
+  censor: '[redacted]',
+};
+
+const SIDECAR_MAIN = fileURLToPath(new URL('../billing/sidecar-main.ts', import.meta.url));
+
+/** Run `router-billing` as a child; restart it with backoff when it dies; stop it on close. */
+function superviseSidecar(
+  configFile: string,
+  log: Logger,
+  env: Record<string, string | undefined> | undefined,
+): { stop(): Promise<void> } {
+  let child: ChildProcess | undefined;
+  let stopping = false;
+  let restarts = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const start = () => {
+    child = spawn(process.execPath, [SIDECAR_MAIN, '-c', configFile], {
+      stdio: ['ignore', 'inherit', 'inherit'],
+      env: (env ?? process.env) as NodeJS.ProcessEnv,
+    });
+    const started = Date.now();
+    child.once('exit', (code, signal) => {
+      child = undefined;
+      if (stopping) return;
+      if (Date.now() - started > 30_000) restarts = 0;
+      const delay = Math.min(30_000, 250 * 2 ** restarts++);
+      log.error({ code, signal, restartInMs: delay }, 'billing sidecar exited; restarting');
+      timer = setTimeout(start, delay);
+    });
+  };
+  start();
+  return {
+    stop() {
+      stopping = true;
+      if (timer !== undefined) clearTimeout(timer);
+      const c = child;
+      if (c === undefined) return Promise.resolve();
+      return new Promise((resolve) => {
+        c.once('exit', () => resolve());
+        c.kill('SIGTERM');
+      });
+    },
+  };
+}
+
+export { createGatewayMetrics };

@@ -1,0 +1,103 @@
+// Prometheus metrics of the gateway (prom-client), one registry per process. Label sets are small and
+// bounded (provider, api, status class, stream) so cardinality stays flat whatever clients send.
+
+import client from 'prom-client';
+import type { RequestContext } from '../hooks/types.ts';
+
+export interface GatewayMetrics {
+  readonly registry: client.Registry;
+  observeRequest(ctx: RequestContext, durationMs: number): void;
+  readonly activeStreams: client.Gauge;
+  readonly billingEnqueued: client.Counter<'result'>;
+  readonly balanceChecks: client.Counter<'result'>;
+  readonly storeErrors: client.Counter<'operation'>;
+  readonly unpricedModels: client.Counter<'provider'>;
+  readonly unmeteredRequests: client.Counter<'reason'>;
+}
+
+export function createGatewayMetrics(): GatewayMetrics {
+  const registry = new client.Registry();
+  client.collectDefaultMetrics({ register: registry, prefix: 'router_' });
+  const requests = new client.Counter({
+    name: 'router_requests_total',
+    help: 'Proxied requests by provider, api, status and stream flag',
+    labelNames: ['provider', 'api', 'status', 'stream'] as const,
+    registers: [registry],
+  });
+  const latency = new client.Histogram({
+    name: 'router_request_duration_seconds',
+    help: 'Time from request arrival to the end of the reply',
+    labelNames: ['api', 'stream'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    registers: [registry],
+  });
+  const ttfb = new client.Histogram({
+    name: 'router_upstream_ttfb_seconds',
+    help: 'Time from sending the upstream request to its response head',
+    labelNames: ['provider'] as const,
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  const tokens = new client.Counter({
+    name: 'router_tokens_total',
+    help: 'Tokens metered, by provider, direction (input/output) and stage (upstream/estimated)',
+    labelNames: ['provider', 'direction', 'stage'] as const,
+    registers: [registry],
+  });
+  const activeStreams = new client.Gauge({
+    name: 'router_active_streams',
+    help: 'Streaming replies in flight',
+    registers: [registry],
+  });
+  const billingEnqueued = new client.Counter({
+    name: 'router_billing_events_total',
+    help: 'Usage events by result: queued, skipped_status, skipped_no_subject, queue_failed',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+  const balanceChecks = new client.Counter({
+    name: 'router_balance_checks_total',
+    help: 'Balance pre-checks by result',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+  const storeErrors = new client.Counter({
+    name: 'router_store_errors_total',
+    help: 'Shared-store operations that failed',
+    labelNames: ['operation'] as const,
+    registers: [registry],
+  });
+  const unpricedModels = new client.Counter({
+    name: 'router_unpriced_requests_total',
+    help: 'Metered requests whose model has no price',
+    labelNames: ['provider'] as const,
+    registers: [registry],
+  });
+  const unmeteredRequests = new client.Counter({
+    name: 'router_unreported_requests_total',
+    help: 'Requests not reported to billing, by reason',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+  return {
+    registry,
+    activeStreams,
+    billingEnqueued,
+    balanceChecks,
+    storeErrors,
+    unpricedModels,
+    unmeteredRequests,
+    observeRequest(ctx, durationMs) {
+      const provider = ctx.provider ?? 'none';
+      const stream = ctx.stream ? 'true' : 'false';
+      requests.inc({ provider, api: ctx.api, status: String(ctx.status), stream });
+      latency.observe({ api: ctx.api, stream }, durationMs / 1000);
+      if (ctx.upstreamTtfbMs !== undefined) ttfb.observe({ provider }, ctx.upstreamTtfbMs / 1000);
+      if (ctx.usage !== undefined) {
+        const stage = ctx.usageStage ?? 'upstream';
+        tokens.inc({ provider, direction: 'input', stage }, ctx.usage.inputTokens);
+        tokens.inc({ provider, direction: 'output', stage }, ctx.usage.outputTokens);
+      }
+    },
+  };
+}

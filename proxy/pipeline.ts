@@ -1,0 +1,125 @@
+// Stage runners: one named runner per stage, each with its rule stated once (like yarn berry's
+// triggerHook / reduceHook / firstHook). The server calls these; nothing else iterates hooks.
+
+import type {
+  Hook,
+  OnRequestResult,
+  RequestContext,
+  ResponseHead,
+  ResponsePart,
+  TargetChoice,
+  UpstreamRequest,
+} from '../hooks/types.ts';
+import { CONTINUE } from '../hooks/types.ts';
+
+/** onRequest: in order; the first `respond` answers the client and stops the chain. */
+export async function runOnRequest(hooks: readonly Hook[], ctx: RequestContext): Promise<OnRequestResult> {
+  for (const hook of hooks) {
+    if (hook.onRequest === undefined) continue;
+    const result = await hook.onRequest(ctx);
+    if (result.kind === 'respond') return result;
+  }
+  return CONTINUE;
+}
+
+/** selectTarget: the first hook that returns a choice wins. */
+export async function runSelectTarget(
+  hooks: readonly Hook[],
+  ctx: RequestContext,
+): Promise<TargetChoice | undefined> {
+  for (const hook of hooks) {
+    if (hook.selectTarget === undefined) continue;
+    const choice = await hook.selectTarget(ctx);
+    if (choice !== undefined) return choice;
+  }
+  return undefined;
+}
+
+/** rewriteBody: reduce; each hook receives the previous hook's request. */
+export async function runRewriteBody(
+  hooks: readonly Hook[],
+  ctx: RequestContext,
+  req: UpstreamRequest,
+): Promise<UpstreamRequest> {
+  let current = req;
+  for (const hook of hooks) {
+    if (hook.rewriteBody !== undefined) current = await hook.rewriteBody(ctx, current);
+  }
+  return current;
+}
+
+/** onResponseHead: reduce over status and headers, before anything reaches the client. */
+export function runResponseHead(
+  hooks: readonly Hook[],
+  ctx: RequestContext,
+  head: ResponseHead,
+): ResponseHead {
+  let current = head;
+  for (const hook of hooks) {
+    if (hook.onResponseHead !== undefined) current = hook.onResponseHead(ctx, current);
+  }
+  return current;
+}
+
+/** onResponseChunk from hook index `from` on: reduce; synchronous so bytes keep their order. */
+export function runResponseChunk(
+  hooks: readonly Hook[],
+  ctx: RequestContext,
+  parts: readonly ResponsePart[],
+  from = 0,
+): readonly ResponsePart[] {
+  let current = parts;
+  for (let i = from; i < hooks.length && current.length > 0; i++) {
+    const hook = hooks[i];
+    if (hook.onResponseChunk !== undefined) current = hook.onResponseChunk(ctx, current);
+  }
+  return current;
+}
+
+/**
+ * onResponseEnd: each hook's trailing parts flow through the hooks after it (so a translator's final
+ * events still pass later transforms), and are returned in order.
+ */
+export function runResponseEnd(hooks: readonly Hook[], ctx: RequestContext): ResponsePart[] {
+  const out: ResponsePart[] = [];
+  for (let i = 0; i < hooks.length; i++) {
+    const hook = hooks[i];
+    if (hook.onResponseEnd === undefined) continue;
+    const parts = hook.onResponseEnd(ctx);
+    if (parts.length > 0) out.push(...runResponseChunk(hooks, ctx, parts, i + 1));
+  }
+  return out;
+}
+
+/** onComplete: run all; each isolated, so one failure reaches neither the others nor the client. */
+export async function runOnComplete(hooks: readonly Hook[], ctx: RequestContext): Promise<void> {
+  for (const hook of hooks) {
+    if (hook.onComplete === undefined) continue;
+    try {
+      await hook.onComplete(ctx);
+    } catch (err) {
+      ctx.log.error({ hook: hook.name, err: describeError(err) }, 'onComplete hook failed');
+    }
+  }
+}
+
+/** True when every response hook only observes, so upstream bytes may be forwarded untouched. */
+export function observesOnly(hooks: readonly Hook[]): boolean {
+  for (const hook of hooks) {
+    const touchesResponse =
+      hook.onResponseChunk !== undefined ||
+      hook.onResponseEnd !== undefined ||
+      hook.onResponseHead !== undefined;
+    if (touchesResponse && hook.responseMode !== 'observe') return false;
+  }
+  return true;
+}
+
+/** A loggable description of an error: name, code and message, never a stack of secrets. */
+export function describeError(err: unknown): { name: string; code?: string; message: string } {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    return { name: err.name, code: typeof code === 'string' ? code : undefined, message: err.message };
+  }
+  return { name: 'unknown', message: String(err) };
+}

@@ -1,0 +1,147 @@
+// Reading and checking request bodies: a size limit enforced while reading, JSON parsing, and a small
+// JSON Schema per api (compiled once with ajv) so that a wrong type is a 400 that names the field.
+// Only the fields the gateway itself relies on are checked; the upstream validates the rest.
+
+import type { IncomingMessage } from 'node:http';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import busboy from 'busboy';
+import type { ApiName, JsonObject } from '../hooks/types.ts';
+import { GatewayError } from './errors.ts';
+
+/** Read the whole body, refusing more than `limit` bytes (413) before buffering them. */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) {
+    return Promise.reject(new GatewayError('request_too_large', `The request body exceeds ${limit} bytes`));
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        req.removeAllListeners('data');
+        req.resume();
+        reject(new GatewayError('request_too_large', `The request body exceeds ${limit} bytes`));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)));
+    req.on('error', reject);
+  });
+}
+
+const str = { type: 'string' } as const;
+const bool = { type: 'boolean' } as const;
+const obj = { type: 'object' } as const;
+
+// Minimal per-api schemas: the fields routing, metering and translation read.
+const SCHEMAS: Partial<Record<ApiName, object>> = {
+  'chat.completions': {
+    type: 'object',
+    required: ['model', 'messages'],
+    properties: {
+      model: str,
+      stream: bool,
+      messages: { type: 'array', items: { type: 'object', required: ['role'], properties: { role: str } } },
+      stream_options: { type: ['object', 'null'], properties: { include_usage: bool } },
+    },
+  },
+  completions: { type: 'object', required: ['model'], properties: { model: str, stream: bool } },
+  responses: { type: 'object', required: ['model'], properties: { model: str, stream: bool } },
+  'native.messages': {
+    type: 'object',
+    required: ['model', 'messages'],
+    properties: {
+      model: str,
+      stream: bool,
+      max_tokens: { type: 'integer', minimum: 1 },
+      messages: { type: 'array', items: { type: 'object', required: ['role'], properties: { role: str } } },
+    },
+  },
+  embeddings: { type: 'object', required: ['model', 'input'], properties: { model: str } },
+  'images.generations': { type: 'object', required: ['prompt'], properties: { model: str, prompt: str } },
+  'audio.speech': { type: 'object', required: ['model', 'input'], properties: { model: str, input: str } },
+  'native.generateContent': {
+    type: 'object',
+    required: ['contents'],
+    properties: { contents: { type: 'array', items: obj } },
+  },
+  'native.streamGenerateContent': {
+    type: 'object',
+    required: ['contents'],
+    properties: { contents: { type: 'array', items: obj } },
+  },
+};
+
+const ajv = new Ajv({ allErrors: false, strict: false });
+const VALIDATORS = new Map<ApiName, ValidateFunction>();
+for (const [api, schema] of Object.entries(SCHEMAS)) VALIDATORS.set(api as ApiName, ajv.compile(schema));
+
+/** Parse and check a JSON body; throws a 400 naming the field. */
+export function parseJsonBody(api: ApiName, raw: Buffer): JsonObject {
+  let value: unknown;
+  try {
+    value = JSON.parse(raw.toString('utf8'));
+  } catch {
+    throw new GatewayError('invalid_json');
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new GatewayError('invalid_json', 'The request body must be a JSON object');
+  }
+  const validate = VALIDATORS.get(api);
+  if (validate !== undefined && !validate(value)) {
+    const first = validate.errors?.[0];
+    if (first !== undefined) throw schemaError(first);
+  }
+  return value as JsonObject;
+}
+
+function schemaError(err: ErrorObject): GatewayError {
+  let field = err.instancePath
+    .split('/')
+    .slice(1)
+    .map((seg) => (/^\d+$/.test(seg) ? `[${seg}]` : `.${seg}`))
+    .join('')
+    .replace(/^\./, '');
+  if (err.keyword === 'required') {
+    const missing = (err.params as { missingProperty: string }).missingProperty;
+    field = field === '' ? missing : `${field}.${missing}`;
+    return new GatewayError('invalid_parameter', `Missing required parameter: '${field}'`, field);
+  }
+  const where = field === '' ? 'The request body' : `'${field}'`;
+  return new GatewayError(
+    'invalid_parameter',
+    `Invalid value for ${where}: ${err.message ?? 'invalid'}`,
+    field,
+  );
+}
+
+/** The `model` (and `stream`) fields of a multipart form, read without copying files. */
+export function readMultipartFields(
+  contentType: string,
+  raw: Buffer,
+): Promise<{ model: string | undefined; stream: boolean }> {
+  return new Promise((resolve, reject) => {
+    let model: string | undefined;
+    let stream = false;
+    let parser: busboy.Busboy;
+    try {
+      parser = busboy({ headers: { 'content-type': contentType }, limits: { fieldSize: 1024 } });
+    } catch {
+      reject(
+        new GatewayError('unsupported_media_type', 'Expected a multipart/form-data body with a boundary'),
+      );
+      return;
+    }
+    parser.on('field', (name, value) => {
+      if (name === 'model') model = value;
+      else if (name === 'stream') stream = value === 'true';
+    });
+    parser.on('file', (_name, file) => file.resume());
+    parser.on('close', () => resolve({ model, stream }));
+    parser.on('error', () => reject(new GatewayError('invalid_parameter', 'Malformed multipart body')));
+    parser.end(raw);
+  });
+}

@@ -1,0 +1,127 @@
+// Endpoint table: method + path -> what the gateway does. Proxy routes carry their api identifier
+// (spec 4.4) and the wire family of the client, which decides error and reply shapes.
+
+import type { ApiName, WireFormat } from '../hooks/types.ts';
+
+export type BodyKind = 'json' | 'multipart';
+
+export type Route =
+  | {
+      readonly kind: 'proxy';
+      readonly api: ApiName;
+      readonly format: WireFormat;
+      readonly body: BodyKind;
+      /** Gemini-native routes carry the model in the path. */
+      readonly pathModel?: string;
+    }
+  | { readonly kind: 'models'; readonly format: WireFormat }
+  | { readonly kind: 'model'; readonly format: WireFormat; readonly id: string }
+  | { readonly kind: 'healthz' }
+  | { readonly kind: 'readyz' }
+  | { readonly kind: 'metrics' }
+  | { readonly kind: 'webhook' }
+  | { readonly kind: 'not_found'; readonly format: WireFormat }
+  | { readonly kind: 'method_not_allowed'; readonly format: WireFormat; readonly allow: string };
+
+function proxy(api: ApiName, format: WireFormat, body: BodyKind = 'json'): Route {
+  return { kind: 'proxy', api, format, body };
+}
+
+const POST_ROUTES = new Map<string, Route>([
+  ['/v1/chat/completions', proxy('chat.completions', 'openai')],
+  ['/v1/completions', proxy('completions', 'openai')],
+  ['/v1/responses', proxy('responses', 'openai')],
+  ['/v1/messages', proxy('native.messages', 'anthropic')],
+  ['/v1/embeddings', proxy('embeddings', 'openai')],
+  ['/v1/images/generations', proxy('images.generations', 'openai')],
+  ['/v1/images/edits', proxy('images.edits', 'openai', 'multipart')],
+  ['/v1/audio/speech', proxy('audio.speech', 'openai')],
+  ['/v1/audio/transcriptions', proxy('audio.transcriptions', 'openai', 'multipart')],
+  ['/v1/audio/translations', proxy('audio.translations', 'openai', 'multipart')],
+]);
+
+const HEALTHZ: Route = { kind: 'healthz' };
+const READYZ: Route = { kind: 'readyz' };
+const METRICS: Route = { kind: 'metrics' };
+const WEBHOOK: Route = { kind: 'webhook' };
+
+/**
+ * Resolve a route. `googleClient` is true when the caller authenticates the Google way
+ * (`x-goog-api-key` or `?key=`): GET /v1/models then answers in the Gemini shape, because the current
+ * @google/genai SDK lists models under /v1 as well as /v1beta.
+ */
+export function resolveRoute(
+  method: string,
+  path: string,
+  googleClient: boolean,
+  webhookPath: string,
+): Route {
+  if (method === 'POST') {
+    const route = POST_ROUTES.get(path);
+    if (route !== undefined) return route;
+    if (path === webhookPath) return WEBHOOK;
+    const gemini = geminiModelAction(path);
+    if (gemini !== undefined) return gemini;
+  } else if (method === 'GET' || method === 'HEAD') {
+    switch (path) {
+      case '/healthz':
+        return HEALTHZ;
+      case '/readyz':
+        return READYZ;
+      case '/metrics':
+        return METRICS;
+      case '/v1/models':
+        return { kind: 'models', format: googleClient ? 'gemini' : 'openai' };
+      case '/v1beta/models':
+        return { kind: 'models', format: 'gemini' };
+    }
+    if (path.startsWith('/v1beta/models/')) {
+      return {
+        kind: 'model',
+        format: 'gemini',
+        id: decodeURIComponent(path.slice('/v1beta/models/'.length)),
+      };
+    }
+    if (path.startsWith('/v1/models/')) {
+      return {
+        kind: 'model',
+        format: googleClient ? 'gemini' : 'openai',
+        id: decodeURIComponent(path.slice('/v1/models/'.length)),
+      };
+    }
+  }
+  const format: WireFormat = path.startsWith('/v1beta/')
+    ? 'gemini'
+    : path === '/v1/messages'
+      ? 'anthropic'
+      : 'openai';
+  if (POST_ROUTES.has(path) || path === webhookPath || geminiModelAction(path) !== undefined) {
+    return { kind: 'method_not_allowed', format, allow: 'POST' };
+  }
+  return { kind: 'not_found', format };
+}
+
+/** `/v1beta/models/{model}:generateContent` (also under /v1) -> the native route with its model. */
+function geminiModelAction(path: string): Route | undefined {
+  let rest: string;
+  if (path.startsWith('/v1beta/models/')) rest = path.slice('/v1beta/models/'.length);
+  else if (path.startsWith('/v1/models/')) rest = path.slice('/v1/models/'.length);
+  else return undefined;
+  const colon = rest.lastIndexOf(':');
+  if (colon <= 0) return undefined;
+  const action = rest.slice(colon + 1);
+  const model = decodeURIComponent(rest.slice(0, colon));
+  if (action === 'generateContent') {
+    return { kind: 'proxy', api: 'native.generateContent', format: 'gemini', body: 'json', pathModel: model };
+  }
+  if (action === 'streamGenerateContent') {
+    return {
+      kind: 'proxy',
+      api: 'native.streamGenerateContent',
+      format: 'gemini',
+      body: 'json',
+      pathModel: model,
+    };
+  }
+  return undefined;
+}

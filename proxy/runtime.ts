@@ -1,0 +1,369 @@
+// The compiled configuration: everything a request needs, built once per load (start and reload) from
+// the validated RouterConfig. Requests only read it. Building it is where every name is resolved
+// (providers, translators, transforms, presets, hook modules), so a broken configuration is refused
+// before it can serve a request.
+
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { pathToFileURL } from 'node:url';
+import type { Logger } from 'pino';
+import { request as undiciRequest } from 'undici';
+import {
+  type Authenticator,
+  createAuthenticator,
+  createAuthHook,
+  presentedSecret,
+} from '../hooks/builtin/auth.ts';
+import { createRuleHook } from '../hooks/builtin/provider-rule.ts';
+import { createSelectTargetHook } from '../hooks/builtin/select-target.ts';
+import { createUsageMeterHook, rulePreset } from '../hooks/builtin/usage-meter.ts';
+import { formatDiagnostic, loadProviderDir, matchRule } from '../hooks/dsl/index.ts';
+import type { CompiledProvider, CompiledRule, HookRef } from '../hooks/dsl/types.ts';
+import { TRANSFORMS } from '../hooks/transforms/index.ts';
+import { TRANSLATORS } from '../hooks/translators/index.ts';
+import type {
+  ApiName,
+  Hook,
+  HookModule,
+  JsonValue,
+  Principal,
+  RequestContext,
+  WireFormat,
+} from '../hooks/types.ts';
+import { estimateUsage } from '../hooks/usage/estimate.ts';
+import { createPathExtractor, USAGE_PRESETS } from '../hooks/usage/presets.ts';
+import { compileRegistry, type ModelRegistry } from './config/models.ts';
+import type { RouterConfig } from './config/types.ts';
+import { errorBody, GatewayError } from './errors.ts';
+import { settleUsage } from './metering.ts';
+import { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
+import { describeError } from './pipeline.ts';
+import { UpstreamClient, type UpstreamTimeouts } from './upstream.ts';
+
+/** The hooks that apply to one matched rule, in stage order, computed once per rule. */
+export interface RuleHooks {
+  readonly rewrite: readonly Hook[];
+  /** Response hooks: the usage meter first (it reads the upstream's own format), then transforms. */
+  readonly response: readonly Hook[];
+  readonly complete: readonly Hook[];
+  /** Every response hook only observes: upstream bytes go to the client untouched. */
+  readonly observeOnly: boolean;
+  /** Keep delivered output for usage estimation (billing on). */
+  readonly keepDelivered: boolean;
+  readonly timeouts: UpstreamTimeouts;
+}
+
+export interface ReadyReport {
+  ready: boolean;
+  providers: number;
+  billing: { configured: boolean; enabled: boolean; pending?: number; dead_letter?: number };
+  store: { enabled: boolean; connected?: boolean };
+  [key: string]: JsonValue;
+}
+
+/** Pieces the billing issue plugs in (outbox, enqueue hook, readiness counts); absent when billing is off. */
+export interface BillingParts {
+  readonly hooks: readonly Hook[];
+  readiness(): Promise<{ pending: number; dead_letter: number } | undefined>;
+  close(): Promise<void>;
+}
+
+export interface Runtime {
+  readonly config: RouterConfig;
+  readonly log: Logger;
+  readonly providers: ReadonlyMap<string, CompiledProvider>;
+  readonly upstream: UpstreamClient;
+  readonly metrics: GatewayMetrics;
+  /** onRequest and selectTarget hooks, in order. */
+  readonly requestHooks: readonly Hook[];
+  /** onComplete hooks of requests that never reached a rule. */
+  readonly completeHooks: readonly Hook[];
+  matchRule(provider: CompiledProvider, api: ApiName, stream: boolean): CompiledRule | undefined;
+  ruleHooks(provider: string, rule: CompiledRule): RuleHooks;
+  authenticate(headers: IncomingHttpHeaders, query: URLSearchParams): Principal;
+  modelList(format: WireFormat): JsonValue;
+  modelInfo(format: WireFormat, id: string): JsonValue | undefined;
+  readiness(): Promise<ReadyReport>;
+  metricsText(): Promise<string>;
+  forwardWebhook(req: IncomingMessage, res: ServerResponse): Promise<void>;
+  settle(ctx: RequestContext): void;
+  observe(ctx: RequestContext, durationMs: number): void;
+  close(): Promise<void>;
+}
+
+export interface BuildOptions {
+  readonly log: Logger;
+  readonly env?: Record<string, string | undefined>;
+  /** Reuse across reloads so keep-alive pools and counters survive. */
+  readonly upstream?: UpstreamClient;
+  readonly metrics?: GatewayMetrics;
+  /** Built by the billing wiring (proxy/billing-wiring.ts) when billing is enabled. */
+  readonly billing?: (
+    config: RouterConfig,
+    log: Logger,
+    metrics: GatewayMetrics,
+  ) => Promise<BillingParts | undefined>;
+  /** Extra hooks placed after auth (tests, embedders). */
+  readonly extraHooks?: readonly Hook[];
+}
+
+export interface BuildResult {
+  readonly runtime: Runtime | undefined;
+  /** `file:line:col: message` lines. */
+  readonly diagnostics: string[];
+}
+
+/** Load a custom hook module: `createHook(options)` (named or default export). */
+export async function loadHookModule(
+  module: string,
+  options: Readonly<Record<string, JsonValue>>,
+): Promise<Hook> {
+  const mod = (await import(pathToFileURL(module).href)) as Partial<HookModule> & {
+    default?: Partial<HookModule>;
+  };
+  const create = mod.createHook ?? mod.default?.createHook;
+  if (typeof create !== 'function') throw new Error(`${module}: exports no createHook(options) function`);
+  const hook = await create(options);
+  if (hook === null || typeof hook !== 'object' || typeof hook.name !== 'string') {
+    throw new Error(`${module}: createHook() must return an object with a name`);
+  }
+  return hook;
+}
+
+export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Promise<BuildResult> {
+  const diagnostics: string[] = [];
+  const env = opts.env ?? process.env;
+  const log = opts.log;
+  const registries = {
+    translators: new Set(TRANSLATORS.keys()),
+    transforms: new Set([...TRANSFORMS.keys(), ...TRANSLATORS.keys()]),
+    usagePresets: new Set(USAGE_PRESETS.keys()),
+  };
+  const loaded = await loadProviderDir(config.providersDir, { registries, env });
+  for (const d of loaded.diagnostics) diagnostics.push(formatDiagnostic(d));
+  const providers = loaded.providers;
+
+  const registry: ModelRegistry = compileRegistry(config.models.entries);
+  for (const entry of config.models.entries) {
+    for (const route of entry.routes) {
+      if (!providers.has(route.provider)) {
+        diagnostics.push(
+          `${config.models.file ?? config.file}:0:0: model '${entry.id}' routes to unknown provider '${route.provider}'`,
+        );
+      }
+    }
+  }
+
+  const authenticator: Authenticator = createAuthenticator({
+    keys: config.keys,
+    masterKey: config.masterKey,
+    subjectType: config.billing.subjectType,
+    fallbackSubjectId: config.billing.fallbackSubjectId,
+    hashSecret: config.store.accessKeyHashSecret === '' ? undefined : config.store.accessKeyHashSecret,
+  });
+  if (!authenticator.configured) {
+    log.warn('no access keys and no master key are configured: every request will be refused with 401');
+  }
+
+  const globalCustom: Hook[] = [];
+  for (const ref of config.hooks) {
+    try {
+      globalCustom.push(await loadHookModule(ref.module, ref.options));
+    } catch (err) {
+      diagnostics.push(`${config.file}:0:0: hook ${ref.module}: ${describeError(err).message}`);
+    }
+  }
+  const ruleCustom = new Map<HookRef, Hook>();
+  for (const provider of providers.values()) {
+    for (const rule of provider.rules) {
+      for (const ref of rule.hooks) {
+        if (ruleCustom.has(ref)) continue;
+        try {
+          ruleCustom.set(ref, await loadHookModule(ref.module, ref.options));
+        } catch (err) {
+          diagnostics.push(
+            `${ref.loc.file}:${ref.loc.line}:${ref.loc.col}: hook ${ref.module}: ${describeError(err).message}`,
+          );
+        }
+      }
+    }
+  }
+  if (diagnostics.length > 0) return { runtime: undefined, diagnostics };
+
+  const metrics = opts.metrics ?? createGatewayMetrics();
+  const billing =
+    config.billing.enabled && opts.billing !== undefined
+      ? await opts.billing(config, log, metrics)
+      : undefined;
+  const billingHooks = billing?.hooks ?? [];
+  const upstream =
+    opts.upstream ?? new UpstreamClient({ connectTimeoutMs: config.limits.upstreamConnectTimeoutMs });
+
+  const requestHooks: Hook[] = [
+    createAuthHook(authenticator),
+    ...billingHooks.filter((h) => h.onRequest !== undefined),
+    ...(opts.extraHooks ?? []),
+    ...globalCustom,
+    createSelectTargetHook(registry, new Set(providers.keys())),
+  ];
+  const globalResponse = globalCustom.filter(
+    (h) => h.onResponseChunk !== undefined || h.onResponseEnd !== undefined || h.onResponseHead !== undefined,
+  );
+  const globalRewrite = globalCustom.filter((h) => h.rewriteBody !== undefined);
+  const completeHooks: Hook[] = [
+    ...globalCustom.filter((h) => h.onComplete !== undefined),
+    ...billingHooks.filter((h) => h.onComplete !== undefined),
+  ];
+
+  const perRule = new Map<CompiledRule, RuleHooks>();
+  for (const [name, provider] of providers) {
+    const keys = config.keys.providerKeys.get(name) ?? [];
+    for (const rule of provider.rules) {
+      const ruleHook = createRuleHook(rule, {
+        provider: name,
+        translators: TRANSLATORS,
+        transforms: TRANSFORMS,
+        keys,
+      });
+      const custom = rule.hooks.map((ref) => ruleCustom.get(ref)!);
+      const preset = rulePreset(rule, { presets: USAGE_PRESETS, pathExtractor: createPathExtractor });
+      const response: Hook[] = [];
+      if (preset !== undefined) response.push(createUsageMeterHook(preset));
+      if (ruleHook.onResponseChunk !== undefined) response.push(ruleHook);
+      response.push(
+        ...custom.filter(
+          (h) =>
+            h.onResponseChunk !== undefined ||
+            h.onResponseEnd !== undefined ||
+            h.onResponseHead !== undefined,
+        ),
+      );
+      response.push(...globalResponse);
+      perRule.set(rule, {
+        rewrite: [ruleHook, ...custom.filter((h) => h.rewriteBody !== undefined), ...globalRewrite],
+        response,
+        complete: [...custom.filter((h) => h.onComplete !== undefined), ...completeHooks],
+        observeOnly: response.every((h) => h.responseMode === 'observe'),
+        keepDelivered: config.billing.enabled,
+        timeouts: {
+          headersTimeoutMs: rule.upstreamConfig.headersTimeoutMs ?? config.limits.upstreamHeadersTimeoutMs,
+          bodyTimeoutMs: rule.upstreamConfig.bodyTimeoutMs ?? config.limits.upstreamBodyTimeoutMs,
+        },
+      });
+    }
+  }
+
+  const created = Math.floor(Date.now() / 1000);
+  const listed = registry.listed();
+  const openaiModel = (id: string, ownedBy: string | undefined): JsonValue => ({
+    id,
+    object: 'model',
+    created,
+    owned_by: ownedBy ?? 'router',
+  });
+  const geminiModel = (id: string): JsonValue => ({
+    name: `models/${id}`,
+    version: '1',
+    displayName: id,
+    supportedGenerationMethods: id.includes('embedding')
+      ? ['embedContent', 'batchEmbedContents']
+      : ['generateContent', 'streamGenerateContent'],
+  });
+  const openaiList: JsonValue = { object: 'list', data: listed.map((e) => openaiModel(e.id, e.ownedBy)) };
+  const geminiList: JsonValue = { models: listed.map((e) => geminiModel(e.id)) };
+
+  const runtime: Runtime = {
+    config,
+    log,
+    providers,
+    upstream,
+    metrics,
+    requestHooks,
+    completeHooks,
+    matchRule,
+    ruleHooks(_provider, rule) {
+      const hooks = perRule.get(rule);
+      if (hooks === undefined) throw new Error('rule not compiled into this runtime');
+      return hooks;
+    },
+    authenticate(headers, query) {
+      return authenticator.authenticate(presentedSecret(headers, query));
+    },
+    modelList(format) {
+      return format === 'gemini' ? geminiList : openaiList;
+    },
+    modelInfo(format, id) {
+      const bare = id.startsWith('models/') ? id.slice('models/'.length) : id;
+      const entry = registry.resolve(bare);
+      if (entry === undefined) return undefined;
+      return format === 'gemini' ? geminiModel(bare) : openaiModel(bare, entry.ownedBy);
+    },
+    async readiness() {
+      const counts = billing === undefined ? undefined : await billing.readiness().catch(() => undefined);
+      return {
+        ready: providers.size > 0,
+        providers: providers.size,
+        billing: {
+          configured: config.billing.enabled && config.billing.baseUrl !== '',
+          enabled: config.billing.enabled,
+          ...(counts === undefined ? {} : { pending: counts.pending, dead_letter: counts.dead_letter }),
+        },
+        store: { enabled: config.store.enabled },
+      };
+    },
+    metricsText() {
+      return metrics.registry.metrics();
+    },
+    async forwardWebhook(req, res) {
+      await forwardToSidecar(config, req, res, log);
+    },
+    settle(ctx) {
+      if (config.billing.enabled) settleUsage(ctx, estimateUsage);
+    },
+    observe(ctx, durationMs) {
+      metrics.observeRequest(ctx, durationMs);
+    },
+    async close() {
+      await billing?.close();
+    },
+  };
+  return { runtime, diagnostics };
+}
+
+/**
+ * Webhooks may reach the gateway's own port (one public address for both); they are verified and
+ * applied by the sidecar, so the gateway streams them there untouched (the signature covers raw bytes).
+ */
+async function forwardToSidecar(
+  config: RouterConfig,
+  req: IncomingMessage,
+  res: ServerResponse,
+  log: Logger,
+): Promise<void> {
+  const { host, port } = config.billing.listen;
+  const target = `http://${host.includes(':') ? `[${host}]` : host}:${port}${req.url ?? '/'}`;
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (typeof v === 'string' && k !== 'host' && k !== 'connection') headers[k] = v;
+  }
+  try {
+    const reply = await undiciRequest(target, {
+      method: 'POST',
+      headers,
+      body: req,
+      headersTimeout: 10_000,
+      bodyTimeout: 10_000,
+    });
+    const body = await reply.body.arrayBuffer();
+    const out: Record<string, string> = {};
+    const ct = reply.headers['content-type'];
+    if (typeof ct === 'string') out['content-type'] = ct;
+    res.writeHead(reply.statusCode, out);
+    res.end(Buffer.from(body));
+  } catch (err) {
+    log.warn({ err: describeError(err) }, 'webhook forward to the billing sidecar failed');
+    const e = new GatewayError('billing_unavailable', 'The billing sidecar is unreachable');
+    const text = JSON.stringify(errorBody('openai', e, '-'));
+    res.writeHead(503, { 'content-type': 'application/json' });
+    res.end(text);
+  }
+}

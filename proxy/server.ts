@@ -1,0 +1,644 @@
+// The gateway's HTTP server: routes a request, builds its context, runs the hook stages in their fixed
+// order (docs/lifecycle.md) and relays the upstream reply: raw bytes when every response hook only
+// observes, parsed events or JSON when a hook transforms. Configuration is a compiled Runtime captured
+// at the start of each request, so a reload never changes a request in flight.
+
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import type { CompiledRule } from '../hooks/dsl/types.ts';
+import type {
+  Hook,
+  JsonObject,
+  JsonValue,
+  RequestContext,
+  ResponseHead,
+  ResponsePart,
+  UpstreamRequest,
+  WireFormat,
+} from '../hooks/types.ts';
+import { errorBody, errorEvent, GatewayError, toGatewayError } from './errors.ts';
+import { DELIVERED_TEXT_LIMIT, recordDelivered } from './metering.ts';
+import {
+  describeError,
+  runOnComplete,
+  runOnRequest,
+  runResponseChunk,
+  runResponseEnd,
+  runResponseHead,
+  runRewriteBody,
+  runSelectTarget,
+} from './pipeline.ts';
+import { parseJsonBody, readBody, readMultipartFields } from './request-body.ts';
+import { type Route, resolveRoute } from './routes.ts';
+import type { RuleHooks, Runtime } from './runtime.ts';
+import { SseReader, serializeEvent } from './sse.ts';
+import { classifyUpstreamError, forwardableHeaders, type UpstreamResponse } from './upstream.ts';
+
+const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Client headers forwarded upstream: protocol versions and betas; never credentials or cookies. */
+const FORWARDED_REQUEST_HEADERS = [
+  'anthropic-version',
+  'anthropic-beta',
+  'openai-beta',
+  'user-agent',
+] as const;
+
+/** Largest upstream JSON reply the gateway parses (images as base64 can be large). */
+const MAX_JSON_REPLY_BYTES = 256 * 1024 * 1024;
+
+export interface GatewayServer {
+  readonly server: Server;
+  /** Swap the compiled configuration; requests in flight keep the one they started with. */
+  setRuntime(runtime: Runtime): void;
+  runtime(): Runtime;
+  /** Flip readiness to failing and stop accepting new requests (graceful shutdown). */
+  drain(): void;
+  /** Requests currently in flight. */
+  inFlight(): number;
+}
+
+export function createGatewayServer(initial: Runtime): GatewayServer {
+  let current = initial;
+  let draining = false;
+  let active = 0;
+
+  const server = createServer({ noDelay: true, keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
+    active++;
+    res.on('close', () => {
+      active--;
+    });
+    handle(current, req, res, draining).catch((err: unknown) => {
+      current.log.error({ err: describeError(err) }, 'unhandled request failure');
+      if (!res.headersSent) {
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end('{"error":{"message":"Internal error","type":"server_error","code":"internal_error"}}');
+      } else {
+        res.destroy();
+      }
+    });
+  });
+  // Answer malformed HTTP without a stack trace reaching the client.
+  server.on('clientError', (_err, socket) => {
+    if (socket.writable)
+      socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    else socket.destroy();
+  });
+
+  return {
+    server,
+    setRuntime(runtime) {
+      current = runtime;
+    },
+    runtime: () => current,
+    drain() {
+      draining = true;
+      server.close();
+      server.closeIdleConnections();
+    },
+    inFlight: () => active,
+  };
+}
+
+async function handle(
+  rt: Runtime,
+  req: IncomingMessage,
+  res: ServerResponse,
+  draining: boolean,
+): Promise<void> {
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  const path = q === -1 ? url : url.slice(0, q);
+  const query = new URLSearchParams(q === -1 ? '' : url.slice(q + 1));
+  const given = req.headers['x-router-request-id'];
+  const id = typeof given === 'string' && REQUEST_ID_RE.test(given) ? given : randomUUID();
+  res.setHeader('x-router-request-id', id);
+
+  const googleClient = req.headers['x-goog-api-key'] !== undefined || query.has('key');
+  const route = resolveRoute(
+    req.method ?? 'GET',
+    path,
+    googleClient,
+    rt.config.billing.balanceEnforcement.webhookPath,
+  );
+  switch (route.kind) {
+    case 'proxy':
+      if (draining) return sendError(res, route.format, new GatewayError('shutting_down'), id);
+      return proxyRequest(rt, route, req, res, id, path, query);
+    case 'healthz':
+      return sendJson(res, 200, { status: 'ok' });
+    case 'readyz': {
+      const report = await rt.readiness();
+      const ready = report.ready && !draining;
+      return sendJson(res, ready ? 200 : 503, { ...report, ready, draining });
+    }
+    case 'metrics': {
+      const body = await rt.metricsText();
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+      res.end(body);
+      return;
+    }
+    case 'webhook':
+      return rt.forwardWebhook(req, res);
+    case 'models':
+    case 'model':
+      return listModels(rt, route, req, res, id, query);
+    case 'method_not_allowed':
+      res.setHeader('allow', route.allow);
+      return sendError(res, route.format, new GatewayError('method_not_allowed'), id);
+    case 'not_found':
+      req.resume();
+      return sendError(
+        res,
+        route.format,
+        new GatewayError('not_found', `Unknown endpoint ${req.method} ${path}`),
+        id,
+      );
+  }
+}
+
+function listModels(
+  rt: Runtime,
+  route: Extract<Route, { kind: 'models' | 'model' }>,
+  req: IncomingMessage,
+  res: ServerResponse,
+  id: string,
+  query: URLSearchParams,
+): void {
+  try {
+    rt.authenticate(req.headers, query);
+  } catch (err) {
+    sendError(res, route.format, toGatewayError(err), id);
+    return;
+  }
+  if (route.kind === 'models') {
+    sendJson(res, 200, rt.modelList(route.format));
+    return;
+  }
+  const found = rt.modelInfo(route.format, route.id);
+  if (found === undefined) {
+    sendError(
+      res,
+      route.format,
+      new GatewayError('model_not_found', `The model '${route.id}' does not exist`),
+      id,
+    );
+    return;
+  }
+  sendJson(res, 200, found);
+}
+
+function sendJson(res: ServerResponse, status: number, body: JsonValue): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function sendError(res: ServerResponse, format: WireFormat, err: GatewayError, id: string): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  sendJson(res, err.status, errorBody(format, err, id));
+}
+
+function newContext(
+  rt: Runtime,
+  route: Extract<Route, { kind: 'proxy' }>,
+  req: IncomingMessage,
+  id: string,
+  path: string,
+  query: URLSearchParams,
+  signal: AbortSignal,
+): RequestContext {
+  return {
+    id,
+    api: route.api,
+    clientFormat: route.format,
+    method: req.method ?? 'POST',
+    path,
+    query,
+    headers: req.headers,
+    receivedAt: Date.now(),
+    startedAt: performance.now(),
+    signal,
+    log: rt.log.child({ reqId: id }),
+    body: undefined,
+    rawBody: EMPTY,
+    model: route.pathModel,
+    stream: route.api === 'native.streamGenerateContent',
+    principal: undefined,
+    provider: undefined,
+    upstreamModel: undefined,
+    channel: undefined,
+    upstreamTtfbMs: undefined,
+    status: 0,
+    usage: undefined,
+    usageStage: undefined,
+    responseStarted: false,
+    clientAborted: false,
+    deliveredText: [],
+    error: undefined,
+  };
+}
+
+const EMPTY = Buffer.alloc(0);
+
+async function proxyRequest(
+  rt: Runtime,
+  route: Extract<Route, { kind: 'proxy' }>,
+  req: IncomingMessage,
+  res: ServerResponse,
+  id: string,
+  path: string,
+  query: URLSearchParams,
+): Promise<void> {
+  const abort = new AbortController();
+  const ctx = newContext(rt, route, req, id, path, query, abort.signal);
+  res.on('close', () => {
+    if (!res.writableFinished) {
+      ctx.clientAborted = true;
+      abort.abort();
+    }
+  });
+  let ruleHooks: RuleHooks | undefined;
+  try {
+    // A malformed body is answered only after authentication, so unauthenticated callers learn nothing.
+    const bodyError = await readRequest(rt, route, req, ctx);
+    const early = await runOnRequest(rt.requestHooks, ctx);
+    if (early.kind === 'respond') {
+      if (early.headers !== undefined)
+        for (const [k, v] of Object.entries(early.headers)) res.setHeader(k, v);
+      ctx.status = early.status;
+      sendJson(res, early.status, early.body);
+      return;
+    }
+    if (bodyError !== undefined) throw bodyError;
+    ruleHooks = await forward(rt, ctx, res);
+  } catch (err) {
+    const gwErr = toGatewayError(err);
+    if (!(err instanceof GatewayError)) ctx.log.error({ err: describeError(err) }, 'request failed');
+    ctx.error = { code: gwErr.code, message: gwErr.message };
+    if (!res.headersSent) {
+      ctx.status = gwErr.status;
+      sendError(res, ctx.clientFormat, gwErr, id);
+    } else if (!res.writableEnded) {
+      res.end();
+    }
+  } finally {
+    if (!res.writableFinished && !res.destroyed) await onceClosed(res);
+    await finish(rt, ctx, ruleHooks);
+  }
+}
+
+function onceClosed(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    if (res.writableFinished || res.destroyed) resolve();
+    else res.once('close', resolve);
+  });
+}
+
+async function readRequest(
+  rt: Runtime,
+  route: Extract<Route, { kind: 'proxy' }>,
+  req: IncomingMessage,
+  ctx: RequestContext,
+): Promise<GatewayError | undefined> {
+  ctx.rawBody = await readBody(req, rt.config.limits.maxBodyBytes);
+  if (route.body === 'json') {
+    let body: JsonObject;
+    try {
+      body = parseJsonBody(route.api, ctx.rawBody);
+    } catch (err) {
+      if (err instanceof GatewayError) return err;
+      throw err;
+    }
+    ctx.body = body;
+    if (ctx.model === undefined && typeof body.model === 'string') ctx.model = body.model;
+    if (body.stream === true) ctx.stream = true;
+    return undefined;
+  }
+  const contentType = req.headers['content-type'] ?? '';
+  if (!contentType.startsWith('multipart/form-data')) {
+    throw new GatewayError('unsupported_media_type', 'Expected a multipart/form-data body');
+  }
+  const fields = await readMultipartFields(contentType, ctx.rawBody);
+  ctx.model = fields.model;
+  ctx.stream = fields.stream;
+  return undefined;
+}
+
+/** Pick a target, call it (retrying on the next candidate while nothing was sent) and relay the reply. */
+async function forward(
+  rt: Runtime,
+  ctx: RequestContext,
+  res: ServerResponse,
+): Promise<RuleHooks | undefined> {
+  const choice = await runSelectTarget(rt.requestHooks, ctx);
+  if (choice === undefined || choice.candidates.length === 0) throw new GatewayError('provider_not_selected');
+  const attempts = Math.min(choice.candidates.length, rt.config.limits.maxRetries + 1);
+  let lastError: unknown;
+  for (let i = 0; i < attempts; i++) {
+    const candidate = choice.candidates[i];
+    const provider = rt.providers.get(candidate.provider);
+    if (provider === undefined) {
+      lastError = new GatewayError('unknown_provider', `Unknown provider '${candidate.provider}'`);
+      continue;
+    }
+    const rule = rt.matchRule(provider, ctx.api, ctx.stream);
+    if (rule === undefined) {
+      if (i === 0) {
+        throw new GatewayError(
+          'no_matching_rule',
+          `The provider '${candidate.provider}' has no rule for api '${ctx.api}' with stream=${ctx.stream}`,
+        );
+      }
+      continue;
+    }
+    ctx.provider = candidate.provider;
+    ctx.upstreamModel = candidate.upstreamModel;
+    const hooks = rt.ruleHooks(candidate.provider, rule);
+    const upstreamReq = await runRewriteBody(hooks.rewrite, ctx, baseRequest(ctx, rule));
+    const last = i === attempts - 1;
+    let upstreamRes: UpstreamResponse;
+    const t0 = performance.now();
+    try {
+      upstreamRes = await rt.upstream.send(upstreamReq, hooks.timeouts, ctx.signal);
+    } catch (err) {
+      if (ctx.clientAborted) return hooks;
+      lastError = classifyUpstreamError(err);
+      ctx.log.warn(
+        { provider: candidate.provider, err: describeError(err), attempt: i + 1 },
+        'upstream call failed',
+      );
+      if (last) throw lastError;
+      continue;
+    }
+    ctx.upstreamTtfbMs = performance.now() - t0;
+    const status = upstreamRes.statusCode;
+    if ((status === 429 || status >= 500) && !last) {
+      ctx.log.warn(
+        { provider: candidate.provider, status, attempt: i + 1 },
+        'upstream refused; trying the next provider',
+      );
+      await upstreamRes.body.dump().catch(() => undefined);
+      continue;
+    }
+    await relay(ctx, hooks, upstreamRes, res);
+    return hooks;
+  }
+  throw lastError ?? new GatewayError('provider_not_selected');
+}
+
+/** The request as it would go upstream before any rule op: same path below the base URL's prefix. */
+function baseRequest(ctx: RequestContext, rule: CompiledRule): UpstreamRequest {
+  const { origin, prefix } = splitBase(rule.upstreamConfig.baseUrl);
+  const headers: Record<string, string> = { 'accept-encoding': 'identity' };
+  for (const name of FORWARDED_REQUEST_HEADERS) {
+    const value = ctx.headers[name];
+    if (typeof value === 'string') headers[name] = value;
+  }
+  let body: UpstreamRequest['body'];
+  if (ctx.body !== undefined) {
+    headers['content-type'] = 'application/json';
+    body = ctx.body;
+    // The registry's upstream model name replaces the client's (copy: the original stays for billing).
+    if (
+      typeof body.model === 'string' &&
+      ctx.upstreamModel !== undefined &&
+      ctx.upstreamModel !== body.model
+    ) {
+      body = { ...body, model: ctx.upstreamModel };
+    }
+  } else {
+    headers['content-type'] = ctx.headers['content-type'] ?? 'application/octet-stream';
+    body = ctx.rawBody.length > 0 ? ctx.rawBody : undefined;
+  }
+  const query = new URLSearchParams(ctx.query);
+  query.delete('key');
+  if (ctx.api === 'native.streamGenerateContent' && !query.has('alt')) query.set('alt', 'sse');
+  return { method: ctx.method, origin, path: prefix + ctx.path, query, headers, body };
+}
+
+const baseCache = new Map<string, { origin: string; prefix: string }>();
+function splitBase(baseUrl: string): { origin: string; prefix: string } {
+  let hit = baseCache.get(baseUrl);
+  if (hit === undefined) {
+    const url = new URL(baseUrl);
+    hit = { origin: url.origin, prefix: url.pathname.replace(/\/+$/, '') };
+    baseCache.set(baseUrl, hit);
+  }
+  return hit;
+}
+
+async function relay(
+  ctx: RequestContext,
+  hooks: RuleHooks,
+  up: UpstreamResponse,
+  res: ServerResponse,
+): Promise<void> {
+  ctx.status = up.statusCode;
+  const head: ResponseHead = runResponseHead(hooks.response, ctx, {
+    status: up.statusCode,
+    headers: forwardableHeaders(up.headers),
+  });
+  ctx.status = head.status;
+  head.headers['x-router-request-id'] = ctx.id;
+  const contentType = head.headers['content-type'] ?? '';
+  if (contentType.startsWith('text/event-stream') && head.status < 400) {
+    return relayStream(ctx, hooks, up, res, head);
+  }
+  if (contentType.includes('json') || head.status >= 400) return relayJson(ctx, hooks, up, res, head);
+  return relayRaw(ctx, up, res, head);
+}
+
+function write(res: ServerResponse, chunk: string | Uint8Array): Promise<void> | undefined {
+  if (res.write(chunk)) return undefined;
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+}
+
+async function relayStream(
+  ctx: RequestContext,
+  hooks: RuleHooks,
+  up: UpstreamResponse,
+  res: ServerResponse,
+  head: ResponseHead,
+): Promise<void> {
+  head.headers['content-type'] ??= 'text/event-stream';
+  head.headers['cache-control'] = 'no-cache';
+  head.headers['x-accel-buffering'] = 'no';
+  res.writeHead(head.status, head.headers);
+  res.flushHeaders();
+  ctx.responseStarted = true;
+  const passthrough = hooks.observeOnly;
+  const keep = { bytes: hooks.keepDelivered ? 0 : DELIVERED_TEXT_LIMIT };
+  let out = '';
+  const emit = (parts: readonly ResponsePart[]) => {
+    for (const part of parts) {
+      if (part.type !== 'event') continue;
+      if (!passthrough) out += serializeEvent(part);
+      if (keep.bytes < DELIVERED_TEXT_LIMIT) recordDelivered(ctx, part.data, keep);
+    }
+  };
+  const reader = new SseReader((ev) =>
+    emit(runResponseChunk(hooks.response, ctx, [{ type: 'event', event: ev.event, data: ev.data }])),
+  );
+  try {
+    for await (const chunk of up.body as AsyncIterable<Buffer>) {
+      if (passthrough) {
+        const pending = write(res, chunk);
+        reader.push(chunk);
+        if (pending !== undefined) await pending;
+      } else {
+        reader.push(chunk);
+        if (out !== '') {
+          const text = out;
+          out = '';
+          const pending = write(res, text);
+          if (pending !== undefined) await pending;
+        }
+      }
+    }
+    reader.end();
+  } catch (err) {
+    if (ctx.clientAborted) return;
+    const gwErr = classifyUpstreamError(err);
+    ctx.error = {
+      code: gwErr instanceof GatewayError ? gwErr.code : 'upstream_unreachable',
+      message: 'upstream stream failed',
+    };
+    ctx.log.warn({ provider: ctx.provider, err: describeError(err) }, 'upstream stream failed mid-way');
+  }
+  if (ctx.clientAborted) return;
+  const before = out.length;
+  emit(runResponseEnd(hooks.response, ctx));
+  if (passthrough && ctx.error !== undefined) {
+    out += `\n\n${serializeEvent(errorEvent(ctx.clientFormat, streamFailure(ctx), ctx.id))}`;
+  } else if (ctx.error !== undefined && out.length === before) {
+    out += serializeEvent(errorEvent(ctx.clientFormat, streamFailure(ctx), ctx.id));
+  }
+  if (out !== '') res.write(out);
+  res.end();
+}
+
+function streamFailure(ctx: RequestContext): GatewayError {
+  return new GatewayError(
+    ctx.error?.code === 'upstream_timeout' ? 'upstream_timeout' : 'upstream_unreachable',
+    'The upstream stream failed before it completed',
+  );
+}
+
+async function readAll(body: AsyncIterable<Buffer>, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.length;
+    if (size > limit) throw new GatewayError('upstream_bad_response', 'The upstream reply is too large');
+    chunks.push(chunk);
+  }
+  return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+}
+
+async function relayJson(
+  ctx: RequestContext,
+  hooks: RuleHooks,
+  up: UpstreamResponse,
+  res: ServerResponse,
+  head: ResponseHead,
+): Promise<void> {
+  let raw: Buffer;
+  try {
+    raw = await readAll(up.body as AsyncIterable<Buffer>, MAX_JSON_REPLY_BYTES);
+  } catch (err) {
+    throw classifyUpstreamError(err);
+  }
+  if (hooks.observeOnly) {
+    head.headers['content-length'] = String(raw.length);
+    res.writeHead(head.status, head.headers);
+    ctx.responseStarted = true;
+    res.end(raw);
+    if (hooks.response.length === 0 && !hooks.keepDelivered) return;
+    const value = parseReply(raw, head.status);
+    if (value === undefined) return;
+    runResponseChunk(hooks.response, ctx, [{ type: 'json', value }]);
+    if (hooks.keepDelivered && head.status < 400) recordDelivered(ctx, raw.toString('utf8'), { bytes: 0 });
+    return;
+  }
+  const value = parseReply(raw, head.status);
+  if (value === undefined) throw new GatewayError('upstream_bad_response');
+  const parts = runResponseChunk(hooks.response, ctx, [{ type: 'json', value }]);
+  const json = parts.find((p) => p.type === 'json');
+  const text = JSON.stringify(json === undefined ? value : json.value);
+  head.headers['content-length'] = String(Buffer.byteLength(text));
+  res.writeHead(head.status, head.headers);
+  ctx.responseStarted = true;
+  res.end(text);
+  if (hooks.keepDelivered && head.status < 400) recordDelivered(ctx, text, { bytes: 0 });
+}
+
+/** A reply body as JSON; an error body that is not JSON becomes its text, a 2xx one is unreadable. */
+function parseReply(raw: Buffer, status: number): JsonValue | undefined {
+  const text = raw.toString('utf8');
+  try {
+    return JSON.parse(text) as JsonValue;
+  } catch {
+    return status >= 400 ? text : undefined;
+  }
+}
+
+async function relayRaw(
+  ctx: RequestContext,
+  up: UpstreamResponse,
+  res: ServerResponse,
+  head: ResponseHead,
+): Promise<void> {
+  res.writeHead(head.status, head.headers);
+  ctx.responseStarted = true;
+  try {
+    for await (const chunk of up.body as AsyncIterable<Buffer>) {
+      const pending = write(res, chunk);
+      if (pending !== undefined) await pending;
+    }
+  } catch (err) {
+    if (!ctx.clientAborted) {
+      ctx.error = { code: 'upstream_unreachable', message: 'upstream body failed' };
+      ctx.log.warn({ err: describeError(err) }, 'upstream body failed mid-way');
+      res.destroy();
+      return;
+    }
+  }
+  res.end();
+}
+
+async function finish(rt: Runtime, ctx: RequestContext, hooks: RuleHooks | undefined): Promise<void> {
+  const durationMs = performance.now() - ctx.startedAt;
+  rt.settle(ctx);
+  ctx.log.info(
+    {
+      api: ctx.api,
+      provider: ctx.provider,
+      model: ctx.model,
+      stream: ctx.stream,
+      status: ctx.status,
+      durationMs: Math.round(durationMs * 1000) / 1000,
+      upstreamTtfbMs:
+        ctx.upstreamTtfbMs === undefined ? undefined : Math.round(ctx.upstreamTtfbMs * 1000) / 1000,
+      aborted: ctx.clientAborted || undefined,
+      error: ctx.error?.code,
+    },
+    'request',
+  );
+  rt.observe(ctx, durationMs);
+  await runOnComplete(hooks === undefined ? rt.completeHooks : hooks.complete, ctx);
+}
+
+export type { Hook };
