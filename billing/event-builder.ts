@@ -1,0 +1,138 @@
+// Builds the usage event of spec 2.3 with the billing service's conventions (conventions.md). The event
+// is made only from the fields below (counts, names, ids, status), so it cannot carry prompts, outputs,
+// headers or keys.
+//
+// x-billing items (runtime quantities are the source of truth for charges):
+// - prompt_tokens and completion_tokens, unit `token`;
+// - when the price has a cache_read (cache_creation) component and the request read from (wrote to) the
+//   prompt cache, those tokens become their own `cache_read_tokens` (`cache_creation_tokens`) item at
+//   that price and prompt_tokens is the uncached remainder, so cached input is not billed twice or at
+//   the full rate. Without a cache price every input token is a prompt_tokens token.
+// - items of quantity 0 are left out; x-billing is omitted when no item remains, pricing_hints when
+//   there is no price (the billing service may still price the items from its own rules).
+
+import type { ApiName, Usage, UsageStage } from '../hooks/types.ts';
+import { type ModelPrice, priceHints } from './pricing.ts';
+import type { BillingItem, PricingHint, UsageCounts, UsageEvent } from './types.ts';
+
+export interface UsageEventInput {
+  requestId: string;
+  /** Wall-clock time of the request, ms since the epoch. */
+  occurredAtMs: number;
+  provider: string;
+  api: ApiName;
+  /** Model name as requested by the client. */
+  model: string;
+  stream: boolean;
+  status: number;
+  usage: Usage;
+  usageStage: UsageStage;
+  subjectType: string;
+  subjectId: string;
+  /** The event's `source` (billing.source). */
+  source: string;
+  /** Emit the prompt_tokens / completion_tokens / cached_tokens aliases (completion-style rules). */
+  completionStyle: boolean;
+  price: ModelPrice | undefined;
+}
+
+/** A token count for the wire: a non-negative integer whatever the upstream sent. */
+function tokens(value: number | undefined): number {
+  return value !== undefined && Number.isFinite(value) && value > 0 ? Math.floor(value) : 0;
+}
+
+function usageCounts(usage: Usage, completionStyle: boolean): UsageCounts {
+  const input = tokens(usage.inputTokens);
+  const output = tokens(usage.outputTokens);
+  const cacheRead = tokens(usage.cacheReadTokens);
+  const cacheCreation = tokens(usage.cacheCreationTokens);
+  const counts: UsageCounts = {
+    input_tokens: input,
+    output_tokens: output,
+    total_tokens: tokens(usage.totalTokens) || input + output,
+  };
+  if (cacheRead > 0) counts.cache_read_tokens = cacheRead;
+  if (cacheCreation > 0) counts.cache_creation_tokens = cacheCreation;
+  if (completionStyle) {
+    counts.prompt_tokens = input;
+    counts.completion_tokens = output;
+    if (cacheRead > 0) counts.cached_tokens = cacheRead;
+  }
+  return counts;
+}
+
+function billingItems(usage: Usage, price: ModelPrice | undefined): BillingItem[] {
+  const cacheRead = price?.unitPrices.cache_read !== undefined ? tokens(usage.cacheReadTokens) : 0;
+  const cacheCreation =
+    price?.unitPrices.cache_creation !== undefined ? tokens(usage.cacheCreationTokens) : 0;
+  const prompt = Math.max(0, tokens(usage.inputTokens) - cacheRead - cacheCreation);
+  const candidates: [string, number][] = [
+    ['prompt_tokens', prompt],
+    ['completion_tokens', tokens(usage.outputTokens)],
+    ['cache_read_tokens', cacheRead],
+    ['cache_creation_tokens', cacheCreation],
+  ];
+  return candidates
+    .filter(([, quantity]) => quantity > 0)
+    .map(([metric, quantity]) => ({ metric, quantity, unit: 'token' }));
+}
+
+export function buildUsageEvent(input: UsageEventInput): UsageEvent {
+  const event: UsageEvent = {
+    source: input.source,
+    external_event_id: input.requestId,
+    idempotency_key: `router:${input.requestId}`,
+    // The billing service takes Unix seconds.
+    occurred_at: Math.floor(input.occurredAtMs / 1000),
+    subject_type: input.subjectType,
+    subject_id: input.subjectId,
+    raw_json: {
+      provider: input.provider,
+      api: input.api,
+      model: input.model,
+      stream: input.stream,
+      status: input.status,
+      usage_stage: input.usageStage,
+      usage: usageCounts(input.usage, input.completionStyle),
+      meta: { subject_type: input.subjectType, subject_id: input.subjectId, request_id: input.requestId },
+    },
+  };
+  const items = billingItems(input.usage, input.price);
+  if (items.length > 0) {
+    const billing: NonNullable<UsageEvent['x-billing']> = { items };
+    if (input.price) {
+      const all = priceHints(input.price);
+      const hints: Record<string, PricingHint> = {};
+      for (const item of items) {
+        const hint = all[item.metric];
+        if (hint) hints[item.metric] = hint;
+      }
+      if (Object.keys(hints).length > 0) billing.pricing_hints = hints;
+    }
+    event['x-billing'] = billing;
+  }
+  return event;
+}
+
+export type ReportDecision = 'report' | 'skip_disabled' | 'skip_status' | 'skip_no_subject';
+
+export interface ReportDecisionInput {
+  billingEnabled: boolean;
+  /** billing.only_billable_success: report only 2xx requests. */
+  onlyBillableSuccess: boolean;
+  /** Status sent to the client (0 when the client left before a head was written). */
+  status: number;
+  /** '' when the request maps to no subject (master key or no key, empty fallback_subject_id). */
+  subjectId: string;
+}
+
+/**
+ * Whether a finished request is reported. A request without a subject is never sent with an empty
+ * subject: the billing service could not attribute it, and an empty id would collide across callers.
+ */
+export function reportDecision(input: ReportDecisionInput): ReportDecision {
+  if (!input.billingEnabled) return 'skip_disabled';
+  if (input.onlyBillableSuccess && !(input.status >= 200 && input.status < 300)) return 'skip_status';
+  if (input.subjectId === '') return 'skip_no_subject';
+  return 'report';
+}

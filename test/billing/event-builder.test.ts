@@ -1,0 +1,235 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { buildUsageEvent, reportDecision, type UsageEventInput } from '../../billing/event-builder.ts';
+import { compilePricing } from '../../billing/pricing.ts';
+
+const { pricing } = compilePricing([
+  {
+    file: 'pricing.yaml',
+    text: `prices:
+  - { provider: openai, model: gpt-4o-mini, cost: { input: 0.15, output: 0.6 } }
+  - { provider: openai, model: gpt-5.4-mini, cost: { input: 0.15, output: 0.6, cache_read: 0.075 } }
+  - { provider: anthropic, model: "claude-*", cost: { input: 3, output: 15, cache_read: 0.3, cache_creation: 3.75 } }
+`,
+  },
+]);
+
+function base(overrides: Partial<UsageEventInput> = {}): UsageEventInput {
+  return {
+    requestId: '<rid>',
+    occurredAtMs: 1_760_000_000_000,
+    provider: 'openai',
+    api: 'chat.completions',
+    model: 'gpt-4o-mini',
+    stream: false,
+    status: 200,
+    usage: { inputTokens: 12, outputTokens: 5, totalTokens: 17 },
+    usageStage: 'upstream',
+    subjectType: 'api_key',
+    subjectId: 'client-a',
+    source: 'router',
+    completionStyle: true,
+    price: pricing.lookup('openai', 'gpt-4o-mini'),
+    ...overrides,
+  };
+}
+
+test('builds exactly the example event of conventions.md', () => {
+  const expected =
+    JSON.parse(`{"source":"router","external_event_id":"<rid>","idempotency_key":"router:<rid>","occurred_at":1760000000,
+ "subject_type":"api_key","subject_id":"client-a",
+ "raw_json":{"provider":"openai","api":"chat.completions","model":"gpt-4o-mini","stream":false,"status":200,
+   "usage_stage":"upstream",
+   "usage":{"input_tokens":12,"output_tokens":5,"total_tokens":17,"prompt_tokens":12,"completion_tokens":5},
+   "meta":{"subject_type":"api_key","subject_id":"client-a","request_id":"<rid>"}},
+ "x-billing":{"items":[{"metric":"prompt_tokens","quantity":12,"unit":"token"},
+                       {"metric":"completion_tokens","quantity":5,"unit":"token"}],
+   "pricing_hints":{"prompt_tokens":{"unit_price":0.15,"pricing_unit":1000000,"currency":"USD"},
+                    "completion_tokens":{"unit_price":0.6,"pricing_unit":1000000,"currency":"USD"}}}}`);
+  const event = buildUsageEvent(base());
+  assert.deepEqual(event, expected);
+  // Same keys in the same order, so the serialized bytes match too.
+  assert.equal(JSON.stringify(event), JSON.stringify(expected));
+});
+
+test('occurred_at is whole Unix seconds', () => {
+  assert.equal(buildUsageEvent(base({ occurredAtMs: 1_760_000_000_999 })).occurred_at, 1_760_000_000);
+});
+
+test('native rules get no completion-style aliases', () => {
+  const event = buildUsageEvent(base({ api: 'native.messages', completionStyle: false }));
+  assert.deepEqual(event.raw_json.usage, { input_tokens: 12, output_tokens: 5, total_tokens: 17 });
+});
+
+test('cache reads: counted in usage, split into their own priced item when the price has cache_read', () => {
+  const event = buildUsageEvent(
+    base({
+      model: 'gpt-5.4-mini',
+      price: pricing.lookup('openai', 'gpt-5.4-mini'),
+      usage: {
+        inputTokens: 1342,
+        outputTokens: 196,
+        totalTokens: 1538,
+        cacheReadTokens: 1152,
+        reasoningTokens: 128,
+      },
+    }),
+  );
+  assert.deepEqual(event.raw_json.usage, {
+    input_tokens: 1342,
+    output_tokens: 196,
+    total_tokens: 1538,
+    cache_read_tokens: 1152,
+    prompt_tokens: 1342,
+    completion_tokens: 196,
+    cached_tokens: 1152,
+  });
+  assert.deepEqual(event['x-billing'], {
+    items: [
+      { metric: 'prompt_tokens', quantity: 190, unit: 'token' },
+      { metric: 'completion_tokens', quantity: 196, unit: 'token' },
+      { metric: 'cache_read_tokens', quantity: 1152, unit: 'token' },
+    ],
+    pricing_hints: {
+      prompt_tokens: { unit_price: 0.15, pricing_unit: 1000000, currency: 'USD' },
+      completion_tokens: { unit_price: 0.6, pricing_unit: 1000000, currency: 'USD' },
+      cache_read_tokens: { unit_price: 0.075, pricing_unit: 1000000, currency: 'USD' },
+    },
+  });
+});
+
+test('cache reads without a cache price stay in prompt_tokens; zero cache reads are not emitted', () => {
+  const event = buildUsageEvent(
+    base({ usage: { inputTokens: 100, outputTokens: 10, totalTokens: 110, cacheReadTokens: 64 } }),
+  );
+  assert.deepEqual(
+    event['x-billing']?.items.map((i) => [i.metric, i.quantity]),
+    [
+      ['prompt_tokens', 100],
+      ['completion_tokens', 10],
+    ],
+  );
+  const zero = buildUsageEvent(
+    base({ usage: { inputTokens: 10, outputTokens: 1, totalTokens: 11, cacheReadTokens: 0 } }),
+  );
+  assert.equal(zero.raw_json.usage.cache_read_tokens, undefined);
+  assert.equal(zero.raw_json.usage.cached_tokens, undefined);
+});
+
+test('Anthropic cache writes and reads get their own items at their own prices', () => {
+  const event = buildUsageEvent(
+    base({
+      provider: 'anthropic',
+      api: 'native.messages',
+      model: 'claude-sonnet-5',
+      completionStyle: false,
+      price: pricing.lookup('anthropic', 'claude-sonnet-5'),
+      usage: {
+        inputTokens: 2257,
+        outputTokens: 393,
+        totalTokens: 2650,
+        cacheReadTokens: 2048,
+        cacheCreationTokens: 188,
+      },
+    }),
+  );
+  assert.deepEqual(event.raw_json.usage, {
+    input_tokens: 2257,
+    output_tokens: 393,
+    total_tokens: 2650,
+    cache_read_tokens: 2048,
+    cache_creation_tokens: 188,
+  });
+  assert.deepEqual(event['x-billing']?.items, [
+    { metric: 'prompt_tokens', quantity: 21, unit: 'token' },
+    { metric: 'completion_tokens', quantity: 393, unit: 'token' },
+    { metric: 'cache_read_tokens', quantity: 2048, unit: 'token' },
+    { metric: 'cache_creation_tokens', quantity: 188, unit: 'token' },
+  ]);
+  assert.deepEqual(Object.keys(event['x-billing']?.pricing_hints ?? {}), [
+    'prompt_tokens',
+    'completion_tokens',
+    'cache_read_tokens',
+    'cache_creation_tokens',
+  ]);
+  assert.equal(event['x-billing']?.pricing_hints?.['cache_creation_tokens'].unit_price, 3.75);
+});
+
+test('no price: items without pricing_hints; no usage: no x-billing at all', () => {
+  const unpriced = buildUsageEvent(base({ price: undefined }));
+  assert.deepEqual(unpriced['x-billing'], {
+    items: [
+      { metric: 'prompt_tokens', quantity: 12, unit: 'token' },
+      { metric: 'completion_tokens', quantity: 5, unit: 'token' },
+    ],
+  });
+  const empty = buildUsageEvent(base({ usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 } }));
+  assert.equal('x-billing' in empty, false);
+  assert.deepEqual(empty.raw_json.usage, {
+    input_tokens: 0,
+    output_tokens: 0,
+    total_tokens: 0,
+    prompt_tokens: 0,
+    completion_tokens: 0,
+  });
+});
+
+test('embeddings: only prompt_tokens is billed', () => {
+  const event = buildUsageEvent(
+    base({ api: 'embeddings', usage: { inputTokens: 17, outputTokens: 0, totalTokens: 17 } }),
+  );
+  assert.deepEqual(event['x-billing']?.items, [{ metric: 'prompt_tokens', quantity: 17, unit: 'token' }]);
+  assert.deepEqual(Object.keys(event['x-billing']?.pricing_hints ?? {}), ['prompt_tokens']);
+});
+
+test('estimated usage, streams and error statuses are carried as given', () => {
+  const event = buildUsageEvent(base({ usageStage: 'estimated', stream: true, status: 502 }));
+  assert.equal(event.raw_json.usage_stage, 'estimated');
+  assert.equal(event.raw_json.stream, true);
+  assert.equal(event.raw_json.status, 502);
+});
+
+test('counts are sanitized to non-negative integers', () => {
+  const event = buildUsageEvent(
+    base({
+      usage: { inputTokens: 12.7, outputTokens: -3, totalTokens: Number.NaN, cacheReadTokens: 50 },
+      price: undefined,
+    }),
+  );
+  assert.deepEqual(event.raw_json.usage, {
+    input_tokens: 12,
+    output_tokens: 0,
+    total_tokens: 12,
+    cache_read_tokens: 50,
+    prompt_tokens: 12,
+    completion_tokens: 0,
+    cached_tokens: 50,
+  });
+});
+
+test('the event holds only the given fields: no prompt, output, header or key can appear', () => {
+  const event = buildUsageEvent(base());
+  const keys = new Set<string>();
+  JSON.stringify(event, (key, value) => {
+    keys.add(key);
+    return value;
+  });
+  for (const forbidden of ['messages', 'prompt', 'content', 'authorization', 'headers', 'api_key', 'body']) {
+    assert.equal(keys.has(forbidden), false, forbidden);
+  }
+});
+
+test('reportDecision', () => {
+  const ok = { billingEnabled: true, onlyBillableSuccess: true, status: 200, subjectId: 'client-a' };
+  assert.equal(reportDecision(ok), 'report');
+  assert.equal(reportDecision({ ...ok, status: 204 }), 'report');
+  assert.equal(reportDecision({ ...ok, billingEnabled: false }), 'skip_disabled');
+  assert.equal(reportDecision({ ...ok, status: 429 }), 'skip_status');
+  assert.equal(reportDecision({ ...ok, status: 0 }), 'skip_status');
+  assert.equal(reportDecision({ ...ok, status: 500, onlyBillableSuccess: false }), 'report');
+  assert.equal(reportDecision({ ...ok, subjectId: '' }), 'skip_no_subject');
+  assert.equal(
+    reportDecision({ ...ok, subjectId: '', status: 500, onlyBillableSuccess: false }),
+    'skip_no_subject',
+  );
+});
