@@ -187,7 +187,9 @@ function originOf(origins: Origins | undefined, pointer: string): string | undef
 }
 
 export function compileSchema(schema: SchemaNode): CompiledSchema {
-  const check: ValidateFunction = ajv.compile(schema);
+  // The shared instance keeps compiled schemas by $id; compiling one twice would throw.
+  const id = typeof schema.$id === 'string' ? schema.$id : undefined;
+  const check: ValidateFunction = (id === undefined ? undefined : ajv.getSchema(id)) ?? ajv.compile(schema);
   return {
     validate(data, yaml, origins) {
       if (check(data)) return [];
