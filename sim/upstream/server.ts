@@ -162,6 +162,8 @@ const FAIL_MESSAGES: Record<number, string> = {
   503: 'Simulated overload (x-sim-fail: 503). The service is temporarily unavailable.',
 };
 
+function ignoreError(): void {}
+
 function recordedJson(r: RecordedRequest) {
   const type = r.headers['content-type'] ?? '';
   const text = r.json !== undefined || type.startsWith('text/') || type.includes('json');
@@ -403,6 +405,8 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
         notify();
       }
     });
+    // A client that disconnects mid-upload makes req emit ECONNRESET; the close handler above accounts for it.
+    req.on('error', ignoreError);
     const chunks: Buffer[] = [];
     req.on('data', function onData(chunk: Buffer) {
       chunks.push(chunk);
