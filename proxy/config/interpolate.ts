@@ -26,7 +26,10 @@ export function interpolateString(text: string, env: Env): InterpolationResult {
     const cut = body.indexOf(':-');
     const name = cut === -1 ? body : body.slice(0, cut);
     if (!NAME.test(name)) {
-      problems.push(`invalid environment variable reference "\${${name}}"`);
+      // The text is not echoed: it may be part of a secret that merely contains "${".
+      problems.push(
+        'invalid environment variable reference (names are letters, digits and "_"; write "$${" for a literal "${")',
+      );
       return match;
     }
     const found = env[name];

@@ -81,7 +81,7 @@ interface Located {
   envName: string | undefined;
 }
 
-const validator = compileSchema(schema);
+const validator = compileSchema(schema, { redactUnknownKeys: true });
 const PROVIDER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
 function fileAccessKeys(yaml: YamlFile, data: KeysData, diagnostics: ConfigDiagnostic[]): Located[] {

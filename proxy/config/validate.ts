@@ -128,7 +128,10 @@ export function suggestKey(unknown: string, known: Iterable<string>): string | u
   return best !== undefined && bestDistance <= Math.max(2, Math.floor(unknown.length / 3)) ? best : undefined;
 }
 
-function describeError(error: ErrorObject): { pointer: string; part: 'key' | 'value'; message: string } {
+function describeError(
+  error: ErrorObject,
+  redactUnknownKeys: boolean,
+): { pointer: string; part: 'key' | 'value'; message: string } {
   const pointer = error.instancePath;
   const where = displayPath(pointer);
   const parentSchema = asNode(error.parentSchema);
@@ -138,11 +141,12 @@ function describeError(error: ErrorObject): { pointer: string; part: 'key' | 'va
       const child = childPointer(pointer, key);
       const known = Object.keys(asNode(parentSchema?.properties) ?? {});
       const hint = suggestKey(key, known);
-      return {
-        pointer: child,
-        part: 'key',
-        message: `unknown key ${displayPath(child)}${hint === undefined ? '' : ` (did you mean "${hint}"?)`}`,
-      };
+      const suffix = hint === undefined ? '' : ` (did you mean "${hint}"?)`;
+      // In a file of secrets a stray key may itself be a secret pasted in the wrong place.
+      const what = redactUnknownKeys
+        ? `unknown key in ${displayPath(pointer)}`
+        : `unknown key ${displayPath(child)}`;
+      return { pointer: child, part: 'key', message: `${what}${suffix}` };
     }
     case 'required':
       return {
@@ -186,7 +190,12 @@ function originOf(origins: Origins | undefined, pointer: string): string | undef
   }
 }
 
-export function compileSchema(schema: SchemaNode): CompiledSchema {
+export interface CompileOptions {
+  /** Leave unknown key names out of messages (files holding secrets). */
+  readonly redactUnknownKeys?: boolean;
+}
+
+export function compileSchema(schema: SchemaNode, options: CompileOptions = {}): CompiledSchema {
   // The shared instance keeps compiled schemas by $id; compiling one twice would throw.
   const id = typeof schema.$id === 'string' ? schema.$id : undefined;
   const check: ValidateFunction = (id === undefined ? undefined : ajv.getSchema(id)) ?? ajv.compile(schema);
@@ -196,7 +205,7 @@ export function compileSchema(schema: SchemaNode): CompiledSchema {
       const seen = new Set<string>();
       const diagnostics: ConfigDiagnostic[] = [];
       for (const error of check.errors ?? []) {
-        const { pointer, part, message } = describeError(error);
+        const { pointer, part, message } = describeError(error, options.redactUnknownKeys === true);
         const origin = originOf(origins, pointer);
         const diagnostic: ConfigDiagnostic =
           origin === undefined

@@ -19,8 +19,8 @@ test('missing, malformed and unterminated references are problems', () => {
     'environment variable MISSING is not set (write ${MISSING:-default} to allow that)',
   ]);
   assert.deepEqual(interpolateString('${EMPTY}', { EMPTY: '' }).problems.length, 1, 'empty counts as unset');
-  assert.deepEqual(interpolateString('${1BAD}', {}).problems, [
-    'invalid environment variable reference "${1BAD}"',
+  assert.deepEqual(interpolateString('pa${ss-word}', {}).problems, [
+    'invalid environment variable reference (names are letters, digits and "_"; write "$${" for a literal "${")',
   ]);
   assert.deepEqual(interpolateString('abc ${OPEN', {}).problems, [
     'unterminated "${" (write "$${" for a literal "${")',

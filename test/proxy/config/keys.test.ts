@@ -200,7 +200,7 @@ test('structural errors: value and hash, api_key and keys, duplicates, bad hash'
     "2:13 access_keys[0].name must be 1-128 characters: letters, digits, '.', '_', ':', '@', '-' (not starting with a symbol)",
     '2:27 access_keys[0].hash must be 43 base64url characters (an HMAC-SHA256 digest)',
     '2:42 access_keys[0].status must be one of: active, revoked, disabled',
-    '3:1 unknown key extra',
+    '3:1 unknown key in (top level)',
   ]);
 });
 
@@ -226,6 +226,7 @@ test('no keys diagnostic contains a secret', () => {
     'providers:',
     '  p: { keys: [{ name: k, value: SECRET-four }, { name: j, value: SECRET-four }] }',
     '  q: { api_key: 5, keys: [] }',
+    '  r: { SECRET-pasted-here: 1 }',
   ].join('\n');
   const { diagnostics } = parseKeysSource(text, 'keys.yaml', { ROUTER_ACCESS_KEY_Z: 'SECRET-one' });
   assert.ok(diagnostics.length >= 3);
