@@ -299,7 +299,10 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
           failure,
           FAIL_MESSAGES[failure] ?? `Simulated error ${failure}.`,
         );
-        sendJson(res, reply.status, reply.body, reply.headers);
+        const retryAfter = simReq.headers['x-sim-retry-after'];
+        const headers =
+          typeof retryAfter === 'string' ? { ...reply.headers, 'retry-after': retryAfter } : reply.headers;
+        sendJson(res, reply.status, reply.body, headers);
         return;
       }
     }

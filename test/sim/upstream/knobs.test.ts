@@ -80,8 +80,9 @@ test('x-sim-fail status codes answer each provider’s error shape', async () =>
   assert.equal(o.status, 503);
   assert.equal(((await o.json()) as { error: { type: string } }).error.type, 'server_error');
 
-  const a = await anthropicMessages({ 'x-sim-fail': '429' });
+  const a = await anthropicMessages({ 'x-sim-fail': '429', 'x-sim-retry-after': '2' });
   assert.equal(a.status, 429);
+  assert.equal(a.headers.get('retry-after'), '2');
   assert.deepEqual(await a.json(), {
     type: 'error',
     error: {
