@@ -1,0 +1,290 @@
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { appendFile, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import type { IngestResult } from '../../billing/billing-client.ts';
+import { startDeliveryWorker } from '../../billing/delivery-worker.ts';
+import {
+  type OutboxItem,
+  type OutboxReader,
+  openOutboxReader,
+  openOutboxStatus,
+  positionAfter,
+} from '../../billing/outbox-reader.ts';
+import { OutboxLockedError, openOutboxWriter } from '../../billing/outbox-writer.ts';
+import type { UsageEvent } from '../../billing/types.ts';
+
+function makeEvent(i: number): UsageEvent {
+  const rid = `req-${i}`;
+  return {
+    source: 'router',
+    external_event_id: rid,
+    idempotency_key: `router:${rid}`,
+    occurred_at: 1760000000 + i,
+    subject_type: 'api_key',
+    subject_id: 'client-a',
+    raw_json: {
+      provider: 'openai',
+      api: 'chat.completions',
+      model: 'gpt-4o-mini',
+      stream: false,
+      status: 200,
+      usage_stage: 'upstream',
+      usage: { input_tokens: 12, output_tokens: 5, total_tokens: 17 },
+      meta: { subject_type: 'api_key', subject_id: 'client-a', request_id: rid },
+    },
+  };
+}
+
+async function tempDir(t: { after: (fn: () => Promise<void>) => void }): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'outbox-test-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Reads everything available now; returns the items in order. */
+async function drainReader(reader: OutboxReader): Promise<OutboxItem[]> {
+  const items: OutboxItem[] = [];
+  for (let item = await reader.next(); item; item = await reader.next()) items.push(item);
+  return items;
+}
+
+function eventIds(items: OutboxItem[]): string[] {
+  return items.flatMap((i) => (i.kind === 'event' ? [i.event.external_event_id] : []));
+}
+
+const okClient = (seen: string[]) => ({
+  ingest: async (event: UsageEvent): Promise<IngestResult> => {
+    seen.push(event.external_event_id);
+    return { kind: 'ok', status: 202 };
+  },
+});
+
+test('group commit: concurrent appends share fsyncs; appends during an fsync share the next one', async (t) => {
+  const dir = await tempDir(t);
+  let fsyncs = 0;
+  let writer: Awaited<ReturnType<typeof openOutboxWriter>> | undefined;
+  const late: Promise<void>[] = [];
+  writer = await openOutboxWriter(dir, {
+    onFsync: () => {
+      fsyncs++;
+      // Arrive while batch 1 is being committed: must all ride in batch 2.
+      if (fsyncs === 1) for (let i = 1000; i < 1100; i++) late.push(writer!.append(makeEvent(i)));
+    },
+  });
+  const first = Array.from({ length: 1000 }, (_, i) => writer!.append(makeEvent(i)));
+  assert.equal(writer.pending(), 1000);
+  await Promise.all(first);
+  await Promise.all(late);
+  assert.equal(fsyncs, 2);
+  assert.equal(writer.stats().appended, 1100);
+  assert.equal(writer.pending(), 0);
+  await writer.close();
+
+  const lines = (await readFile(join(dir, 'events.jsonl'), 'utf8')).trimEnd().split('\n');
+  assert.equal(lines.length, 1101, 'header + one line per event');
+  assert.equal(JSON.parse(lines[0]).outbox_segment, 1);
+  assert.deepEqual(
+    lines.slice(1).map((l) => (JSON.parse(l) as UsageEvent).external_event_id),
+    Array.from({ length: 1100 }, (_, i) => `req-${i}`),
+  );
+});
+
+test('a second writer on the same directory fails clearly; a stale lock is taken over', async (t) => {
+  const dir = await tempDir(t);
+  const w1 = await openOutboxWriter(dir);
+  await assert.rejects(openOutboxWriter(dir), (err: unknown) => {
+    assert.ok(err instanceof OutboxLockedError);
+    assert.match(err.message, /only one gateway/);
+    assert.equal(err.pid, process.pid);
+    return true;
+  });
+  await w1.close();
+  // A lock left by a process that no longer exists.
+  const dead = spawnSync(process.execPath, ['-e', '']).pid;
+  await writeFile(join(dir, 'writer.lock'), `${dead}\n`);
+  const w2 = await openOutboxWriter(dir);
+  await w2.append(makeEvent(1));
+  await w2.close();
+  assert.deepEqual(
+    (await readdir(dir)).filter((n) => n.endsWith('.lock')),
+    [],
+  );
+});
+
+test('rotation seals segments; the reader reads across them in order and commit deletes passed segments', async (t) => {
+  const dir = await tempDir(t);
+  const writer = await openOutboxWriter(dir, { maxSegmentBytes: 4000 });
+  for (let i = 0; i < 60; i++) await writer.append(makeEvent(i));
+  assert.ok(writer.stats().rotations >= 5, `rotations: ${writer.stats().rotations}`);
+  const reader = await openOutboxReader(dir);
+  const items = await drainReader(reader);
+  assert.deepEqual(
+    eventIds(items),
+    Array.from({ length: 60 }, (_, i) => `req-${i}`),
+  );
+  const sealed = items.filter((i) => i.kind === 'sealed').length;
+  assert.equal(sealed, writer.stats().rotations);
+  await reader.commit(positionAfter(items[items.length - 1]), {});
+  assert.deepEqual(
+    (await readdir(dir)).filter((n) => n.startsWith('segment-')),
+    [],
+  );
+  // The status view sees nothing pending once the checkpoint is at the end.
+  const status = await openOutboxStatus(dir).read();
+  assert.equal(status.pendingEvents, 0);
+  await reader.close();
+  await writer.close();
+});
+
+test('torn last line: ignored while incomplete, read once completed', async (t) => {
+  const dir = await tempDir(t);
+  const writer = await openOutboxWriter(dir);
+  await writer.append(makeEvent(1));
+  const reader = await openOutboxReader(dir);
+  assert.deepEqual(eventIds(await drainReader(reader)), ['req-1']);
+
+  const line = `${JSON.stringify(makeEvent(2))}\n`;
+  await appendFile(join(dir, 'events.jsonl'), line.slice(0, 40));
+  assert.equal(await reader.next(), undefined, 'half a line is not an event yet');
+  assert.equal((await openOutboxStatus(dir).read({ segment: 1, offset: 0 })).quarantined, 0);
+  await appendFile(join(dir, 'events.jsonl'), line.slice(40));
+  assert.deepEqual(eventIds(await drainReader(reader)), ['req-2']);
+  await reader.close();
+  await writer.close();
+});
+
+test('torn last line of a dead writer is quarantined once the next writer seals the file', async (t) => {
+  const dir = await tempDir(t);
+  const w1 = await openOutboxWriter(dir);
+  await w1.append(makeEvent(1));
+  await w1.close();
+  await appendFile(join(dir, 'events.jsonl'), '{"source":"router","external_ev');
+  const w2 = await openOutboxWriter(dir);
+  await w2.append(makeEvent(2));
+  const reader = await openOutboxReader(dir);
+  const items = await drainReader(reader);
+  assert.deepEqual(
+    items.map((i) => i.kind),
+    ['event', 'skip', 'sealed', 'event'],
+  );
+  assert.deepEqual(eventIds(items), ['req-1', 'req-2']);
+  const q = (await readFile(join(dir, 'quarantine.jsonl'), 'utf8')).trim().split('\n');
+  assert.equal(q.length, 1);
+  assert.equal(JSON.parse(q[0]).reason, 'torn last line');
+  await reader.close();
+  await w2.close();
+});
+
+test('corrupt lines go to quarantine and never block the queue', async (t) => {
+  const dir = await tempDir(t);
+  const writer = await openOutboxWriter(dir);
+  await writer.append(makeEvent(1));
+  await appendFile(join(dir, 'events.jsonl'), 'not json at all\n{"hello":"world"}\n\n');
+  await writer.append(makeEvent(2));
+  const seen: string[] = [];
+  const worker = await startDeliveryWorker({
+    config: { outboxDir: dir, retryIntervalMs: 1, maxRetryIntervalMs: 1, maxAttempts: 3 },
+    client: okClient(seen),
+  });
+  await worker.waitForDrain();
+  assert.deepEqual(seen, ['req-1', 'req-2']);
+  assert.equal(worker.counters().quarantined, 2);
+  const q = (await readFile(join(dir, 'quarantine.jsonl'), 'utf8'))
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
+  assert.deepEqual(
+    q.map((r) => [r.reason, r.line]),
+    [
+      ['invalid JSON', 'not json at all'],
+      ['not a usage event', '{"hello":"world"}'],
+    ],
+  );
+  await worker.stop();
+  assert.equal((await openOutboxStatus(dir).read()).quarantined, 2);
+  await writer.close();
+});
+
+test('status view counts pending and dead-lettered events without owning the reader', async (t) => {
+  const dir = await tempDir(t);
+  const writer = await openOutboxWriter(dir, { maxSegmentBytes: 3000 });
+  for (let i = 0; i < 25; i++) await writer.append(makeEvent(i));
+  const view = openOutboxStatus(dir);
+  const before = await view.read();
+  assert.equal(before.pendingEvents, 25);
+  assert.equal(before.deadLettered, 0);
+  const reader = await openOutboxReader(dir);
+  const items = await drainReader(reader);
+  const tenth = items.filter((i) => i.kind === 'event')[9];
+  await reader.commit(positionAfter(tenth), {});
+  assert.equal((await view.read()).pendingEvents, 15);
+  for (let i = 25; i < 30; i++) await writer.append(makeEvent(i));
+  assert.equal((await view.read()).pendingEvents, 20, 'incremental count picks up new appends');
+  await reader.close();
+  await writer.close();
+});
+
+const writerModule = fileURLToPath(new URL('../../billing/outbox-writer.ts', import.meta.url));
+
+test('kill -9 of the gateway right after its appends resolved: every event is delivered', async (t) => {
+  const dir = await tempDir(t);
+  const n = 3000;
+  // The child appends n events concurrently (as a busy gateway would), reports when all resolved,
+  // then keeps running until killed: nothing after the resolution may be needed for durability.
+  const script = `
+    import { openOutboxWriter } from ${JSON.stringify(writerModule)};
+    const w = await openOutboxWriter(${JSON.stringify(dir)}, { maxSegmentBytes: 200000 });
+    const ps = [];
+    for (let i = 0; i < ${n}; i++) {
+      const rid = 'req-' + i;
+      ps.push(w.append({ source: 'router', external_event_id: rid, idempotency_key: 'router:' + rid,
+        occurred_at: 1760000000, subject_type: 'api_key', subject_id: 'client-a',
+        raw_json: { provider: 'openai', api: 'chat.completions', model: 'm', stream: false, status: 200,
+          usage_stage: 'upstream', usage: { input_tokens: 1, output_tokens: 1, total_tokens: 2 },
+          meta: { subject_type: 'api_key', subject_id: 'client-a', request_id: rid } } }));
+      if (i % 100 === 99) await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all(ps);
+    process.stdout.write('appended\\n');
+    setInterval(() => {}, 1000);
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('appended')) {
+        child.kill('SIGKILL');
+        resolve();
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`child exited early with ${code}`)));
+  });
+  const exited = await new Promise<NodeJS.Signals | null>((resolve) =>
+    child.once('exit', (_c, sig) => resolve(sig)),
+  );
+  assert.equal(exited, 'SIGKILL');
+
+  // A new gateway takes over the stale lock and keeps appending.
+  const writer = await openOutboxWriter(dir);
+  await writer.append(makeEvent(n));
+  const seen: string[] = [];
+  const worker = await startDeliveryWorker({
+    config: { outboxDir: dir, retryIntervalMs: 1, maxRetryIntervalMs: 1, maxAttempts: 3 },
+    client: okClient(seen),
+  });
+  await worker.waitForDrain();
+  await worker.stop();
+  await writer.close();
+  assert.deepEqual(
+    seen,
+    Array.from({ length: n + 1 }, (_, i) => `req-${i}`),
+  );
+  assert.equal(worker.counters().quarantined, 0);
+});
