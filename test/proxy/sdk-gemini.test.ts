@@ -122,7 +122,8 @@ describe('OpenAI-compatible provider through gemini_to_openai (x-router-provider
     let text = '';
     for await (const chunk of stream) text += chunk.text ?? '';
     assert.equal(text, plain.text);
-    assert.equal((compat.requests.at(-1)?.json as { stream: boolean }).stream, true);
+    const upBody = compat.requests.at(-1)?.json as { stream?: boolean } | undefined;
+    assert.equal(upBody?.stream, true);
   });
 });
 
