@@ -68,7 +68,7 @@ describe('provider selection', () => {
     assert.equal(res.status, 200);
     const up = stack.sim.requests.at(-1);
     assert.equal(up?.path, '/v1/chat/completions');
-    assert.equal((up?.json as { model: string }).model, 'not-in-any-registry');
+    assert.equal((up?.json as { model?: string } | undefined)?.model, 'not-in-any-registry');
   });
 
   test('x-router-provider wins over the registry entry of a known model', async () => {
