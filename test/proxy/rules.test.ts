@@ -225,7 +225,64 @@ describe('client disconnect', () => {
   });
 });
 
+describe('client disconnect on translated streams', () => {
+  for (const model of ['claude-sonnet-5', 'gemini-3.8-flash']) {
+    test(`aborting a completion-style stream from ${model} aborts the upstream request`, async () => {
+      const before = stack.sim.stats.aborted;
+      const ctrl = new AbortController();
+      const res = await fetch(`${stack.url}/v1/chat/completions`, {
+        method: 'POST',
+        signal: ctrl.signal,
+        headers: { authorization: `Bearer ${ACCESS_KEY}`, 'content-type': 'application/json' },
+        // Knobs ride in the model name: the shipped providers forward no x-sim-* header.
+        body: JSON.stringify(chat(`${model}-chunks-200-delay-20`, { stream: true, max_tokens: 5000 })),
+      });
+      assert.equal(res.status, 200);
+      const reader = res.body?.getReader();
+      assert.ok(reader);
+      assert.equal((await reader.read()).done, false);
+      ctrl.abort();
+      await reader.cancel().catch(() => undefined);
+      await stack.sim.waitFor((s) => s.stats.aborted === before + 1);
+    });
+  }
+});
+
 describe('mid-stream upstream failure ends the stream with an SDK-visible error', () => {
+  for (const model of ['claude-sonnet-5', 'gemini-3.8-flash']) {
+    for (const mode of ['midstream', 'midstream-reset']) {
+      const what = mode === 'midstream-reset' ? 'APIError naming the request id' : 'APIError';
+      test(`openai SDK from ${model} (translated), fail-${mode}: ${what}`, async () => {
+        const rid = `rid-${model}-${mode}`;
+        const stream = await openai.chat.completions.create(
+          {
+            model: `${model}-fail-${mode}`,
+            messages: [{ role: 'user', content: 'x' }],
+            max_tokens: 300,
+            stream: true,
+          },
+          { headers: { 'x-router-request-id': rid } },
+        );
+        let deltas = 0;
+        await assert.rejects(
+          async () => {
+            for await (const chunk of stream) if (chunk.choices[0]?.delta.content) deltas++;
+          },
+          (err: unknown) => {
+            assert.ok(err instanceof OpenAI.APIError, String(err));
+            if (mode === 'midstream-reset') {
+              // The gateway itself saw the upstream drop: its error, so its request id (conventions.md).
+              const body = err.error as { message?: string } | undefined;
+              assert.match(body?.message ?? '', new RegExp(`\\(request id: ${rid}\\)`));
+            }
+            return true;
+          },
+        );
+        assert.ok(deltas > 0);
+      });
+    }
+  }
+
   test('openai SDK: the upstream error event (x-sim-fail: midstream) raises APIError', async () => {
     const stream = await openai.chat.completions.create(
       { model: 'gpt-5.4-mini', messages: [{ role: 'user', content: 'x' }], stream: true },
@@ -308,14 +365,22 @@ describe('mid-stream upstream failure ends the stream with an SDK-visible error'
     });
   });
 
-  test('Anthropic SDK through anthropic_to_openai: a dropped connection becomes an Anthropic error event', async () => {
+  test('Anthropic SDK through anthropic_to_openai: a dropped connection becomes an Anthropic error event naming the request id', async () => {
     const stream = anthropic.messages.stream(
       { model: 'compat-model', max_tokens: 200, messages: [{ role: 'user', content: 'x' }] },
-      { headers: { 'x-router-provider': 'sim-a', 'x-sim-fail': 'midstream-reset' } },
+      {
+        headers: {
+          'x-router-provider': 'sim-a',
+          'x-sim-fail': 'midstream-reset',
+          'x-router-request-id': 'rid-anthropic-compat-reset',
+        },
+      },
     );
     await assert.rejects(stream.finalMessage(), (err: unknown) => {
       assert.ok(err instanceof Anthropic.APIError, String(err));
-      assert.equal((err.error as { type?: string } | undefined)?.type, 'error');
+      const body = err.error as { type?: string; error?: { message?: string } } | undefined;
+      assert.equal(body?.type, 'error');
+      assert.match(body?.error?.message ?? '', /\(request id: rid-anthropic-compat-reset\)/);
       return true;
     });
   });

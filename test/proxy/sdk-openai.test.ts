@@ -218,6 +218,22 @@ describe('translated routes', () => {
     assert.equal(up.json.stream, true);
   });
 
+  test('streaming from a Claude model without include_usage: no usage chunk reaches the client', async () => {
+    const stream = await client.chat.completions.create({
+      model: 'claude-sonnet-5',
+      messages: [{ role: 'user', content: 'no usage for me' }],
+      max_tokens: 400,
+      stream: true,
+    });
+    let text = '';
+    for await (const chunk of stream) {
+      assert.ok(chunk.choices.length > 0, 'no usage-only chunk (choices: [])');
+      assert.ok(chunk.usage == null, 'no chunk carries usage');
+      text += chunk.choices[0].delta.content ?? '';
+    }
+    assert.match(text, /^Echo: no usage for me\./);
+  });
+
   test('Claude model: a tool call accumulated by the SDK helper', async () => {
     const final = await client.chat.completions
       .stream({
@@ -244,7 +260,10 @@ describe('translated routes', () => {
       stream: true,
     });
     let text = '';
-    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+    for await (const chunk of stream) {
+      assert.ok(chunk.choices.length > 0 && chunk.usage == null, 'no usage chunk: the client did not ask');
+      text += chunk.choices[0]?.delta.content ?? '';
+    }
     assert.equal(text, plain.choices[0].message.content);
     const up = lastUpstream('/v1beta/models/gemini-3.8-flash:streamGenerateContent');
     assert.match(up.path, /[?&]alt=sse/);
