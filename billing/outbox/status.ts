@@ -97,8 +97,16 @@ export function openOutboxStatus(dir: string): OutboxStatusView {
   }
 
   async function read(position?: { segment: number; offset: number }): Promise<OutboxStatus> {
+    let listing: Awaited<ReturnType<typeof listOutbox>>;
+    try {
+      listing = await listOutbox(dir);
+    } catch (err) {
+      // No outbox yet (nothing was ever appended): nothing is pending.
+      if (isErrno(err, 'ENOENT'))
+        return { pendingEvents: 0, pendingBytes: 0, deadLettered: 0, quarantined: 0, segments: 0 };
+      throw err;
+    }
     const cp = position ?? (await readCheckpoint(dir));
-    const listing = await listOutbox(dir);
     const names: { name: string; seq: number }[] = listing.segments
       .filter((s) => s >= cp.segment)
       .map((seq) => ({ name: segmentFileName(seq), seq }));

@@ -179,6 +179,32 @@ test('torn last line of a dead writer is quarantined once the next writer seals 
   await w2.close();
 });
 
+test('a gateway restart under a running reader: the old file is sealed and reading continues', async (t) => {
+  const dir = await tempDir(t);
+  const w1 = await openOutboxWriter(dir);
+  await w1.append(makeEvent(1));
+  const reader = await openOutboxReader(dir);
+  assert.deepEqual(eventIds(await drainReader(reader)), ['req-1']);
+  await w1.append(makeEvent(2)); // written after the reader reached the end, before the restart
+  await w1.close();
+  const w2 = await openOutboxWriter(dir);
+  await w2.append(makeEvent(3));
+  const items = await drainReader(reader);
+  assert.deepEqual(
+    items.map((i) => i.kind),
+    ['event', 'sealed', 'event'],
+  );
+  assert.deepEqual(eventIds(items), ['req-2', 'req-3']);
+  await reader.close();
+  await w2.close();
+});
+
+test('the status view of a directory that does not exist yet reports nothing pending', async () => {
+  const status = await openOutboxStatus(join(tmpdir(), `no-such-outbox-${process.pid}`)).read();
+  assert.equal(status.pendingEvents, 0);
+  assert.equal(status.deadLettered, 0);
+});
+
 test('corrupt lines go to quarantine and never block the queue', async (t) => {
   const dir = await tempDir(t);
   const writer = await openOutboxWriter(dir);
@@ -191,6 +217,7 @@ test('corrupt lines go to quarantine and never block the queue', async (t) => {
     client: okClient(seen),
   });
   await worker.waitForDrain();
+  await worker.stop();
   assert.deepEqual(seen, ['req-1', 'req-2']);
   assert.equal(worker.counters().quarantined, 2);
   const q = (await readFile(join(dir, 'quarantine.jsonl'), 'utf8'))
@@ -204,7 +231,6 @@ test('corrupt lines go to quarantine and never block the queue', async (t) => {
       ['not a usage event', '{"hello":"world"}'],
     ],
   );
-  await worker.stop();
   assert.equal((await openOutboxStatus(dir).read()).quarantined, 2);
   await writer.close();
 });
