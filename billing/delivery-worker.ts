@@ -180,8 +180,9 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
     inFlight++;
     const abort = new AbortController();
     slot.abort = abort;
-    slot.settled = client
-      .ingest(item.event, abort.signal)
+    // Through a promise chain so that even a synchronous throw of the client settles the slot.
+    slot.settled = Promise.resolve()
+      .then(() => client.ingest(item.event, abort.signal))
       .catch(
         (err: unknown): IngestResult => ({
           kind: 'retryable',
