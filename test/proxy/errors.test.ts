@@ -49,9 +49,9 @@ before(async () => {
   stack = await startStack({
     extraYaml: [
       `keys: ${keysFile}`,
-      `limits: { max_body_bytes: ${MAX_BODY}, upstream_headers_timeout_ms: 300, max_retries: 0 }`,
+      `limits: { max_body_bytes: ${MAX_BODY}, upstream_headers_timeout_ms: 300, upstream_body_timeout_ms: 300, max_retries: 0 }`,
     ].join('\n'),
-    providers: { 'sim-dead': simProvider('sim-dead') },
+    providers: { 'sim-dead': simProvider('sim-dead'), 'sim-a': simProvider('sim-a') },
     baseUrls: { 'sim-dead': 'http://127.0.0.1:1' },
     modelsYaml: modelsWith(['dead-model: { providers: [sim-dead] }']),
   });
@@ -105,7 +105,7 @@ function openaiError(r: Reply): OpenAIError {
   return err;
 }
 
-const CHAT = { model: 'gpt-5.4-mini', messages: [{ role: 'user', content: 'hello' }] };
+const CHAT = { model: 'gpt-5.4-mini', messages: [{ role: 'user' as const, content: 'hello' }] };
 
 describe('request bodies', () => {
   test('malformed JSON -> 400 invalid_json', async () => {
@@ -221,6 +221,17 @@ describe('access keys', () => {
     });
   }
 
+  test('?key= on a Gemini-native route is accepted and stripped from the upstream query', async () => {
+    const r = await send(`/v1beta/models/gemini-3.8-flash:generateContent?key=${ACCESS_KEY}`, {
+      body: { contents: [{ role: 'user', parts: [{ text: 'x' }] }] },
+      auth: false,
+    });
+    assert.equal(r.status, 200, r.text);
+    const up = stack.sim.requests.at(-1);
+    assert.equal(up?.path, '/v1beta/models/gemini-3.8-flash:generateContent');
+    assert.equal(up?.headers['x-goog-api-key'], 'sim-gemini-key');
+  });
+
   test('a key from the keys file is accepted; one expiring in the future too', async () => {
     for (const key of [KEYS.fileKey, KEYS.futureExpiry]) {
       const r = await send('/v1/chat/completions', {
@@ -288,6 +299,85 @@ describe('upstream failures', () => {
     assert.equal(r.status, 504);
     assert.equal(openaiError(r).code, 'upstream_timeout');
     await stack.sim.waitFor((s) => s.stats.aborted === before + 1);
+  });
+
+  test('upstream resets the connection before replying -> 502 upstream_unreachable', async () => {
+    const r = await send('/v1/chat/completions', { body: { ...CHAT, model: 'gpt-5.4-mini-fail-reset' } });
+    assert.equal(r.status, 502);
+    assert.equal(openaiError(r).code, 'upstream_unreachable');
+  });
+
+  test('a stream whose upstream hangs before its headers -> 504 JSON, not a stream', async () => {
+    const r = await send('/v1/chat/completions', {
+      body: { ...CHAT, model: 'gpt-5.4-mini-fail-hang', stream: true },
+    });
+    assert.equal(r.status, 504);
+    assert.match(r.headers.get('content-type') ?? '', /json/);
+    assert.equal(openaiError(r).code, 'upstream_timeout');
+  });
+
+  test('a stream that stalls longer than upstream_body_timeout_ms ends with an upstream_timeout error event', async () => {
+    const client = new OpenAI({
+      apiKey: ACCESS_KEY,
+      baseURL: `${stack.url}/v1`,
+      maxRetries: 0,
+      fetch: log.fetch,
+    });
+    const stream = await client.chat.completions.create({
+      ...CHAT,
+      model: 'gpt-5.4-mini-chunks-3-delay-5000',
+      messages: [{ role: 'user', content: 'stall' }],
+      stream: true,
+    });
+    let chunks = 0;
+    await assert.rejects(
+      async () => {
+        for await (const _ of stream) chunks++;
+      },
+      (err: unknown) => {
+        assert.ok(err instanceof OpenAI.APIError, String(err));
+        assert.equal((err.error as { code?: string } | undefined)?.code, 'upstream_timeout');
+        return true;
+      },
+    );
+    assert.ok(chunks >= 1, 'the first chunk arrived before the stall');
+  });
+
+  test('a translated upstream error keeps its meaning: Claude 429 -> OpenAI RateLimitError', async () => {
+    const client = new OpenAI({
+      apiKey: ACCESS_KEY,
+      baseURL: `${stack.url}/v1`,
+      maxRetries: 0,
+      fetch: log.fetch,
+    });
+    await assert.rejects(
+      client.chat.completions.create({ ...CHAT, model: 'claude-sonnet-5-fail-429', max_tokens: 10 }),
+      OpenAI.RateLimitError,
+    );
+  });
+
+  test('a translated upstream error keeps its meaning: OpenAI-compatible 429 -> Anthropic RateLimitError', async () => {
+    const client = new Anthropic({
+      apiKey: ACCESS_KEY,
+      baseURL: stack.url,
+      maxRetries: 0,
+      fetch: log.fetch,
+      defaultHeaders: { 'x-router-provider': 'sim-a' },
+    });
+    await assert.rejects(
+      client.messages.create({
+        model: 'compat-fail-429',
+        max_tokens: 10,
+        messages: [{ role: 'user', content: 'x' }],
+      }),
+      (err: unknown) => {
+        assert.ok(err instanceof Anthropic.RateLimitError, String(err));
+        const body = err.error as { type?: string; error?: { type?: string } } | undefined;
+        assert.equal(body?.type, 'error');
+        assert.equal(body?.error?.type, 'rate_limit_error');
+        return true;
+      },
+    );
   });
 
   test('an upstream error status is relayed with its body', async () => {
