@@ -21,6 +21,7 @@ before(async () => {
     providers: {
       'sim-a': simProvider('sim-a'),
       'sim-b': simProvider('sim-b'),
+      'sim-c': simProvider('sim-c'),
       'sim-dead': simProvider('sim-dead'),
     },
     // Port 1 on loopback: nothing listens, so connecting is refused at once.
@@ -28,6 +29,7 @@ before(async () => {
     modelsYaml: modelsWith([
       'retry-pair: { providers: [sim-a, sim-b] }',
       'retry-refused: { providers: [sim-dead, sim-b] }',
+      'retry-three: { providers: [sim-a, sim-b, sim-c] }',
     ]),
   });
   openai = new OpenAI({ apiKey: ACCESS_KEY, baseURL: `${stack.url}/v1`, maxRetries: 0 });
@@ -156,6 +158,32 @@ describe('retries', () => {
       );
     });
   }
+
+  test('every candidate fails: the last upstream error is relayed, attempts capped by limits.max_retries', async () => {
+    const key = 'retry-all-fail';
+    const res = await postJson(`${stack.url}/v1/chat/completions`, chat('retry-three'), {
+      'x-sim-fail': '503',
+      'x-sim-fail-key': key,
+    });
+    assert.equal(res.status, 503);
+    assert.ok(errorOf(res.json).message.length > 0);
+    // max_retries defaults to 1: two attempts, the third provider is never tried.
+    assert.deepEqual(
+      withKey(key).map((r) => r.headers['x-test-provider']),
+      ['sim-a', 'sim-b'],
+    );
+  });
+
+  test('a 4xx other than 429 is not retried', async () => {
+    const key = 'no-retry-400';
+    const res = await postJson(`${stack.url}/v1/chat/completions`, chat('retry-pair'), {
+      'x-sim-fail': '400',
+      'x-sim-fail-times': '1',
+      'x-sim-fail-key': key,
+    });
+    assert.equal(res.status, 400);
+    assert.equal(withKey(key).length, 1);
+  });
 
   test('first provider refuses the connection: the next provider serves', async () => {
     const before = stack.sim.requests.length;
