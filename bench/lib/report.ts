@@ -1,0 +1,442 @@
+// docs/benchmarks.md from one run's results: machine, raw numbers per peer, ratios against the targets
+// of the benchmark issue with PASS / FAIL, and notes.
+
+import type { BacklogResult } from '../scenarios/backlog.ts';
+import type { ChatResult } from '../scenarios/chat.ts';
+import type { GrowthResult } from '../scenarios/growth.ts';
+import type { StreamResult } from '../scenarios/stream.ts';
+import type { TranslateResult } from '../scenarios/translate.ts';
+import { isError, type Measured } from './context.ts';
+import type { MachineInfo } from './machine.ts';
+import { PEER_LABELS, type PeerId, type Unavailable } from './peers.ts';
+import type { StreamLoadResult } from './stream-client.ts';
+
+export interface BenchResults {
+  startedAt: string;
+  finishedAt: string;
+  smoke: boolean;
+  machine: MachineInfo;
+  portkeyVersion: string;
+  unavailable: Unavailable[];
+  profileDir?: string;
+  chat?: ChatResult;
+  stream?: StreamResult;
+  translate?: TranslateResult;
+  growth?: GrowthResult;
+  backlog?: Measured<BacklogResult>;
+}
+
+export interface TargetRow {
+  target: string;
+  measured: string;
+  pass: boolean | undefined;
+}
+
+type PeerMap<T> = Partial<Record<PeerId, Measured<T>>>;
+
+function ok<T>(m: Measured<T> | undefined): T | undefined {
+  return m === undefined || isError(m) ? undefined : m;
+}
+
+function num(n: number | undefined, digits = 2): string {
+  if (n === undefined || Number.isNaN(n)) return 'n/a';
+  if (Math.abs(n) >= 1000) return Math.round(n).toLocaleString('en-US');
+  return n.toFixed(digits).replace(/\.?0+$/, '') || '0';
+}
+
+function signed(n: number | undefined, digits = 3): string {
+  if (n === undefined || Number.isNaN(n)) return 'n/a';
+  return `${n >= 0 ? '+' : ''}${num(n, digits)}`;
+}
+
+function pct(n: number | undefined): string {
+  return n === undefined || Number.isNaN(n) ? 'n/a' : `${(n * 100).toFixed(1)}%`;
+}
+
+/** Evaluates the targets of the issue; a target without both numbers is n/a. */
+export function evaluateTargets(r: BenchResults): TargetRow[] {
+  const rows: TargetRow[] = [];
+  const tp = r.chat?.throughput ?? {};
+  const rps = (id: PeerId) => ok(tp[id])?.requestsPerSec;
+  const gw = rps('gateway');
+  const conn =
+    Object.values(tp)
+      .map(ok)
+      .find((x) => x !== undefined)?.connections ?? 64;
+  const ratio = (a: number | undefined, b: number | undefined) =>
+    a === undefined || b === undefined || b === 0 ? undefined : a / b;
+  const vsPortkey = ratio(gw, rps('portkey'));
+  rows.push({
+    target: `Throughput (c=${conn}) >= 5x Portkey`,
+    measured:
+      vsPortkey === undefined ? 'n/a' : `${num(vsPortkey)}x (${num(gw)} vs ${num(rps('portkey'))} req/s)`,
+    pass: vsPortkey === undefined ? undefined : vsPortkey >= 5,
+  });
+  const vsNginx = ratio(gw, rps('nginx'));
+  rows.push({
+    target: `Throughput (c=${conn}) >= 25% of nginx proxy_pass`,
+    measured: vsNginx === undefined ? 'n/a' : `${pct(vsNginx)} (${num(gw)} vs ${num(rps('nginx'))} req/s)`,
+    pass: vsNginx === undefined ? undefined : vsNginx >= 0.25,
+  });
+  const lat = r.chat?.latency ?? {};
+  const direct = ok(lat.direct)?.ms;
+  const gwLat = ok(lat.gateway)?.ms;
+  const addP50 = direct && gwLat ? gwLat.p50 - direct.p50 : undefined;
+  const addP99 = direct && gwLat ? gwLat.p99 - direct.p99 : undefined;
+  rows.push({
+    target: 'Added latency at c=1, p50 <= 0.3 ms',
+    measured: addP50 === undefined ? 'n/a' : `${signed(addP50)} ms`,
+    pass: addP50 === undefined ? undefined : addP50 <= 0.3,
+  });
+  rows.push({
+    target: 'Added latency at c=1, p99 <= 1 ms',
+    measured: addP99 === undefined ? 'n/a' : `${signed(addP99)} ms`,
+    pass: addP99 === undefined ? undefined : addP99 <= 1,
+  });
+  const many = r.stream?.many ?? {};
+  const gwMany = ok(many.gateway);
+  const directMany = ok(many.direct);
+  const conc = gwMany?.concurrency ?? directMany?.concurrency;
+  rows.push({
+    target: `${num(conc)} concurrent streams: gateway RSS <= 300 MB`,
+    measured: gwMany === undefined ? 'n/a' : `${num(gwMany.resources.peakRssMb, 1)} MB`,
+    pass: gwMany === undefined ? undefined : gwMany.resources.peakRssMb <= 300,
+  });
+  const addGap = gwMany && directMany ? gwMany.gapMs.p99 - directMany.gapMs.p99 : undefined;
+  rows.push({
+    target: `${num(conc)} concurrent streams: added inter-chunk p99 <= 2 ms`,
+    measured: addGap === undefined ? 'n/a' : `${signed(addGap)} ms`,
+    pass: addGap === undefined ? undefined : addGap <= 2,
+  });
+  const billingCost =
+    gw === undefined || rps('gateway-billing') === undefined ? undefined : 1 - rps('gateway-billing')! / gw;
+  rows.push({
+    target: 'Billing on costs <= 10% of throughput',
+    measured:
+      billingCost === undefined ? 'n/a' : `${pct(billingCost)} (${num(rps('gateway-billing'))} req/s)`,
+    pass: billingCost === undefined ? undefined : billingCost <= 0.1,
+  });
+  const redisCost =
+    gw === undefined || rps('gateway-redis') === undefined ? undefined : 1 - rps('gateway-redis')! / gw;
+  const redisNote = r.unavailable.find((u) => u.id === 'gateway-redis');
+  rows.push({
+    target: 'Redis mode costs <= 15% of throughput',
+    measured:
+      redisCost === undefined
+        ? redisNote
+          ? 'not available yet'
+          : 'n/a'
+        : `${pct(redisCost)} (${num(rps('gateway-redis'))} req/s)`,
+    pass: redisCost === undefined ? undefined : redisCost <= 0.15,
+  });
+  return rows;
+}
+
+function verdict(pass: boolean | undefined): string {
+  return pass === undefined ? 'n/a' : pass ? 'PASS' : 'FAIL';
+}
+
+function table(head: string[], rows: string[][]): string {
+  const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+  return [line(head), line(head.map(() => '---')), ...rows.map(line)].join('\n');
+}
+
+function errorRow(id: PeerId, error: string, width: number): string[] {
+  return [
+    PEER_LABELS[id],
+    `error: ${error.replaceAll('|', '\\|').replaceAll('\n', ' ').slice(0, 300)}`,
+    ...Array(width - 2).fill(''),
+  ];
+}
+
+function streamTable(
+  runs: PeerMap<StreamLoadResult & { resources?: { peakRssMb: number; cpuPercent: number } }>,
+  withResources: boolean,
+): string {
+  const base = ok(runs.direct);
+  const head = [
+    'peer',
+    'streams',
+    'errors',
+    'events/stream',
+    'TTFB p50 ms',
+    'TTFB p99 ms',
+    'added TTFB p50/p99',
+    'gap p50 ms',
+    'gap p99 ms',
+    'added gap p99',
+  ];
+  if (withResources) head.push('peak RSS MB', 'CPU % of a core');
+  const rows: string[][] = [];
+  for (const [id, m] of Object.entries(runs) as [
+    PeerId,
+    Measured<StreamLoadResult & { resources?: { peakRssMb: number; cpuPercent: number } }>,
+  ][]) {
+    if (isError(m)) {
+      rows.push(errorRow(id, m.error, head.length));
+      continue;
+    }
+    const row = [
+      PEER_LABELS[id],
+      num(m.streams),
+      m.errors === 0 ? '0' : `${m.errors} (${(m.firstError ?? '').replaceAll('|', '\\|').slice(0, 120)})`,
+      num(m.eventsPerStream, 1),
+      num(m.ttfbMs.p50),
+      num(m.ttfbMs.p99),
+      base && id !== 'direct'
+        ? `${signed(m.ttfbMs.p50 - base.ttfbMs.p50)} / ${signed(m.ttfbMs.p99 - base.ttfbMs.p99)}`
+        : '',
+      num(m.gapMs.p50),
+      num(m.gapMs.p99),
+      base && id !== 'direct' ? signed(m.gapMs.p99 - base.gapMs.p99) : '',
+    ];
+    if (withResources) row.push(num(m.resources?.peakRssMb, 1), num(m.resources?.cpuPercent, 1));
+    rows.push(row);
+  }
+  return table(head, rows);
+}
+
+export function renderMarkdown(r: BenchResults): string {
+  const out: string[] = [];
+  const m = r.machine;
+  out.push('# Benchmarks', '');
+  out.push(
+    `Generated by \`npm run bench\` on ${r.startedAt} (finished ${r.finishedAt}). Do not edit by hand: run the bench again.`,
+    '',
+  );
+  out.push('## Machine', '');
+  out.push(
+    table(
+      ['', ''],
+      [
+        ['CPU', `${m.cpuModel}, ${m.cpus} cores`],
+        ['Memory', `${m.memoryGiB} GiB`],
+        ['Kernel', m.kernel],
+        ['Node.js', m.node],
+        ['nginx', m.nginx],
+        ['Portkey', `@portkey-ai/gateway ${r.portkeyVersion}`],
+      ],
+    ),
+    '',
+  );
+  out.push('## Targets', '');
+  out.push('Ratios come from one run on the machine above; every peer ran on the same two cores.', '');
+  out.push(
+    table(
+      ['target', 'measured', 'result'],
+      evaluateTargets(r).map((t) => [t.target, t.measured, verdict(t.pass)]),
+    ),
+    '',
+  );
+  out.push('## How it was measured', '');
+  out.push(
+    [
+      '- Every peer is its own process: the upstream simulator (`sim/upstream`), nginx (`worker_processes auto`,',
+      "  upstream keep-alive, `proxy_buffering off`), Portkey's gateway (`--headless`), and the gateway (`proxy/cli.ts`,",
+      '  `log.level: warn`) in file mode with billing off, with billing on (sidecar delivering to `sim/billing` in its',
+      '  own process), and in Redis mode. Peers are measured one after another, never two at once.',
+      '- Load comes from the bench process: autocannon for throughput (after a warm-up), a sequential undici loop',
+      '  for latency at concurrency 1 (sub-millisecond resolution), and a separate node process with undici for',
+      '  streams, which timestamps every SSE event when the chunk carrying it arrives. "Added" numbers are the',
+      '  peer minus the simulator measured directly in the same run.',
+      "- RSS and CPU are read from /proc for the peer process and its children (nginx workers; the gateway's",
+      '  billing sidecar when billing is on). CPU is a percentage of one core.',
+      '- Simulator knobs travel in the model name (`gpt-5.4-mini-chunks-50-delay-10` = 50 deltas 10 ms apart),',
+      '  so the same request works through every proxy.',
+      '- Everything shares two cores: the load generator, the simulator and the peer. Absolute numbers are lower',
+      '  than on separate machines; the ratios are the point.',
+    ].join('\n'),
+    '',
+  );
+
+  if (r.chat) {
+    out.push('## 1. Non-streaming chat, small body', '');
+    const tp = r.chat.throughput;
+    const gw = ok(tp.gateway)?.requestsPerSec;
+    const c = Object.values(tp)
+      .map(ok)
+      .find((x) => x !== undefined);
+    out.push(`Throughput at concurrency ${c?.connections ?? '?'}, ${c?.durationS ?? '?'} s per peer:`, '');
+    const rows: string[][] = [];
+    for (const [id, mm] of Object.entries(tp) as [PeerId, Measured<unknown>][]) {
+      const t = ok(tp[id]);
+      if (t === undefined) {
+        rows.push(errorRow(id, isError(mm) ? mm.error : 'missing', 7));
+        continue;
+      }
+      rows.push([
+        PEER_LABELS[id],
+        num(t.requestsPerSec, 0),
+        num(t.latencyP50Ms),
+        num(t.latencyP99Ms),
+        `${t.non2xx} / ${t.errors + t.timeouts}`,
+        num(t.mbPerSec),
+        gw === undefined || id === 'gateway' ? '' : `${num(gw / t.requestsPerSec)}x`,
+      ]);
+    }
+    out.push(
+      table(['peer', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx / errors', 'MB/s', 'gateway is'], rows),
+      '',
+    );
+    const lat = r.chat.latency;
+    const base = ok(lat.direct)?.ms;
+    const n = Object.values(lat)
+      .map(ok)
+      .find((x) => x !== undefined)?.requests;
+    out.push(
+      `Latency at concurrency 1 (${n ?? '?'} sequential requests per peer on one keep-alive connection):`,
+      '',
+    );
+    const lrows: string[][] = [];
+    for (const [id, mm] of Object.entries(lat) as [PeerId, Measured<unknown>][]) {
+      const l = ok(lat[id]);
+      if (l === undefined) {
+        lrows.push(errorRow(id, isError(mm) ? mm.error : 'missing', 7));
+        continue;
+      }
+      lrows.push([
+        PEER_LABELS[id],
+        num(l.ms.p50, 3),
+        num(l.ms.p90, 3),
+        num(l.ms.p99, 3),
+        base && id !== 'direct' ? signed(l.ms.p50 - base.p50) : '',
+        base && id !== 'direct' ? signed(l.ms.p99 - base.p99) : '',
+        l.errors === 0 ? '0' : `${l.errors} (${(l.firstError ?? '').slice(0, 120)})`,
+      ]);
+    }
+    out.push(
+      table(['peer', 'p50 ms', 'p90 ms', 'p99 ms', 'added p50 ms', 'added p99 ms', 'errors'], lrows),
+      '',
+    );
+    const info = ok(tp['gateway-info-log'])?.requestsPerSec;
+    if (gw !== undefined && info !== undefined) {
+      out.push(
+        `Access logging at \`log.level: info\` (one JSON line per request to stdout, here a file) costs ${pct(1 - info / gw)} of throughput (${num(info, 0)} vs ${num(gw, 0)} req/s); the other gateway rows run at \`warn\`.`,
+        '',
+      );
+    }
+  }
+
+  if (r.stream) {
+    out.push('## 2. Streaming chat', '');
+    out.push(`Model \`${r.stream.model}\`. Low concurrency:`, '');
+    out.push(streamTable(r.stream.low, false), '');
+    const many = Object.values(r.stream.many)
+      .map(ok)
+      .find((x) => x !== undefined);
+    out.push(`${many?.concurrency ?? '?'} concurrent streams (RSS and CPU of the peer while they run):`, '');
+    out.push(streamTable(r.stream.many, true), '');
+  }
+
+  if (r.translate) {
+    out.push('## 3. Translation path (chat.completions -> Anthropic stream)', '');
+    out.push(
+      'The gateway and Portkey turn a completion-style streaming request into an Anthropic Messages call and the',
+      'Messages stream back into completion chunks. The direct and nginx rows are the native Messages stream',
+      `without translation, the baseline. Paced: \`${r.translate.pacedModel}\`.`,
+      '',
+    );
+    out.push(streamTable(r.translate.paced, false), '');
+    out.push(`Unpaced (\`${r.translate.unpacedModel}\`), streams per second at full load:`, '');
+    const rows: string[][] = [];
+    for (const [id, mm] of Object.entries(r.translate.unpaced) as [
+      PeerId,
+      Measured<{ streamsPerSec: number }>,
+    ][]) {
+      const u = ok(r.translate.unpaced[id]);
+      if (u === undefined) {
+        rows.push(errorRow(id, isError(mm) ? mm.error : 'missing', 5));
+        continue;
+      }
+      rows.push([
+        PEER_LABELS[id],
+        num(u.concurrency),
+        num(u.streamsPerSec, 1),
+        num(u.ttfbMs.p99),
+        String(u.errors),
+      ]);
+    }
+    out.push(table(['peer', 'concurrency', 'streams/s', 'TTFB p99 ms', 'errors'], rows), '');
+  }
+
+  if (r.growth) {
+    out.push('## 4. Growth', '');
+    for (const [size, runs] of Object.entries(r.growth.prompts)) {
+      out.push(`Prompt of ${size}, non-streaming:`, '');
+      const rows: string[][] = [];
+      for (const [id, mm] of Object.entries(runs) as [PeerId, Measured<unknown>][]) {
+        const p = ok(runs[id]);
+        if (p === undefined) {
+          rows.push(errorRow(id, isError(mm) ? mm.error : 'missing', 7));
+          continue;
+        }
+        rows.push([
+          PEER_LABELS[id],
+          num(p.connections),
+          num(p.requestsPerSec, 1),
+          num(p.latencyP50Ms),
+          num(p.latencyP99Ms),
+          num(p.resources.peakRssMb, 1),
+          num(p.resources.cpuPercent, 1),
+        ]);
+      }
+      out.push(table(['peer', 'concurrency', 'req/s', 'p50 ms', 'p99 ms', 'peak RSS MB', 'CPU %'], rows), '');
+    }
+    for (const [n, runs] of Object.entries(r.growth.streams)) {
+      out.push(`${n} concurrent streams of \`${r.growth.streamModel}\`:`, '');
+      out.push(streamTable(runs, true), '');
+    }
+  }
+
+  if (r.backlog) {
+    out.push('## 5. Billing backlog', '');
+    if (isError(r.backlog)) out.push(`error: ${r.backlog.error}`, '');
+    else {
+      const b = r.backlog;
+      out.push(
+        table(
+          [
+            'events',
+            'outbox write',
+            'drain (from ready)',
+            'events/s',
+            'delivered / accepted',
+            'sidecar peak RSS',
+            'sidecar VmHWM',
+            'drained',
+          ],
+          [
+            [
+              num(b.events),
+              `${num(b.writeMs)} ms (${num(b.writeEventsPerSec)}/s)`,
+              `${num(b.drainAfterReadyMs)} ms (spawn to empty ${num(b.drainMs)} ms)`,
+              num(b.eventsPerSec),
+              `${num(b.delivered)} / ${num(b.acceptedByBillingSim)}`,
+              `${num(b.sidecarPeakRssMb, 1)} MB`,
+              `${num(b.sidecarHwmMb, 1)} MB`,
+              b.drained ? 'yes' : `no (${b.lastReadyz ?? ''})`,
+            ],
+          ],
+        ),
+        '',
+      );
+    }
+  }
+
+  out.push('## Notes', '');
+  const notes: string[] = [];
+  for (const u of r.unavailable)
+    notes.push(`- ${PEER_LABELS[u.id]}: not measured: ${u.reason.replaceAll('\n', ' ')}`);
+  notes.push(
+    `- Portkey runs with \`@hono/node-server\` pinned by an npm override: its current releases make Portkey's streaming path fail with \`TypeError: immutable\` (Portkey-AI/gateway issues 1389 and 1550). Portkey's Node stream reader also waits 25 ms before its first chunk, which shows in its TTFB.`,
+  );
+  notes.push(
+    '- nginx runs one worker per core (`worker_processes auto`); the gateway and Portkey are one Node.js process each.',
+  );
+  if (r.profileDir)
+    notes.push(
+      `- CPU profiles of the gateway processes: \`${r.profileDir}\` (\`node bench/top-profile.ts <file>\`).`,
+    );
+  out.push(notes.join('\n'), '');
+  return out.join('\n');
+}

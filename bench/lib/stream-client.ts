@@ -1,0 +1,161 @@
+// Streaming load client. It runs in its own node process (runStreams spawns this file) so that the
+// timestamps of SSE events are not delayed by the bench runner's other work. Each of `concurrency`
+// workers opens one connection and runs streams back to back until the duration or the stream count is
+// reached; every SSE event is timestamped when the body chunk carrying it arrives.
+
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { createParser } from 'eventsource-parser';
+import { Pool } from 'undici';
+import type { HttpTarget } from './load.ts';
+import { type Summary, summarize } from './stats.ts';
+
+export interface StreamLoadOptions {
+  target: HttpTarget;
+  concurrency: number;
+  /** Stop starting new streams after this long. */
+  durationMs: number;
+  /** Stop after this many streams in total (default: unlimited within the duration). */
+  maxStreams?: number;
+  /** Stagger worker starts over this window so streams are not in lock-step (default 500 ms). */
+  rampMs?: number;
+  /** Per-stream limit for headers and for silence between chunks (default 30 s). */
+  timeoutMs?: number;
+}
+
+export interface StreamLoadResult {
+  concurrency: number;
+  streams: number;
+  errors: number;
+  firstError?: string;
+  /** Events per completed stream, averaged (detects truncated streams). */
+  eventsPerStream: number;
+  /** Request sent -> first body byte, ms. */
+  ttfbMs: Summary;
+  /** Gaps between consecutive SSE events of one stream, ms. */
+  gapMs: Summary;
+  wallMs: number;
+}
+
+interface Collector {
+  ttfb: number[];
+  gaps: number[];
+  streams: number;
+  events: number;
+  errors: number;
+  firstError?: string;
+}
+
+async function oneStream(pool: Pool, target: HttpTarget, c: Collector, timeoutMs: number): Promise<void> {
+  const t0 = performance.now();
+  let last = -1;
+  let events = 0;
+  const parser = createParser({
+    onEvent() {
+      events++;
+    },
+  });
+  try {
+    const res = await pool.request({
+      path: target.path,
+      method: target.method,
+      headers: target.headers,
+      body: target.body,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+    if (res.statusCode !== 200) {
+      const text = await res.body.text();
+      c.errors++;
+      c.firstError ??= `${res.statusCode} ${text.slice(0, 300)}`;
+      return;
+    }
+    let first = true;
+    for await (const chunk of res.body) {
+      const now = performance.now();
+      if (first) {
+        c.ttfb.push(now - t0);
+        first = false;
+      }
+      const before = events;
+      parser.feed(chunk.toString());
+      // Every event completed by this chunk arrived now; the first of them closes the gap to the last.
+      for (let i = before; i < events; i++) {
+        if (last >= 0) c.gaps.push(now - last);
+        last = now;
+      }
+    }
+    c.streams++;
+    c.events += events;
+  } catch (err) {
+    c.errors++;
+    c.firstError ??= err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  }
+}
+
+export async function streamLoad(opts: StreamLoadOptions): Promise<StreamLoadResult> {
+  const timeoutMs = opts.timeoutMs ?? 30_000;
+  const rampMs = opts.rampMs ?? 500;
+  const pool = new Pool(opts.target.origin, {
+    connections: opts.concurrency,
+    pipelining: 1,
+    keepAliveTimeout: 60_000,
+    connect: { timeout: timeoutMs },
+  });
+  const c: Collector = { ttfb: [], gaps: [], streams: 0, events: 0, errors: 0 };
+  const started = performance.now();
+  const deadline = started + opts.durationMs;
+  const max = opts.maxStreams ?? Number.POSITIVE_INFINITY;
+  let launched = 0;
+  async function worker(index: number): Promise<void> {
+    await new Promise((r) => setTimeout(r, (index * rampMs) / opts.concurrency));
+    while (performance.now() < deadline && launched < max) {
+      launched++;
+      await oneStream(pool, opts.target, c, timeoutMs);
+    }
+  }
+  await Promise.all(Array.from({ length: opts.concurrency }, (_, i) => worker(i)));
+  const wallMs = performance.now() - started;
+  await pool.close();
+  return {
+    concurrency: opts.concurrency,
+    streams: c.streams,
+    errors: c.errors,
+    firstError: c.firstError,
+    eventsPerStream: c.streams === 0 ? 0 : Math.round((c.events / c.streams) * 10) / 10,
+    ttfbMs: summarize(c.ttfb),
+    gapMs: summarize(c.gaps),
+    wallMs: Math.round(wallMs),
+  };
+}
+
+const SELF = fileURLToPath(import.meta.url);
+
+/** Runs streamLoad in a separate node process and returns its result. */
+export function runStreams(opts: StreamLoadOptions): Promise<StreamLoadResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [SELF, JSON.stringify(opts)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      const line = out.trim().split('\n').pop() ?? '';
+      if (code === 0 && line.startsWith('{')) resolve(JSON.parse(line) as StreamLoadResult);
+      else reject(new Error(`stream client exited with ${code}: ${err.slice(-1000)}`));
+    });
+  });
+}
+
+if (import.meta.main) {
+  const opts = JSON.parse(process.argv[2] ?? '{}') as StreamLoadOptions;
+  const result = await streamLoad(opts);
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}

@@ -1,0 +1,42 @@
+// Scenario 1: non-streaming chat with a small body. Throughput at concurrency 64 (autocannon, after a
+// short warm-up) and latency at concurrency 1 (sequential requests, sub-millisecond resolution).
+
+import { type BenchContext, eachPeer, type Measured } from '../lib/context.ts';
+import { type LatencyResult, sequentialLatency, type ThroughputResult, throughput } from '../lib/load.ts';
+import type { PeerId } from '../lib/peers.ts';
+import { chatTarget } from '../lib/requests.ts';
+
+export interface ChatResult {
+  throughput: Partial<Record<PeerId, Measured<ThroughputResult>>>;
+  latency: Partial<Record<PeerId, Measured<LatencyResult>>>;
+}
+
+export const CHAT_PEERS: PeerId[] = [
+  'direct',
+  'nginx',
+  'gateway',
+  'gateway-billing',
+  'gateway-redis',
+  'portkey',
+  'gateway-info-log',
+];
+
+export async function runChat(ctx: BenchContext): Promise<ChatResult> {
+  const s = ctx.settings.chat;
+  const targetOf = (peer: Parameters<typeof chatTarget>[0]) => chatTarget(peer, ctx.upstream.url);
+  const tp = await eachPeer(
+    ctx,
+    CHAT_PEERS,
+    `chat throughput c=${s.connections}`,
+    targetOf,
+    async (_p, target) => {
+      await throughput(target, s.connections, s.warmupS);
+      return throughput(target, s.connections, s.throughputS);
+    },
+  );
+  const latencyPeers = CHAT_PEERS.filter((id) => id !== 'gateway-info-log');
+  const latency = await eachPeer(ctx, latencyPeers, 'chat latency c=1', targetOf, (_p, target) =>
+    sequentialLatency(target, s.latencyCount, s.latencyWarmup),
+  );
+  return { throughput: tp, latency };
+}
