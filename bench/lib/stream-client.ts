@@ -32,7 +32,7 @@ export interface StreamLoadResult {
   eventsPerStream: number;
   /** Request sent -> first body byte, ms. */
   ttfbMs: Summary;
-  /** Gaps between consecutive SSE events of one stream, ms. */
+  /** Gaps between consecutive text-carrying SSE events of one stream, ms. */
   gapMs: Summary;
   wallMs: number;
 }
@@ -46,13 +46,25 @@ interface Collector {
   firstError?: string;
 }
 
+/**
+ * Events that carry generated text: OpenAI-style chunks with non-empty `delta.content`, Anthropic
+ * `text_delta`s. Gaps are measured between these only, so that events a proxy legitimately adds,
+ * drops or merges (role chunk, usage chunk, [DONE], content_block_stop, ping) do not count as delay.
+ */
+const CONTENT_RE = /"content":"[^"]|"text_delta"/;
+
 async function oneStream(pool: Pool, target: HttpTarget, c: Collector, timeoutMs: number): Promise<void> {
   const t0 = performance.now();
   let last = -1;
+  let now = 0;
   let events = 0;
   const parser = createParser({
-    onEvent() {
+    onEvent(event) {
       events++;
+      if (!CONTENT_RE.test(event.data)) return;
+      // Every event completed by one chunk arrived when the chunk did.
+      if (last >= 0) c.gaps.push(now - last);
+      last = now;
     },
   });
   try {
@@ -72,18 +84,12 @@ async function oneStream(pool: Pool, target: HttpTarget, c: Collector, timeoutMs
     }
     let first = true;
     for await (const chunk of res.body) {
-      const now = performance.now();
+      now = performance.now();
       if (first) {
         c.ttfb.push(now - t0);
         first = false;
       }
-      const before = events;
       parser.feed(chunk.toString());
-      // Every event completed by this chunk arrived now; the first of them closes the gap to the last.
-      for (let i = before; i < events; i++) {
-        if (last >= 0) c.gaps.push(now - last);
-        last = now;
-      }
     }
     c.streams++;
     c.events += events;
