@@ -62,7 +62,7 @@ export function resolveRoute(
     if (path === webhookPath) return WEBHOOK;
     const gemini = geminiModelAction(path);
     if (gemini !== undefined) return gemini;
-  } else if (method === 'GET' || method === 'HEAD') {
+  } else if ((method === 'GET' || method === 'HEAD') && geminiModelAction(path) === undefined) {
     switch (path) {
       case '/healthz':
         return HEALTHZ;

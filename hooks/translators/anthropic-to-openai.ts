@@ -420,7 +420,7 @@ function createAnthropicToOpenai(init: TranslatorInit): Translator {
 
   function fail(type: string, message: string): SseOut[] {
     finished = true;
-    return [sse(errorBody(type, message))];
+    return [sse(errorBody(type, `${message} (request id: ${init.requestId})`))];
   }
 
   function onChunk(chunk: JsonObject): SseOut[] {

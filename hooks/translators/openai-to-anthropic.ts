@@ -412,7 +412,9 @@ function createOpenaiToAnthropic(init: TranslatorInit): Translator {
 
   function fail(anthropicType: string, message: string): SseOut[] {
     finished = true;
-    return [{ data: JSON.stringify(errorPayload(anthropicType, message)) }];
+    return [
+      { data: JSON.stringify(errorPayload(anthropicType, `${message} (request id: ${init.requestId})`)) },
+    ];
   }
 
   function onEvent(type: string, event: JsonObject): SseOut[] {

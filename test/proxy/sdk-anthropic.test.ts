@@ -23,7 +23,7 @@ const weatherTool = {
 
 before(async () => {
   compat = await startUpstreamSim();
-  stack = await startStack({ baseUrls: { deepseek: `${compat.url}/v1` } });
+  stack = await startStack({ baseUrls: { deepseek: compat.url } });
   log = createReplyLog();
   claude = new Anthropic({ apiKey: ACCESS_KEY, baseURL: stack.url, maxRetries: 0, fetch: log.fetch });
   viaDeepseek = new Anthropic({

@@ -19,7 +19,7 @@ const realFetch = globalThis.fetch;
 
 before(async () => {
   compat = await startUpstreamSim();
-  stack = await startStack({ baseUrls: { deepseek: `${compat.url}/v1` } });
+  stack = await startStack({ baseUrls: { deepseek: compat.url } });
   // @google/genai takes no fetch option: record through the global one for this file only.
   log = createReplyLog(realFetch);
   globalThis.fetch = log.fetch;

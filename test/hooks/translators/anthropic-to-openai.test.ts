@@ -247,7 +247,10 @@ test('mid-stream error types: rate limits stay rate limits, anything unknown is 
     const out = translator.streamEvent(undefined, JSON.stringify({ error }));
     assert.equal(out.length, 1);
     assert.equal(out[0].event, 'error');
-    assert.deepEqual(JSON.parse(out[0].data), { type: 'error', error: { type, message: error.message } });
+    const body = JSON.parse(out[0].data) as { type: string; error: { type: string; message: string } };
+    assert.equal(body.type, 'error');
+    assert.equal(body.error.type, type);
+    assert.match(body.error.message, new RegExp(`^${error.message} \\(request id: .+\\)$`));
     assert.deepEqual(
       translator.streamEvent(undefined, chunk({ content: 'late' })),
       [],
