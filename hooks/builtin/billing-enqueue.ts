@@ -5,16 +5,11 @@
 
 import { buildUsageEvent, reportDecision } from '../../billing/event-builder.ts';
 import type { ModelPrice, Pricing } from '../../billing/pricing.ts';
-import type { UsageEvent } from '../../billing/types.ts';
 import type { BillingConfig } from '../../proxy/config/types.ts';
 import type { GatewayMetrics } from '../../proxy/metrics.ts';
 import { describeError } from '../../proxy/pipeline.ts';
+import type { EventQueue } from '../../store/types.ts';
 import type { Hook, RequestContext } from '../types.ts';
-
-/** Where usage events go: the file outbox or the shared-store stream. Resolves once durably queued. */
-export interface EventQueue {
-  enqueue(event: UsageEvent): Promise<void>;
-}
 
 export interface BillingEnqueueDeps {
   readonly billing: BillingConfig;

@@ -1,0 +1,119 @@
+// The one store interface (ARCHITECTURE.md): access keys, subject state, webhook ids, the balance cache
+// and the usage-event queue. File mode and Redis mode are two adapters of it; nothing above an adapter
+// knows which one it has. Key layout of the Redis adapter: conventions.md ("Redis key layout").
+
+import type { UsageEvent } from '../billing/types.ts';
+
+export interface SubjectRef {
+  readonly type: string;
+  readonly id: string;
+}
+
+/** Subject state driven by billing webhooks (spec 3, 6.2). */
+export interface SubjectState {
+  readonly blocked: boolean;
+  /** Type of the webhook event that last changed the state. */
+  readonly lastEvent: string;
+  readonly lastEventId: string;
+  /** ms since epoch. */
+  readonly updatedAt: number;
+  /** Set by `wallet.available_balance.threshold_crossed` (recorded only). */
+  readonly thresholdCrossedAt?: number;
+  /** Balance as the webhook reported it, informational (decisions use the realtime lookup). */
+  readonly balance?: string;
+}
+
+/** A cached answer of the balance pre-check. `allowed` = balance strictly greater than zero. */
+export interface BalanceDecision {
+  readonly allowed: boolean;
+  readonly balance: string;
+  readonly currency: string;
+  /** ms since epoch. */
+  readonly fetchedAt: number;
+}
+
+export type StoredKeyStatus = 'active' | 'revoked';
+
+/** An access key in the shared store: only the HMAC of the secret is kept (spec 2.1, 5.4). */
+export interface StoredAccessKey {
+  readonly name: string;
+  /** base64url(HMAC-SHA256(access_key_hash_secret, secret)). */
+  readonly secretHash: string;
+  readonly status: StoredKeyStatus;
+  readonly subjectType: string;
+  readonly subjectId: string;
+  /** ms since epoch. */
+  readonly createdAt: number;
+  readonly expiresAt: number | undefined;
+  /** Incremented by rotate and revoke. */
+  readonly version: number;
+}
+
+/**
+ * What one request needs, read in ONE round trip (Redis: one pipelined script call). `null` means
+ * "asked and absent"; `undefined` means "not asked".
+ */
+export interface RequestView {
+  readonly key?: StoredAccessKey | null;
+  readonly subject?: SubjectState | null;
+  readonly balance?: BalanceDecision | null;
+}
+
+export interface RequestViewQuery {
+  /** Look the key up by its secret hash (shared-store access keys). */
+  readonly keyHash?: string;
+  /** Subject to read state and cached balance for; when a key is found, its own subject is used. */
+  readonly subject?: SubjectRef;
+  /** Currency of the cached balance to read; omit to skip the balance. */
+  readonly currency?: string;
+}
+
+/** Raised by adapters when the store cannot answer (connection down, timeout). */
+export class StoreUnavailableError extends Error {
+  readonly operation: string;
+  constructor(operation: string, cause?: unknown) {
+    super(`store unavailable during ${operation}`, { cause });
+    this.name = 'StoreUnavailableError';
+    this.operation = operation;
+  }
+}
+
+export interface StateStore {
+  readonly kind: 'file' | 'redis';
+  /** The hot-path read; throws StoreUnavailableError when the store is down. */
+  view(query: RequestViewQuery): Promise<RequestView>;
+  getSubject(subject: SubjectRef): Promise<SubjectState | undefined>;
+  setSubject(subject: SubjectRef, state: SubjectState): Promise<void>;
+  /**
+   * Record a webhook id before its state change (SET NX with TTL in Redis; persisted in file mode, so it
+   * survives restarts). False when the id was already claimed: the duplicate is dropped.
+   */
+  claimWebhook(id: string, ttlMs: number): Promise<boolean>;
+  /** Undo a claim whose state change failed, so the sender's retry is processed. */
+  releaseWebhook(id: string): Promise<void>;
+  putBalance(subject: SubjectRef, decision: BalanceDecision, ttlMs: number): Promise<void>;
+  invalidateBalance(subject: SubjectRef): Promise<void>;
+  /**
+   * Single flight across instances: true when the caller should refresh the balance now; false when
+   * another caller holds the refresh (then wait for its result or use the last one).
+   */
+  tryRefreshLock(subject: SubjectRef, currency: string, ttlMs: number): Promise<boolean>;
+  /** Store health for /readyz. */
+  health(): Promise<{ connected: boolean }>;
+  close(): Promise<void>;
+}
+
+export interface AccessKeyStore {
+  create(key: StoredAccessKey): Promise<'created' | 'exists'>;
+  get(name: string): Promise<StoredAccessKey | undefined>;
+  list(): Promise<StoredAccessKey[]>;
+  /** Mark revoked; every instance refuses it at its next request. */
+  revoke(name: string): Promise<StoredAccessKey | undefined>;
+  /** Replace the secret hash (old secret refused at once). */
+  rotate(name: string, secretHash: string): Promise<StoredAccessKey | undefined>;
+}
+
+/** The usage-event queue as the gateway sees it: resolves once the event is durably queued. */
+export interface EventQueue {
+  enqueue(event: UsageEvent): Promise<void>;
+}
