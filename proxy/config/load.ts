@@ -70,6 +70,7 @@ interface RawConfig {
     extractor_rule_set_id?: string;
     source: string;
     outbox_dir: string;
+    state_dir: string;
     request_timeout_ms: number;
     retry_interval_ms: number;
     max_retry_interval_ms: number;
@@ -237,6 +238,7 @@ function toBilling(raw: RawConfig['billing'], dir: string): BillingConfig {
     extractorRuleSetId: raw.extractor_rule_set_id ?? '',
     source: raw.source,
     outboxDir: resolve(dir, raw.outbox_dir),
+    stateDir: resolve(dir, raw.state_dir),
     requestTimeoutMs: raw.request_timeout_ms,
     retryIntervalMs: raw.retry_interval_ms,
     maxRetryIntervalMs: raw.max_retry_interval_ms,

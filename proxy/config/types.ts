@@ -56,6 +56,8 @@ export interface BillingConfig {
   readonly source: string;
   /** Absolute path; holds events.jsonl and the delivery state (file mode). */
   readonly outboxDir: string;
+  /** Absolute path; holds subjects.json and webhook-ids.jsonl (file mode, balance enforcement). */
+  readonly stateDir: string;
   readonly requestTimeoutMs: number;
   readonly retryIntervalMs: number;
   /** Upper bound of the retry backoff. */

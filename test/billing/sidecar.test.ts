@@ -50,6 +50,7 @@ function billingConfig(over: Partial<BillingConfig>): BillingConfig {
     extractorRuleSetId: 'rs_router',
     source: 'router',
     outboxDir: '/nonexistent',
+    stateDir: '/nonexistent',
     requestTimeoutMs: 3000,
     retryIntervalMs: 10,
     maxRetryIntervalMs: 50,
