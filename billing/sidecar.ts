@@ -9,6 +9,7 @@ import type { BillingConfig, ListenAddress, RouterConfig } from '../proxy/config
 import { type BillingClient, createBillingClient } from './billing-client.ts';
 import { type DeliveryWorker, type DeliveryWorkerOptions, startDeliveryWorker } from './delivery-worker.ts';
 import { type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
+import { createSidecarMetrics } from './sidecar-metrics.ts';
 
 export { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
 
@@ -98,6 +99,12 @@ export async function startSidecar(
       },
     ],
   ]);
+  const metrics = createSidecarMetrics(worker, status);
+  routes.set('GET /metrics', async (_req, res) => {
+    const text = await metrics.text();
+    res.writeHead(200, { 'content-type': metrics.contentType });
+    res.end(text);
+  });
   for (const [key, handler] of opts.routes ?? []) routes.set(key, handler);
 
   const server = createServer((req, res) => {

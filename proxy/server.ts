@@ -385,7 +385,7 @@ async function forward(
       await upstreamRes.body.dump().catch(() => undefined);
       continue;
     }
-    await relay(ctx, hooks, upstreamRes, res);
+    await relay(ctx, hooks, upstreamRes, res, rt.metrics.activeStreams);
     return hooks;
   }
   throw lastError ?? new GatewayError('provider_not_selected');
@@ -437,6 +437,7 @@ async function relay(
   hooks: RuleHooks,
   up: UpstreamResponse,
   res: ServerResponse,
+  activeStreams: { inc(): void; dec(): void },
 ): Promise<void> {
   ctx.status = up.statusCode;
   const head: ResponseHead = runResponseHead(hooks.response, ctx, {
@@ -447,7 +448,12 @@ async function relay(
   head.headers['x-router-request-id'] = ctx.id;
   const contentType = head.headers['content-type'] ?? '';
   if (contentType.startsWith('text/event-stream') && head.status < 400) {
-    return relayStream(ctx, hooks, up, res, head);
+    activeStreams.inc();
+    try {
+      return await relayStream(ctx, hooks, up, res, head);
+    } finally {
+      activeStreams.dec();
+    }
   }
   if (contentType.includes('json') || head.status >= 400) return relayJson(ctx, hooks, up, res, head);
   return relayRaw(ctx, up, res, head);

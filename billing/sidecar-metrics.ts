@@ -1,0 +1,122 @@
+// Prometheus metrics of the billing sidecar (router-billing), served on its own port at GET /metrics.
+// Delivery numbers are read from the worker when scraped (it already counts them), so the hot path pays
+// nothing. Webhook outcomes are counted by the webhook handler through countWebhook(): the counter is one
+// per process (one sidecar per process in production) and is registered in every sidecar's registry.
+
+import client from 'prom-client';
+import type { DeliveryCounters } from './delivery-worker.ts';
+
+/** Webhook event kinds of the billing service; anything else is counted as `other`. */
+export const WEBHOOK_KINDS = [
+  'wallet.insufficient_balance',
+  'wallet.balance_changed',
+  'wallet.available_balance.threshold_crossed',
+  'usage_limit.exhausted',
+] as const;
+
+/**
+ * Suggested `result` values: `applied` (state updated), `duplicate` (id seen before), `ignored` (valid but
+ * no effect), `unauthorized` (bad / missing / stale signature), `bad_request` (unreadable body, no id),
+ * `error` (store or disk failure).
+ */
+export type WebhookResult = 'applied' | 'duplicate' | 'ignored' | 'unauthorized' | 'bad_request' | 'error';
+
+/** Webhooks received by kind and result. Prefer countWebhook(), which keeps `kind` bounded. */
+export const webhooksTotal = new client.Counter({
+  name: 'router_billing_webhooks_total',
+  help: 'Billing webhooks received, by event kind and result',
+  labelNames: ['kind', 'result'] as const,
+  registers: [],
+});
+
+const KNOWN_KINDS: ReadonlySet<string> = new Set(WEBHOOK_KINDS);
+
+/**
+ * Count one webhook. `kind` is the event type from the body, or undefined when it could not be read
+ * (unverified requests must not choose label values: a caller could otherwise grow the series without
+ * bound, so unknown kinds become `other` and unreadable ones `unknown`).
+ */
+export function countWebhook(kind: string | undefined, result: WebhookResult): void {
+  const label = kind === undefined ? 'unknown' : KNOWN_KINDS.has(kind) ? kind : 'other';
+  webhooksTotal.inc({ kind: label, result });
+}
+
+/** What the metrics read from the delivery side (the file-mode worker or the stream consumer). */
+export interface DeliverySource {
+  counters(): Pick<DeliveryCounters, 'delivered' | 'failedAttempts' | 'deadLettered' | 'inFlight'>;
+  /** Events waiting to be delivered. */
+  pending(): Promise<number>;
+}
+
+/** Dead-lettered events currently on disk or in the dead-letter stream (all processes, all time). */
+export interface DeadLetterSource {
+  read(): Promise<{ deadLettered: number }>;
+}
+
+export interface SidecarMetrics {
+  readonly registry: client.Registry;
+  /** Prometheus text format. */
+  text(): Promise<string>;
+  readonly contentType: string;
+}
+
+export function createSidecarMetrics(
+  delivery: DeliverySource | undefined,
+  deadLetters: DeadLetterSource | undefined,
+): SidecarMetrics {
+  const registry = new client.Registry();
+  client.collectDefaultMetrics({ register: registry, prefix: 'router_billing_' });
+  registry.registerMetric(webhooksTotal);
+
+  new client.Counter({
+    name: 'router_billing_deliveries_total',
+    help: 'Ingest attempts by result: ok (accepted by billing) or failed (will be retried or dead-lettered)',
+    labelNames: ['result'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      const c = delivery?.counters();
+      this.inc({ result: 'ok' }, c?.delivered ?? 0);
+      this.inc({ result: 'failed' }, c?.failedAttempts ?? 0);
+    },
+  });
+  new client.Counter({
+    name: 'router_billing_dead_letters_total',
+    help: 'Events this process moved to the dead letter after billing_max_attempts / max_attempts',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(delivery?.counters().deadLettered ?? 0);
+    },
+  });
+  new client.Gauge({
+    name: 'router_billing_dead_letter_events',
+    help: 'Events in the dead letter (file or stream) waiting for an operator',
+    registers: [registry],
+    async collect() {
+      this.set(deadLetters === undefined ? 0 : (await deadLetters.read()).deadLettered);
+    },
+  });
+  new client.Gauge({
+    name: 'router_billing_queue_depth',
+    help: 'Usage events queued and not yet delivered',
+    registers: [registry],
+    async collect() {
+      this.set(delivery === undefined ? 0 : await delivery.pending());
+    },
+  });
+  new client.Gauge({
+    name: 'router_billing_deliveries_in_flight',
+    help: 'Ingest calls in flight',
+    registers: [registry],
+    collect() {
+      this.set(delivery?.counters().inFlight ?? 0);
+    },
+  });
+
+  return {
+    registry,
+    contentType: registry.contentType,
+    text: () => registry.metrics(),
+  };
+}
