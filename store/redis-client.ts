@@ -1,0 +1,166 @@
+// The Redis connection of shared-store mode, built from the `store` block (spec 2.5): one endpoint,
+// redis:// or rediss:// (TLS), optional ACL user and password, `operation_timeout_ms` on every command
+// and reconnection with capped, jittered backoff. Every key the adapters touch goes through
+// `createKeyLayout`, so `key_prefix` is applied in exactly one place (conventions.md "Redis key layout").
+//
+// Commands fail fast while the connection is down (no offline queue, no resend after reconnect): the hot
+// path must answer 503 within the operation timeout instead of queueing behind an outage, and a write
+// that was reported as failed must not be replayed later behind the caller's back.
+
+import { hostname } from 'node:os';
+import { Redis, type RedisOptions } from 'ioredis';
+import type { Logger } from 'pino';
+import type { StoreConfig } from '../proxy/config/types.ts';
+
+export type { Redis } from 'ioredis';
+
+export interface RedisClientOptions {
+  /** Overrides operation_timeout_ms (the stream consumer's blocking reads need more). */
+  readonly commandTimeoutMs?: number;
+  /** Shown by CLIENT LIST. */
+  readonly connectionName?: string;
+  readonly logger?: Logger;
+}
+
+/** Reconnect delay: exponential from 50 ms, capped at 2 s, with up to 25% jitter so instances spread. */
+export function reconnectDelay(times: number, random: () => number = Math.random): number {
+  const base = Math.min(2000, 50 * 2 ** Math.min(times - 1, 10));
+  return Math.round(base * (0.75 + random() * 0.25));
+}
+
+/** ioredis options for the store block; the address URL supplies host, port, db and credentials. */
+export function redisOptions(config: StoreConfig, opts: RedisClientOptions = {}): RedisOptions {
+  const url = new URL(config.addr);
+  const tls = url.protocol === 'rediss:' || config.tls;
+  const db = url.pathname.length > 1 ? Number(url.pathname.slice(1)) : 0;
+  const username = config.username ?? (url.username === '' ? undefined : decodeURIComponent(url.username));
+  const password = config.password ?? (url.password === '' ? undefined : decodeURIComponent(url.password));
+  return {
+    host: url.hostname.replace(/^\[|\]$/g, ''),
+    port: url.port === '' ? 6379 : Number(url.port),
+    db: Number.isInteger(db) ? db : 0,
+    ...(username === undefined || username === '' ? {} : { username }),
+    ...(password === undefined || password === '' ? {} : { password }),
+    ...(tls ? { tls: { servername: url.hostname } } : {}),
+    commandTimeout: opts.commandTimeoutMs ?? config.operationTimeoutMs,
+    connectTimeout: Math.max(1000, config.operationTimeoutMs * 4),
+    retryStrategy: (times: number) => reconnectDelay(times),
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    autoResendUnfulfilledCommands: false,
+    // The store holds shared state only; RESP2-shaped replies keep the parsing below simple.
+    protocol: 2,
+    ...(opts.connectionName === undefined ? {} : { connectionName: opts.connectionName }),
+  };
+}
+
+/**
+ * A client that reconnects forever. Connection errors are logged once per outage (ioredis emits one per
+ * attempt), never with the password. Wait for `waitReady` before relying on it: commands fail while down.
+ */
+export function createRedisClient(config: StoreConfig, opts: RedisClientOptions = {}): Redis {
+  const client = new Redis(redisOptions(config, opts));
+  const log = opts.logger;
+  let down = false;
+  client.on('error', (err: Error) => {
+    if (down) return;
+    down = true;
+    log?.warn({ err: err.message, addr: redactAddr(config.addr) }, 'store connection failed; reconnecting');
+  });
+  client.on('ready', () => {
+    if (down) log?.info({ addr: redactAddr(config.addr) }, 'store connection restored');
+    down = false;
+  });
+  return client;
+}
+
+/** Resolves true once the client is ready, false after `timeoutMs` (the client keeps trying). */
+export function waitReady(client: Redis, timeoutMs: number): Promise<boolean> {
+  if (client.status === 'ready') return Promise.resolve(true);
+  return new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    function finish(ok: boolean): void {
+      clearTimeout(timer);
+      client.off('ready', onReady);
+      client.off('end', onEnd);
+      resolve(ok);
+    }
+    function onReady(): void {
+      finish(true);
+    }
+    function onEnd(): void {
+      finish(false);
+    }
+    client.on('ready', onReady);
+    client.on('end', onEnd);
+  });
+}
+
+/** Close without waiting for a dead server. */
+export async function closeRedisClient(client: Redis): Promise<void> {
+  if (client.status === 'end') return;
+  if (client.status !== 'ready') {
+    client.disconnect();
+    return;
+  }
+  try {
+    await client.quit();
+  } catch {
+    client.disconnect();
+  }
+}
+
+/** Addresses may carry credentials (redis://user:pass@host); logs get host and port only. */
+export function redactAddr(addr: string): string {
+  try {
+    const url = new URL(addr);
+    return `${url.protocol}//${url.host}`;
+  } catch {
+    return '(invalid address)';
+  }
+}
+
+/** Consumer name when billing_consumer_name is empty: unique per process (spec 2.5). */
+export function defaultConsumerName(): string {
+  return `${hostname()}-${process.pid}`;
+}
+
+/** The key layout of conventions.md, all under key_prefix. */
+export interface KeyLayout {
+  readonly prefix: string;
+  accessKey(name: string): string;
+  readonly accessKeyIndex: string;
+  subject(type: string, id: string): string;
+  webhook(id: string): string;
+  balance(type: string, id: string, currency: string): string;
+  /** Single-flight refresh lock of one cached balance. */
+  balanceLock(type: string, id: string, currency: string): string;
+  readonly stream: string;
+  /** stream entry id -> counted delivery attempts. */
+  readonly attempts: string;
+  readonly deadLetter: string;
+}
+
+export function createKeyLayout(config: Pick<StoreConfig, 'keyPrefix' | 'billingStream'>): KeyLayout {
+  const p = config.keyPrefix;
+  const stream = `${p}${config.billingStream}`;
+  return {
+    prefix: p,
+    accessKey: (name) => `${p}access_key:${name}`,
+    accessKeyIndex: `${p}access_key:index`,
+    subject: (type, id) => `${p}subject:${type}:${id}`,
+    webhook: (id) => `${p}webhook:${id}`,
+    balance: (type, id, currency) => `${p}balance:${type}:${id}:${currency}`,
+    balanceLock: (type, id, currency) => `${p}balance:${type}:${id}:${currency}:lock`,
+    stream,
+    attempts: `${stream}:attempts`,
+    deadLetter: `${stream}:dead-letter`,
+  };
+}
+
+/** Connection-level failures (down, timed out, closed) as opposed to a command the server refused. */
+export function isConnectionError(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  if (err.name === 'ReplyError') return /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN)/.test(err.message);
+  return true;
+}

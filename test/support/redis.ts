@@ -1,0 +1,202 @@
+// Test support: a private redis-server on a free port, no persistence, in a temporary directory. Tests
+// stop and restart it (same port) to exercise outages. Never a mock: when redis-server is missing the
+// test fails with a message saying how to get it (.ci/run installs it).
+
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import type { StoreConfig } from '../../proxy/config/types.ts';
+
+export interface RedisServer {
+  readonly port: number;
+  /** redis://127.0.0.1:<port> */
+  readonly url: string;
+  /** A plain admin connection for assertions (INFO, XLEN ...); reconnects after restarts. */
+  readonly admin: Redis;
+  /** Stop the server (SIGKILL: an abrupt outage). Resolves once the process is gone. */
+  stop(): Promise<void>;
+  /** Start it again on the same port (empty: no persistence). */
+  start(): Promise<void>;
+  /** Calls per command name from INFO commandstats, e.g. { evalsha: 3, xadd: 1 }. */
+  commandCounts(): Promise<Record<string, number>>;
+  /**
+   * MONITOR from now on: stop() returns the commands clients sent (lower-case name + args), leaving out
+   * those a Lua script issued and the monitor's own bookkeeping, i.e. one entry per client command.
+   */
+  monitor(): Promise<{ stop(): Promise<string[][]> }>;
+  close(): Promise<void>;
+}
+
+function findRedisServer(): string {
+  for (const candidate of ['redis-server', '/usr/bin/redis-server', '/usr/local/bin/redis-server']) {
+    try {
+      execFileSync(candidate, ['--version'], { stdio: 'ignore' });
+      return candidate;
+    } catch {
+      // try the next one
+    }
+  }
+  throw new Error(
+    'redis-server is not installed; the shared-store tests need a real one (apt-get install redis-server, or run .ci/run)',
+  );
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+export async function startRedis(): Promise<RedisServer> {
+  const bin = findRedisServer();
+  const dir = await mkdtemp(join(tmpdir(), 'router-redis-'));
+  const port = await freePort();
+  let child: ChildProcess | undefined;
+
+  async function start(): Promise<void> {
+    const proc = spawn(
+      bin,
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+        '--protected-mode',
+        'no',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    child = proc;
+    await new Promise<void>((resolve, reject) => {
+      let out = '';
+      const onData = (chunk: Buffer): void => {
+        out += chunk.toString();
+        if (out.includes('Ready to accept connections')) {
+          proc.stdout?.off('data', onData);
+          proc.stdout?.resume();
+          proc.off('exit', onExit);
+          resolve();
+        }
+      };
+      const onExit = (code: number | null): void =>
+        reject(new Error(`redis-server exited (${code}) before it was ready: ${out.slice(-500)}`));
+      proc.stdout?.on('data', onData);
+      proc.stderr?.resume();
+      proc.once('exit', onExit);
+    });
+  }
+
+  async function stop(): Promise<void> {
+    const proc = child;
+    child = undefined;
+    if (proc === undefined || proc.exitCode !== null) return;
+    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    proc.kill('SIGKILL');
+    await exited;
+  }
+
+  await start();
+  const admin = new Redis({
+    port,
+    host: '127.0.0.1',
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => 50,
+    protocol: 2,
+  });
+  admin.on('error', () => {});
+  await admin.connect();
+
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    admin,
+    stop,
+    start,
+    async commandCounts() {
+      const text = await admin.info('commandstats');
+      const counts: Record<string, number> = {};
+      for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts[m[1]] = Number(m[2]);
+      return counts;
+    },
+    async monitor() {
+      const mon = new Redis({ port, host: '127.0.0.1', lazyConnect: true, protocol: 2 });
+      mon.on('error', () => {});
+      await mon.connect();
+      const monitor = await mon.monitor();
+      const seen: string[][] = [];
+      const marker = `monitor-end-${Math.random().toString(36).slice(2)}`;
+      let onMarker: (() => void) | undefined;
+      monitor.on('monitor', (_time: string, args: string[], source: string) => {
+        if (args[0]?.toLowerCase() === 'echo' && args[1] === marker) {
+          onMarker?.();
+          return;
+        }
+        if (source === 'lua') return;
+        seen.push([args[0].toLowerCase(), ...args.slice(1)]);
+      });
+      return {
+        async stop() {
+          const done = new Promise<void>((resolve) => {
+            onMarker = resolve;
+          });
+          await admin.echo(marker);
+          await done;
+          monitor.disconnect();
+          mon.disconnect();
+          return seen;
+        },
+      };
+    },
+    async close() {
+      admin.disconnect();
+      await stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Command-count difference between two commandCounts() snapshots (only names that changed). */
+export function countDelta(
+  before: Record<string, number>,
+  after: Record<string, number>,
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, n] of Object.entries(after)) {
+    const d = n - (before[name] ?? 0);
+    if (d !== 0) out[name] = d;
+  }
+  return out;
+}
+
+/** A store block for tests (the defaults of proxy/config/schema.json with a unique key prefix). */
+export function testStoreConfig(url: string, overrides: Partial<StoreConfig> = {}): StoreConfig {
+  return {
+    enabled: true,
+    addr: url,
+    username: undefined,
+    password: undefined,
+    tls: false,
+    keyPrefix: `t${process.pid}-${Math.random().toString(36).slice(2, 8)}:`,
+    operationTimeoutMs: 500,
+    accessKeyMode: 'redis_preferred',
+    billingStream: 'billing:events',
+    billingConsumerGroup: 'router-billing',
+    billingConsumerName: '',
+    billingMaxAttempts: 10,
+    accessKeyHashSecret: 'test-hash-secret',
+    reclaimIdleMs: 30_000,
+    ...overrides,
+  };
+}
