@@ -3,7 +3,7 @@
 
 import type { Logger } from 'pino';
 import { openOutboxStatus } from '../billing/outbox/status.ts';
-import { openOutboxWriter } from '../billing/outbox-writer.ts';
+import { type OutboxWriter, openOutboxWriter } from '../billing/outbox-writer.ts';
 import { loadPricing } from '../billing/pricing.ts';
 import { createBillingEnqueueHook } from '../hooks/builtin/billing-enqueue.ts';
 import type { RouterConfig } from './config/types.ts';
@@ -24,10 +24,7 @@ export async function createBillingParts(
     },
   });
   for (const d of diagnostics) log.error({ file: d.file, line: d.line, col: d.col }, d.message);
-  const writer = await openOutboxWriter(config.billing.outboxDir, {
-    onError: (err) =>
-      log.error({ err: err instanceof Error ? err.message : String(err) }, 'outbox write failed'),
-  });
+  const { writer, release } = await shareWriter(config.billing.outboxDir, log);
   const status = openOutboxStatus(config.billing.outboxDir);
   const hook = createBillingEnqueueHook({
     billing: config.billing,
@@ -41,6 +38,49 @@ export async function createBillingParts(
       const s = await status.read();
       return { pending: s.pendingEvents + writer.pending(), dead_letter: s.deadLettered };
     },
-    close: () => writer.close(),
+    close: release,
+  };
+}
+
+/**
+ * One outbox writer per directory and process. It holds the directory's lock, so the runtime built by a
+ * reload (SIGHUP) shares the running one's writer instead of opening a second; the writer closes
+ * (flushing what is queued) when the last runtime using it closes.
+ */
+const writers = new Map<string, { writer: Promise<OutboxWriter>; users: number }>();
+
+async function shareWriter(
+  dir: string,
+  log: Logger,
+): Promise<{ writer: OutboxWriter; release: () => Promise<void> }> {
+  let entry = writers.get(dir);
+  if (entry === undefined) {
+    const opened = openOutboxWriter(dir, {
+      onError: (err) =>
+        log.error({ err: err instanceof Error ? err.message : String(err) }, 'outbox write failed'),
+    });
+    entry = { writer: opened, users: 0 };
+    writers.set(dir, entry);
+    opened.catch(() => writers.delete(dir));
+  }
+  const shared = entry;
+  shared.users++;
+  let writer: OutboxWriter;
+  try {
+    writer = await shared.writer;
+  } catch (err) {
+    shared.users--;
+    throw err;
+  }
+  let released = false;
+  return {
+    writer,
+    async release() {
+      if (released) return;
+      released = true;
+      if (--shared.users > 0) return;
+      if (writers.get(dir) === shared) writers.delete(dir);
+      await writer.close();
+    },
   };
 }

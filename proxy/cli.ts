@@ -7,15 +7,25 @@ import { pino } from 'pino';
 import { loadPricing } from '../billing/pricing.ts';
 import { ConfigError, compileConfig, startGateway } from './gateway.ts';
 
-const USAGE = `usage: router -c <config.yaml> [--no-sidecar]
+const USAGE = `usage: router -c <config.yaml> [--no-sidecar] [--shutdown-delay-ms N]
        router -t <config.yaml>
 
-  -c, --config FILE   run the gateway with this configuration
-  -t, --test FILE     validate the configuration and exit
-      --no-sidecar    do not start the billing sidecar (run router-billing separately)`;
+  -c, --config FILE          run the gateway with this configuration
+  -t, --test FILE            validate the configuration and exit
+      --no-sidecar           do not start the billing sidecar (run router-billing separately)
+      --shutdown-delay-ms N  on SIGTERM, fail /readyz but keep serving N ms before closing the listener
+
+  Signals: SIGTERM/SIGINT drain and exit 0 (a second one exits 1 at once); SIGHUP reloads the
+  configuration (an invalid one is refused and the running one kept).`;
 
 export async function main(argv: readonly string[]): Promise<number> {
-  let values: { config?: string; test?: string; 'no-sidecar'?: boolean; help?: boolean };
+  let values: {
+    config?: string;
+    test?: string;
+    'no-sidecar'?: boolean;
+    'shutdown-delay-ms'?: string;
+    help?: boolean;
+  };
   try {
     ({ values } = parseArgs({
       args: [...argv],
@@ -23,6 +33,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         config: { type: 'string', short: 'c' },
         test: { type: 'string', short: 't' },
         'no-sidecar': { type: 'boolean' },
+        'shutdown-delay-ms': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -40,8 +51,16 @@ export async function main(argv: readonly string[]): Promise<number> {
     console.error(USAGE);
     return 2;
   }
+  const shutdownDelayMs = Number(values['shutdown-delay-ms'] ?? '0');
+  if (!Number.isSafeInteger(shutdownDelayMs) || shutdownDelayMs < 0) {
+    console.error(`router: --shutdown-delay-ms wants a whole number of milliseconds\n${USAGE}`);
+    return 2;
+  }
   try {
-    const running = await startGateway(values.config, { sidecar: values['no-sidecar'] ? false : undefined });
+    const running = await startGateway(values.config, {
+      sidecar: values['no-sidecar'] ? false : undefined,
+      shutdownDelayMs,
+    });
     running.log.info({ url: running.url }, 'router listening');
     let stopping = false;
     const stop = async (signal: string) => {
@@ -49,6 +68,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       stopping = true;
       running.log.info({ signal }, 'draining');
       await running.close();
+      running.log.info({ signal }, 'stopped');
       process.exit(0);
     };
     process.on('SIGTERM', () => void stop('SIGTERM'));

@@ -22,6 +22,11 @@ export interface StartOptions {
   readonly sidecar?: boolean;
   readonly logger?: Logger;
   readonly extraHooks?: BuildOptions['extraHooks'];
+  /**
+   * On close(), keep accepting and serving this long with /readyz failing before the listener closes,
+   * so a load balancer that polls readiness stops sending first (default 0).
+   */
+  readonly shutdownDelayMs?: number;
 }
 
 export interface RunningGateway {
@@ -94,34 +99,73 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
   const sidecar = wantSidecar ? superviseSidecar(file, log, opts.env) : undefined;
 
   let closed = false;
+  // Reloads run one at a time; retired runtimes close once their last request ends.
+  let reloading: Promise<string[]> = Promise.resolve([]);
+  const retiring = new Set<Promise<void>>();
+  const retire = (old: Runtime) => {
+    const done: Promise<void> = gateway
+      .settled(old)
+      .then(() => old.close())
+      .catch((err: unknown) => log.warn({ err: String(err) }, 'closing the previous configuration failed'))
+      .finally(() => retiring.delete(done));
+    retiring.add(done);
+  };
+  const reloadOnce = async (): Promise<string[]> => {
+    let next: Awaited<ReturnType<typeof compileConfig>>;
+    try {
+      next = await compileConfig(file, { ...opts, log, upstream, metrics });
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      log.error({ diagnostic: message }, 'reload refused: configuration could not be built');
+      return [message];
+    }
+    if (next.runtime === undefined || next.config === undefined) {
+      for (const d of next.diagnostics) log.error({ diagnostic: d }, 'reload refused: configuration invalid');
+      return next.diagnostics;
+    }
+    const old = runtime;
+    runtime = next.runtime;
+    config = next.config;
+    gateway.setRuntime(runtime);
+    log.info({ providers: runtime.providers.size }, 'configuration reloaded');
+    // Requests in flight finish on the runtime they started with; its resources close after them.
+    retire(old);
+    return [];
+  };
   return {
     url,
     port: address.port,
     gateway,
     log,
     config: () => config,
-    async reload() {
-      const next = await compileConfig(file, { ...opts, log, upstream, metrics });
-      if (next.runtime === undefined || next.config === undefined) {
-        for (const d of next.diagnostics)
-          log.error({ diagnostic: d }, 'reload refused: configuration invalid');
-        return next.diagnostics;
-      }
-      const old = runtime;
-      runtime = next.runtime;
-      config = next.config;
-      gateway.setRuntime(runtime);
-      log.info({ providers: runtime.providers.size }, 'configuration reloaded');
-      // Requests in flight finish on the runtime they started with; its resources close after them.
-      waitIdle(gateway, config.limits.drainTimeoutMs).then(() => old.close().catch(() => undefined));
-      return [];
+    reload() {
+      if (closed) return Promise.resolve(['the gateway is shutting down']);
+      reloading = reloading.then(reloadOnce);
+      return reloading;
     },
     async close() {
       if (closed) return;
       closed = true;
+      await reloading;
+      const delay = opts.shutdownDelayMs ?? 0;
+      if (delay > 0) {
+        gateway.unready();
+        log.info(
+          { shutdownDelayMs: delay },
+          'readiness failing; still serving until the shutdown delay ends',
+        );
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
       gateway.drain();
+      log.info(
+        { inFlight: gateway.inFlight(), drainTimeoutMs: config.limits.drainTimeoutMs },
+        'listener closed; waiting for requests in flight',
+      );
       await waitIdle(gateway, config.limits.drainTimeoutMs);
+      if (gateway.inFlight() > 0)
+        log.warn({ inFlight: gateway.inFlight() }, 'drain timeout: closing the connections still open');
       gateway.server.closeAllConnections();
+      await Promise.all(retiring);
       await runtime.close();
       await upstream.close().catch(() => undefined);
       await sidecar?.stop();

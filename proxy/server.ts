@@ -53,24 +53,44 @@ export interface GatewayServer {
   /** Swap the compiled configuration; requests in flight keep the one they started with. */
   setRuntime(runtime: Runtime): void;
   runtime(): Runtime;
+  /**
+   * Fail /readyz but keep serving, so load balancers stop sending before the listener closes
+   * (the first step of a graceful shutdown when a shutdown delay is configured).
+   */
+  unready(): void;
   /** Flip readiness to failing and stop accepting new requests (graceful shutdown). */
   drain(): void;
   /** Requests currently in flight. */
   inFlight(): number;
+  /** Resolves once no request that started on `runtime` is in flight (reload: retire the old one). */
+  settled(runtime: Runtime): Promise<void>;
 }
 
 export function createGatewayServer(initial: Runtime): GatewayServer {
   let current = initial;
-  let draining = false;
+  let phase: ServingPhase = 'serving';
   let active = 0;
+  // Requests in flight per runtime, and who waits for a runtime to have none (reload retires it).
+  const users = new Map<Runtime, { count: number; idle: (() => void)[] }>();
+  const release = (rt: Runtime) => {
+    const u = users.get(rt);
+    if (u === undefined || --u.count > 0) return;
+    users.delete(rt);
+    for (const resolve of u.idle) resolve();
+  };
 
   const server = createServer({ noDelay: true, keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
     active++;
+    const rt = current;
+    const u = users.get(rt);
+    if (u === undefined) users.set(rt, { count: 1, idle: [] });
+    else u.count++;
     res.on('close', () => {
       active--;
+      release(rt);
     });
-    handle(current, req, res, draining).catch((err: unknown) => {
-      current.log.error({ err: describeError(err) }, 'unhandled request failure');
+    handle(rt, req, res, phase).catch((err: unknown) => {
+      rt.log.error({ err: describeError(err) }, 'unhandled request failure');
       if (!res.headersSent) {
         res.writeHead(500, { 'content-type': 'application/json' });
         res.end('{"error":{"message":"Internal error","type":"server_error","code":"internal_error"}}');
@@ -92,20 +112,31 @@ export function createGatewayServer(initial: Runtime): GatewayServer {
       current = runtime;
     },
     runtime: () => current,
+    unready() {
+      if (phase === 'serving') phase = 'unready';
+    },
     drain() {
-      draining = true;
+      phase = 'draining';
       server.close();
       server.closeIdleConnections();
     },
     inFlight: () => active,
+    settled(runtime) {
+      const u = users.get(runtime);
+      if (u === undefined) return Promise.resolve();
+      return new Promise((resolve) => u.idle.push(resolve));
+    },
   };
 }
+
+/** serving -> unready (readiness fails, requests still served) -> draining (listener closed). */
+type ServingPhase = 'serving' | 'unready' | 'draining';
 
 async function handle(
   rt: Runtime,
   req: IncomingMessage,
   res: ServerResponse,
-  draining: boolean,
+  phase: ServingPhase,
 ): Promise<void> {
   const url = req.url ?? '/';
   const q = url.indexOf('?');
@@ -124,12 +155,13 @@ async function handle(
   );
   switch (route.kind) {
     case 'proxy':
-      if (draining) return sendError(res, route.format, new GatewayError('shutting_down'), id);
+      if (phase === 'draining') return sendError(res, route.format, new GatewayError('shutting_down'), id);
       return proxyRequest(rt, route, req, res, id, path, query);
     case 'healthz':
       return sendJson(res, 200, { status: 'ok' });
     case 'readyz': {
       const report = await rt.readiness();
+      const draining = phase !== 'serving';
       const ready = report.ready && !draining;
       return sendJson(res, ready ? 200 : 503, { ...report, ready, draining });
     }
