@@ -1,0 +1,492 @@
+// Delivers the billing stream (shared-store mode) to billing ingest, at least once, with the delivery
+// semantics of the file-mode worker (billing/delivery-worker.ts):
+// - up to `window` ingests in flight; each entry is retried on its own with full-jitter exponential
+//   backoff (retry_interval_ms doubling up to max_retry_interval_ms);
+// - outage-type failures (retryable with unavailable=true: network error, timeout, 408, 429, 502-504)
+//   are retried for as long as the outage lasts and are not counted; while one is being retried no new
+//   entries are read, so an outage costs one probe per backoff, not a storm;
+// - every other failure counts (HINCRBY on the attempts hash, shared by all consumers, so a reclaimed
+//   entry keeps its count); at billing_max_attempts counted attempts the entry is moved to
+//   `<stream>:dead-letter` atomically.
+//
+// Group semantics (spec 3, 6.3): all sidecars read with XREADGROUP in `billing_consumer_group` under a
+// name unique per process. An entry stays in its consumer's pending list until it is delivered
+// (XACK + XDEL + HDEL in one MULTI) or dead-lettered. A consumer that dies leaves its entries pending;
+// once idle for reclaim_idle_ms another consumer takes them with XAUTOCLAIM. A live consumer refreshes
+// the idle time of what it holds (XCLAIM JUSTID, only while it is still the owner) at a third of that
+// period, so an entry has one active consumer at a time. Should two ever send the same event, the
+// Idempotency-Key makes the billing service count it once.
+
+import type { Logger } from 'pino';
+import type { BillingConfig, StoreConfig } from '../proxy/config/types.ts';
+import {
+  closeRedisClient,
+  createKeyLayout,
+  createRedisClient,
+  defaultConsumerName,
+  type KeyLayout,
+  type Redis,
+  waitReady,
+} from '../store/redis-client.ts';
+import { defineScript } from '../store/redis-store.ts';
+import type { IngestResult } from './billing-client.ts';
+import { backoffDelay } from './delivery-worker.ts';
+import type { UsageEvent } from './types.ts';
+
+export interface StreamConsumerOptions {
+  readonly store: StoreConfig;
+  readonly billing: Pick<BillingConfig, 'retryIntervalMs' | 'maxRetryIntervalMs'>;
+  readonly client: { ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult> };
+  readonly logger?: Logger;
+  /** Ingests in flight at most (default 16). */
+  readonly window?: number;
+  /** XREADGROUP BLOCK time when the stream is empty (default 1000 ms). */
+  readonly blockMs?: number;
+  /** How often pending entries of other consumers are checked for reclaiming (default reclaim_idle_ms / 2). */
+  readonly reclaimIntervalMs?: number;
+  /** Jitter source in [0, 1) (default Math.random). */
+  readonly random?: () => number;
+}
+
+export interface StreamConsumerCounters {
+  delivered: number;
+  failedAttempts: number;
+  deadLettered: number;
+  reclaimed: number;
+  inFlight: number;
+  lastError: { code: string; status: number | undefined; message: string; at: string } | undefined;
+}
+
+export interface StreamStatus {
+  /** Entries in the stream: queued or being delivered (delivered entries are deleted). */
+  pending: number;
+  /** Entries delivered to some consumer and not yet acknowledged (XPENDING). */
+  claimed: number;
+  deadLetter: number;
+}
+
+export interface StreamConsumer {
+  readonly name: string;
+  counters(): StreamConsumerCounters;
+  /** XLEN / XPENDING / XLEN of the dead-letter stream; throws when the store is down. */
+  status(): Promise<StreamStatus>;
+  /** Lets in-flight ingests end (or aborts them), then closes the connections. Held entries stay pending. */
+  stop(opts?: { abort?: boolean }): Promise<void>;
+}
+
+// Refresh the idle time of an entry only if this consumer still owns it. KEYS: stream. ARGV: group,
+// consumer, id. 1 = still ours.
+const TOUCH = defineScript(`
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if #p == 0 or p[1][2] ~= ARGV[2] then return 0 end
+redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'JUSTID')
+return 1
+`);
+
+// Move an entry to the dead-letter stream, atomically and only by its owner. KEYS: stream, dead-letter,
+// attempts. ARGV: group, consumer, id, payload, attempts, error code, error message.
+const DEAD_LETTER = defineScript(`
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if #p == 0 or p[1][2] ~= ARGV[2] then return 0 end
+redis.call('XADD', KEYS[2], '*', 'payload', ARGV[4], 'source_id', ARGV[3], 'attempts', ARGV[5],
+  'error_code', ARGV[6], 'error', ARGV[7], 'dead_lettered_at', ARGV[8])
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+redis.call('XDEL', KEYS[1], ARGV[3])
+redis.call('HDEL', KEYS[3], ARGV[3])
+return 1
+`);
+
+interface Held {
+  readonly id: string;
+  readonly payload: string;
+  /** Counted attempts so far (from the shared attempts hash). */
+  attempts: number;
+  /** Consecutive failures of any kind (backoff exponent). */
+  failures: number;
+  /** The last failure said "service unavailable". */
+  outage: boolean;
+  abort: AbortController | undefined;
+}
+
+type StreamEntries = [id: string, fields: string[] | null][];
+
+function fieldsToPayload(fields: string[] | null): string | undefined {
+  if (fields === null) return undefined;
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === 'payload') return fields[i + 1];
+  return undefined;
+}
+
+export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<StreamConsumer> {
+  const { store, billing, client, logger } = opts;
+  const windowSize = Math.max(1, opts.window ?? 16);
+  const blockMs = Math.max(1, opts.blockMs ?? 1000);
+  const reclaimIntervalMs = Math.max(10, opts.reclaimIntervalMs ?? Math.floor(store.reclaimIdleMs / 2));
+  const heartbeatMs = Math.max(10, Math.floor(store.reclaimIdleMs / 3));
+  const random = opts.random ?? Math.random;
+  const name = store.billingConsumerName === '' ? defaultConsumerName() : store.billingConsumerName;
+  const group = store.billingConsumerGroup;
+  const keys: KeyLayout = createKeyLayout(store);
+
+  const cmd = createRedisClient(store, { logger, connectionName: `router-billing:${name}` });
+  // Blocking reads hold the connection for up to blockMs: their own client with a longer timeout.
+  const reader = createRedisClient(store, {
+    commandTimeoutMs: blockMs + store.operationTimeoutMs,
+    connectionName: `router-billing-read:${name}`,
+  });
+  await Promise.all([waitReady(cmd, 2000), waitReady(reader, 2000)]);
+
+  const held = new Map<string, Held>();
+  const tasks = new Set<Promise<void>>();
+  const counters: Omit<StreamConsumerCounters, 'inFlight'> = {
+    delivered: 0,
+    failedAttempts: 0,
+    deadLettered: 0,
+    reclaimed: 0,
+    lastError: undefined,
+  };
+  let inFlight = 0;
+  let stopping = false;
+  const stopController = new AbortController();
+  let wakeResolve: (() => void) | undefined;
+
+  function wake(): void {
+    const r = wakeResolve;
+    wakeResolve = undefined;
+    r?.();
+  }
+  function waitForWake(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        stopController.signal.removeEventListener('abort', done);
+        if (wakeResolve === done) wakeResolve = undefined;
+        resolve();
+      }
+      wakeResolve = done;
+      stopController.signal.addEventListener('abort', done, { once: true });
+    });
+  }
+  function sleep(ms: number): Promise<void> {
+    return waitForAbort(ms, stopController.signal);
+  }
+  function recordError(code: string, status: number | undefined, message: string): void {
+    counters.lastError = { code, status, message, at: new Date().toISOString() };
+  }
+
+  async function ensureGroup(): Promise<void> {
+    try {
+      await cmd.xgroup('CREATE', keys.stream, group, '0', 'MKSTREAM');
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith('BUSYGROUP')) throw err;
+    }
+  }
+
+  async function adopt(entries: StreamEntries, reclaimed: boolean): Promise<void> {
+    const fresh = entries.filter(([id]) => !held.has(id));
+    if (fresh.length === 0) return;
+    const counts = await cmd.hmget(keys.attempts, ...fresh.map(([id]) => id));
+    fresh.forEach(([id, fields], i) => {
+      const entry: Held = {
+        id,
+        payload: fieldsToPayload(fields) ?? '',
+        attempts: Number(counts[i] ?? 0),
+        failures: 0,
+        outage: false,
+        abort: undefined,
+      };
+      held.set(id, entry);
+      if (reclaimed) counters.reclaimed++;
+      const task = deliver(entry).finally(() => {
+        tasks.delete(task);
+        held.delete(id);
+        wake();
+      });
+      tasks.add(task);
+    });
+    if (reclaimed) logger?.info({ count: fresh.length, consumer: name }, 'reclaimed pending billing entries');
+  }
+
+  /** One entry from first send to delivered, dead-lettered, lost to another consumer, or stop. */
+  async function deliver(entry: Held): Promise<void> {
+    let event: UsageEvent;
+    try {
+      event = JSON.parse(entry.payload) as UsageEvent;
+      if (event === null || typeof event !== 'object' || typeof event.idempotency_key !== 'string') {
+        throw new Error('not a usage event');
+      }
+    } catch (err) {
+      await deadLetter(entry, 'invalid_payload', errorText(err));
+      return;
+    }
+    while (!stopping) {
+      if (entry.failures > 0) {
+        await sleep(
+          backoffDelay(entry.failures, billing.retryIntervalMs, billing.maxRetryIntervalMs, random),
+        );
+        if (stopping) return;
+        if (!(await stillOwned(entry))) return;
+      }
+      const abort = new AbortController();
+      entry.abort = abort;
+      inFlight++;
+      const result = await Promise.resolve()
+        .then(() => client.ingest(event, abort.signal))
+        .catch(
+          (err: unknown): IngestResult => ({
+            kind: 'retryable',
+            status: undefined,
+            code: 'client_error',
+            message: errorText(err),
+            unavailable: true,
+          }),
+        );
+      inFlight--;
+      entry.abort = undefined;
+      if (result.kind === 'ok') {
+        counters.delivered++;
+        entry.outage = false;
+        await acknowledge(entry);
+        return;
+      }
+      if (result.code === 'aborted' && stopping) return; // not an attempt: redelivered later
+      entry.failures++;
+      counters.failedAttempts++;
+      recordError(result.code, result.status, result.message);
+      entry.outage = result.kind === 'retryable' && result.unavailable;
+      if (!entry.outage) {
+        try {
+          entry.attempts = await cmd.hincrby(keys.attempts, entry.id, 1);
+        } catch (err) {
+          // The count could not be recorded: retry without counting rather than lose the event.
+          logger?.warn({ err: errorText(err), id: entry.id }, 'could not record a delivery attempt');
+        }
+      }
+      logger?.warn(
+        {
+          request_id: event.external_event_id,
+          code: result.code,
+          status: result.status,
+          attempts: entry.attempts,
+          failures: entry.failures,
+        },
+        'billing ingest failed',
+      );
+      if (!entry.outage && entry.attempts >= store.billingMaxAttempts) {
+        await deadLetter(entry, result.code, result.message);
+        return;
+      }
+    }
+  }
+
+  async function stillOwned(entry: Held): Promise<boolean> {
+    try {
+      const owned = (await TOUCH.run(cmd, [keys.stream], [group, name, entry.id])) === 1;
+      if (!owned) logger?.info({ id: entry.id }, 'billing entry now owned by another consumer; leaving it');
+      return owned;
+    } catch {
+      return true; // store down: keep retrying the ingest; ownership is checked again next time
+    }
+  }
+
+  async function acknowledge(entry: Held): Promise<void> {
+    let failures = 0;
+    while (true) {
+      try {
+        await cmd
+          .multi()
+          .xack(keys.stream, group, entry.id)
+          .xdel(keys.stream, entry.id)
+          .hdel(keys.attempts, entry.id)
+          .exec();
+        return;
+      } catch (err) {
+        // Delivered but not acknowledged: if we give up, the entry is sent again and deduplicated.
+        failures++;
+        recordError('store_error', undefined, errorText(err));
+        if (stopping) return;
+        await sleep(backoffDelay(failures, 100, 2000, random));
+      }
+    }
+  }
+
+  async function deadLetter(entry: Held, code: string, message: string): Promise<void> {
+    let failures = 0;
+    while (!stopping) {
+      try {
+        const moved = await DEAD_LETTER.run(
+          cmd,
+          [keys.stream, keys.deadLetter, keys.attempts],
+          [group, name, entry.id, entry.payload, entry.attempts, code, message, new Date().toISOString()],
+        );
+        if (moved === 1) {
+          counters.deadLettered++;
+          logger?.error(
+            { id: entry.id, attempts: entry.attempts, code },
+            'billing event dead-lettered after max attempts',
+          );
+        }
+        return;
+      } catch (err) {
+        failures++;
+        recordError('store_error', undefined, errorText(err));
+        await sleep(backoffDelay(failures, 100, 2000, random));
+      }
+    }
+  }
+
+  async function heartbeat(): Promise<void> {
+    if (held.size === 0) return;
+    await Promise.all([...held.values()].map((e) => TOUCH.run(cmd, [keys.stream], [group, name, e.id])));
+  }
+
+  let reclaimCursor = '0-0';
+  let nextReclaim = 0;
+  async function reclaim(): Promise<void> {
+    const room = windowSize - held.size;
+    if (room <= 0) return;
+    const reply = (await cmd.xautoclaim(
+      keys.stream,
+      group,
+      name,
+      store.reclaimIdleMs,
+      reclaimCursor,
+      'COUNT',
+      room,
+    )) as [string, StreamEntries, string[]?];
+    reclaimCursor = reply[0];
+    await adopt(
+      reply[1].filter((e) => e !== null),
+      true,
+    );
+  }
+
+  function outageInProgress(): boolean {
+    for (const e of held.values()) if (e.outage) return true;
+    return false;
+  }
+
+  async function loop(): Promise<void> {
+    let failures = 0;
+    let ownPending = true;
+    let groupReady = false;
+    while (!stopping) {
+      try {
+        if (!groupReady) {
+          await ensureGroup();
+          groupReady = true;
+        }
+        if (ownPending) {
+          // Entries delivered to this consumer name before a restart (a fixed billing_consumer_name).
+          const mine = await readGroup(cmd, ['COUNT', windowSize, 'STREAMS', keys.stream, '0']);
+          await adopt(mine, false);
+          ownPending = false;
+        }
+        if (Date.now() >= nextReclaim) {
+          nextReclaim = Date.now() + reclaimIntervalMs;
+          await reclaim();
+        }
+        if (held.size >= windowSize || outageInProgress()) {
+          await waitForWake(Math.max(10, nextReclaim - Date.now()));
+          failures = 0;
+          continue;
+        }
+        const block = Math.max(1, Math.min(blockMs, nextReclaim - Date.now()));
+        const entries = await readGroup(reader, [
+          'COUNT',
+          windowSize - held.size,
+          'BLOCK',
+          block,
+          'STREAMS',
+          keys.stream,
+          '>',
+        ]);
+        await adopt(entries, false);
+        failures = 0;
+      } catch (err) {
+        if (stopping) break;
+        const text = errorText(err);
+        if (text.startsWith('NOGROUP')) groupReady = false; // the store lost the group (restart)
+        failures++;
+        recordError('store_error', undefined, text);
+        if (failures === 1) logger?.warn({ err: text }, 'billing stream read failed; retrying');
+        await sleep(backoffDelay(failures, 100, 2000, random));
+      }
+    }
+  }
+
+  async function readGroup(conn: Redis, args: (string | number)[]): Promise<StreamEntries> {
+    const reply = (await conn.call('XREADGROUP', 'GROUP', group, name, ...args)) as
+      | [string, StreamEntries][]
+      | null;
+    if (reply === null || reply.length === 0) return [];
+    return reply[0][1];
+  }
+
+  const heartbeatTimer = setInterval(() => {
+    heartbeat().catch((err: unknown) =>
+      logger?.debug({ err: errorText(err) }, 'billing entry heartbeat failed'),
+    );
+  }, heartbeatMs);
+  heartbeatTimer.unref();
+
+  const running = loop();
+  logger?.info({ consumer: name, group, stream: keys.stream }, 'billing stream consumer started');
+
+  let stopped: Promise<void> | undefined;
+  return {
+    name,
+    counters: () => ({ ...counters, inFlight }),
+    async status() {
+      const reply = await cmd
+        .pipeline()
+        .xlen(keys.stream)
+        .xpending(keys.stream, group)
+        .xlen(keys.deadLetter)
+        .exec();
+      if (reply === null) throw new Error('store did not answer');
+      const [lenR, pendR, deadR] = reply;
+      for (const [err] of reply) {
+        if (err && !err.message.startsWith('NOGROUP')) throw err;
+      }
+      const pend = pendR[1] as [number, ...unknown[]] | null;
+      return {
+        pending: Number(lenR[1] ?? 0),
+        claimed: Array.isArray(pend) ? Number(pend[0] ?? 0) : 0,
+        deadLetter: Number(deadR[1] ?? 0),
+      };
+    },
+    stop(stopOpts = {}) {
+      stopped ??= (async () => {
+        stopping = true;
+        stopController.abort();
+        clearInterval(heartbeatTimer);
+        if (stopOpts.abort) for (const e of held.values()) e.abort?.abort();
+        reader.disconnect(); // ends a blocking read at once
+        wake();
+        await running;
+        await Promise.all([...tasks]);
+        await closeRedisClient(cmd);
+        logger?.info({ consumer: name, delivered: counters.delivered }, 'billing stream consumer stopped');
+      })();
+      return stopped;
+    },
+  } satisfies StreamConsumer;
+}
+
+function waitForAbort(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted || ms <= 0) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

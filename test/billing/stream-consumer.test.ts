@@ -1,0 +1,275 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { IngestResult } from '../../billing/billing-client.ts';
+import { createBillingClient } from '../../billing/billing-client.ts';
+import { type StreamConsumer, startStreamConsumer } from '../../billing/stream-consumer.ts';
+import type { UsageEvent } from '../../billing/types.ts';
+import type { StoreConfig } from '../../proxy/config/types.ts';
+import { startBillingSim } from '../../sim/billing/server.ts';
+import { createKeyLayout, createRedisClient, waitReady } from '../../store/redis-client.ts';
+import { createRedisEventQueue } from '../../store/redis-queue.ts';
+import { type RedisServer, startRedis, testStoreConfig } from '../support/redis.ts';
+
+let redis: RedisServer;
+before(async () => {
+  redis = await startRedis();
+});
+after(async () => {
+  await redis.close();
+});
+
+function makeEvent(i: number): UsageEvent {
+  const rid = `req-${i}`;
+  return {
+    source: 'router',
+    external_event_id: rid,
+    idempotency_key: `router:${rid}`,
+    occurred_at: 1760000000 + i,
+    subject_type: 'api_key',
+    subject_id: 'client-a',
+    raw_json: {
+      provider: 'openai',
+      api: 'chat.completions',
+      model: 'gpt-4o-mini',
+      stream: false,
+      status: 200,
+      usage_stage: 'upstream',
+      usage: {
+        input_tokens: 12,
+        output_tokens: 5,
+        total_tokens: 17,
+        prompt_tokens: 12,
+        completion_tokens: 5,
+      },
+      meta: { subject_type: 'api_key', subject_id: 'client-a', request_id: rid },
+    },
+  };
+}
+
+const BILLING = { retryIntervalMs: 5, maxRetryIntervalMs: 20 };
+
+async function enqueue(store: StoreConfig, events: UsageEvent[]): Promise<void> {
+  const client = createRedisClient(store);
+  await waitReady(client, 2000);
+  const queue = createRedisEventQueue(client, createKeyLayout(store));
+  for (const e of events) await queue.enqueue(e);
+  client.disconnect();
+}
+
+async function until(check: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** A scripted billing client: answers from `script` per call (then ok), recording what it saw. */
+function scriptedClient(script: (call: number, event: UsageEvent) => IngestResult | 'hang') {
+  const seen: string[] = [];
+  let calls = 0;
+  return {
+    seen,
+    ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult> {
+      seen.push(event.idempotency_key);
+      const answer = script(++calls, event);
+      if (answer !== 'hang') return Promise.resolve(answer);
+      return new Promise((resolve) => {
+        signal?.addEventListener('abort', () =>
+          resolve({
+            kind: 'retryable',
+            status: undefined,
+            code: 'aborted',
+            message: 'aborted',
+            unavailable: true,
+          }),
+        );
+      });
+    },
+  };
+}
+
+test('delivers every stream entry to the billing simulator once, then acks and deletes it', async () => {
+  const sim = await startBillingSim({ apiKey: 'sk-test' });
+  const store = testStoreConfig(redis.url);
+  const client = createBillingClient({
+    baseUrl: sim.url,
+    projectId: sim.projectId,
+    apiKey: 'sk-test',
+    extractorRuleSetId: 'rs_router',
+    requestTimeoutMs: 2000,
+  });
+  let consumer: StreamConsumer | undefined;
+  try {
+    await enqueue(
+      store,
+      Array.from({ length: 25 }, (_, i) => makeEvent(i)),
+    );
+    consumer = await startStreamConsumer({ store, billing: BILLING, client, window: 4 });
+    await sim.waitForEvents(25, 10_000);
+    const k = createKeyLayout(store);
+    await until(async () => (await redis.admin.xlen(k.stream)) === 0, 'stream emptied');
+    assert.equal(sim.accepted, 25);
+    assert.equal(sim.duplicates, 0);
+    assert.deepEqual(await consumer.status(), { pending: 0, claimed: 0, deadLetter: 0 });
+    assert.equal(await redis.admin.exists(k.attempts), 0);
+    assert.equal(consumer.counters().delivered, 25);
+  } finally {
+    await consumer?.stop();
+    await client.close();
+    await sim.close();
+  }
+});
+
+test('counted failures dead-letter at billing_max_attempts; outage failures are not counted', async () => {
+  const store = testStoreConfig(redis.url, { billingMaxAttempts: 3 });
+  const k = createKeyLayout(store);
+  const client = scriptedClient((_call, event) => {
+    if (event.idempotency_key === 'router:req-poison')
+      return { kind: 'permanent', status: 400, code: 'http_400', message: 'bad event' };
+    if (
+      event.idempotency_key === 'router:req-outage' &&
+      client.seen.filter((s) => s === 'router:req-outage').length <= 6
+    )
+      return { kind: 'retryable', status: 503, code: 'http_503', message: 'down', unavailable: true };
+    return { kind: 'ok', status: 202 };
+  });
+  const poison = { ...makeEvent(0), idempotency_key: 'router:req-poison', external_event_id: 'req-poison' };
+  const outage = { ...makeEvent(1), idempotency_key: 'router:req-outage', external_event_id: 'req-outage' };
+  await enqueue(store, [poison, outage]);
+  await redis.admin.xadd(k.stream, '*', 'payload', '{not json');
+  const consumer = await startStreamConsumer({ store, billing: BILLING, client, window: 4 });
+  try {
+    await until(async () => (await redis.admin.xlen(k.deadLetter)) === 2, 'two dead letters');
+    await until(async () => (await redis.admin.xlen(k.stream)) === 0, 'stream emptied');
+    assert.equal(client.seen.filter((s) => s === 'router:req-poison').length, 3, 'three counted attempts');
+    assert.equal(client.seen.filter((s) => s === 'router:req-outage').length, 7, 'six outages + success');
+    const dead = await redis.admin.xrange(k.deadLetter, '-', '+');
+    const fields = dead.map(([, f]) => {
+      const o: Record<string, string> = {};
+      for (let i = 0; i + 1 < f.length; i += 2) o[f[i]] = f[i + 1];
+      return o;
+    });
+    const byCode = new Map(fields.map((f) => [f.error_code, f]));
+    assert.equal(byCode.get('http_400')?.attempts, '3');
+    assert.equal(JSON.parse(byCode.get('http_400')?.payload ?? '{}').idempotency_key, 'router:req-poison');
+    assert.equal(byCode.get('invalid_payload')?.payload, '{not json');
+    assert.equal(await redis.admin.exists(k.attempts), 0, 'attempt counts removed with the entries');
+    assert.deepEqual(await consumer.status(), { pending: 0, claimed: 0, deadLetter: 2 });
+  } finally {
+    await consumer.stop();
+  }
+});
+
+test("a dead consumer's pending entries are reclaimed by another after the idle timeout, billed once", async () => {
+  const sim = await startBillingSim({ apiKey: 'sk-test' });
+  const store = testStoreConfig(redis.url, { reclaimIdleMs: 300 });
+  const k = createKeyLayout(store);
+  const hanging = scriptedClient(() => 'hang');
+  const real = createBillingClient({
+    baseUrl: sim.url,
+    projectId: sim.projectId,
+    apiKey: 'sk-test',
+    extractorRuleSetId: 'rs_router',
+    requestTimeoutMs: 2000,
+  });
+  const a = await startStreamConsumer({
+    store: { ...store, billingConsumerName: 'consumer-a' },
+    billing: BILLING,
+    client: hanging,
+    window: 8,
+  });
+  let b: StreamConsumer | undefined;
+  try {
+    await enqueue(
+      store,
+      Array.from({ length: 5 }, (_, i) => makeEvent(100 + i)),
+    );
+    await until(async () => hanging.seen.length === 5, 'consumer A holding all five');
+    // A "dies": its ingests never finish and its entries stay in its pending list.
+    await a.stop({ abort: true });
+    const pending = (await redis.admin.xpending(k.stream, store.billingConsumerGroup)) as [
+      number,
+      string,
+      string,
+      [string, string][],
+    ];
+    assert.equal(pending[0], 5);
+    assert.deepEqual(pending[3], [['consumer-a', '5']]);
+
+    b = await startStreamConsumer({
+      store: { ...store, billingConsumerName: 'consumer-b' },
+      billing: BILLING,
+      client: real,
+      window: 8,
+      reclaimIntervalMs: 50,
+    });
+    await sim.waitForEvents(5, 10_000);
+    await until(async () => (await redis.admin.xlen(k.stream)) === 0, 'stream emptied');
+    assert.equal(sim.accepted, 5);
+    assert.equal(b.counters().reclaimed, 5);
+    assert.deepEqual(
+      sim.events.map((e) => e.idempotency_key).sort(),
+      Array.from({ length: 5 }, (_, i) => `router:req-${100 + i}`).sort(),
+    );
+  } finally {
+    await b?.stop();
+    await real.close();
+    await sim.close();
+  }
+});
+
+test('a live consumer keeps its entries: no reclaim while it retries past the idle timeout', async () => {
+  const store = testStoreConfig(redis.url, { reclaimIdleMs: 150 });
+  const failUntil = Date.now() + 800;
+  const slow = scriptedClient(() =>
+    Date.now() < failUntil
+      ? { kind: 'retryable', status: 503, code: 'http_503', message: 'down', unavailable: true }
+      : { kind: 'ok', status: 202 },
+  );
+  const other = scriptedClient(() => ({ kind: 'ok', status: 202 }));
+  await enqueue(store, [makeEvent(200)]);
+  const a = await startStreamConsumer({
+    store: { ...store, billingConsumerName: 'keeper-a' },
+    billing: { retryIntervalMs: 50, maxRetryIntervalMs: 100 },
+    client: slow,
+  });
+  await until(async () => slow.seen.length >= 1, 'A took the entry');
+  const b = await startStreamConsumer({
+    store: { ...store, billingConsumerName: 'keeper-b' },
+    billing: BILLING,
+    client: other,
+    reclaimIntervalMs: 20,
+  });
+  try {
+    const k = createKeyLayout(store);
+    await until(async () => (await redis.admin.xlen(k.stream)) === 0, 'delivered', 10_000);
+    assert.equal(other.seen.length, 0, 'the live owner was never robbed');
+    assert.ok(slow.seen.length >= 2);
+  } finally {
+    await a.stop();
+    await b.stop();
+  }
+});
+
+test('store restart: the consumer recreates its group and delivers new entries', async () => {
+  const store = testStoreConfig(redis.url);
+  const k = createKeyLayout(store);
+  const client = scriptedClient(() => ({ kind: 'ok', status: 202 }));
+  const consumer = await startStreamConsumer({ store, billing: BILLING, client, blockMs: 100 });
+  try {
+    await enqueue(store, [makeEvent(300)]);
+    await until(async () => client.seen.length === 1, 'first delivery');
+    await redis.stop();
+    await until(async () => consumer.counters().lastError?.code === 'store_error', 'a failed read');
+    await assert.rejects(consumer.status());
+    await redis.start();
+    await redis.admin.ping().catch(() => undefined);
+    await until(async () => (await redis.admin.ping().catch(() => '')) === 'PONG', 'admin reconnected');
+    await enqueue(store, [makeEvent(301)]);
+    await until(async () => client.seen.includes('router:req-301'), 'delivery after restart');
+    await until(async () => (await redis.admin.xlen(k.stream)) === 0, 'acked after restart');
+  } finally {
+    await consumer.stop();
+  }
+});
