@@ -9,7 +9,7 @@ import type { BillingConfig } from '../../proxy/config/types.ts';
 import type { GatewayMetrics } from '../../proxy/metrics.ts';
 import { describeError } from '../../proxy/pipeline.ts';
 import type { EventQueue } from '../../store/types.ts';
-import type { Hook, RequestContext } from '../types.ts';
+import type { Hook, RequestContext, Usage } from '../types.ts';
 
 export interface BillingEnqueueDeps {
   readonly billing: BillingConfig;
@@ -17,6 +17,8 @@ export interface BillingEnqueueDeps {
   readonly queue: EventQueue;
   readonly metrics: GatewayMetrics;
 }
+
+const NO_USAGE: Usage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
 
 export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
   const { billing, pricing, queue, metrics } = deps;
@@ -42,7 +44,10 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
         }
         return;
       }
-      if (ctx.usage === undefined) {
+      // A failed reply (reported because only_billable_success is off) consumed no tokens: it is
+      // reported with zero usage, which charges nothing. Only a successful reply needs usage.
+      const usage = ctx.usage ?? (ctx.status >= 400 ? NO_USAGE : undefined);
+      if (usage === undefined) {
         metrics.unmeteredRequests.inc({ reason: 'no_usage' });
         ctx.log.warn({ provider: ctx.provider }, 'no usage could be metered; not reported');
         return;
@@ -65,7 +70,7 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
         model,
         stream: ctx.stream,
         status: ctx.status,
-        usage: ctx.usage,
+        usage,
         usageStage: ctx.usageStage ?? 'upstream',
         subjectType: ctx.principal?.subjectType ?? billing.subjectType,
         subjectId,
