@@ -1,0 +1,230 @@
+// deploy/nginx/router.conf with a real nginx in front of an in-process gateway, the upstream simulator and
+// a billing sidecar: streams are relayed event by event, keep-alive to the gateway, request id and
+// X-Forwarded-For pass through, webhooks reach the sidecar, oversized bodies get 413 from nginx.
+
+import assert from 'node:assert/strict';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { request as httpRequest } from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import { type Sidecar, startSidecar } from '../../billing/sidecar.ts';
+import { findNginx, type RunningNginx, startNginx } from '../support/nginx.ts';
+import { simProvider } from '../support/sim-providers.ts';
+import { ACCESS_KEY, type Stack, startStack } from '../support/stack.ts';
+
+const WEBHOOK_PATH = '/internal/billing/webhook';
+const hostPort = (url: string) => new URL(url).host;
+
+describe('nginx in front of the gateway', {
+  skip: findNginx() === undefined && 'nginx not installed',
+}, () => {
+  let stack: Stack;
+  let sidecar: Sidecar;
+  let nginx: RunningNginx;
+  const seenByGateway: { url: string; httpVersion: string; headers: IncomingHttpHeaders }[] = [];
+  let gatewayConnections = 0;
+  const webhooks: { headers: IncomingHttpHeaders; body: string }[] = [];
+
+  before(async () => {
+    stack = await startStack({ providers: { pacer: simProvider('pacer') } });
+    const server = stack.gateway.gateway.server;
+    server.on('connection', () => {
+      gatewayConnections++;
+    });
+    server.on('request', (req: IncomingMessage) => {
+      seenByGateway.push({ url: req.url ?? '', httpVersion: req.httpVersion, headers: req.headers });
+    });
+    sidecar = await startSidecar(
+      { billing: stack.gateway.config().billing },
+      {
+        listen: { host: '127.0.0.1', port: 0 },
+        routes: [
+          [
+            `POST ${WEBHOOK_PATH}`,
+            async (req, res) => {
+              const chunks: Buffer[] = [];
+              for await (const chunk of req) chunks.push(chunk as Buffer);
+              webhooks.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+              res.writeHead(204);
+              res.end();
+            },
+          ],
+        ],
+      },
+    );
+    nginx = await startNginx({ gateway: hostPort(stack.url), sidecar: hostPort(sidecar.url) });
+  });
+
+  after(async () => {
+    await nginx?.close();
+    await sidecar?.close();
+    await stack?.close();
+  });
+
+  test('a paced stream arrives delta by delta, the first before the upstream has finished', async () => {
+    stack.sim.reset();
+    const chunks = 6;
+    const delayMs = 120;
+    const res = await fetch(`${nginx.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${ACCESS_KEY}`,
+        'content-type': 'application/json',
+        'x-router-provider': 'pacer',
+        'x-sim-chunks': String(chunks),
+        'x-sim-chunk-delay-ms': String(delayMs),
+      },
+      body: JSON.stringify({
+        model: 'gpt-4o-mini',
+        stream: true,
+        messages: [{ role: 'user', content: 'stream through nginx' }],
+      }),
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /^text\/event-stream/);
+    assert.equal(res.headers.get('content-encoding'), null);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let buffer = '';
+    const deltas: { at: number; servedByUpstream: number }[] = [];
+    let done = false;
+    while (!done) {
+      const next = await reader.read();
+      if (next.done) break;
+      buffer += decoder.decode(next.value, { stream: true });
+      let sep = buffer.indexOf('\n\n');
+      while (sep !== -1) {
+        const event = buffer.slice(0, sep);
+        buffer = buffer.slice(sep + 2);
+        sep = buffer.indexOf('\n\n');
+        const data = event.replace(/^data: /, '');
+        if (data === '[DONE]') {
+          done = true;
+          continue;
+        }
+        const parsed = JSON.parse(data) as { choices?: { delta?: { content?: string } }[] };
+        if (parsed.choices?.[0]?.delta?.content)
+          deltas.push({ at: performance.now(), servedByUpstream: stack.sim.stats.served });
+      }
+    }
+    assert.ok(done, 'the stream ended with [DONE]');
+    assert.ok(deltas.length >= chunks, `got ${deltas.length} content deltas`);
+    // The simulator counts a response as served once it has written the last byte: the first delta
+    // reached the client through nginx while the upstream was still producing.
+    assert.equal(deltas[0].servedByUpstream, 0, 'first delta arrived after the upstream had finished');
+    // Paced deltas were not batched: the first and last are at least (chunks - 2) pauses apart.
+    const spread = (deltas.at(-1)?.at ?? 0) - deltas[0].at;
+    assert.ok(spread >= (chunks - 2) * delayMs, `deltas spread over ${spread} ms only`);
+    const distinct = new Set(deltas.map((d) => Math.round(d.at / (delayMs / 2))));
+    assert.ok(distinct.size >= chunks - 1, 'deltas arrived in bursts, not one by one');
+    await stack.sim.waitFor((s) => s.stats.served === 1);
+  });
+
+  test('keep-alive HTTP/1.1 to the gateway; request id and X-Forwarded-For pass through', async () => {
+    const before = gatewayConnections;
+    seenByGateway.length = 0;
+    for (let i = 0; i < 5; i++) {
+      const res = await fetch(`${nginx.url}/v1/models`, {
+        headers: {
+          authorization: `Bearer ${ACCESS_KEY}`,
+          'x-forwarded-for': '203.0.113.9',
+          'x-router-request-id': `nginx-rid-${i}`,
+        },
+      });
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('x-router-request-id'), `nginx-rid-${i}`);
+      await res.arrayBuffer();
+    }
+    assert.equal(seenByGateway.length, 5);
+    assert.ok(gatewayConnections - before <= 1, `nginx opened ${gatewayConnections - before} connections`);
+    for (const [i, seen] of seenByGateway.entries()) {
+      assert.equal(seen.httpVersion, '1.1');
+      assert.notEqual(seen.headers.connection, 'close');
+      assert.equal(seen.headers['x-forwarded-for'], '203.0.113.9, 127.0.0.1');
+      assert.equal(seen.headers['x-real-ip'], '127.0.0.1');
+      assert.equal(seen.headers['x-forwarded-proto'], 'http');
+      assert.equal(seen.headers['x-router-request-id'], `nginx-rid-${i}`);
+    }
+  });
+
+  test('without a request id, nginx assigns one that the gateway uses and the access log records', async () => {
+    seenByGateway.length = 0;
+    const res = await fetch(`${nginx.url}/v1/models`, {
+      headers: { authorization: `Bearer ${ACCESS_KEY}`, 'x-router-request-id': 'not valid!' },
+    });
+    await res.arrayBuffer();
+    const id = res.headers.get('x-router-request-id') ?? '';
+    assert.match(id, /^[0-9a-f]{32}$/);
+    assert.equal(seenByGateway[0]?.headers['x-router-request-id'], id);
+    // The access line is written when the request ends; nginx has finished it before replying fully.
+    const lines = (await nginx.accessLog()).trim().split('\n');
+    const entry = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((e) => e.request_id === id);
+    assert.ok(entry, 'access log has the request id');
+    assert.equal(entry.path, '/v1/models');
+    assert.equal(entry.status, 200);
+  });
+
+  test('the access log never has the query string or credentials', async () => {
+    const res = await fetch(`${nginx.url}/v1beta/models?key=${ACCESS_KEY}`);
+    await res.arrayBuffer();
+    assert.equal(res.status, 200);
+    const log = await nginx.accessLog();
+    assert.ok(log.includes('/v1beta/models'));
+    assert.ok(!log.includes(ACCESS_KEY), 'access key in the access log');
+  });
+
+  test('a webhook POSTed to nginx reaches the sidecar with its raw body and signature headers', async () => {
+    const before = seenByGateway.length;
+    const body = '{"id":"evt_nginx_1","type":"wallet.balance_changed","data":{"subject_id":"client-a"}}';
+    const res = await fetch(`${nginx.url}${WEBHOOK_PATH}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-billing-webhook-timestamp': '1760000000',
+        'x-billing-webhook-signature': 'v1=abc123',
+        'x-forwarded-for': '198.51.100.4',
+      },
+      body,
+    });
+    assert.equal(res.status, 204);
+    assert.equal(webhooks.length, 1);
+    assert.equal(webhooks[0].body, body);
+    assert.equal(webhooks[0].headers['x-billing-webhook-signature'], 'v1=abc123');
+    assert.equal(webhooks[0].headers['x-billing-webhook-timestamp'], '1760000000');
+    assert.equal(webhooks[0].headers['x-forwarded-for'], '198.51.100.4, 127.0.0.1');
+    assert.equal(seenByGateway.length, before, 'the webhook went through the gateway');
+  });
+
+  test('bodies over the gateway limit get 413 from nginx', async () => {
+    const before = seenByGateway.length;
+    assert.equal(
+      await statusForDeclaredLength(`${nginx.url}/v1/chat/completions`, 10 * 1024 * 1024 + 1),
+      413,
+    );
+    assert.equal(await statusForDeclaredLength(`${nginx.url}${WEBHOOK_PATH}`, 1024 * 1024 + 1), 413);
+    assert.equal(seenByGateway.length, before);
+    assert.equal(webhooks.length, 1);
+  });
+
+  test('/metrics is not served through the public front', async () => {
+    const res = await fetch(`${nginx.url}/metrics`);
+    await res.arrayBuffer();
+    assert.equal(res.status, 404);
+  });
+});
+
+/** Status nginx answers to a POST declaring `length` bytes (the body is never sent). */
+function statusForDeclaredLength(url: string, length: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': String(length) },
+    });
+    req.once('response', (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+      req.destroy();
+    });
+    req.once('error', reject);
+    req.flushHeaders();
+  });
+}
