@@ -6,6 +6,7 @@
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { loadConfig } from '../proxy/config/load.ts';
+import { GATEWAY_URL_ENV } from '../proxy/internal-notify.ts';
 import { startSidecar } from './sidecar.ts';
 
 const USAGE = 'usage: router-billing -c <config.yaml>';
@@ -44,7 +45,9 @@ export async function runSidecarMain(argv: readonly string[]): Promise<void> {
   const logger = pino({ name: 'router-billing', level: config.log.level });
   let sidecar: Awaited<ReturnType<typeof startSidecar>>;
   try {
-    sidecar = await startSidecar(config, { logger });
+    // A supervising gateway names its real address (it may listen on port 0).
+    const gatewayUrl = process.env[GATEWAY_URL_ENV] || undefined;
+    sidecar = await startSidecar(config, { logger, ...(gatewayUrl ? { webhook: { gatewayUrl } } : {}) });
   } catch (err) {
     logger.fatal({ err: err instanceof Error ? err.message : String(err) }, 'router-billing failed to start');
     process.exitCode = 1;

@@ -10,6 +10,7 @@ import { type BillingClient, createBillingClient } from './billing-client.ts';
 import { type DeliveryWorker, type DeliveryWorkerOptions, startDeliveryWorker } from './delivery-worker.ts';
 import { type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
 import { createSidecarMetrics } from './sidecar-metrics.ts';
+import { createWebhookRoute, type WebhookRoute, type WebhookRouteOptions } from './webhook-handler.ts';
 
 export { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
 
@@ -28,6 +29,8 @@ export interface SidecarOptions {
   client?: BillingClient;
   /** Delivery tuning (window, checkpoint cadence, jitter source ...). */
   worker?: Omit<DeliveryWorkerOptions, 'config' | 'client' | 'logger'>;
+  /** Balance enforcement webhook listener: gateway URL for the state notice, store override (tests). */
+  webhook?: Omit<WebhookRouteOptions, 'log'>;
 }
 
 export interface Sidecar {
@@ -105,6 +108,12 @@ export async function startSidecar(
     res.writeHead(200, { 'content-type': metrics.contentType });
     res.end(text);
   });
+  // The webhook listener needs the whole configuration (store block, gateway address).
+  let webhook: WebhookRoute | undefined;
+  if ('listen' in config) {
+    webhook = await createWebhookRoute(config, { ...opts.webhook, log });
+    if (webhook !== undefined) routes.set(webhook.key, webhook.handler);
+  }
   for (const [key, handler] of opts.routes ?? []) routes.set(key, handler);
 
   const server = createServer((req, res) => {
@@ -137,6 +146,7 @@ export async function startSidecar(
   } catch (err) {
     await worker?.stop();
     if (ownsClient) await client?.close();
+    await webhook?.close();
     throw err;
   }
   const addr = server.address() as AddressInfo;
@@ -154,6 +164,7 @@ export async function startSidecar(
       if (ownsClient) await client?.close();
       server.closeAllConnections();
       await serverClosed;
+      await webhook?.close();
       log?.info(worker ? { delivered: worker.counters().delivered } : {}, 'router-billing stopped');
     })();
     return closed;

@@ -9,6 +9,8 @@ import { type Logger, pino } from 'pino';
 import { createBillingParts } from './billing-wiring.ts';
 import { type LoadConfigOptions, loadConfig } from './config/load.ts';
 import type { RouterConfig } from './config/types.ts';
+import { withBalanceEnforcement } from './enforcement-wiring.ts';
+import { GATEWAY_URL_ENV, loopbackUrl } from './internal-notify.ts';
 import { createGatewayMetrics } from './metrics.ts';
 import { type BuildOptions, buildRuntime, type Runtime } from './runtime.ts';
 import { createGatewayServer, type GatewayServer } from './server.ts';
@@ -63,7 +65,7 @@ export async function compileConfig(
     env: opts.env,
     upstream: opts.upstream,
     metrics: opts.metrics,
-    billing: createBillingParts,
+    billing: withBalanceEnforcement(createBillingParts),
     extraHooks: opts.extraHooks,
   });
   return {
@@ -96,7 +98,12 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
   const url = `http://${host}:${address.port}`;
 
   const wantSidecar = (opts.sidecar ?? config.sidecar.enabled) && config.billing.enabled;
-  const sidecar = wantSidecar ? superviseSidecar(file, log, opts.env) : undefined;
+  // The sidecar tells this gateway about webhook state changes before answering them (file mode).
+  const sidecarEnv = {
+    ...(opts.env ?? process.env),
+    [GATEWAY_URL_ENV]: loopbackUrl(address.address, address.port),
+  };
+  const sidecar = wantSidecar ? superviseSidecar(file, log, sidecarEnv) : undefined;
 
   let closed = false;
   // Reloads run one at a time; retired runtimes close once their last request ends.

@@ -2,6 +2,7 @@
 // (spec 4.4) and the wire family of the client, which decides error and reply shapes.
 
 import type { ApiName, WireFormat } from '../hooks/types.ts';
+import { SUBJECT_STATE_PATH } from './internal-notify.ts';
 
 export type BodyKind = 'json' | 'multipart';
 
@@ -20,6 +21,7 @@ export type Route =
   | { readonly kind: 'readyz' }
   | { readonly kind: 'metrics' }
   | { readonly kind: 'webhook' }
+  | { readonly kind: 'subject_state' }
   | { readonly kind: 'not_found'; readonly format: WireFormat }
   | { readonly kind: 'method_not_allowed'; readonly format: WireFormat; readonly allow: string };
 
@@ -44,6 +46,7 @@ const HEALTHZ: Route = { kind: 'healthz' };
 const READYZ: Route = { kind: 'readyz' };
 const METRICS: Route = { kind: 'metrics' };
 const WEBHOOK: Route = { kind: 'webhook' };
+const SUBJECT_STATE: Route = { kind: 'subject_state' };
 
 /**
  * Resolve a route. `googleClient` is true when the caller authenticates the Google way
@@ -60,6 +63,7 @@ export function resolveRoute(
     const route = POST_ROUTES.get(path);
     if (route !== undefined) return route;
     if (path === webhookPath) return WEBHOOK;
+    if (path === SUBJECT_STATE_PATH) return SUBJECT_STATE;
     const gemini = geminiModelAction(path);
     if (gemini !== undefined) return gemini;
   } else if ((method === 'GET' || method === 'HEAD') && geminiModelAction(path) === undefined) {

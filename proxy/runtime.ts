@@ -11,6 +11,7 @@ import {
   type Authenticator,
   createAuthenticator,
   createAuthHook,
+  createStoreAuthHook,
   presentedSecret,
 } from '../hooks/builtin/auth.ts';
 import { createRuleHook } from '../hooks/builtin/provider-rule.ts';
@@ -31,6 +32,7 @@ import type {
 } from '../hooks/types.ts';
 import { estimateUsage } from '../hooks/usage/estimate.ts';
 import { createPathExtractor, USAGE_PRESETS } from '../hooks/usage/presets.ts';
+import { openStateStore } from '../store/index.ts';
 import { compileRegistry, type ModelRegistry } from './config/models.ts';
 import type { RouterConfig } from './config/types.ts';
 import { errorBody, GatewayError } from './errors.ts';
@@ -64,6 +66,8 @@ export interface ReadyReport {
 export interface BillingParts {
   readonly hooks: readonly Hook[];
   readiness(): Promise<{ pending: number; dead_letter: number } | undefined>;
+  /** Balance enforcement: the sidecar's subject state notice (proxy/internal-notify.ts). */
+  readonly stateNotice?: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   close(): Promise<void>;
 }
 
@@ -85,6 +89,8 @@ export interface Runtime {
   readiness(): Promise<ReadyReport>;
   metricsText(): Promise<string>;
   forwardWebhook(req: IncomingMessage, res: ServerResponse): Promise<void>;
+  /** The sidecar's subject state notice; 404 unless balance enforcement is on. */
+  stateNotice(req: IncomingMessage, res: ServerResponse): Promise<void>;
   settle(ctx: RequestContext): void;
   observe(ctx: RequestContext, durationMs: number): void;
   close(): Promise<void>;
@@ -153,14 +159,19 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     }
   }
 
+  // Shared-store mode looks access keys up in the store (spec 5.4); redis_only ignores the file's keys.
+  const storeKeys = config.store.enabled && config.store.accessKeyMode !== 'file_only';
   const authenticator: Authenticator = createAuthenticator({
-    keys: config.keys,
+    keys:
+      config.store.enabled && config.store.accessKeyMode === 'redis_only'
+        ? { ...config.keys, accessKeys: [] }
+        : config.keys,
     masterKey: config.masterKey,
     subjectType: config.billing.subjectType,
     fallbackSubjectId: config.billing.fallbackSubjectId,
     hashSecret: config.store.accessKeyHashSecret === '' ? undefined : config.store.accessKeyHashSecret,
   });
-  if (!authenticator.configured) {
+  if (!authenticator.configured && !storeKeys) {
     log.warn('no access keys and no master key are configured: every request will be refused with 401');
   }
 
@@ -198,8 +209,20 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
   const upstream =
     opts.upstream ?? new UpstreamClient({ connectTimeoutMs: config.limits.upstreamConnectTimeoutMs });
 
+  const keyStore = storeKeys ? await openStateStore(config, { role: 'gateway', logger: log }) : undefined;
   const requestHooks: Hook[] = [
-    createAuthHook(authenticator),
+    keyStore === undefined
+      ? createAuthHook(authenticator)
+      : createStoreAuthHook(authenticator, {
+          store: keyStore,
+          mode: config.store.accessKeyMode,
+          hashSecret: config.store.accessKeyHashSecret,
+          masterKey: config.masterKey,
+          subjectType: config.billing.subjectType,
+          currency: config.billing.balanceEnforcement.enabled
+            ? config.billing.balanceEnforcement.currency
+            : undefined,
+        }),
     ...billingHooks.filter((h) => h.onRequest !== undefined),
     ...(opts.extraHooks ?? []),
     ...globalCustom,
@@ -307,11 +330,20 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
           enabled: config.billing.enabled,
           ...(counts === undefined ? {} : { pending: counts.pending, dead_letter: counts.dead_letter }),
         },
-        store: { enabled: config.store.enabled },
+        store: {
+          enabled: config.store.enabled,
+          ...(keyStore === undefined ? {} : { connected: (await keyStore.health()).connected }),
+        },
       };
     },
     metricsText() {
       return metrics.registry.metrics();
+    },
+    async stateNotice(req, res) {
+      if (billing?.stateNotice !== undefined) return billing.stateNotice(req, res);
+      req.resume();
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end('{"error":{"message":"Unknown endpoint","type":"invalid_request_error","code":"not_found"}}');
     },
     async forwardWebhook(req, res) {
       await forwardToSidecar(config, req, res, log);
@@ -324,6 +356,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     },
     async close() {
       await billing?.close();
+      await keyStore?.close();
     },
   };
   return { runtime, diagnostics };

@@ -173,6 +173,8 @@ async function handle(
     }
     case 'webhook':
       return rt.forwardWebhook(req, res);
+    case 'subject_state':
+      return rt.stateNotice(req, res);
     case 'models':
     case 'model':
       return listModels(rt, route, req, res, id, query);

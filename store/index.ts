@@ -1,0 +1,40 @@
+// Opening the state store for a process: the file adapter when the shared store is off (file mode, one
+// gateway and its sidecar on one host), the Redis adapter otherwise. Callers get the StateStore
+// interface and never learn which one they have.
+
+import type { Logger } from 'pino';
+import type { RouterConfig } from '../proxy/config/types.ts';
+import { openFileStore } from './file-store.ts';
+import { openRedisStores } from './redis-store.ts';
+import type { StateStore } from './types.ts';
+
+export interface OpenStateStoreOptions {
+  /**
+   * The sidecar writes subject state and webhook ids; the gateway reads them (file mode: it follows
+   * the sidecar's files; Redis mode: no difference).
+   */
+  readonly role: 'gateway' | 'sidecar';
+  /** Clock in ms (tests). */
+  readonly now?: () => number;
+  /** Background failures (file mode: a reload after fs.watch failed). */
+  readonly onError?: (err: unknown) => void;
+  /** Redis mode: connection loss and recovery are logged here. */
+  readonly logger?: Logger;
+}
+
+export async function openStateStore(config: RouterConfig, opts: OpenStateStoreOptions): Promise<StateStore> {
+  if (config.store.enabled) {
+    const stores = await openRedisStores(config.store, {
+      logger: opts.logger,
+      currencies: [config.billing.balanceEnforcement.currency],
+      connectionName: `router-${opts.role}`,
+    });
+    return stores.state;
+  }
+  return openFileStore({
+    dir: config.billing.stateDir,
+    role: opts.role === 'sidecar' ? 'writer' : 'reader',
+    now: opts.now,
+    onError: opts.onError,
+  });
+}
