@@ -10,6 +10,7 @@ import { type BillingClient, createBillingClient } from './billing-client.ts';
 import { type DeliveryWorker, type DeliveryWorkerOptions, startDeliveryWorker } from './delivery-worker.ts';
 import { type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
 import { createSidecarMetrics } from './sidecar-metrics.ts';
+import { type StreamConsumer, startStreamConsumer } from './stream-consumer.ts';
 import { createWebhookRoute, type WebhookRoute, type WebhookRouteOptions } from './webhook-handler.ts';
 
 export { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
@@ -36,6 +37,8 @@ export interface SidecarOptions {
 export interface Sidecar {
   /** Undefined when billing is disabled: the sidecar then only answers health checks. */
   readonly worker: DeliveryWorker | undefined;
+  /** Shared-store mode: the billing stream consumer instead of the outbox worker. */
+  readonly consumer: StreamConsumer | undefined;
   /** http://host:port of the listener. */
   readonly url: string;
   readonly routes: SidecarRoutes;
@@ -65,11 +68,22 @@ export async function startSidecar(
   const ownsClient = opts.client === undefined;
   let worker: DeliveryWorker | undefined;
   let status: OutboxStatusView | undefined;
+  let consumer: StreamConsumer | undefined;
   if (configured) {
     client =
       opts.client ?? createBillingClient(billing, { connections: opts.worker?.window ?? 16, logger: log });
-    worker = await startDeliveryWorker({ ...opts.worker, config: billing, client, logger: log });
-    status = openOutboxStatus(billing.outboxDir);
+    if ('store' in config && config.store.enabled) {
+      consumer = await startStreamConsumer({
+        store: config.store,
+        billing,
+        client,
+        logger: log,
+        window: opts.worker?.window,
+      });
+    } else {
+      worker = await startDeliveryWorker({ ...opts.worker, config: billing, client, logger: log });
+      status = openOutboxStatus(billing.outboxDir);
+    }
   } else if (billing.enabled) {
     log?.error('billing.enabled is true but base_url, project_id, api_key or extractor_rule_set_id is empty');
   }
@@ -93,6 +107,23 @@ export async function startSidecar(
             quarantined: disk.quarantined,
             delivered: c.delivered,
             failed_attempts: c.failedAttempts,
+            in_flight: c.inFlight,
+            last_error_code: c.lastError?.code ?? null,
+            last_error_at: c.lastError?.at ?? null,
+          };
+        }
+        if (consumer) {
+          const c = consumer.counters();
+          const s = await consumer.status().catch(() => undefined);
+          body.store = { connected: s !== undefined };
+          body.delivery = {
+            consumer: consumer.name,
+            pending: s?.pending ?? null,
+            claimed: s?.claimed ?? null,
+            dead_lettered: s?.deadLetter ?? null,
+            delivered: c.delivered,
+            failed_attempts: c.failedAttempts,
+            reclaimed: c.reclaimed,
             in_flight: c.inFlight,
             last_error_code: c.lastError?.code ?? null,
             last_error_at: c.lastError?.at ?? null,
@@ -145,6 +176,7 @@ export async function startSidecar(
     });
   } catch (err) {
     await worker?.stop();
+    await consumer?.stop();
     if (ownsClient) await client?.close();
     await webhook?.close();
     throw err;
@@ -161,6 +193,7 @@ export async function startSidecar(
       const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       await worker?.stop();
+      await consumer?.stop();
       if (ownsClient) await client?.close();
       server.closeAllConnections();
       await serverClosed;
@@ -170,7 +203,7 @@ export async function startSidecar(
     return closed;
   }
 
-  return { worker, url, routes, close } satisfies Sidecar;
+  return { worker, consumer, url, routes, close } satisfies Sidecar;
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {

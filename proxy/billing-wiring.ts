@@ -6,6 +6,7 @@ import { openOutboxStatus } from '../billing/outbox/status.ts';
 import { type OutboxWriter, openOutboxWriter } from '../billing/outbox-writer.ts';
 import { loadPricing } from '../billing/pricing.ts';
 import { createBillingEnqueueHook } from '../hooks/builtin/billing-enqueue.ts';
+import { type BillingSink, openRedisBillingSink } from '../store/redis-queue.ts';
 import type { RouterConfig } from './config/types.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import type { BillingParts } from './runtime.ts';
@@ -24,16 +25,29 @@ export async function createBillingParts(
     },
   });
   for (const d of diagnostics) log.error({ file: d.file, line: d.line, col: d.col }, d.message);
-  const { writer, release } = await shareWriter(config.billing.outboxDir, log);
-  const status = openOutboxStatus(config.billing.outboxDir);
+  // The queue: the billing stream in shared-store mode (any sidecar of the group delivers it), else the
+  // outbox file that this host's sidecar delivers.
+  const sink = config.store.enabled
+    ? await openRedisBillingSink(config.store, log)
+    : await openOutboxSink(config.billing.outboxDir, log);
   const hook = createBillingEnqueueHook({
     billing: config.billing,
     pricing,
-    queue: { enqueue: (event) => writer.append(event) },
+    queue: sink.queue,
     metrics,
   });
   return {
     hooks: [hook],
+    readiness: () => sink.readiness(),
+    close: () => sink.close(),
+  };
+}
+
+async function openOutboxSink(dir: string, log: Logger): Promise<BillingSink> {
+  const { writer, release } = await shareWriter(dir, log);
+  const status = openOutboxStatus(dir);
+  return {
+    queue: { enqueue: (event) => writer.append(event) },
     async readiness() {
       const s = await status.read();
       return { pending: s.pendingEvents + writer.pending(), dead_letter: s.deadLettered };

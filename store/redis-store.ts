@@ -26,7 +26,6 @@ import {
   type StateStore,
   type StoredAccessKey,
   StoreUnavailableError,
-  type SubjectRef,
   type SubjectState,
 } from './types.ts';
 
@@ -345,10 +344,4 @@ async function view(client: Redis, k: KeyLayout, query: RequestViewQuery): Promi
     ...(readSubject ? { subject: parseJson<SubjectState>(reply[1]) } : {}),
     ...(readSubject && query.currency !== undefined ? { balance: parseJson<BalanceDecision>(reply[2]) } : {}),
   };
-}
-
-/** The subject a view was read for: the found key's own subject, else the one asked for. */
-export function viewSubject(query: RequestViewQuery, result: RequestView): SubjectRef | undefined {
-  if (result.key) return { type: result.key.subjectType, id: result.key.subjectId };
-  return query.subject;
 }

@@ -5,8 +5,10 @@
 
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { AccessKeyEntry, KeysConfig } from '../../proxy/config/types.ts';
+import type { AccessKeyEntry, AccessKeyMode, KeysConfig } from '../../proxy/config/types.ts';
 import { GatewayError } from '../../proxy/errors.ts';
+import { requestView } from '../../store/request-view.ts';
+import type { StateStore, StoredAccessKey } from '../../store/types.ts';
 import type { Hook, OnRequestResult, Principal, RequestContext } from '../types.ts';
 import { CONTINUE } from '../types.ts';
 
@@ -108,6 +110,74 @@ export function createAuthHook(auth: Authenticator): Hook {
     name: 'auth',
     onRequest(ctx: RequestContext): OnRequestResult {
       ctx.principal = auth.authenticate(presentedSecret(ctx.headers, ctx.query));
+      return CONTINUE;
+    },
+  } satisfies Hook;
+}
+
+export interface StoreAuthOptions {
+  readonly store: StateStore;
+  /** redis_preferred or redis_only (file_only never asks the store for keys). */
+  readonly mode: AccessKeyMode;
+  readonly hashSecret: string;
+  readonly masterKey: string | undefined;
+  /** Default subject type for records that name none (billing.subject_type). */
+  readonly subjectType: string;
+  /**
+   * Balance currency to read in the same round trip (balance enforcement on): the balance hook then
+   * finds the key's subject state and cached balance already read (store/request-view.ts).
+   */
+  readonly currency: string | undefined;
+  readonly now?: () => number;
+}
+
+/**
+ * Shared-store authentication (spec 5.4): the HMAC of the presented secret is looked up in the store;
+ * redis_preferred falls back to the keys file (`file`) when the store has no such key; the store being
+ * unreachable answers 503 authentication_unavailable whatever the mode (a revoked key must never pass
+ * because the store was down). The master key is checked locally and needs no store.
+ */
+export function createStoreAuthHook(file: Authenticator, opts: StoreAuthOptions): Hook {
+  const masterDigest =
+    opts.masterKey === undefined || opts.masterKey === '' ? undefined : sha256(opts.masterKey);
+  const now = opts.now ?? Date.now;
+
+  function principalOf(key: StoredAccessKey): Principal {
+    if (key.status !== 'active') throw new GatewayError('invalid_api_key', `Access key is ${key.status}`);
+    if (key.expiresAt !== undefined && key.expiresAt <= now()) {
+      throw new GatewayError('invalid_api_key', 'Access key has expired');
+    }
+    return {
+      keyName: key.name,
+      isMaster: false,
+      subjectType: key.subjectType === '' ? opts.subjectType : key.subjectType,
+      subjectId: key.subjectId,
+    };
+  }
+
+  return {
+    name: 'auth',
+    async onRequest(ctx: RequestContext): Promise<OnRequestResult> {
+      const secret = presentedSecret(ctx.headers, ctx.query);
+      if (secret === undefined) throw new GatewayError('invalid_api_key', 'Missing access key');
+      if (masterDigest !== undefined && timingSafeEqual(sha256(secret), masterDigest)) {
+        ctx.principal = file.authenticate(secret);
+        return CONTINUE;
+      }
+      const keyHash = hashAccessKey(opts.hashSecret, secret);
+      let key: StoredAccessKey | null | undefined;
+      try {
+        key = (await requestView(ctx, opts.store, { keyHash, currency: opts.currency })).key;
+      } catch (err) {
+        ctx.log.warn(
+          { err: err instanceof Error ? err.message : String(err) },
+          'access-key lookup failed: store unavailable',
+        );
+        throw new GatewayError('authentication_unavailable');
+      }
+      if (key) ctx.principal = principalOf(key);
+      else if (opts.mode === 'redis_preferred') ctx.principal = file.authenticate(secret);
+      else throw new GatewayError('invalid_api_key', 'Invalid access key');
       return CONTINUE;
     },
   } satisfies Hook;

@@ -1,0 +1,61 @@
+// One store read per request. The auth hook reads the key record, and with it the key's subject state and
+// cached balance (StateStore.view: one EVALSHA in Redis mode); the balance hook, which runs next, asks
+// for that subject's state and balance and gets the same answer instead of a second round trip. The
+// promise is memoized per request context (a WeakMap, so it goes away with the request).
+
+import type { RequestContext } from '../hooks/types.ts';
+import type { RequestView, RequestViewQuery, StateStore, SubjectRef } from './types.ts';
+
+interface Memo {
+  readonly query: RequestViewQuery;
+  readonly promise: Promise<RequestView>;
+}
+
+const memo = new WeakMap<RequestContext, Memo>();
+
+/** The subject a view was read for: the found key's own subject, else the one asked for. */
+export function viewSubject(query: RequestViewQuery, view: RequestView): SubjectRef | undefined {
+  if (view.key) return { type: view.key.subjectType, id: view.key.subjectId };
+  return query.subject;
+}
+
+function sameSubject(a: SubjectRef | undefined, b: SubjectRef | undefined): boolean {
+  return a !== undefined && b !== undefined && a.type === b.type && a.id === b.id;
+}
+
+/** Whether an earlier view answers `query` completely. */
+function covers(earlier: RequestViewQuery, view: RequestView, query: RequestViewQuery): boolean {
+  if (query.keyHash !== undefined && query.keyHash !== earlier.keyHash) return false;
+  if (query.subject !== undefined) {
+    if (!sameSubject(viewSubject(earlier, view), query.subject) || view.subject === undefined) return false;
+  }
+  if (query.currency !== undefined && (query.currency !== earlier.currency || view.balance === undefined))
+    return false;
+  return true;
+}
+
+/**
+ * StateStore.view, at most once per request for what an earlier call already read. A failed earlier read
+ * is not reused: the caller asks again (and applies its own failure policy).
+ */
+export async function requestView(
+  ctx: RequestContext,
+  store: StateStore,
+  query: RequestViewQuery,
+): Promise<RequestView> {
+  const earlier = memo.get(ctx);
+  if (earlier !== undefined) {
+    const view = await earlier.promise.catch(() => undefined);
+    if (view !== undefined && covers(earlier.query, view, query)) {
+      return {
+        ...(query.keyHash === undefined ? {} : { key: view.key }),
+        ...(query.subject === undefined && query.keyHash === undefined ? {} : { subject: view.subject }),
+        ...(query.currency === undefined ? {} : { balance: view.balance }),
+      };
+    }
+    return store.view(query);
+  }
+  const promise = store.view(query);
+  memo.set(ctx, { query, promise });
+  return promise;
+}
