@@ -30,7 +30,7 @@ import {
   type Unavailable,
   type Workspace,
 } from './lib/peers.ts';
-import type { Service } from './lib/proc.ts';
+import { type Service, treeRssMb } from './lib/proc.ts';
 import { type BenchResults, evaluateTargets, renderMarkdown } from './lib/report.ts';
 import { runBacklog } from './scenarios/backlog.ts';
 import { CHAT_PEERS, runChat } from './scenarios/chat.ts';
@@ -211,6 +211,8 @@ export async function main(argv: string[]): Promise<number> {
     if (wanted.has('direct'))
       peers.set('direct', { id: 'direct', kind: 'direct', origin: upstream.url, service: upstream.service });
     results.unavailable = started.unavailable;
+    results.idleRssMb = {};
+    for (const [id, peer] of peers) results.idleRssMb[id] = await treeRssMb(peer.service.pid);
     for (const u of started.unavailable) log(`not measured: ${u.id}: ${u.reason.split('\n')[0]}`);
     const ctx: BenchContext = {
       settings,

@@ -232,6 +232,13 @@ export async function rssMb(pid: number): Promise<number> {
   return round((await readStatusKb(pid, 'VmRSS')) / 1024, 1);
 }
 
+/** Current RSS of `root` and its descendants, MB. */
+export async function treeRssMb(root: number): Promise<number> {
+  let kb = 0;
+  for (const pid of await processTree(root)) kb += await readStatusKb(pid, 'VmRSS');
+  return round(kb / 1024, 1);
+}
+
 export async function hwmMb(pid: number): Promise<number> {
   return round((await readStatusKb(pid, 'VmHWM')) / 1024, 1);
 }

@@ -9,6 +9,8 @@ import { chatTarget } from '../lib/requests.ts';
 export interface ChatResult {
   throughput: Partial<Record<PeerId, Measured<ThroughputResult>>>;
   latency: Partial<Record<PeerId, Measured<LatencyResult>>>;
+  /** The gateway at `log.level: warn` still wrote per-request access log lines (so every row paid for them). */
+  accessLogAtWarn?: boolean;
 }
 
 export const CHAT_PEERS: PeerId[] = [
@@ -38,5 +40,8 @@ export async function runChat(ctx: BenchContext): Promise<ChatResult> {
   const latency = await eachPeer(ctx, latencyPeers, 'chat latency c=1', targetOf, (_p, target) =>
     sequentialLatency(target, s.latencyCount, s.latencyWarmup),
   );
-  return { throughput: tp, latency };
+  const quiet = ctx.peers.get('gateway');
+  const accessLogAtWarn =
+    quiet === undefined ? undefined : quiet.service.output().includes('"msg":"request"');
+  return { throughput: tp, latency, accessLogAtWarn };
 }
