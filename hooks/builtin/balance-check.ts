@@ -14,6 +14,7 @@ import { Decimal } from 'decimal.js';
 import type { BalanceEnforcementConfig } from '../../proxy/config/types.ts';
 import { GatewayError } from '../../proxy/errors.ts';
 import type { GatewayMetrics } from '../../proxy/metrics.ts';
+import { requestView } from '../../store/request-view.ts';
 import type { BalanceDecision, StateStore, SubjectRef, SubjectState } from '../../store/types.ts';
 import { CONTINUE, type Hook, type OnRequestResult, type RequestContext } from '../types.ts';
 
@@ -176,7 +177,8 @@ export function createBalanceCheckHook(opts: BalanceCheckOptions): Hook {
       let state: SubjectState | null | undefined;
       let cached: BalanceDecision | null | undefined;
       try {
-        const view = await store.view({ subject, currency });
+        // Reuses the auth hook's read when it already fetched this subject (one round trip per request).
+        const view = await requestView(ctx, store, { subject, currency });
         state = view.subject;
         cached = view.balance;
       } catch (err) {

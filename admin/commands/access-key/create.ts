@@ -1,0 +1,68 @@
+// `router-admin access-key create`: a new key with a fresh secret, printed once and never stored.
+
+import { Command, Option } from 'clipanion';
+import type { RouterConfig } from '../../../proxy/config/types.ts';
+import { AccessKeyCommand } from '../../command-base.ts';
+import { AdminError, EXIT, generateSecret, type KeyBackend, parseExpiry } from '../../key-backend.ts';
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
+
+export class CreateAccessKeyCommand extends AccessKeyCommand {
+  static override paths = [['access-key', 'create']];
+  static override usage = Command.Usage({
+    category: 'Access keys',
+    description: 'Create an access key and print its secret (once)',
+    details: `
+      Generates a secret (\`ak_\` + 43 base64url characters) and stores only its HMAC-SHA256 under
+      \`store.access_key_hash_secret\` (shared store), or adds the key to the keys file (file mode). The
+      secret is printed once on stdout; it cannot be shown again (rotate the key if it is lost).
+    `,
+    examples: [
+      [
+        'Create a key whose billing subject is its name',
+        '$0 access-key create --config router.yaml --name client-a',
+      ],
+      [
+        'Bill another subject',
+        '$0 access-key create --config router.yaml --name team-x-ci --subject-type team --subject-id team-x',
+      ],
+    ],
+  });
+
+  name = Option.String('--name', { required: true, description: 'Key name (default subject id)' });
+  subjectType = Option.String('--subject-type', {
+    description: 'Billing subject type (default billing.subject_type)',
+  });
+  subjectId = Option.String('--subject-id', { description: 'Billing subject id (default the key name)' });
+  expiresAt = Option.String('--expires-at', {
+    description: 'ISO 8601 expiry (2027-01-01 or 2027-01-01T00:00:00Z)',
+  });
+
+  override validate(): void {
+    if (!NAME.test(this.name))
+      throw new AdminError(
+        `invalid --name ${JSON.stringify(this.name)}: 1-128 letters, digits, '.', '_', ':', '@', '-'`,
+        EXIT.usage,
+      );
+  }
+
+  async run(backend: KeyBackend, config: RouterConfig): Promise<number> {
+    const secret = generateSecret();
+    const key = {
+      name: this.name,
+      subjectType: this.subjectType ?? config.billing.subjectType,
+      subjectId: this.subjectId ?? this.name,
+      expiresAt: parseExpiry(this.expiresAt),
+    };
+    if ((await backend.create(key, secret)) === 'exists') {
+      this.context.stderr.write(`router-admin: key ${this.name} already exists in the ${backend.where}\n`);
+      return EXIT.failed;
+    }
+    this.context.stderr.write(
+      `created key ${this.name} (subject ${key.subjectType}:${key.subjectId}) in the ${backend.where}\n` +
+        'secret (shown once, store it now):\n',
+    );
+    this.out(secret);
+    return EXIT.ok;
+  }
+}

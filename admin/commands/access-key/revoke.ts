@@ -1,0 +1,30 @@
+// `router-admin access-key revoke`: the key is refused by every instance from its next request on.
+
+import { Command, Option } from 'clipanion';
+import { AccessKeyCommand } from '../../command-base.ts';
+import { EXIT, type KeyBackend } from '../../key-backend.ts';
+
+export class RevokeAccessKeyCommand extends AccessKeyCommand {
+  static override paths = [['access-key', 'revoke']];
+  static override usage = Command.Usage({
+    category: 'Access keys',
+    description: 'Revoke a key',
+    details: `
+      Marks the key revoked. In shared-store mode every instance refuses it at its next request; in file
+      mode a gateway picks the change up at its next reload (SIGHUP).
+    `,
+    examples: [['Revoke a key', '$0 access-key revoke --config router.yaml --name client-a']],
+  });
+
+  name = Option.String('--name', { required: true, description: 'Key name' });
+
+  async run(backend: KeyBackend): Promise<number> {
+    const key = await backend.revoke(this.name);
+    if (key === undefined) {
+      this.context.stderr.write(`router-admin: no key named ${this.name} in the ${backend.where}\n`);
+      return EXIT.failed;
+    }
+    this.out(`revoked key ${this.name}`);
+    return EXIT.ok;
+  }
+}

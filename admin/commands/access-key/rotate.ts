@@ -1,0 +1,31 @@
+// `router-admin access-key rotate`: a new secret for an existing key; the old one is refused at once.
+
+import { Command, Option } from 'clipanion';
+import { AccessKeyCommand } from '../../command-base.ts';
+import { EXIT, generateSecret, type KeyBackend } from '../../key-backend.ts';
+
+export class RotateAccessKeyCommand extends AccessKeyCommand {
+  static override paths = [['access-key', 'rotate']];
+  static override usage = Command.Usage({
+    category: 'Access keys',
+    description: 'Give a key a new secret and print it (once)',
+    details: `
+      The old secret stops working at every instance's next request. The new secret is printed once.
+    `,
+    examples: [['Rotate a leaked key', '$0 access-key rotate --config router.yaml --name client-a']],
+  });
+
+  name = Option.String('--name', { required: true, description: 'Key name' });
+
+  async run(backend: KeyBackend): Promise<number> {
+    const secret = generateSecret();
+    const key = await backend.rotate(this.name, secret);
+    if (key === undefined) {
+      this.context.stderr.write(`router-admin: no key named ${this.name} in the ${backend.where}\n`);
+      return EXIT.failed;
+    }
+    this.context.stderr.write(`rotated key ${this.name}; new secret (shown once, store it now):\n`);
+    this.out(secret);
+    return EXIT.ok;
+  }
+}

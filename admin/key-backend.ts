@@ -1,0 +1,299 @@
+// Where `router-admin access-key` keeps keys: the shared store when `store.enabled` (only the HMAC of a
+// secret is written, spec 2.1), else the keys file the main configuration names (a hash when
+// store.access_key_hash_secret is set, else the plaintext value, which is all the file format allows
+// without that secret). Both are behind one small interface so each command is written once.
+
+import { randomBytes } from 'node:crypto';
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import { dump as dumpYaml, load as loadYaml } from 'js-yaml';
+import { hashAccessKey } from '../hooks/builtin/auth.ts';
+import { parseIsoInstant } from '../proxy/config/keys.ts';
+import type { AccessKeyEntry, RouterConfig } from '../proxy/config/types.ts';
+import { redactAddr } from '../store/redis-client.ts';
+import { openRedisStores } from '../store/redis-store.ts';
+import type { StoredAccessKey } from '../store/types.ts';
+
+/** Exit codes of router-admin. */
+export const EXIT = { ok: 0, failed: 1, usage: 2, unavailable: 3 } as const;
+
+/** A failure with the exit code it should end the command with. */
+export class AdminError extends Error {
+  readonly exitCode: number;
+  constructor(message: string, exitCode: number) {
+    super(message);
+    this.name = 'AdminError';
+    this.exitCode = exitCode;
+  }
+}
+
+export interface AdminKey {
+  readonly name: string;
+  readonly subjectType: string;
+  readonly subjectId: string;
+  readonly status: 'active' | 'revoked' | 'disabled';
+  /** ms since epoch. */
+  readonly expiresAt: number | undefined;
+  readonly createdAt: number | undefined;
+}
+
+export interface NewKey {
+  readonly name: string;
+  readonly subjectType: string;
+  readonly subjectId: string;
+  readonly expiresAt: number | undefined;
+}
+
+export type ImportOutcome = 'created' | 'unchanged' | 'conflict';
+
+export interface KeyBackend {
+  /** Human description for messages: `store redis://host:6379 (prefix router:)` or `keys file /x.yaml`. */
+  readonly where: string;
+  create(key: NewKey, secret: string): Promise<'created' | 'exists'>;
+  list(): Promise<AdminKey[]>;
+  revoke(name: string): Promise<AdminKey | undefined>;
+  /** Undefined when there is no such key; throws AdminError when it cannot be rotated. */
+  rotate(name: string, secret: string): Promise<AdminKey | undefined>;
+  /** Import one keys-file entry; `dryRun` decides without writing. */
+  importKey(entry: AccessKeyEntry, dryRun: boolean): Promise<{ outcome: ImportOutcome; reason?: string }>;
+  close(): Promise<void>;
+}
+
+/** `ak_` + base64url(32 random bytes) (conventions.md). */
+export function generateSecret(): string {
+  return `ak_${randomBytes(32).toString('base64url')}`;
+}
+
+export function parseExpiry(text: string | undefined): number | undefined {
+  if (text === undefined || text === '') return undefined;
+  const ms = parseIsoInstant(text);
+  if (ms === undefined)
+    throw new AdminError(`--expires-at must be an ISO 8601 date or date-time with zone: ${text}`, EXIT.usage);
+  return ms;
+}
+
+export async function openKeyBackend(config: RouterConfig): Promise<KeyBackend> {
+  return config.store.enabled ? openStoreBackend(config) : openFileBackend(config);
+}
+
+function fromStored(k: StoredAccessKey): AdminKey {
+  return {
+    name: k.name,
+    subjectType: k.subjectType,
+    subjectId: k.subjectId,
+    status: k.status,
+    expiresAt: k.expiresAt,
+    createdAt: k.createdAt,
+  };
+}
+
+async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
+  const store = config.store;
+  const where = `store ${redactAddr(store.addr)} (prefix ${store.keyPrefix})`;
+  if (store.accessKeyHashSecret === '')
+    throw new AdminError('store.access_key_hash_secret is empty; it is needed to hash keys', EXIT.usage);
+  const stores = await openRedisStores(store, {
+    readyTimeoutMs: Math.max(2000, store.operationTimeoutMs * 4),
+  });
+  if (!stores.connected) {
+    await stores.close();
+    throw new AdminError(`cannot reach the ${where}; nothing was changed`, EXIT.unavailable);
+  }
+  const keys = stores.accessKeys;
+  const hash = (secret: string): string => hashAccessKey(store.accessKeyHashSecret, secret);
+  return {
+    where,
+    create: (key, secret) =>
+      keys.create({
+        ...key,
+        secretHash: hash(secret),
+        status: 'active',
+        createdAt: Date.now(),
+        version: 1,
+      }),
+    list: async () => (await keys.list()).map(fromStored),
+    revoke: async (name) => {
+      const k = await keys.revoke(name);
+      return k === undefined ? undefined : fromStored(k);
+    },
+    rotate: async (name, secret) => {
+      const existing = await keys.get(name);
+      if (existing === undefined) return undefined;
+      if (existing.status !== 'active')
+        throw new AdminError(`key ${name} is ${existing.status}`, EXIT.failed);
+      const k = await keys.rotate(name, hash(secret));
+      return k === undefined ? undefined : fromStored(k);
+    },
+    async importKey(entry, dryRun) {
+      const secretHash = entry.hash ?? (entry.value === undefined ? undefined : hash(entry.value));
+      if (secretHash === undefined) return { outcome: 'conflict', reason: 'no value or hash' };
+      const existing = await keys.get(entry.name);
+      if (existing !== undefined) {
+        return existing.secretHash === secretHash
+          ? { outcome: 'unchanged' }
+          : { outcome: 'conflict', reason: 'a key of this name exists with a different secret' };
+      }
+      const record: StoredAccessKey = {
+        name: entry.name,
+        secretHash,
+        status: entry.status === 'active' ? 'active' : 'revoked',
+        subjectType: entry.subjectType ?? config.billing.subjectType,
+        subjectId: entry.subjectId ?? entry.name,
+        createdAt: entry.createdAt ?? Date.now(),
+        expiresAt: entry.expiresAt,
+        version: 1,
+      };
+      if (dryRun) {
+        const owner = (await keys.list()).find((k) => k.secretHash === secretHash);
+        return owner === undefined
+          ? { outcome: 'created' }
+          : { outcome: 'conflict', reason: `same secret as key ${owner.name}` };
+      }
+      try {
+        return (await keys.create(record)) === 'created'
+          ? { outcome: 'created' }
+          : { outcome: 'conflict', reason: 'created concurrently by someone else' };
+      } catch (err) {
+        return { outcome: 'conflict', reason: err instanceof Error ? err.message : String(err) };
+      }
+    },
+    close: () => stores.close(),
+  };
+}
+
+/** One access_keys item of the keys file, as written. */
+interface RawKey {
+  name: string;
+  value?: string;
+  hash?: string;
+  subject_type?: string;
+  subject_id?: string;
+  status?: 'active' | 'revoked' | 'disabled';
+  expires_at?: string;
+  created_at?: string;
+}
+
+function iso(ms: number | undefined): string | undefined {
+  return ms === undefined ? undefined : new Date(ms).toISOString().replace('.000Z', 'Z');
+}
+
+async function openFileBackend(config: RouterConfig): Promise<KeyBackend> {
+  const file = config.keys.file;
+  if (file === undefined)
+    throw new AdminError(
+      'store.enabled is false and the configuration names no keys file (`keys:`); nowhere to keep keys',
+      EXIT.usage,
+    );
+  const where = `keys file ${file}`;
+  const hashSecret = config.store.accessKeyHashSecret;
+
+  async function load(): Promise<{ doc: Record<string, unknown>; keys: RawKey[] }> {
+    let text = '';
+    try {
+      text = await readFile(file as string, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    const doc = (loadYaml(text) ?? {}) as Record<string, unknown>;
+    if (typeof doc !== 'object' || Array.isArray(doc))
+      throw new AdminError(`${file}: not a mapping`, EXIT.usage);
+    const keys = Array.isArray(doc.access_keys) ? (doc.access_keys as RawKey[]) : [];
+    return { doc, keys };
+  }
+
+  async function save(doc: Record<string, unknown>, keys: RawKey[]): Promise<void> {
+    doc.access_keys = keys;
+    const text = `# Access keys are edited by router-admin (comments are not kept).\n${dumpYaml(doc, { lineWidth: 120 })}`;
+    const tmp = `${file}.${process.pid}.tmp`;
+    await writeFile(tmp, text, { mode: 0o600 });
+    await rename(tmp, file as string);
+  }
+
+  function secretFields(secret: string): Pick<RawKey, 'value' | 'hash'> {
+    return hashSecret === '' ? { value: secret } : { hash: hashAccessKey(hashSecret, secret) };
+  }
+
+  function toAdmin(k: RawKey): AdminKey {
+    return {
+      name: k.name,
+      subjectType: k.subject_type ?? config.billing.subjectType,
+      subjectId: k.subject_id ?? k.name,
+      status: k.status ?? 'active',
+      expiresAt: k.expires_at === undefined ? undefined : parseIsoInstant(String(k.expires_at)),
+      createdAt: k.created_at === undefined ? undefined : parseIsoInstant(String(k.created_at)),
+    };
+  }
+
+  function sameSecret(k: RawKey, entry: AccessKeyEntry): boolean {
+    if (entry.value !== undefined && k.value !== undefined) return k.value === entry.value;
+    if (hashSecret === '') return k.hash !== undefined && k.hash === entry.hash;
+    const mine = k.hash ?? (k.value === undefined ? undefined : hashAccessKey(hashSecret, k.value));
+    const theirs =
+      entry.hash ?? (entry.value === undefined ? undefined : hashAccessKey(hashSecret, entry.value));
+    return mine !== undefined && mine === theirs;
+  }
+
+  return {
+    where,
+    async create(key, secret) {
+      const { doc, keys } = await load();
+      if (keys.some((k) => k.name === key.name)) return 'exists';
+      keys.push({
+        name: key.name,
+        ...secretFields(secret),
+        subject_type: key.subjectType,
+        subject_id: key.subjectId,
+        status: 'active',
+        ...(key.expiresAt === undefined ? {} : { expires_at: iso(key.expiresAt) }),
+        created_at: iso(Date.now()),
+      });
+      await save(doc, keys);
+      return 'created';
+    },
+    list: async () => (await load()).keys.map(toAdmin),
+    async revoke(name) {
+      const { doc, keys } = await load();
+      const k = keys.find((x) => x.name === name);
+      if (k === undefined) return undefined;
+      k.status = 'revoked';
+      await save(doc, keys);
+      return toAdmin(k);
+    },
+    async rotate(name, secret) {
+      const { doc, keys } = await load();
+      const k = keys.find((x) => x.name === name);
+      if (k === undefined) return undefined;
+      if ((k.status ?? 'active') !== 'active')
+        throw new AdminError(`key ${name} is ${k.status}`, EXIT.failed);
+      delete k.value;
+      delete k.hash;
+      Object.assign(k, secretFields(secret));
+      await save(doc, keys);
+      return toAdmin(k);
+    },
+    async importKey(entry, dryRun) {
+      const { doc, keys } = await load();
+      const existing = keys.find((k) => k.name === entry.name);
+      if (existing !== undefined) {
+        return sameSecret(existing, entry)
+          ? { outcome: 'unchanged' }
+          : { outcome: 'conflict', reason: 'a key of this name exists with a different secret' };
+      }
+      if (entry.value === undefined && entry.hash !== undefined && hashSecret === '')
+        return { outcome: 'conflict', reason: 'hashed key, but store.access_key_hash_secret is empty' };
+      if (!dryRun) {
+        keys.push({
+          name: entry.name,
+          ...(entry.value !== undefined ? secretFields(entry.value) : { hash: entry.hash }),
+          ...(entry.subjectType === undefined ? {} : { subject_type: entry.subjectType }),
+          ...(entry.subjectId === undefined ? {} : { subject_id: entry.subjectId }),
+          status: entry.status,
+          ...(entry.expiresAt === undefined ? {} : { expires_at: iso(entry.expiresAt) }),
+          created_at: iso(entry.createdAt ?? Date.now()),
+        });
+        await save(doc, keys);
+      }
+      return { outcome: 'created' };
+    },
+    close: async () => {},
+  };
+}
