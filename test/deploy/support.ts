@@ -87,10 +87,14 @@ export interface GatewayProcess {
   kill(): void;
 }
 
-/** `node proxy/cli.ts -c <file> --no-sidecar [...args]`, resolved once it logs "router listening". */
+/**
+ * `node proxy/cli.ts -c <file> --no-sidecar [...args]`, resolved once it logs "router listening" or,
+ * when `url` is given (a fixed port, for log levels above info), once its /healthz answers.
+ */
 export async function spawnGateway(
   files: GatewayFiles,
   args: readonly string[] = [],
+  url?: string,
 ): Promise<GatewayProcess> {
   const child = spawn(
     process.execPath,
@@ -143,10 +147,27 @@ export async function spawnGateway(
       });
     });
   }
-  const listening = await waitForLine((l) => l.msg === 'router listening', 30_000);
+  let base = url;
+  if (base === undefined) {
+    base = String((await waitForLine((l) => l.msg === 'router listening', 30_000)).url);
+  } else {
+    // Startup of a process: poll, bounded (about 30 s).
+    for (let i = 0; ; i++) {
+      const up = await fetch(`${base}/healthz`).then(
+        (r) => r.arrayBuffer().then(() => true),
+        () => false,
+      );
+      if (up) break;
+      if (i >= 600 || child.exitCode !== null) {
+        child.kill('SIGKILL');
+        throw new Error(`gateway did not come up at ${base}; stderr: ${stderr.slice(0, 2000)}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
   return {
     child,
-    url: String(listening.url),
+    url: base,
     lines,
     stdout: () => raw,
     waitForLine,
