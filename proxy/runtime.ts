@@ -372,6 +372,15 @@ async function forwardToSidecar(
   res: ServerResponse,
   log: Logger,
 ): Promise<void> {
+  // An oversized webhook is refused here, not streamed to the sidecar (which would refuse it too).
+  const declared = Number(req.headers['content-length']);
+  if (declared > config.billing.balanceEnforcement.webhookMaxBodyBytes) {
+    const text =
+      '{"error":{"message":"webhook body is too large","type":"webhook_error","code":"payload_too_large"}}';
+    res.writeHead(413, { 'content-type': 'application/json', connection: 'close' });
+    res.end(text);
+    return;
+  }
   const { host, port } = config.billing.listen;
   const target = `http://${host.includes(':') ? `[${host}]` : host}:${port}${req.url ?? '/'}`;
   const headers: Record<string, string> = {};

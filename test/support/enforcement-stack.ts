@@ -1,0 +1,179 @@
+// Test support for balance enforcement end to end: the upstream simulator, the billing simulator (whose
+// webhooks go to the GATEWAY's own port, through a small relay because the gateway's port is only known
+// after it starts), the in-process sidecar (delivery worker + webhook listener + state notice) and the
+// in-process gateway, all in file mode on a temporary directory.
+
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { request } from 'undici';
+import { type Sidecar, startSidecar } from '../../billing/sidecar.ts';
+import { loadConfig } from '../../proxy/config/load.ts';
+import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
+import { type BillingSim, startBillingSim } from '../../sim/billing/server.ts';
+import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
+import { ACCESS_KEY, envName, MODELS_FILE, PRICING_FILE, PROVIDERS_DIR, SHIPPED_PROVIDERS } from './stack.ts';
+
+export const BILLING_API_KEY = 'sk_enforcement_billing_key';
+export const PROJECT = 'proj_enf';
+export const WEBHOOK_SECRET = 'whsec_enforcement_e2e';
+export const WEBHOOK_PATH = '/internal/billing/webhook';
+/** Subject of ACCESS_KEY (ROUTER_ACCESS_KEY_CLIENT_A): the key name. */
+export const SUBJECT_A = 'client_a';
+/** A second access key and subject. */
+export const ACCESS_KEY_B = 'ak_test_client_b_secret';
+export const SUBJECT_B = 'client_b';
+
+export interface EnforcementStackOptions {
+  readonly wallets: Readonly<Record<string, string>>;
+  readonly failureMode?: 'closed' | 'open';
+  readonly cacheTtlMs?: number;
+  readonly deniedCacheTtlMs?: number;
+  readonly requestTimeoutMs?: number;
+  readonly webhookMaxBodyBytes?: number;
+}
+
+export interface EnforcementStack {
+  readonly url: string;
+  readonly webhookUrl: string;
+  readonly upstream: UpstreamSim;
+  readonly billing: BillingSim;
+  readonly gateway: RunningGateway;
+  readonly sidecar: Sidecar;
+  readonly stateDir: string;
+  /** Credit a wallet the way the business backend does: POST .../wallets/credit on the billing API. */
+  credit(subjectId: string, amount: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** Forwards POSTs to `target` once it is set (the billing simulator needs a webhook URL before start). */
+async function startRelay(): Promise<{ url: string; target: { url?: string }; server: Server }> {
+  const target: { url?: string } = {};
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(req.headers)) {
+        if (typeof v === 'string' && k !== 'host' && k !== 'connection') headers[k] = v;
+      }
+      if (target.url === undefined) {
+        res.writeHead(503);
+        res.end();
+        return;
+      }
+      request(target.url, { method: 'POST', headers, body: Buffer.concat(chunks) }).then(
+        async (reply) => {
+          const body = Buffer.from(await reply.body.arrayBuffer());
+          res.writeHead(reply.statusCode);
+          res.end(body);
+        },
+        () => {
+          res.writeHead(502);
+          res.end();
+        },
+      );
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, target, server };
+}
+
+export async function startEnforcementStack(opts: EnforcementStackOptions): Promise<EnforcementStack> {
+  const upstream = await startUpstreamSim();
+  const relay = await startRelay();
+  const billing = await startBillingSim({
+    apiKey: BILLING_API_KEY,
+    projectId: PROJECT,
+    wallets: opts.wallets,
+    webhook: { url: `${relay.url}${WEBHOOK_PATH}`, secret: WEBHOOK_SECRET },
+  });
+  const dir = await mkdtemp(join(tmpdir(), 'router-enforcement-'));
+  const stateDir = join(dir, 'state');
+  const configFile = join(dir, 'router.yaml');
+  await writeFile(
+    configFile,
+    [
+      'listen: 127.0.0.1:0',
+      `providers_dir: ${PROVIDERS_DIR}`,
+      `models: ${MODELS_FILE}`,
+      `pricing: ${PRICING_FILE}`,
+      'log: { level: silent }',
+      'billing:',
+      '  enabled: true',
+      `  base_url: ${billing.url}`,
+      `  project_id: ${PROJECT}`,
+      `  api_key: ${BILLING_API_KEY}`,
+      '  extractor_rule_set_id: rs_router',
+      `  outbox_dir: ${join(dir, 'outbox')}`,
+      `  state_dir: ${stateDir}`,
+      '  listen: 127.0.0.1:0',
+      '  retry_interval_ms: 20',
+      '  max_retry_interval_ms: 200',
+      '  balance_enforcement:',
+      '    enabled: true',
+      `    webhook_secret: ${WEBHOOK_SECRET}`,
+      `    webhook_path: ${WEBHOOK_PATH}`,
+      `    failure_mode: ${opts.failureMode ?? 'closed'}`,
+      `    cache_ttl_ms: ${opts.cacheTtlMs ?? 60_000}`,
+      `    denied_cache_ttl_ms: ${opts.deniedCacheTtlMs ?? 60_000}`,
+      `    request_timeout_ms: ${opts.requestTimeoutMs ?? 1000}`,
+      `    webhook_max_body_bytes: ${opts.webhookMaxBodyBytes ?? 65536}`,
+      '',
+    ].join('\n'),
+  );
+  const env: Record<string, string> = {
+    ROUTER_ACCESS_KEY_CLIENT_A: ACCESS_KEY,
+    ROUTER_ACCESS_KEY_CLIENT_B: ACCESS_KEY_B,
+  };
+  for (const p of SHIPPED_PROVIDERS) {
+    env[`ROUTER_PROVIDER_${envName(p)}_BASE_URL`] = upstream.url;
+    env[`ROUTER_PROVIDER_${envName(p)}_API_KEY`] = `sim-${p}-key`;
+  }
+  const logger = pino({ level: 'silent' });
+  const loaded = await loadConfig(configFile, { env });
+  if (loaded.config === undefined) throw new Error(loaded.diagnostics.map((d) => d.message).join('; '));
+  let gatewayUrl: string | undefined;
+  const sidecar = await startSidecar(loaded.config, {
+    logger,
+    listen: { host: '127.0.0.1', port: 0 },
+    worker: { pollIntervalMs: 20 },
+    webhook: { gatewayUrl: () => gatewayUrl },
+  });
+  // The gateway forwards webhook_path to the sidecar's real address.
+  env.ROUTER_BILLING_LISTEN = new URL(sidecar.url).host;
+  const gateway = await startGateway(configFile, { env, sidecar: false, logger });
+  gatewayUrl = gateway.url;
+  relay.target.url = `${gateway.url}${WEBHOOK_PATH}`;
+
+  return {
+    url: gateway.url,
+    webhookUrl: `${gateway.url}${WEBHOOK_PATH}`,
+    upstream,
+    billing,
+    gateway,
+    sidecar,
+    stateDir,
+    async credit(subjectId, amount) {
+      const res = await request(`${billing.url}/v1/projects/${PROJECT}/wallets/credit`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${BILLING_API_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ subject_type: 'api_key', subject_id: subjectId, amount, currency: 'USD' }),
+      });
+      await res.body.dump();
+      return res.statusCode;
+    },
+    async close() {
+      await gateway.close();
+      await sidecar.close();
+      relay.server.closeAllConnections();
+      await new Promise<void>((resolve) => relay.server.close(() => resolve()));
+      await billing.close();
+      await upstream.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
