@@ -10,13 +10,16 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Decimal } from 'decimal.js';
+import { GATEWAY_URL_ENV } from '../../proxy/internal-notify.ts';
 import { SUBJECTS_FILE } from '../../store/file-store.ts';
+import { type ChildGateway, spawnLogged } from '../support/billing-stack.ts';
 import {
   ACCESS_KEY_B,
   type EnforcementStack,
   SUBJECT_A,
   SUBJECT_B,
   startEnforcementStack,
+  WEBHOOK_PATH,
 } from '../support/enforcement-stack.ts';
 import { ACCESS_KEY, postJson } from '../support/stack.ts';
 
@@ -194,5 +197,52 @@ describe('balance lookups: outage with failure_mode open', () => {
     assert.equal((await chat(stack)).status, 200);
     sim.setFailure('none');
     assert.equal((await chat(stack)).status, 402);
+  });
+});
+
+describe('file mode across real processes: router-billing as a child of its own', () => {
+  let stack: EnforcementStack;
+  let child: ChildGateway | undefined;
+  const spawnBilling = () =>
+    spawnLogged(
+      'billing/sidecar-main.ts',
+      ['-c', stack.configFile],
+      { ...stack.env, ROUTER_BILLING_LISTEN: '127.0.0.1:0', [GATEWAY_URL_ENV]: stack.url },
+      'router-billing listening',
+    );
+  async function stopChild(): Promise<void> {
+    const c = child;
+    child = undefined;
+    if (c === undefined) return;
+    c.child.kill('SIGTERM');
+    await c.exited;
+  }
+  before(async () => {
+    stack = await startEnforcementStack({ wallets: { [`api_key:${SUBJECT_A}`]: '5' }, sidecar: false });
+    child = await spawnBilling();
+  });
+  after(async () => {
+    await stopChild();
+    await stack.close();
+  });
+
+  test('the 2xx of the sidecar process implies the gateway process enforces it; dedupe survives a restart', async () => {
+    const sim = stack.billing;
+    const subject = { subject_type: 'api_key', subject_id: SUBJECT_A };
+    assert.equal((await chat(stack)).status, 200, 'served, and the allowed answer is cached');
+    assert.ok(child);
+    const url = `${child.url}${WEBHOOK_PATH}`;
+    const blocked = await sim.sendWebhook('wallet.insufficient_balance', subject, { url });
+    assert.equal(blocked.status, 204);
+    assert.equal((await chat(stack)).status, 402, 'the very next request');
+    assert.equal((await sim.sendWebhook('wallet.balance_changed', subject, { url })).status, 204);
+    assert.equal((await chat(stack)).status, 200);
+
+    // Restart the sidecar process: the replayed block is still a duplicate.
+    await stopChild();
+    child = await spawnBilling();
+    const replay = await sim.replayWebhook({ ...blocked, url: `${child.url}${WEBHOOK_PATH}` });
+    assert.equal(replay.status, 204);
+    assert.equal((await chat(stack)).status, 200, 'the replay changed nothing');
   });
 });

@@ -34,6 +34,8 @@ export interface EnforcementStackOptions {
   readonly deniedCacheTtlMs?: number;
   readonly requestTimeoutMs?: number;
   readonly webhookMaxBodyBytes?: number;
+  /** Start the in-process sidecar (default true); false: the test runs `router-billing` itself. */
+  readonly sidecar?: boolean;
 }
 
 export interface EnforcementStack {
@@ -42,8 +44,11 @@ export interface EnforcementStack {
   readonly upstream: UpstreamSim;
   readonly billing: BillingSim;
   readonly gateway: RunningGateway;
-  readonly sidecar: Sidecar;
+  readonly sidecar: Sidecar | undefined;
   readonly stateDir: string;
+  readonly configFile: string;
+  /** Environment of the gateway (access keys, provider addresses). */
+  readonly env: Record<string, string>;
   /** Credit a wallet the way the business backend does: POST .../wallets/credit on the billing API. */
   credit(subjectId: string, amount: string): Promise<number>;
   close(): Promise<void>;
@@ -137,14 +142,17 @@ export async function startEnforcementStack(opts: EnforcementStackOptions): Prom
   const loaded = await loadConfig(configFile, { env });
   if (loaded.config === undefined) throw new Error(loaded.diagnostics.map((d) => d.message).join('; '));
   let gatewayUrl: string | undefined;
-  const sidecar = await startSidecar(loaded.config, {
-    logger,
-    listen: { host: '127.0.0.1', port: 0 },
-    worker: { pollIntervalMs: 20 },
-    webhook: { gatewayUrl: () => gatewayUrl },
-  });
+  const sidecar =
+    opts.sidecar === false
+      ? undefined
+      : await startSidecar(loaded.config, {
+          logger,
+          listen: { host: '127.0.0.1', port: 0 },
+          worker: { pollIntervalMs: 20 },
+          webhook: { gatewayUrl: () => gatewayUrl },
+        });
   // The gateway forwards webhook_path to the sidecar's real address.
-  env.ROUTER_BILLING_LISTEN = new URL(sidecar.url).host;
+  if (sidecar !== undefined) env.ROUTER_BILLING_LISTEN = new URL(sidecar.url).host;
   const gateway = await startGateway(configFile, { env, sidecar: false, logger });
   gatewayUrl = gateway.url;
   relay.target.url = `${gateway.url}${WEBHOOK_PATH}`;
@@ -157,6 +165,8 @@ export async function startEnforcementStack(opts: EnforcementStackOptions): Prom
     gateway,
     sidecar,
     stateDir,
+    configFile,
+    env,
     async credit(subjectId, amount) {
       const res = await request(`${billing.url}/v1/projects/${PROJECT}/wallets/credit`, {
         method: 'POST',
@@ -168,7 +178,7 @@ export async function startEnforcementStack(opts: EnforcementStackOptions): Prom
     },
     async close() {
       await gateway.close();
-      await sidecar.close();
+      await sidecar?.close();
       relay.server.closeAllConnections();
       await new Promise<void>((resolve) => relay.server.close(() => resolve()));
       await billing.close();
