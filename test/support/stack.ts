@@ -99,7 +99,15 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     env[`ROUTER_PROVIDER_${envName(p)}_API_KEY`] = `sim-${p}-key`;
   }
   Object.assign(env, opts.env);
-  const gateway = await startGateway(configFile, { env, sidecar: false, logger: pino({ level: 'silent' }) });
+  let gateway: RunningGateway;
+  try {
+    gateway = await startGateway(configFile, { env, sidecar: false, logger: pino({ level: 'silent' }) });
+  } catch (err) {
+    // Leave nothing running, or the test process would never exit.
+    await sim.close();
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
   return {
     url: gateway.url,
     sim,
