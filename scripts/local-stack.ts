@@ -59,7 +59,7 @@ async function main(): Promise<void> {
     apiKey: billingApiKey,
     projectId: 'proj_local',
     ruleSets: { rs_router: 'published' },
-    wallets: { 'api_key:local-dev': '5.00' },
+    wallets: { 'api_key:local_dev': '5.00' },
     webhook: { url: `http://${listen}/internal/billing/webhook`, secret: webhookSecret },
   });
 
@@ -100,8 +100,8 @@ LLM router: local stack is up (offline: upstreams and billing are simulators)
 
   gateway            ${base}
   upstream simulator ${upstream.url}   (OpenAI, Anthropic and Gemini wire formats)
-  billing simulator  ${billing.url}   (wallet of subject api_key:local-dev holds $5.00)
-  access key         ${accessKey}     (name local-dev; kept in .local-stack/access-key)
+  billing simulator  ${billing.url}   (wallet of subject api_key:local_dev holds $5.00)
+  access key         ${accessKey}     (name local_dev; kept in .local-stack/access-key)
 
 Try it:
 
