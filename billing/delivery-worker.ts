@@ -7,9 +7,11 @@
 // Failures: when the head of the queue fails, no new events are sent; the head is retried alone after a
 // full-jitter exponential backoff (retry_interval_ms doubling up to max_retry_interval_ms). Failures that
 // say the service is unavailable (network error, timeout, 408, 429, 502, 503, 504) are retried for as long
-// as the outage lasts; any other failure (4xx, HTML 404, 500) counts as an attempt, and an event with
-// max_attempts counted attempts goes to dead-letter.jsonl so the queue moves on. Counted attempts are
-// stored in the checkpoint and survive restarts.
+// as the outage lasts; a 4xx (HTML 404 included) counts as an attempt; another 5xx (500) does not count
+// when a different event fails too at that moment (one probe per retry), since a billing service in
+// trouble answers 500 to everything while a poison event fails alone. An event with max_attempts counted
+// attempts goes to dead-letter.jsonl so the queue moves on. Counted attempts are stored in the checkpoint
+// and survive restarts.
 
 import { type FSWatcher, watch } from 'node:fs';
 import type { Logger } from 'pino';
@@ -93,6 +95,8 @@ interface Slot {
   attempts: number;
   /** Consecutive failures of any kind (backoff exponent). */
   failures: number;
+  /** Last failure was a 5xx that counts only if the service is seen accepting other events. */
+  unjudged: boolean;
   lastResult: IngestResult | undefined;
   abort: AbortController | undefined;
   settled: Promise<void> | undefined;
@@ -205,9 +209,13 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
           slot.state = 'failed';
           slot.failures++;
           counters.failedAttempts++;
-          if (!(result.kind === 'retryable' && result.unavailable)) {
+          if (result.kind === 'permanent') {
             slot.attempts++;
             attemptsDirty = true;
+          } else if (!result.unavailable) {
+            // A 500 is either this event (poison) or the service (outage): decided by a probe when
+            // the event is retried at the head (handleFailedHead), so an outage never dead-letters.
+            slot.unjudged = true;
           }
           recordError(result.code, result.status, result.message);
           logger?.warn(
@@ -271,14 +279,43 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
       state: item.kind === 'event' ? 'new' : 'done',
       attempts,
       failures: 0,
+      unjudged: false,
       lastResult: undefined,
       abort: undefined,
       settled: undefined,
     };
   }
 
+  /**
+   * Whether the service accepts an event other than `head` right now: an ingest already in flight, or
+   * one more event sent as a probe. Undefined when there is no other event to ask with.
+   */
+  async function othersAccepted(head: Slot): Promise<boolean | undefined> {
+    let probe = window.find((s) => s !== head && s.item.kind === 'event' && s.state !== 'done');
+    while (probe === undefined && window.length < windowSize * 4) {
+      const item = await reader.next();
+      if (!item) return undefined;
+      const slot = newSlot(item);
+      window.push(slot);
+      if (slot.state === 'new') probe = slot;
+    }
+    if (probe === undefined) return undefined;
+    if (probe.state !== 'inflight') dispatch(probe);
+    await probe.settled;
+    return probe.state === 'done';
+  }
+
   async function handleFailedHead(head: Slot): Promise<void> {
     const item = head.item as Extract<OutboxItem, { kind: 'event' }>;
+    if (head.unjudged) {
+      head.unjudged = false;
+      // Not counted only when another event failed too (an outage). With nothing else queued there is
+      // no evidence either way and the attempt counts, as it would for a lone poison event.
+      if ((await othersAccepted(head)) !== false) {
+        head.attempts++;
+        attemptsDirty = true;
+      }
+    }
     if (head.attempts >= config.maxAttempts) {
       const r = head.lastResult;
       await reader.deadLetter(item, {

@@ -1,7 +1,8 @@
 // Translators convert between wire formats for one request. A factory is compiled once; `create` makes a
 // small per-request object so that request-time facts (model, stream flag, tool names, whether the
 // client asked for usage) flow into the reply mapping. One file per direction, named by direction:
-// `openai-to-anthropic.ts` = a completion-style client talking to an Anthropic upstream.
+// `openai-to-anthropic.ts` (DSL name `openai_to_anthropic`) = a completion-style client talking to an
+// Anthropic upstream.
 //
 // Streams are incremental: `streamEvent` sees one upstream SSE event at a time (already split and
 // UTF-8 decoded by the proxy's SSE parser) and returns the client events to emit now. Memory per stream
@@ -45,7 +46,7 @@ export interface Translator {
 }
 
 export interface TranslatorFactory {
-  /** DSL name, same as the file name: `openai-to-anthropic`. */
+  /** DSL name: the file name in snake_case (`openai-to-anthropic.ts` -> `openai_to_anthropic`). */
   readonly name: string;
   /** Client wire format. */
   readonly from: WireFormat;

@@ -328,3 +328,25 @@ export function spawnSidecar(stack: BillingStack): Promise<ChildGateway> {
     'router-billing listening',
   );
 }
+
+/**
+ * Waits for a condition that has no event to wait on (a counter of another process, a file), checking
+ * it every few milliseconds; rejects after timeoutMs. Never a stand-in for a signal that exists.
+ */
+export async function waitUntil(
+  condition: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 15_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** Pending events as a sidecar's /readyz reports them (undefined when it answers no delivery block). */
+export async function sidecarPending(sidecarUrl: string): Promise<number | undefined> {
+  const body = (await (await fetch(`${sidecarUrl}/readyz`)).json()) as { delivery?: { pending: number } };
+  return body.delivery?.pending;
+}

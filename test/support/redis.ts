@@ -26,7 +26,9 @@ export interface RedisServer {
    * MONITOR from now on: stop() returns the commands clients sent (lower-case name + args), leaving out
    * those a Lua script issued and the monitor's own bookkeeping, i.e. one entry per client command.
    */
-  monitor(): Promise<{ stop(): Promise<string[][]> }>;
+  monitor(sources?: ReadonlySet<string>): Promise<{ stop(): Promise<string[][]> }>;
+  /** Client addresses (ip:port) whose connection name starts with `prefix` (CLIENT LIST). */
+  clientAddrs(prefix: string): Promise<Set<string>>;
   close(): Promise<void>;
 }
 
@@ -130,7 +132,17 @@ export async function startRedis(): Promise<RedisServer> {
       for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts[m[1]] = Number(m[2]);
       return counts;
     },
-    async monitor() {
+    async clientAddrs(prefix) {
+      const list = (await admin.client('LIST')) as string;
+      const out = new Set<string>();
+      for (const line of list.split('\n')) {
+        const addr = /(?:^| )addr=(\S+)/.exec(line)?.[1];
+        const name = /(?:^| )name=(\S*)/.exec(line)?.[1] ?? '';
+        if (addr !== undefined && name.startsWith(prefix)) out.add(addr);
+      }
+      return out;
+    },
+    async monitor(sources) {
       const mon = new Redis({ port, host: '127.0.0.1', lazyConnect: true, protocol: 2 });
       mon.on('error', () => {});
       await mon.connect();
@@ -144,6 +156,7 @@ export async function startRedis(): Promise<RedisServer> {
           return;
         }
         if (source === 'lua') return;
+        if (sources !== undefined && !sources.has(source)) return;
         seen.push([args[0].toLowerCase(), ...args.slice(1)]);
       });
       return {
