@@ -1,0 +1,134 @@
+// deploy/nginx/router.conf agrees with the gateway's configuration defaults (body limits, webhook path,
+// timeouts, keep-alive ordering), and nginx accepts it (`nginx -t` on the rendered file, when installed).
+
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+import { findNginx, ROUTER_CONF, renderRouterConf } from '../support/nginx.ts';
+import { ROOT } from '../support/stack.ts';
+
+type SchemaNode = { properties?: Record<string, SchemaNode>; default?: unknown };
+
+async function schemaDefault(path: string): Promise<unknown> {
+  const schema = JSON.parse(await readFile(join(ROOT, 'proxy/config/schema.json'), 'utf8')) as SchemaNode;
+  const node = path.split('.').reduce<SchemaNode | undefined>((n, k) => n?.properties?.[k], schema);
+  assert.ok(node, `schema has ${path}`);
+  return node.default;
+}
+
+function bytes(size: string): number {
+  const m = /^(\d+)([kKmMgG]?)$/.exec(size);
+  assert.ok(m, size);
+  return Number(m[1]) * ({ '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2].toLowerCase()] ?? 1);
+}
+
+function seconds(value: string): number {
+  const m = /^(\d+)(ms|s|m)?$/.exec(value);
+  assert.ok(m, value);
+  return Number(m[1]) * ({ ms: 0.001, s: 1, m: 60 }[m[2] ?? 's'] ?? 1);
+}
+
+/** Directive values of a block: the server block, or one location inside it. */
+function block(conf: string, opener: RegExp): string {
+  const start = conf.search(opener);
+  assert.ok(start >= 0, `no block ${opener}`);
+  let depth = 0;
+  for (let i = conf.indexOf('{', start); i < conf.length; i++) {
+    if (conf[i] === '{') depth++;
+    else if (conf[i] === '}' && --depth === 0) return conf.slice(start, i + 1);
+  }
+  throw new Error('unbalanced braces');
+}
+
+const directive = (text: string, name: string): string | undefined =>
+  new RegExp(`^\\s*${name}\\s+([^;]+);`, 'm').exec(text)?.[1].trim();
+
+test('router.conf body limits, webhook path and timeouts match the gateway defaults', async () => {
+  const conf = await readFile(ROUTER_CONF, 'utf8');
+  const server = block(conf, /^server \{/m);
+  const bodyLimit = directive(server, 'client_max_body_size');
+  assert.ok(bodyLimit);
+  assert.equal(bytes(bodyLimit), await schemaDefault('limits.max_body_bytes'));
+
+  const webhookPath = await schemaDefault('billing.balance_enforcement.webhook_path');
+  const webhook = block(server, new RegExp(`location = ${String(webhookPath).replaceAll('/', '\\/')} \\{`));
+  assert.equal(directive(webhook, 'proxy_pass'), 'http://router_billing');
+  const webhookLimit = directive(webhook, 'client_max_body_size');
+  assert.ok(webhookLimit);
+  assert.equal(
+    bytes(webhookLimit),
+    await schemaDefault('billing.balance_enforcement.webhook_max_body_bytes'),
+  );
+
+  // nginx waits longer than the gateway, which reports a stalled upstream in the client's format.
+  const bodyTimeoutS = Number(await schemaDefault('limits.upstream_body_timeout_ms')) / 1000;
+  const headersTimeoutS = Number(await schemaDefault('limits.upstream_headers_timeout_ms')) / 1000;
+  const readTimeout = seconds(directive(server, 'proxy_read_timeout') ?? '60s');
+  assert.ok(readTimeout > bodyTimeoutS && readTimeout > headersTimeoutS);
+  assert.ok(seconds(directive(server, 'send_timeout') ?? '60s') >= bodyTimeoutS);
+
+  // Streaming and keep-alive settings.
+  assert.equal(directive(server, 'proxy_buffering'), 'off');
+  assert.equal(directive(server, 'gzip'), 'off');
+  assert.equal(directive(server, 'proxy_http_version'), '1.1');
+  assert.match(server, /proxy_set_header Connection "";/);
+  assert.match(server, /proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;/);
+  assert.match(server, /proxy_set_header X-Router-Request-Id \$router_request_id;/);
+  const upstream = block(conf, /^upstream router_gateway \{/m);
+  assert.ok(Number(directive(upstream, 'keepalive')) > 0);
+  // The gateway keeps idle connections 65 s (proxy/server.ts): nginx must give up on them first.
+  assert.ok(seconds(directive(upstream, 'keepalive_timeout') ?? '60s') < 65);
+  assert.ok(
+    !/\$request_uri|\$args|\$query_string|\$http_authorization/.test(conf),
+    'secrets in the log format',
+  );
+});
+
+test('nginx -t accepts the rendered router.conf', {
+  skip: findNginx() === undefined && 'nginx not installed',
+}, async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'router-nginx-t-'));
+  try {
+    await mkdir(join(dir, 'logs'));
+    const rendered = renderRouterConf(await readFile(ROUTER_CONF, 'utf8'), {
+      gateway: '127.0.0.1:18080',
+      sidecar: '127.0.0.1:18081',
+      listen: '127.0.0.1:18000',
+      accessLog: join(dir, 'logs/access.log'),
+    });
+    await writeFile(join(dir, 'router.conf'), rendered);
+    await writeFile(
+      join(dir, 'nginx.conf'),
+      `pid ${dir}/nginx.pid;\nerror_log ${dir}/logs/error.log;\nevents {}\nhttp {\n  client_body_temp_path ${dir};\n  proxy_temp_path ${dir};\n  include ${dir}/router.conf;\n}\n`,
+    );
+    const { stderr } = await promisify(execFile)(findNginx() as string, [
+      '-t',
+      '-p',
+      `${dir}/`,
+      '-c',
+      join(dir, 'nginx.conf'),
+      '-e',
+      join(dir, 'logs/error.log'),
+    ]);
+    assert.match(stderr, /test is successful/);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('renderRouterConf refuses a file whose marked lines are gone', () => {
+  assert.throws(
+    () =>
+      renderRouterConf('server { listen 80; }', {
+        gateway: 'a:1',
+        sidecar: 'b:2',
+        listen: 'c:3',
+        accessLog: '/x',
+      }),
+    /no line matches/,
+  );
+});
