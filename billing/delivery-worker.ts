@@ -243,7 +243,15 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
     }
   }
 
-  async function checkpoint(): Promise<void> {
+  // Checkpoints are written one at a time, in order, so a slower older write can never land last.
+  let checkpointChain: Promise<void> = Promise.resolve();
+  function checkpoint(): Promise<void> {
+    const next = checkpointChain.then(writeCheckpointNow);
+    checkpointChain = next.catch(() => undefined);
+    return next;
+  }
+
+  async function writeCheckpointNow(): Promise<void> {
     const attempts: Record<string, number> = {};
     for (const slot of window) {
       if (slot.attempts > 0 && slot.item.kind === 'event') attempts[attemptKey(slot.item)] = slot.attempts;

@@ -35,7 +35,7 @@
 //   the end of the file; the next writer seals such a file instead of appending to it, and the reader
 //   treats a sealed segment shorter than the checkpoint as done.
 
-import { mkdir, open, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   ACTIVE_FILE,
@@ -126,7 +126,10 @@ export async function openOutboxReader(dir: string, opts: OutboxReaderOptions = 
   const lock = await acquirePidLock(dir, READER_LOCK, 'billing sidecar (outbox reader)');
   let initial: Checkpoint;
   try {
-    await removeIfExists(join(dir, `${CHECKPOINT_FILE}.tmp`));
+    for (const name of await readdir(dir)) {
+      if (name.startsWith(`${CHECKPOINT_FILE}.`) && name.endsWith('.tmp'))
+        await removeIfExists(join(dir, name));
+    }
     initial = await readCheckpoint(dir);
     for (const seq of (await listOutbox(dir)).segments) {
       if (seq < initial.segment) await removeIfExists(join(dir, segmentFileName(seq)));

@@ -123,13 +123,17 @@ export async function writeCheckpoint(dir: string, cp: Checkpoint, fsyncHook?: (
   await writeFileAtomic(dir, CHECKPOINT_FILE, `${JSON.stringify(cp)}\n`, fsyncHook);
 }
 
+let tmpCounter = 0;
+
 export async function writeFileAtomic(
   dir: string,
   name: string,
   content: string,
   fsyncHook?: () => void,
 ): Promise<void> {
-  const tmp = join(dir, `${name}.tmp`);
+  // A unique temporary name: two replacements of the same file in flight must not rename each
+  // other's temporary file away (the loser would fail with ENOENT).
+  const tmp = join(dir, `${name}.${process.pid}.${++tmpCounter}.tmp`);
   const fh = await open(tmp, 'w');
   try {
     await fh.writeFile(content);
