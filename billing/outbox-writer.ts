@@ -68,6 +68,8 @@ interface QueuedLine {
   line: string;
   resolve: () => void;
   reject: (err: unknown) => void;
+  /** Already written (by an eager write during an fsync), waiting for the next fsync. */
+  written?: boolean;
 }
 
 export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = {}): Promise<OutboxWriter> {
@@ -114,6 +116,38 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
     stats.segment = next;
   }
 
+  // While an fsync runs, lines appended meanwhile are written at once (not yet resolved): a kill -9 of
+  // the gateway then loses nothing the kernel has, and the fsync rate stays bounded by the disk. The
+  // next fsync makes them durable against power loss and resolves them.
+  let syncing = false;
+  let eager: Promise<void> | undefined;
+
+  function writeEagerly(): void {
+    if (!syncing || eager !== undefined) return;
+    eager = (async () => {
+      while (syncing) {
+        const pending = queue.filter((q) => !q.written);
+        if (pending.length === 0) break;
+        let text = '';
+        for (const q of pending) text += q.line;
+        if (terminateFragment) text = `\n${text}`;
+        const buf = Buffer.from(text, 'utf8');
+        try {
+          await writeAll(buf);
+        } catch {
+          // The flush loop writes them again after a newline and reports the failure.
+          terminateFragment = true;
+          break;
+        }
+        terminateFragment = false;
+        state.size += buf.length;
+        for (const q of pending) q.written = true;
+      }
+    })().finally(() => {
+      eager = undefined;
+    });
+  }
+
   async function flushLoop(): Promise<void> {
     // Let appends issued in the same tick join the first batch.
     await Promise.resolve();
@@ -122,14 +156,23 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
       queue = [];
       inFlight = batch.length;
       let text = '';
-      for (const q of batch) text += q.line;
-      if (terminateFragment) text = `\n${text}`;
+      for (const q of batch) if (!q.written) text += q.line;
+      if (terminateFragment && text !== '') text = `\n${text}`;
       const buf = Buffer.from(text, 'utf8');
       try {
-        await writeAll(buf);
-        await state.fh.datasync();
-        terminateFragment = false;
-        state.size += buf.length;
+        if (buf.length > 0) {
+          await writeAll(buf);
+          terminateFragment = false;
+          state.size += buf.length;
+        }
+        syncing = true;
+        writeEagerly();
+        try {
+          await state.fh.datasync();
+        } finally {
+          syncing = false;
+          await eager;
+        }
         stats.fsyncs++;
         stats.appended += batch.length;
         opts.onFsync?.();
@@ -159,6 +202,7 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
     return new Promise<void>((resolve, reject) => {
       queue.push({ line, resolve, reject });
       flushing ??= flushLoop();
+      writeEagerly();
     });
   }
 
