@@ -11,6 +11,7 @@ import {
   type Authenticator,
   createAuthenticator,
   createAuthHook,
+  createStoreAuthenticator,
   createStoreAuthHook,
   presentedSecret,
 } from '../hooks/builtin/auth.ts';
@@ -83,7 +84,8 @@ export interface Runtime {
   readonly completeHooks: readonly Hook[];
   matchRule(provider: CompiledProvider, api: ApiName, stream: boolean): CompiledRule | undefined;
   ruleHooks(provider: string, rule: CompiledRule): RuleHooks;
-  authenticate(headers: IncomingHttpHeaders, query: URLSearchParams): Principal;
+  /** Authenticate a request outside the proxy pipeline (GET /v1/models), with the same key sources. */
+  authenticate(headers: IncomingHttpHeaders, query: URLSearchParams): Promise<Principal>;
   modelList(format: WireFormat): JsonValue;
   modelInfo(format: WireFormat, id: string): JsonValue | undefined;
   readiness(): Promise<ReadyReport>;
@@ -210,10 +212,10 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     opts.upstream ?? new UpstreamClient({ connectTimeoutMs: config.limits.upstreamConnectTimeoutMs });
 
   const keyStore = storeKeys ? await openStateStore(config, { role: 'gateway', logger: log }) : undefined;
-  const requestHooks: Hook[] = [
+  const storeAuth =
     keyStore === undefined
-      ? createAuthHook(authenticator)
-      : createStoreAuthHook(authenticator, {
+      ? undefined
+      : createStoreAuthenticator(authenticator, {
           store: keyStore,
           mode: config.store.accessKeyMode,
           hashSecret: config.store.accessKeyHashSecret,
@@ -222,7 +224,11 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
           currency: config.billing.balanceEnforcement.enabled
             ? config.billing.balanceEnforcement.currency
             : undefined,
-        }),
+        });
+  const requestHooks: Hook[] = [
+    keyStore === undefined || storeAuth === undefined
+      ? createAuthHook(authenticator)
+      : createStoreAuthHook(storeAuth, keyStore),
     ...billingHooks.filter((h) => h.onRequest !== undefined),
     ...(opts.extraHooks ?? []),
     ...globalCustom,
@@ -308,8 +314,10 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
       if (hooks === undefined) throw new Error('rule not compiled into this runtime');
       return hooks;
     },
-    authenticate(headers, query) {
-      return authenticator.authenticate(presentedSecret(headers, query));
+    async authenticate(headers, query) {
+      const secret = presentedSecret(headers, query);
+      if (storeAuth === undefined || keyStore === undefined) return authenticator.authenticate(secret);
+      return storeAuth.authenticate(secret, (q) => keyStore.view(q), log);
     },
     modelList(format) {
       return format === 'gemini' ? geminiList : openaiList;

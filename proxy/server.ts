@@ -192,16 +192,16 @@ async function handle(
   }
 }
 
-function listModels(
+async function listModels(
   rt: Runtime,
   route: Extract<Route, { kind: 'models' | 'model' }>,
   req: IncomingMessage,
   res: ServerResponse,
   id: string,
   query: URLSearchParams,
-): void {
+): Promise<void> {
   try {
-    rt.authenticate(req.headers, query);
+    await rt.authenticate(req.headers, query);
   } catch (err) {
     sendError(res, route.format, toGatewayError(err), id);
     return;

@@ -8,7 +8,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { AccessKeyEntry, AccessKeyMode, KeysConfig } from '../../proxy/config/types.ts';
 import { GatewayError } from '../../proxy/errors.ts';
 import { requestView } from '../../store/request-view.ts';
-import type { StateStore, StoredAccessKey } from '../../store/types.ts';
+import type { RequestView, RequestViewQuery, StateStore, StoredAccessKey } from '../../store/types.ts';
 import type { Hook, OnRequestResult, Principal, RequestContext } from '../types.ts';
 import { CONTINUE } from '../types.ts';
 
@@ -137,7 +137,16 @@ export interface StoreAuthOptions {
  * unreachable answers 503 authentication_unavailable whatever the mode (a revoked key must never pass
  * because the store was down). The master key is checked locally and needs no store.
  */
-export function createStoreAuthHook(file: Authenticator, opts: StoreAuthOptions): Hook {
+/** Shared-store authentication as a function of the secret and a way to read the store. */
+export interface StoreAuthenticator {
+  authenticate(
+    secret: string | undefined,
+    view: (query: RequestViewQuery) => Promise<RequestView>,
+    log: RequestContext['log'],
+  ): Promise<Principal>;
+}
+
+export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOptions): StoreAuthenticator {
   const masterDigest =
     opts.masterKey === undefined || opts.masterKey === '' ? undefined : sha256(opts.masterKey);
   const now = opts.now ?? Date.now;
@@ -156,28 +165,39 @@ export function createStoreAuthHook(file: Authenticator, opts: StoreAuthOptions)
   }
 
   return {
-    name: 'auth',
-    async onRequest(ctx: RequestContext): Promise<OnRequestResult> {
-      const secret = presentedSecret(ctx.headers, ctx.query);
+    async authenticate(secret, view, log) {
       if (secret === undefined) throw new GatewayError('invalid_api_key', 'Missing access key');
       if (masterDigest !== undefined && timingSafeEqual(sha256(secret), masterDigest)) {
-        ctx.principal = file.authenticate(secret);
-        return CONTINUE;
+        return file.authenticate(secret);
       }
       const keyHash = hashAccessKey(opts.hashSecret, secret);
       let key: StoredAccessKey | null | undefined;
       try {
-        key = (await requestView(ctx, opts.store, { keyHash, currency: opts.currency })).key;
+        key = (await view({ keyHash, currency: opts.currency })).key;
       } catch (err) {
-        ctx.log.warn(
+        log.warn(
           { err: err instanceof Error ? err.message : String(err) },
           'access-key lookup failed: store unavailable',
         );
         throw new GatewayError('authentication_unavailable');
       }
-      if (key) ctx.principal = principalOf(key);
-      else if (opts.mode === 'redis_preferred') ctx.principal = file.authenticate(secret);
-      else throw new GatewayError('invalid_api_key', 'Invalid access key');
+      if (key) return principalOf(key);
+      if (opts.mode === 'redis_preferred') return file.authenticate(secret);
+      throw new GatewayError('invalid_api_key', 'Invalid access key');
+    },
+  };
+}
+
+export function createStoreAuthHook(auth: StoreAuthenticator, store: StateStore): Hook {
+  return {
+    name: 'auth',
+    async onRequest(ctx: RequestContext): Promise<OnRequestResult> {
+      // The per-request view is memoized, so the balance hook reuses this same round trip.
+      ctx.principal = await auth.authenticate(
+        presentedSecret(ctx.headers, ctx.query),
+        (query) => requestView(ctx, store, query),
+        ctx.log,
+      );
       return CONTINUE;
     },
   } satisfies Hook;
