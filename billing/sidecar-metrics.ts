@@ -53,6 +53,20 @@ export interface DeadLetterSource {
   read(): Promise<{ deadLettered: number }>;
 }
 
+/** The shared-store stream consumer seen as the two sources above (one XLEN round per scrape each). */
+export function streamConsumerSources(consumer: {
+  counters(): Pick<DeliveryCounters, 'delivered' | 'failedAttempts' | 'deadLettered' | 'inFlight'>;
+  status(): Promise<{ pending: number; deadLetter: number }>;
+}): { delivery: DeliverySource; deadLetters: DeadLetterSource } {
+  return {
+    delivery: {
+      counters: () => consumer.counters(),
+      pending: async () => (await consumer.status()).pending,
+    },
+    deadLetters: { read: async () => ({ deadLettered: (await consumer.status()).deadLetter }) },
+  };
+}
+
 export interface SidecarMetrics {
   readonly registry: client.Registry;
   /** Prometheus text format. */
@@ -94,7 +108,13 @@ export function createSidecarMetrics(
     help: 'Events in the dead letter (file or stream) waiting for an operator',
     registers: [registry],
     async collect() {
-      this.set(deadLetters === undefined ? 0 : (await deadLetters.read()).deadLettered);
+      // A failed read (store down, disk error) keeps the last value rather than failing the scrape.
+      const n = await deadLetters?.read().then(
+        (r) => r.deadLettered,
+        () => undefined,
+      );
+      if (deadLetters === undefined) this.set(0);
+      else if (n !== undefined) this.set(n);
     },
   });
   new client.Gauge({
@@ -102,7 +122,12 @@ export function createSidecarMetrics(
     help: 'Usage events queued and not yet delivered',
     registers: [registry],
     async collect() {
-      this.set(delivery === undefined ? 0 : await delivery.pending());
+      const n = await delivery?.pending().then(
+        (v) => v,
+        () => undefined,
+      );
+      if (delivery === undefined) this.set(0);
+      else if (n !== undefined) this.set(n);
     },
   });
   new client.Gauge({

@@ -9,7 +9,7 @@ import type { BillingConfig, ListenAddress, RouterConfig } from '../proxy/config
 import { type BillingClient, createBillingClient } from './billing-client.ts';
 import { type DeliveryWorker, type DeliveryWorkerOptions, startDeliveryWorker } from './delivery-worker.ts';
 import { type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
-import { createSidecarMetrics } from './sidecar-metrics.ts';
+import { createSidecarMetrics, streamConsumerSources } from './sidecar-metrics.ts';
 import { type StreamConsumer, startStreamConsumer } from './stream-consumer.ts';
 import { createWebhookRoute, type WebhookRoute, type WebhookRouteOptions } from './webhook-handler.ts';
 
@@ -133,7 +133,8 @@ export async function startSidecar(
       },
     ],
   ]);
-  const metrics = createSidecarMetrics(worker, status);
+  const fromStream = consumer === undefined ? undefined : streamConsumerSources(consumer);
+  const metrics = createSidecarMetrics(worker ?? fromStream?.delivery, status ?? fromStream?.deadLetters);
   routes.set('GET /metrics', async (_req, res) => {
     const text = await metrics.text();
     res.writeHead(200, { 'content-type': metrics.contentType });

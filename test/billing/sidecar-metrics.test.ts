@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import type { IngestResult } from '../../billing/billing-client.ts';
 import { openOutboxWriter } from '../../billing/outbox-writer.ts';
 import { startSidecar } from '../../billing/sidecar.ts';
-import { countWebhook } from '../../billing/sidecar-metrics.ts';
+import { countWebhook, createSidecarMetrics, streamConsumerSources } from '../../billing/sidecar-metrics.ts';
 import type { UsageEvent } from '../../billing/types.ts';
 import { loadConfig } from '../../proxy/config/load.ts';
 
@@ -127,4 +127,28 @@ test('sidecar /metrics with billing off: zeros, still Prometheus text', async (t
   const text = await (await fetch(`${sidecar.url}/metrics`)).text();
   assert.equal(sample(text, 'router_billing_queue_depth'), 0);
   assert.equal(sample(text, 'router_billing_deliveries_total{result="ok"}'), 0);
+});
+
+test('shared-store mode: the stream consumer feeds the same metrics; a store outage keeps the last value', async () => {
+  let down = false;
+  const consumer = {
+    counters: () => ({ delivered: 7, failedAttempts: 3, deadLettered: 1, inFlight: 2 }),
+    async status() {
+      if (down) throw new Error('store unavailable');
+      return { pending: 42, deadLetter: 5 };
+    },
+  };
+  const { delivery, deadLetters } = streamConsumerSources(consumer);
+  const metrics = createSidecarMetrics(delivery, deadLetters);
+  const first = await metrics.text();
+  assert.equal(sample(first, 'router_billing_queue_depth'), 42);
+  assert.equal(sample(first, 'router_billing_dead_letter_events'), 5);
+  assert.equal(sample(first, 'router_billing_deliveries_total{result="ok"}'), 7);
+  assert.equal(sample(first, 'router_billing_deliveries_total{result="failed"}'), 3);
+  assert.equal(sample(first, 'router_billing_dead_letters_total'), 1);
+  assert.equal(sample(first, 'router_billing_deliveries_in_flight'), 2);
+  down = true;
+  const second = await metrics.text();
+  assert.equal(sample(second, 'router_billing_queue_depth'), 42);
+  assert.equal(sample(second, 'router_billing_dead_letter_events'), 5);
 });
