@@ -15,7 +15,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type BenchContext, FULL, SMOKE } from './lib/context.ts';
-import { machineInfo } from './lib/machine.ts';
+import { loadAverage, machineInfo } from './lib/machine.ts';
 import {
   gatewayUsesRedis,
   type Peer,
@@ -244,6 +244,7 @@ export async function main(argv: string[]): Promise<number> {
     await rm(tmp, { recursive: true, force: true });
   }
   results.finishedAt = new Date().toISOString();
+  results.machine.loadAvgEnd = loadAverage();
 
   const outFile = opts.out ?? join(REPO, 'bench/results', `${stamp}.json`);
   await mkdir(dirname(outFile), { recursive: true });

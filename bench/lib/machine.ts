@@ -1,7 +1,7 @@
 // What the numbers were measured on.
 
 import { readFileSync } from 'node:fs';
-import { availableParallelism, release, totalmem } from 'node:os';
+import { availableParallelism, loadavg, release, totalmem } from 'node:os';
 import { findNginx, nginxVersion } from './peers.ts';
 
 export interface MachineInfo {
@@ -11,6 +11,9 @@ export interface MachineInfo {
   kernel: string;
   node: string;
   nginx: string;
+  /** 1-minute load average when the run started: other work on the machine skews the numbers. */
+  loadAvgStart: number;
+  loadAvgEnd?: number;
 }
 
 export async function machineInfo(): Promise<MachineInfo> {
@@ -31,5 +34,10 @@ export async function machineInfo(): Promise<MachineInfo> {
     kernel: release(),
     node: process.version,
     nginx,
+    loadAvgStart: Math.round(loadavg()[0] * 100) / 100,
   };
+}
+
+export function loadAverage(): number {
+  return Math.round(loadavg()[0] * 100) / 100;
 }

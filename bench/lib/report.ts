@@ -224,6 +224,10 @@ export function renderMarkdown(r: BenchResults): string {
         ['Node.js', m.node],
         ['nginx', m.nginx],
         ['Portkey', `@portkey-ai/gateway ${r.portkeyVersion}`],
+        [
+          'Load average (1 min)',
+          `${num(m.loadAvgStart)} at start, ${num(m.loadAvgEnd)} at end (anything above ~1 at start means other work shared the cores)`,
+        ],
       ],
     ),
     '',
