@@ -2,14 +2,21 @@
 // request to <outbox_dir>/events.jsonl (layout: billing/outbox/layout.ts; design and crash-safety
 // argument: billing/outbox-reader.ts).
 //
-// Group commit: append() only queues the serialized line; one flush loop writes everything queued with
-// a single write() and a single fdatasync(), then resolves all those appends. Appends that arrive while
-// a flush is in flight share the next one, so the fsync rate is bounded by disk latency, not request rate,
-// and the response path never waits on the disk (the gateway does not await append before answering).
+// Two kinds of durability, paid for differently:
+// - Against a crash of the gateway (kill -9): append() writes the line with one synchronous write(2)
+//   before it returns, so once it returned the kernel has the line, whatever happens to the process.
+//   The gateway calls it just before the reply's last byte, so a client that saw its reply has an
+//   event on record. A page-cache write of one line costs microseconds; nothing waits on the disk.
+// - Against power loss: group commit. One flush loop runs fdatasync() for everything written since the
+//   last one and then resolves those appends; appends that arrive meanwhile share the next fdatasync,
+//   so the fsync rate is bounded by disk latency, not by the request rate.
+// Lines are written in O_APPEND mode, so the synchronous writes and the loop's own writes (after a
+// failure, or during a rotation) each land whole at the end of the file.
 //
 // Exactly ONE gateway process may write a given outbox directory: open takes writer.lock (pid, O_EXCL)
 // and a second gateway on the same directory fails at start with OutboxLockedError.
 
+import { writeSync } from 'node:fs';
 import { mkdir, open, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -68,7 +75,7 @@ interface QueuedLine {
   line: string;
   resolve: () => void;
   reject: (err: unknown) => void;
-  /** Already written (by an eager write during an fsync), waiting for the next fsync. */
+  /** Already written by append() itself, waiting for the next fsync. */
   written?: boolean;
 }
 
@@ -103,9 +110,12 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
 
   async function rotate(): Promise<void> {
     const next = state.seq + 1;
+    // Lines written synchronously since the last fdatasync belong to this segment: sync them first.
+    await state.fh.datasync();
     await createHeaderFile(join(dir, NEXT_TMP), next);
     // Everything for state.seq was written and fsync'ed before this point and nothing is written to it
-    // after: the reader may treat the renamed file as sealed the moment it no longer is events.jsonl.
+    // after (`rotating` holds synchronous writes back): the reader may treat the renamed file as sealed
+    // the moment it no longer is events.jsonl.
     await rename(join(dir, ACTIVE_FILE), join(dir, segmentFileName(state.seq)));
     await rename(join(dir, NEXT_TMP), join(dir, ACTIVE_FILE));
     await fsyncDir(dir);
@@ -116,36 +126,24 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
     stats.segment = next;
   }
 
-  // While an fsync runs, lines appended meanwhile are written at once (not yet resolved): a kill -9 of
-  // the gateway then loses nothing the kernel has, and the fsync rate stays bounded by the disk. The
-  // next fsync makes them durable against power loss and resolves them.
-  let syncing = false;
-  let eager: Promise<void> | undefined;
+  // While a segment is being sealed, appends are queued and written by the flush loop afterwards.
+  let rotating = false;
 
-  function writeEagerly(): void {
-    if (!syncing || eager !== undefined) return;
-    eager = (async () => {
-      while (syncing) {
-        const pending = queue.filter((q) => !q.written);
-        if (pending.length === 0) break;
-        let text = '';
-        for (const q of pending) text += q.line;
-        if (terminateFragment) text = `\n${text}`;
-        const buf = Buffer.from(text, 'utf8');
-        try {
-          await writeAll(buf);
-        } catch {
-          // The flush loop writes them again after a newline and reports the failure.
-          terminateFragment = true;
-          break;
-        }
-        terminateFragment = false;
-        state.size += buf.length;
-        for (const q of pending) q.written = true;
-      }
-    })().finally(() => {
-      eager = undefined;
-    });
+  /** One synchronous write(2) of a whole line; false when it must go through the flush loop. */
+  function writeNow(line: string): boolean {
+    if (rotating || terminateFragment) return false;
+    const buf = Buffer.from(line, 'utf8');
+    let off = 0;
+    try {
+      while (off < buf.length) off += writeSync(state.fh.fd, buf, off, buf.length - off);
+    } catch (err) {
+      // A partial write leaves a fragment: the loop starts its next write with a newline.
+      if (off > 0) terminateFragment = true;
+      opts.onError?.(err);
+      return false;
+    }
+    state.size += buf.length;
+    return true;
   }
 
   async function flushLoop(): Promise<void> {
@@ -165,14 +163,7 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
           terminateFragment = false;
           state.size += buf.length;
         }
-        syncing = true;
-        writeEagerly();
-        try {
-          await state.fh.datasync();
-        } finally {
-          syncing = false;
-          await eager;
-        }
+        await state.fh.datasync();
         stats.fsyncs++;
         stats.appended += batch.length;
         opts.onFsync?.();
@@ -184,11 +175,14 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
       }
       inFlight = 0;
       if (state.size >= maxSegmentBytes) {
+        rotating = true;
         try {
           await rotate();
         } catch (err) {
           // Keep appending to the current file; rotation is retried after the next batch.
           opts.onError?.(err);
+        } finally {
+          rotating = false;
         }
       }
     }
@@ -199,10 +193,10 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
     if (closed) return Promise.reject(new Error('outbox writer is closed'));
     // Serialize now: the caller may reuse the object, and JSON.stringify never emits a raw newline.
     const line = `${JSON.stringify(event)}\n`;
+    const written = writeNow(line);
     return new Promise<void>((resolve, reject) => {
-      queue.push({ line, resolve, reject });
+      queue.push({ line, resolve, reject, written });
       flushing ??= flushLoop();
-      writeEagerly();
     });
   }
 

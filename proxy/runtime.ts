@@ -238,10 +238,11 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     (h) => h.onResponseChunk !== undefined || h.onResponseEnd !== undefined || h.onResponseHead !== undefined,
   );
   const globalRewrite = globalCustom.filter((h) => h.rewriteBody !== undefined);
-  const completeHooks: Hook[] = [
-    ...globalCustom.filter((h) => h.onComplete !== undefined),
-    ...billingHooks.filter((h) => h.onComplete !== undefined),
-  ];
+  // Billing goes first: its synchronous part (building the event and writing it to the outbox) must
+  // run before the reply's last byte, with nothing awaited ahead of it (proxy/server.ts finish()).
+  const billingComplete = billingHooks.filter((h) => h.onComplete !== undefined);
+  const globalComplete = globalCustom.filter((h) => h.onComplete !== undefined);
+  const completeHooks: Hook[] = [...billingComplete, ...globalComplete];
 
   const perRule = new Map<CompiledRule, RuleHooks>();
   for (const [name, provider] of providers) {
@@ -270,7 +271,11 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
       perRule.set(rule, {
         rewrite: [ruleHook, ...custom.filter((h) => h.rewriteBody !== undefined), ...globalRewrite],
         response,
-        complete: [...custom.filter((h) => h.onComplete !== undefined), ...completeHooks],
+        complete: [
+          ...billingComplete,
+          ...custom.filter((h) => h.onComplete !== undefined),
+          ...globalComplete,
+        ],
         observeOnly: response.every((h) => h.responseMode === 'observe'),
         keepDelivered: config.billing.enabled,
         timeouts: {

@@ -45,6 +45,9 @@ const FORWARDED_REQUEST_HEADERS = [
   'user-agent',
 ] as const;
 
+/** JSON replies up to this size are observed before any byte is sent; larger ones stream but a byte. */
+const OBSERVE_FIRST_BYTES = 16 * 1024;
+
 /** Largest upstream JSON reply the gateway parses (images as base64 can be large). */
 const MAX_JSON_REPLY_BYTES = 256 * 1024 * 1024;
 
@@ -296,7 +299,12 @@ async function proxyRequest(
       abort.abort();
     }
   });
-  let ruleHooks: RuleHooks | undefined;
+  // The request completes (usage settled, logged, usage event queued) exactly once: just before the
+  // reply's last byte when it is served, or after the connection closes otherwise.
+  const done: Completion = { hooks: undefined, promise: undefined };
+  const completeNow = () => {
+    done.promise ??= finish(rt, ctx, done.hooks);
+  };
   try {
     // A malformed body is answered only after authentication, so unauthenticated callers learn nothing.
     const bodyError = await readRequest(rt, route, req, ctx);
@@ -309,7 +317,7 @@ async function proxyRequest(
       return;
     }
     if (bodyError !== undefined) throw bodyError;
-    ruleHooks = await forward(rt, ctx, res);
+    await forward(rt, ctx, res, done, completeNow);
   } catch (err) {
     const gwErr = toGatewayError(err);
     if (!(err instanceof GatewayError)) ctx.log.error({ err: describeError(err) }, 'request failed');
@@ -321,9 +329,15 @@ async function proxyRequest(
       res.end();
     }
   } finally {
-    if (!res.writableFinished && !res.destroyed) await onceClosed(res);
-    await finish(rt, ctx, ruleHooks);
+    if (done.promise === undefined && !res.writableFinished && !res.destroyed) await onceClosed(res);
+    completeNow();
+    await done.promise;
   }
+}
+
+interface Completion {
+  hooks: RuleHooks | undefined;
+  promise: Promise<void> | undefined;
 }
 
 function onceClosed(res: ServerResponse): Promise<void> {
@@ -368,7 +382,9 @@ async function forward(
   rt: Runtime,
   ctx: RequestContext,
   res: ServerResponse,
-): Promise<RuleHooks | undefined> {
+  done: Completion,
+  completeNow: () => void,
+): Promise<void> {
   const choice = await runSelectTarget(rt.requestHooks, ctx);
   if (choice === undefined || choice.candidates.length === 0) throw new GatewayError('provider_not_selected');
   const attempts = Math.min(choice.candidates.length, rt.config.limits.maxRetries + 1);
@@ -400,7 +416,10 @@ async function forward(
     try {
       upstreamRes = await rt.upstream.send(upstreamReq, hooks.timeouts, ctx.signal);
     } catch (err) {
-      if (ctx.clientAborted) return hooks;
+      if (ctx.clientAborted) {
+        done.hooks = hooks;
+        return;
+      }
       lastError = classifyUpstreamError(err);
       ctx.log.warn(
         { provider: candidate.provider, err: describeError(err), attempt: i + 1 },
@@ -419,8 +438,9 @@ async function forward(
       await upstreamRes.body.dump().catch(() => undefined);
       continue;
     }
-    await relay(ctx, hooks, upstreamRes, res, rt.metrics.activeStreams);
-    return hooks;
+    done.hooks = hooks;
+    await relay(ctx, hooks, upstreamRes, res, rt.metrics.activeStreams, completeNow);
+    return;
   }
   throw lastError ?? new GatewayError('provider_not_selected');
 }
@@ -472,6 +492,7 @@ async function relay(
   up: UpstreamResponse,
   res: ServerResponse,
   activeStreams: { inc(): void; dec(): void },
+  beforeEnd: () => void,
 ): Promise<void> {
   ctx.status = up.statusCode;
   const head: ResponseHead = runResponseHead(hooks.response, ctx, {
@@ -484,13 +505,15 @@ async function relay(
   if (contentType.startsWith('text/event-stream') && head.status < 400) {
     activeStreams.inc();
     try {
-      return await relayStream(ctx, hooks, up, res, head);
+      return await relayStream(ctx, hooks, up, res, head, beforeEnd);
     } finally {
       activeStreams.dec();
     }
   }
-  if (contentType.includes('json') || head.status >= 400) return relayJson(ctx, hooks, up, res, head);
-  return relayRaw(ctx, up, res, head);
+  if (contentType.includes('json') || head.status >= 400) {
+    return relayJson(ctx, hooks, up, res, head, beforeEnd);
+  }
+  return relayRaw(ctx, up, res, head, beforeEnd);
 }
 
 function write(res: ServerResponse, chunk: string | Uint8Array): Promise<void> | undefined {
@@ -512,6 +535,7 @@ async function relayStream(
   up: UpstreamResponse,
   res: ServerResponse,
   head: ResponseHead,
+  beforeEnd: () => void,
 ): Promise<void> {
   head.headers['content-type'] ??= 'text/event-stream';
   head.headers['cache-control'] = 'no-cache';
@@ -567,6 +591,8 @@ async function relayStream(
     out += serializeEvent(errorEvent(ctx.clientFormat, streamFailure(ctx), ctx.id));
   }
   if (out !== '') res.write(out);
+  // Clients (and SDKs) see the stream as over only when the response ends: complete first.
+  beforeEnd();
   res.end();
 }
 
@@ -594,6 +620,7 @@ async function relayJson(
   up: UpstreamResponse,
   res: ServerResponse,
   head: ResponseHead,
+  beforeEnd: () => void,
 ): Promise<void> {
   let raw: Buffer;
   try {
@@ -605,12 +632,18 @@ async function relayJson(
     head.headers['content-length'] = String(raw.length);
     res.writeHead(head.status, head.headers);
     ctx.responseStarted = true;
-    res.end(raw);
-    if (hooks.response.length === 0 && !hooks.keepDelivered) return;
-    const value = parseReply(raw, head.status);
-    if (value === undefined) return;
-    runResponseChunk(hooks.response, ctx, [{ type: 'json', value }]);
-    if (hooks.keepDelivered && head.status < 400) recordDelivered(ctx, raw.toString('utf8'), { bytes: 0 });
+    // The reply is whole for the client at its last byte, and the request must be complete (its usage
+    // event on record) by then. A small body is observed first; a large one goes out but for its last
+    // byte while the observers parse it.
+    const holdBack = raw.length > OBSERVE_FIRST_BYTES;
+    if (holdBack) res.write(raw.subarray(0, raw.length - 1));
+    if (hooks.response.length > 0 || hooks.keepDelivered) {
+      const value = parseReply(raw, head.status);
+      if (value !== undefined) runResponseChunk(hooks.response, ctx, [{ type: 'json', value }]);
+      if (hooks.keepDelivered && head.status < 400) recordDelivered(ctx, raw.toString('utf8'), { bytes: 0 });
+    }
+    beforeEnd();
+    res.end(holdBack ? raw.subarray(raw.length - 1) : raw);
     return;
   }
   const value = parseReply(raw, head.status);
@@ -621,8 +654,9 @@ async function relayJson(
   head.headers['content-length'] = String(Buffer.byteLength(text));
   res.writeHead(head.status, head.headers);
   ctx.responseStarted = true;
-  res.end(text);
   if (hooks.keepDelivered && head.status < 400) recordDelivered(ctx, text, { bytes: 0 });
+  beforeEnd();
+  res.end(text);
 }
 
 /** A reply body as JSON; an error body that is not JSON becomes its text, a 2xx one is unreadable. */
@@ -640,6 +674,7 @@ async function relayRaw(
   up: UpstreamResponse,
   res: ServerResponse,
   head: ResponseHead,
+  beforeEnd: () => void,
 ): Promise<void> {
   res.writeHead(head.status, head.headers);
   ctx.responseStarted = true;
@@ -656,6 +691,7 @@ async function relayRaw(
       return;
     }
   }
+  beforeEnd();
   res.end();
 }
 

@@ -131,14 +131,10 @@ test('a billing outage longer than the attempt budget (500s, then hangs) loses n
   assertBilledOnce(stack, rids);
 });
 
-// Known gap (proxy/server.ts): the usage event is built and appended in onComplete, after the reply's
-// last byte was written (finish() runs once the response closed). A kill -9 that lands between the
-// client receiving its last byte and the append's write() loses that request's event. The outbox writer
-// now writes lines appended during an fsync at once, which closed most of the window (14 of 24 were
-// lost before, 0-1 now); closing it fully needs the event appended before the reply's final write.
-test('kill -9 of the gateway right after its replies: a sidecar started later delivers every event', {
-  todo: 'the event is appended after the reply ends (proxy/server.ts finish); a kill in between loses it',
-}, async (t) => {
+// The usage event is written to the outbox (one synchronous write(2)) before the reply's last byte
+// leaves the gateway (proxy/server.ts finish via beforeEnd), so a client that saw its whole reply has an
+// event the kernel holds, whatever happens to the process after.
+test('kill -9 of the gateway right after its replies: a sidecar started later delivers every event', async (t) => {
   const stack = await startBillingStack({ gateway: false, sidecar: false });
   let child: ChildGateway | undefined;
   t.after(async () => {

@@ -83,7 +83,10 @@ test('shipped routes: native passthrough and translated paths', async () => {
     'https://your-resource.openai.azure.com/openai/deployments/mm/chat/completions?api-version=2024-10-21',
   );
   assert.equal(route(p('ollama'), 'native.messages', true), 'http://127.0.0.1:11434/v1/chat/completions');
-  assert.equal(route(p('deepseek'), 'chat.completions', false), 'https://api.deepseek.com/v1/chat/completions');
+  assert.equal(
+    route(p('deepseek'), 'chat.completions', false),
+    'https://api.deepseek.com/v1/chat/completions',
+  );
   assert.equal(
     route(p('groq'), 'chat.completions', false),
     'https://api.groq.com/openai/v1/chat/completions',
