@@ -259,7 +259,15 @@ export async function openRedisStores(
         return ok === 'OK';
       }),
     async health() {
-      return { connected: client.status === 'ready' };
+      // A PING, not the client's status: right after the server dies the socket may not have
+      // noticed yet, and /readyz must not report a store that cannot answer.
+      if (client.status !== 'ready') return { connected: false };
+      try {
+        await client.ping();
+        return { connected: true };
+      } catch {
+        return { connected: false };
+      }
     },
     close: () => closeRedisClient(client),
   } satisfies StateStore;
