@@ -55,13 +55,15 @@ export class ConfigError extends Error {
 /** Load + compile a configuration file; every problem as `file:line:col: message`. */
 export async function compileConfig(
   file: string,
-  opts: StartOptions & { log: Logger; upstream?: UpstreamClient; metrics?: BuildOptions['metrics'] },
+  opts: StartOptions & { log?: Logger; upstream?: UpstreamClient; metrics?: BuildOptions['metrics'] },
 ): Promise<{ runtime: Runtime | undefined; config: RouterConfig | undefined; diagnostics: string[] }> {
   const loaded = await loadConfig(file, { env: opts.env, overrides: opts.overrides });
   const diagnostics = loaded.diagnostics.map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`);
   if (loaded.config === undefined) return { runtime: undefined, config: undefined, diagnostics };
+  // The logger follows the configuration (log.level), unless the caller brings its own.
+  const log = opts.log ?? pino({ name: 'router', level: loaded.config.log.level, redact: REDACT });
   const built = await buildRuntime(loaded.config, {
-    log: opts.log,
+    log,
     env: opts.env,
     upstream: opts.upstream,
     metrics: opts.metrics,
@@ -76,12 +78,11 @@ export async function compileConfig(
 }
 
 export async function startGateway(file: string, opts: StartOptions = {}): Promise<RunningGateway> {
-  const bootLog = opts.logger ?? pino({ name: 'router' });
-  const first = await compileConfig(file, { ...opts, log: bootLog });
+  const first = await compileConfig(file, { ...opts, log: opts.logger });
   if (first.runtime === undefined || first.config === undefined) throw new ConfigError(first.diagnostics);
   let config = first.config;
-  const log = opts.logger ?? pino({ name: 'router', level: config.log.level, redact: REDACT });
   let runtime = first.runtime;
+  const log = runtime.log;
   const upstream = runtime.upstream;
   const metrics = runtime.metrics;
   const gateway = createGatewayServer(runtime);
@@ -120,7 +121,8 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
   const reloadOnce = async (): Promise<string[]> => {
     let next: Awaited<ReturnType<typeof compileConfig>>;
     try {
-      next = await compileConfig(file, { ...opts, log, upstream, metrics });
+      // A reload may change log.level: the new runtime gets a logger of its own unless one was given.
+      next = await compileConfig(file, { ...opts, log: opts.logger, upstream, metrics });
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       log.error({ diagnostic: message }, 'reload refused: configuration could not be built');

@@ -13,7 +13,7 @@ export interface UpstreamTimeouts {
 
 export interface UpstreamClientOptions {
   readonly connectTimeoutMs: number;
-  /** Connections per origin. */
+  /** Connections per origin; undefined = no cap. */
   readonly connections?: number;
 }
 
@@ -24,7 +24,9 @@ export class UpstreamClient {
 
   constructor(opts: UpstreamClientOptions) {
     this.#agent = new Agent({
-      connections: opts.connections ?? 256,
+      // No cap by default: a long stream holds its connection for its whole life, so a per-origin cap
+      // would queue new streams behind old ones (at 1,000 concurrent streams, seconds of added TTFB).
+      connections: opts.connections ?? null,
       pipelining: 1,
       keepAliveTimeout: 30_000,
       keepAliveMaxTimeout: 120_000,

@@ -6,14 +6,13 @@
 // `usage` object (SDKs expect one): its counts are a local o200k token estimate of the input, not an
 // upstream figure. Should the upstream ever send `usageMetadata`, that is used instead.
 
-import { countTokens } from 'gpt-tokenizer';
 import type { JsonObject, JsonValue, Usage } from '../types.ts';
+// The shared counter loads its encoding on first use: importing gpt-tokenizer's default entry here
+// would load a whole encoding (about 70 MB) into every gateway at start.
+import { countTokens } from '../usage/estimate.ts';
 import { asArray, asNumber, asString, field, isObject, openaiErrorFromGemini } from './gemini-shared.ts';
 import type { SseOut, Translator, TranslatorFactory, TranslatorInit } from './types.ts';
 import { TranslationError } from './types.ts';
-
-/** User text may contain special-token strings such as <|endoftext|>; count them as plain text. */
-const COUNT_OPTIONS = { disallowedSpecial: new Set<string>() };
 
 function inputTexts(input: JsonValue | undefined): string[] {
   if (typeof input === 'string') return [input];
@@ -55,7 +54,7 @@ function createOpenaiEmbeddingsToGemini(init: TranslatorInit): Translator {
     const upstream = init.upstreamModel ?? init.model ?? asString(body.model);
     if (upstream === undefined) throw new TranslationError('model is required', 'model');
     const model = upstream.startsWith('models/') ? upstream : `models/${upstream}`;
-    estimatedTokens = texts.reduce((sum, text) => sum + countTokens(text, COUNT_OPTIONS), 0);
+    estimatedTokens = texts.reduce((sum, text) => sum + countTokens(text, upstream), 0);
     const requests = texts.map((text): JsonObject => {
       const entry: JsonObject = { model, content: { parts: [{ text }] } };
       if (dimensions !== undefined) entry.outputDimensionality = dimensions;
