@@ -4,6 +4,9 @@
 import client from 'prom-client';
 import type { RequestContext } from '../hooks/types.ts';
 
+/** Label sets kept ready; statuses and providers are few, this only bounds pathological cases. */
+const MAX_CACHED_SERIES = 2048;
+
 export interface GatewayMetrics {
   readonly registry: client.Registry;
   observeRequest(ctx: RequestContext, durationMs: number): void;
@@ -79,6 +82,18 @@ export function createGatewayMetrics(): GatewayMetrics {
     labelNames: ['reason'] as const,
     registers: [registry],
   });
+  // Labelled children per label set, so a request does one map lookup instead of hashing label
+  // objects for every series it touches (a measurable share of the hot path).
+  interface Series {
+    requests: client.Counter.Internal;
+    latency: client.Histogram.Internal<string>;
+    ttfb: client.Histogram.Internal<string>;
+    inputUpstream: client.Counter.Internal;
+    outputUpstream: client.Counter.Internal;
+    inputEstimated: client.Counter.Internal;
+    outputEstimated: client.Counter.Internal;
+  }
+  const series = new Map<string, Series>();
   return {
     registry,
     activeStreams,
@@ -90,13 +105,27 @@ export function createGatewayMetrics(): GatewayMetrics {
     observeRequest(ctx, durationMs) {
       const provider = ctx.provider ?? 'none';
       const stream = ctx.stream ? 'true' : 'false';
-      requests.inc({ provider, api: ctx.api, status: String(ctx.status), stream });
-      latency.observe({ api: ctx.api, stream }, durationMs / 1000);
-      if (ctx.upstreamTtfbMs !== undefined) ttfb.observe({ provider }, ctx.upstreamTtfbMs / 1000);
+      const key = `${provider}\u0000${ctx.api}\u0000${ctx.status}\u0000${stream}`;
+      let s = series.get(key);
+      if (s === undefined) {
+        s = {
+          requests: requests.labels(provider, ctx.api, String(ctx.status), stream),
+          latency: latency.labels(ctx.api, stream),
+          ttfb: ttfb.labels(provider),
+          inputUpstream: tokens.labels(provider, 'input', 'upstream'),
+          outputUpstream: tokens.labels(provider, 'output', 'upstream'),
+          inputEstimated: tokens.labels(provider, 'input', 'estimated'),
+          outputEstimated: tokens.labels(provider, 'output', 'estimated'),
+        };
+        if (series.size < MAX_CACHED_SERIES) series.set(key, s);
+      }
+      s.requests.inc();
+      s.latency.observe(durationMs / 1000);
+      if (ctx.upstreamTtfbMs !== undefined) s.ttfb.observe(ctx.upstreamTtfbMs / 1000);
       if (ctx.usage !== undefined) {
-        const stage = ctx.usageStage ?? 'upstream';
-        tokens.inc({ provider, direction: 'input', stage }, ctx.usage.inputTokens);
-        tokens.inc({ provider, direction: 'output', stage }, ctx.usage.outputTokens);
+        const estimated = ctx.usageStage === 'estimated';
+        (estimated ? s.inputEstimated : s.inputUpstream).inc(ctx.usage.inputTokens);
+        (estimated ? s.outputEstimated : s.outputUpstream).inc(ctx.usage.outputTokens);
       }
     },
   };

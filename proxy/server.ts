@@ -249,6 +249,7 @@ function newContext(
   query: URLSearchParams,
   signal: AbortSignal,
 ): RequestContext {
+  let child: RequestContext['log'] | undefined;
   return {
     id,
     api: route.api,
@@ -260,7 +261,11 @@ function newContext(
     receivedAt: Date.now(),
     startedAt: performance.now(),
     signal,
-    log: rt.log.child({ reqId: id }),
+    // Created on first use: most requests log nothing below the access line, which may be off.
+    get log() {
+      child ??= rt.log.child({ reqId: id });
+      return child;
+    },
     body: undefined,
     rawBody: EMPTY,
     model: route.pathModel,
@@ -698,21 +703,23 @@ async function relayRaw(
 async function finish(rt: Runtime, ctx: RequestContext, hooks: RuleHooks | undefined): Promise<void> {
   const durationMs = performance.now() - ctx.startedAt;
   rt.settle(ctx);
-  ctx.log.info(
-    {
-      api: ctx.api,
-      provider: ctx.provider,
-      model: ctx.model,
-      stream: ctx.stream,
-      status: ctx.status,
-      durationMs: Math.round(durationMs * 1000) / 1000,
-      upstreamTtfbMs:
-        ctx.upstreamTtfbMs === undefined ? undefined : Math.round(ctx.upstreamTtfbMs * 1000) / 1000,
-      aborted: ctx.clientAborted || undefined,
-      error: ctx.error?.code,
-    },
-    'request',
-  );
+  if (rt.log.isLevelEnabled('info')) {
+    ctx.log.info(
+      {
+        api: ctx.api,
+        provider: ctx.provider,
+        model: ctx.model,
+        stream: ctx.stream,
+        status: ctx.status,
+        durationMs: Math.round(durationMs * 1000) / 1000,
+        upstreamTtfbMs:
+          ctx.upstreamTtfbMs === undefined ? undefined : Math.round(ctx.upstreamTtfbMs * 1000) / 1000,
+        aborted: ctx.clientAborted || undefined,
+        error: ctx.error?.code,
+      },
+      'request',
+    );
+  }
   rt.observe(ctx, durationMs);
   await runOnComplete(hooks === undefined ? rt.completeHooks : hooks.complete, ctx);
 }
