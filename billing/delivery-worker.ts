@@ -436,7 +436,8 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
   } satisfies DeliveryWorker;
 }
 
-function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+/** Sleep `ms`, or less when `signal` aborts (stopping never waits out a retry delay). */
+export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
   if (signal.aborted || ms <= 0) return Promise.resolve();
   return new Promise<void>((resolve) => {
     const timer = setTimeout(done, ms);
@@ -449,6 +450,6 @@ function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-function errorText(err: unknown): string {
+export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }

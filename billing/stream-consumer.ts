@@ -30,7 +30,7 @@ import {
 } from '../store/redis-client.ts';
 import { defineScript } from '../store/redis-store.ts';
 import type { IngestResult } from './billing-client.ts';
-import { backoffDelay } from './delivery-worker.ts';
+import { abortableSleep, backoffDelay, errorText } from './delivery-worker.ts';
 import type { UsageEvent } from './types.ts';
 
 export interface StreamConsumerOptions {
@@ -168,7 +168,7 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
     });
   }
   function sleep(ms: number): Promise<void> {
-    return waitForAbort(ms, stopController.signal);
+    return abortableSleep(ms, stopController.signal);
   }
   function recordError(code: string, status: number | undefined, message: string): void {
     counters.lastError = { code, status, message, at: new Date().toISOString() };
@@ -472,21 +472,4 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
       return stopped;
     },
   } satisfies StreamConsumer;
-}
-
-function waitForAbort(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted || ms <= 0) return Promise.resolve();
-  return new Promise<void>((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

@@ -16,28 +16,7 @@ import {
 } from '../../billing/outbox-reader.ts';
 import { OutboxLockedError, openOutboxWriter } from '../../billing/outbox-writer.ts';
 import type { UsageEvent } from '../../billing/types.ts';
-
-function makeEvent(i: number): UsageEvent {
-  const rid = `req-${i}`;
-  return {
-    source: 'router',
-    external_event_id: rid,
-    idempotency_key: `router:${rid}`,
-    occurred_at: 1760000000 + i,
-    subject_type: 'api_key',
-    subject_id: 'client-a',
-    raw_json: {
-      provider: 'openai',
-      api: 'chat.completions',
-      model: 'gpt-4o-mini',
-      stream: false,
-      status: 200,
-      usage_stage: 'upstream',
-      usage: { input_tokens: 12, output_tokens: 5, total_tokens: 17 },
-      meta: { subject_type: 'api_key', subject_id: 'client-a', request_id: rid },
-    },
-  };
-}
+import { makeEvent } from '../support/usage-events.ts';
 
 async function tempDir(t: { after: (fn: () => Promise<void>) => void }): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'outbox-test-'));

@@ -12,33 +12,10 @@ import { startSidecar } from '../../billing/sidecar.ts';
 import type { UsageEvent } from '../../billing/types.ts';
 import type { BillingConfig } from '../../proxy/config/types.ts';
 import { startBillingSim } from '../../sim/billing/server.ts';
+import { makeEvent as makeEventWithAliases } from '../support/usage-events.ts';
 
 function makeEvent(i: number): UsageEvent {
-  const rid = `req-${i}`;
-  return {
-    source: 'router',
-    external_event_id: rid,
-    idempotency_key: `router:${rid}`,
-    occurred_at: 1760000000 + i,
-    subject_type: 'api_key',
-    subject_id: 'client-a',
-    raw_json: {
-      provider: 'openai',
-      api: 'chat.completions',
-      model: 'gpt-4o-mini',
-      stream: false,
-      status: 200,
-      usage_stage: 'upstream',
-      usage: {
-        input_tokens: 12,
-        output_tokens: 5,
-        total_tokens: 17,
-        prompt_tokens: 12,
-        completion_tokens: 5,
-      },
-      meta: { subject_type: 'api_key', subject_id: 'client-a', request_id: rid },
-    },
-  };
+  return makeEventWithAliases(i, { aliases: true });
 }
 
 function billingConfig(over: Partial<BillingConfig>): BillingConfig {

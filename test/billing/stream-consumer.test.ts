@@ -9,6 +9,7 @@ import { startBillingSim } from '../../sim/billing/server.ts';
 import { createKeyLayout, createRedisClient, waitReady } from '../../store/redis-client.ts';
 import { createRedisEventQueue } from '../../store/redis-queue.ts';
 import { type RedisServer, startRedis, testStoreConfig } from '../support/redis.ts';
+import { makeEvent as makeEventWithAliases } from '../support/usage-events.ts';
 
 let redis: RedisServer;
 before(async () => {
@@ -19,31 +20,7 @@ after(async () => {
 });
 
 function makeEvent(i: number): UsageEvent {
-  const rid = `req-${i}`;
-  return {
-    source: 'router',
-    external_event_id: rid,
-    idempotency_key: `router:${rid}`,
-    occurred_at: 1760000000 + i,
-    subject_type: 'api_key',
-    subject_id: 'client-a',
-    raw_json: {
-      provider: 'openai',
-      api: 'chat.completions',
-      model: 'gpt-4o-mini',
-      stream: false,
-      status: 200,
-      usage_stage: 'upstream',
-      usage: {
-        input_tokens: 12,
-        output_tokens: 5,
-        total_tokens: 17,
-        prompt_tokens: 12,
-        completion_tokens: 5,
-      },
-      meta: { subject_type: 'api_key', subject_id: 'client-a', request_id: rid },
-    },
-  };
+  return makeEventWithAliases(i, { aliases: true });
 }
 
 const BILLING = { retryIntervalMs: 5, maxRetryIntervalMs: 20 };

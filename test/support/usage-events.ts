@@ -1,0 +1,29 @@
+// Test support: usage events as the gateway writes them (spec 2.3 + conventions), numbered so that
+// tests can assert order and exactly-once delivery by request id.
+
+import type { UsageEvent } from '../../billing/types.ts';
+
+/** Event number `i` (request id `req-<i>`); `aliases` adds the completion-style usage aliases. */
+export function makeEvent(i: number, opts: { aliases?: boolean } = {}): UsageEvent {
+  const rid = `req-${i}`;
+  return {
+    source: 'router',
+    external_event_id: rid,
+    idempotency_key: `router:${rid}`,
+    occurred_at: 1760000000 + i,
+    subject_type: 'api_key',
+    subject_id: 'client-a',
+    raw_json: {
+      provider: 'openai',
+      api: 'chat.completions',
+      model: 'gpt-4o-mini',
+      stream: false,
+      status: 200,
+      usage_stage: 'upstream',
+      usage: opts.aliases
+        ? { input_tokens: 12, output_tokens: 5, total_tokens: 17, prompt_tokens: 12, completion_tokens: 5 }
+        : { input_tokens: 12, output_tokens: 5, total_tokens: 17 },
+      meta: { subject_type: 'api_key', subject_id: 'client-a', request_id: rid },
+    },
+  };
+}
