@@ -3,6 +3,7 @@
 
 import client from 'prom-client';
 import type { RequestContext } from '../hooks/types.ts';
+import { FastCounter, FastHistogram } from './fast-metrics.ts';
 
 /** Label sets kept ready; statuses and providers are few, this only bounds pathological cases. */
 const MAX_CACHED_SERIES = 2048;
@@ -21,32 +22,33 @@ export interface GatewayMetrics {
 export function createGatewayMetrics(): GatewayMetrics {
   const registry = new client.Registry();
   client.collectDefaultMetrics({ register: registry, prefix: 'router_' });
-  const requests = new client.Counter({
-    name: 'router_requests_total',
-    help: 'Proxied requests by provider, api, status and stream flag',
-    labelNames: ['provider', 'api', 'status', 'stream'] as const,
-    registers: [registry],
-  });
-  const latency = new client.Histogram({
-    name: 'router_request_duration_seconds',
-    help: 'Time from request arrival to the end of the reply',
-    labelNames: ['api', 'stream'] as const,
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
-    registers: [registry],
-  });
-  const ttfb = new client.Histogram({
-    name: 'router_upstream_ttfb_seconds',
-    help: 'Time from sending the upstream request to its response head',
-    labelNames: ['provider'] as const,
-    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers: [registry],
-  });
-  const tokens = new client.Counter({
-    name: 'router_tokens_total',
-    help: 'Tokens metered, by provider, direction (input/output) and stage (upstream/estimated)',
-    labelNames: ['provider', 'direction', 'stage'] as const,
-    registers: [registry],
-  });
+  // The per-request series use the fast implementations (proxy/fast-metrics.ts); the rest are rare.
+  const requests = new FastCounter(
+    registry,
+    'router_requests_total',
+    'Proxied requests by provider, api, status and stream flag',
+    ['provider', 'api', 'status', 'stream'],
+  );
+  const latency = new FastHistogram(
+    registry,
+    'router_request_duration_seconds',
+    'Time from request arrival to the end of the reply',
+    ['api', 'stream'],
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+  );
+  const ttfb = new FastHistogram(
+    registry,
+    'router_upstream_ttfb_seconds',
+    'Time from sending the upstream request to its response head',
+    ['provider'],
+    [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  );
+  const tokens = new FastCounter(
+    registry,
+    'router_tokens_total',
+    'Tokens metered, by provider, direction (input/output) and stage (upstream/estimated)',
+    ['provider', 'direction', 'stage'],
+  );
   const activeStreams = new client.Gauge({
     name: 'router_active_streams',
     help: 'Streaming replies in flight',
@@ -85,13 +87,13 @@ export function createGatewayMetrics(): GatewayMetrics {
   // Labelled children per label set, so a request does one map lookup instead of hashing label
   // objects for every series it touches (a measurable share of the hot path).
   interface Series {
-    requests: client.Counter.Internal;
-    latency: client.Histogram.Internal<string>;
-    ttfb: client.Histogram.Internal<string>;
-    inputUpstream: client.Counter.Internal;
-    outputUpstream: client.Counter.Internal;
-    inputEstimated: client.Counter.Internal;
-    outputEstimated: client.Counter.Internal;
+    requests: { inc(by?: number): void };
+    latency: { observe(v: number): void };
+    ttfb: { observe(v: number): void };
+    inputUpstream: { inc(by?: number): void };
+    outputUpstream: { inc(by?: number): void };
+    inputEstimated: { inc(by?: number): void };
+    outputEstimated: { inc(by?: number): void };
   }
   const series = new Map<string, Series>();
   return {
@@ -109,13 +111,13 @@ export function createGatewayMetrics(): GatewayMetrics {
       let s = series.get(key);
       if (s === undefined) {
         s = {
-          requests: requests.labels(provider, ctx.api, String(ctx.status), stream),
-          latency: latency.labels(ctx.api, stream),
-          ttfb: ttfb.labels(provider),
-          inputUpstream: tokens.labels(provider, 'input', 'upstream'),
-          outputUpstream: tokens.labels(provider, 'output', 'upstream'),
-          inputEstimated: tokens.labels(provider, 'input', 'estimated'),
-          outputEstimated: tokens.labels(provider, 'output', 'estimated'),
+          requests: requests.series(provider, ctx.api, String(ctx.status), stream),
+          latency: latency.series(ctx.api, stream),
+          ttfb: ttfb.series(provider),
+          inputUpstream: tokens.series(provider, 'input', 'upstream'),
+          outputUpstream: tokens.series(provider, 'output', 'upstream'),
+          inputEstimated: tokens.series(provider, 'input', 'estimated'),
+          outputEstimated: tokens.series(provider, 'output', 'estimated'),
         };
         if (series.size < MAX_CACHED_SERIES) series.set(key, s);
       }

@@ -3,7 +3,7 @@
 // Accepted carriers (conventions.md): `Authorization: Bearer`, `x-api-key` (Anthropic SDKs),
 // `x-goog-api-key` and `?key=` (Google SDKs).
 
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, hash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AccessKeyEntry, AccessKeyMode, KeysConfig } from '../../proxy/config/types.ts';
 import { GatewayError } from '../../proxy/errors.ts';
@@ -38,7 +38,8 @@ export function presentedSecret(headers: IncomingHttpHeaders, query: URLSearchPa
 }
 
 function sha256(value: string): Buffer {
-  return createHash('sha256').update(value).digest();
+  // One-shot digest: no Hash object per request (this runs on every request).
+  return hash('sha256', value, 'buffer');
 }
 
 /** base64url(HMAC-SHA256(secret, key)): the stored form of an access key (conventions.md). */

@@ -1,0 +1,147 @@
+// Request-path counters and histograms for prom-client's registry. prom-client's own metrics hash their
+// label set on every observation; measured on this gateway that was about 15 µs of CPU per request (a
+// tenth of the whole request). These keep one plain record per label set, resolved once per request
+// through a cached series, and render through the same registry (`registerMetric` takes any object
+// with prom-client's `get()` shape), so /metrics output and the default process metrics are unchanged.
+
+import type client from 'prom-client';
+
+type Labels = Readonly<Record<string, string>>;
+
+interface MetricValue {
+  value: number;
+  labels: Labels;
+  metricName?: string;
+}
+
+interface MetricSnapshot {
+  name: string;
+  help: string;
+  type: 'counter' | 'histogram';
+  aggregator: 'sum';
+  values: MetricValue[];
+}
+
+export class FastCounter {
+  readonly name: string;
+  readonly help: string;
+  readonly type = 'counter';
+  readonly aggregator = 'sum';
+  readonly #labelNames: readonly string[];
+  readonly #series = new Map<string, { labels: Labels; value: number }>();
+
+  constructor(registry: client.Registry, name: string, help: string, labelNames: readonly string[]) {
+    this.name = name;
+    this.help = help;
+    this.#labelNames = labelNames;
+    registry.registerMetric(this as unknown as client.Metric);
+  }
+
+  /** The series for these label values (in labelNames order); keep it and call inc() on it. */
+  series(...values: string[]): { inc(by?: number): void } {
+    const key = values.join('\u0000');
+    let s = this.#series.get(key);
+    if (s === undefined) {
+      const labels: Record<string, string> = {};
+      this.#labelNames.forEach((n, i) => {
+        labels[n] = values[i];
+      });
+      s = { labels, value: 0 };
+      this.#series.set(key, s);
+    }
+    const record = s;
+    return {
+      inc(by = 1) {
+        record.value += by;
+      },
+    };
+  }
+
+  async get(): Promise<MetricSnapshot> {
+    const values = [...this.#series.values()].map((s) => ({ value: s.value, labels: s.labels }));
+    return { name: this.name, help: this.help, type: 'counter', aggregator: 'sum', values };
+  }
+
+  reset(): void {
+    this.#series.clear();
+  }
+}
+
+interface HistogramRecord {
+  labels: Labels;
+  /** Observations per bucket (not cumulative); the last slot is +Inf. */
+  counts: Float64Array;
+  sum: number;
+  count: number;
+}
+
+export class FastHistogram {
+  readonly name: string;
+  readonly help: string;
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  readonly #labelNames: readonly string[];
+  readonly #buckets: readonly number[];
+  readonly #series = new Map<string, HistogramRecord>();
+
+  constructor(
+    registry: client.Registry,
+    name: string,
+    help: string,
+    labelNames: readonly string[],
+    buckets: readonly number[],
+  ) {
+    this.name = name;
+    this.help = help;
+    this.#labelNames = labelNames;
+    this.#buckets = [...buckets].sort((a, b) => a - b);
+    registry.registerMetric(this as unknown as client.Metric);
+  }
+
+  series(...values: string[]): { observe(v: number): void } {
+    const key = values.join('\u0000');
+    let s = this.#series.get(key);
+    if (s === undefined) {
+      const labels: Record<string, string> = {};
+      this.#labelNames.forEach((n, i) => {
+        labels[n] = values[i];
+      });
+      s = { labels, counts: new Float64Array(this.#buckets.length + 1), sum: 0, count: 0 };
+      this.#series.set(key, s);
+    }
+    const record = s;
+    const buckets = this.#buckets;
+    return {
+      observe(v: number) {
+        let i = 0;
+        while (i < buckets.length && v > buckets[i]) i++;
+        record.counts[i]++;
+        record.sum += v;
+        record.count++;
+      },
+    };
+  }
+
+  async get(): Promise<MetricSnapshot> {
+    const values: MetricValue[] = [];
+    for (const s of this.#series.values()) {
+      let cumulative = 0;
+      this.#buckets.forEach((le, i) => {
+        cumulative += s.counts[i];
+        values.push({
+          value: cumulative,
+          labels: { le: String(le), ...s.labels },
+          metricName: `${this.name}_bucket`,
+        });
+      });
+      values.push({ value: s.count, labels: { le: '+Inf', ...s.labels }, metricName: `${this.name}_bucket` });
+      values.push({ value: s.sum, labels: s.labels, metricName: `${this.name}_sum` });
+      values.push({ value: s.count, labels: s.labels, metricName: `${this.name}_count` });
+    }
+    return { name: this.name, help: this.help, type: 'histogram', aggregator: 'sum', values };
+  }
+
+  reset(): void {
+    this.#series.clear();
+  }
+}
