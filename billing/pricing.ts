@@ -474,6 +474,10 @@ const ONE = new Money(1);
  * the wire format requires, converted from the exact decimal (exact for prices of up to 15 digits).
  */
 export function priceHints(price: ModelPrice): Record<string, PricingHint> {
+  // A price is immutable and lookups return the same object for a model, so the hints are computed
+  // once per price rather than once per request (the decimal conversion is not free).
+  const cached = hintCache.get(price);
+  if (cached !== undefined) return cached;
   const hints: Record<string, PricingHint> = {};
   for (const component of PRICE_COMPONENTS) {
     const unitPrice = price.unitPrices[component];
@@ -484,8 +488,11 @@ export function priceHints(price: ModelPrice): Record<string, PricingHint> {
       currency: price.currency,
     };
   }
+  hintCache.set(price, hints);
   return hints;
 }
+
+const hintCache = new WeakMap<ModelPrice, Record<string, PricingHint>>();
 
 function createPricing(table: PriceTable, multipliers: Multipliers, options: PricingOptions): Pricing {
   const memo = new Map<string, ModelPrice | undefined>();

@@ -4,6 +4,7 @@
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
+import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type Logger, pino } from 'pino';
 import { createBillingParts } from './billing-wiring.ts';
@@ -212,6 +213,9 @@ export const REDACT = {
   censor: '[redacted]',
 };
 
+/** Scheduling niceness of the supervised sidecar (0 = same as the gateway, 19 = lowest). */
+const SIDECAR_NICE = 10;
+
 const SIDECAR_MAIN = fileURLToPath(new URL('../billing/sidecar-main.ts', import.meta.url));
 
 /** Run `router-billing` as a child; restart it with backoff when it dies; stop it on close. */
@@ -229,6 +233,15 @@ function superviseSidecar(
       stdio: ['ignore', 'inherit', 'inherit'],
       env: (env ?? process.env) as NodeJS.ProcessEnv,
     });
+    // Delivery is asynchronous by design: under CPU contention it yields to serving requests (the
+    // outbox is durable, so a slower drain loses nothing) and catches up when load eases.
+    if (child.pid !== undefined) {
+      try {
+        setPriority(child.pid, SIDECAR_NICE);
+      } catch {
+        // not permitted here: run at the same priority
+      }
+    }
     const started = Date.now();
     child.once('exit', (code, signal) => {
       child = undefined;

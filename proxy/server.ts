@@ -655,7 +655,10 @@ async function relayJson(
     if (hooks.response.length > 0 || hooks.keepDelivered) {
       const value = parseReply(raw, head.status);
       if (value !== undefined) runResponseChunk(hooks.response, ctx, [{ type: 'json', value }]);
-      if (hooks.keepDelivered && head.status < 400) recordDelivered(ctx, raw.toString('utf8'), { bytes: 0 });
+      // Output text is kept only when it is needed to estimate usage the upstream did not report.
+      if (hooks.keepDelivered && head.status < 400 && ctx.usage === undefined) {
+        recordDelivered(ctx, raw.toString('utf8'), { bytes: 0 });
+      }
     }
     beforeEnd();
     res.end(holdBack ? raw.subarray(raw.length - 1) : raw);
@@ -669,7 +672,9 @@ async function relayJson(
   head.headers['content-length'] = String(Buffer.byteLength(text));
   res.writeHead(head.status, head.headers);
   ctx.responseStarted = true;
-  if (hooks.keepDelivered && head.status < 400) recordDelivered(ctx, text, { bytes: 0 });
+  if (hooks.keepDelivered && head.status < 400 && ctx.usage === undefined) {
+    recordDelivered(ctx, text, { bytes: 0 });
+  }
   beforeEnd();
   res.end(text);
 }
