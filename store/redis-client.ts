@@ -48,6 +48,8 @@ export function redisOptions(config: StoreConfig, opts: RedisClientOptions = {})
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
+    // Commands issued in the same tick (concurrent requests' lookups and XADDs) go out in one write.
+    enableAutoPipelining: true,
     // The store holds shared state only; RESP2-shaped replies keep the parsing below simple.
     protocol: 2,
     ...(opts.connectionName === undefined ? {} : { connectionName: opts.connectionName }),

@@ -47,6 +47,24 @@ export function hashAccessKey(hashSecret: string, key: string): string {
   return createHmac('sha256', hashSecret).update(key).digest('base64url');
 }
 
+/**
+ * hashAccessKey with a bounded memo: clients present the same few secrets on every request, and the
+ * HMAC was a visible share of store-mode CPU. The memo holds derived hashes only for secrets already
+ * presented (the store still decides on every request whether the key is valid).
+ */
+export function createKeyHasher(hashSecret: string, maxEntries = 10_000): (key: string) => string {
+  const memo = new Map<string, string>();
+  return (key) => {
+    let hashed = memo.get(key);
+    if (hashed === undefined) {
+      hashed = hashAccessKey(hashSecret, key);
+      if (memo.size >= maxEntries) memo.delete(memo.keys().next().value as string);
+      memo.set(key, hashed);
+    }
+    return hashed;
+  };
+}
+
 export interface Authenticator {
   /** The principal for a presented secret; throws GatewayError('invalid_api_key') otherwise. */
   authenticate(secret: string | undefined): Principal;
@@ -151,6 +169,7 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
   const masterDigest =
     opts.masterKey === undefined || opts.masterKey === '' ? undefined : sha256(opts.masterKey);
   const now = opts.now ?? Date.now;
+  const keyHasher = createKeyHasher(opts.hashSecret);
 
   function principalOf(key: StoredAccessKey): Principal {
     if (key.status !== 'active') throw new GatewayError('invalid_api_key', `Access key is ${key.status}`);
@@ -171,7 +190,7 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
       if (masterDigest !== undefined && timingSafeEqual(sha256(secret), masterDigest)) {
         return file.authenticate(secret);
       }
-      const keyHash = hashAccessKey(opts.hashSecret, secret);
+      const keyHash = keyHasher(secret);
       let key: StoredAccessKey | null | undefined;
       try {
         key = (await view({ keyHash, currency: opts.currency })).key;
