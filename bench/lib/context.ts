@@ -10,6 +10,8 @@ export interface Settings {
   chat: {
     warmupS: number;
     throughputS: number;
+    /** Throughput is measured in this many interleaved rounds; each peer keeps its median. */
+    rounds: number;
     connections: number;
     latencyCount: number;
     latencyWarmup: number;
@@ -37,7 +39,7 @@ export interface Settings {
 
 export const FULL: Settings = {
   smoke: false,
-  chat: { warmupS: 2, throughputS: 10, connections: 64, latencyCount: 5000, latencyWarmup: 500 },
+  chat: { warmupS: 2, throughputS: 15, rounds: 3, connections: 64, latencyCount: 5000, latencyWarmup: 500 },
   stream: { chunks: 50, delayMs: 10, lowConcurrency: 10, lowMs: 5000, bigConcurrency: 1000, bigMs: 6000 },
   translate: { lowConcurrency: 10, lowMs: 5000, unpacedConcurrency: 64, unpacedMs: 5000 },
   growth: {
@@ -54,7 +56,7 @@ export const FULL: Settings = {
 
 export const SMOKE: Settings = {
   smoke: true,
-  chat: { warmupS: 0.2, throughputS: 1, connections: 16, latencyCount: 100, latencyWarmup: 10 },
+  chat: { warmupS: 0.2, throughputS: 1, rounds: 1, connections: 16, latencyCount: 100, latencyWarmup: 10 },
   stream: { chunks: 10, delayMs: 10, lowConcurrency: 4, lowMs: 600, bigConcurrency: 40, bigMs: 800 },
   translate: { lowConcurrency: 4, lowMs: 600, unpacedConcurrency: 8, unpacedMs: 600 },
   growth: {

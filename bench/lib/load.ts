@@ -28,6 +28,8 @@ export interface ThroughputResult {
   latencyP50Ms: number;
   latencyP99Ms: number;
   mbPerSec: number;
+  /** Requests/s of every round when measured in rounds (the row shows the median round). */
+  rounds?: number[];
 }
 
 export async function throughput(

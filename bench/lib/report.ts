@@ -286,12 +286,18 @@ export function renderMarkdown(r: BenchResults): string {
     const c = Object.values(tp)
       .map(ok)
       .find((x) => x !== undefined);
-    out.push(`Throughput at concurrency ${c?.connections ?? '?'}, ${c?.durationS ?? '?'} s per peer:`, '');
+    const rounds = c?.rounds?.length ?? 1;
+    out.push(
+      rounds > 1
+        ? `Throughput at concurrency ${c?.connections ?? '?'}: ${rounds} interleaved rounds of ${c?.durationS ?? '?'} s per peer, median round shown (all rounds in the last column):`
+        : `Throughput at concurrency ${c?.connections ?? '?'}, ${c?.durationS ?? '?'} s per peer:`,
+      '',
+    );
     const rows: string[][] = [];
     for (const [id, mm] of Object.entries(tp) as [PeerId, Measured<unknown>][]) {
       const t = ok(tp[id]);
       if (t === undefined) {
-        rows.push(errorRow(id, isError(mm) ? mm.error : 'missing', 7));
+        rows.push(errorRow(id, isError(mm) ? mm.error : 'missing', 8));
         continue;
       }
       rows.push([
@@ -302,10 +308,14 @@ export function renderMarkdown(r: BenchResults): string {
         `${t.non2xx} / ${t.errors + t.timeouts}`,
         num(t.mbPerSec),
         gw === undefined || id === 'gateway' ? '' : `${num(gw / t.requestsPerSec)}x`,
+        (t.rounds ?? []).map((x) => num(x, 0)).join(' · '),
       ]);
     }
     out.push(
-      table(['peer', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx / errors', 'MB/s', 'gateway is'], rows),
+      table(
+        ['peer', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx / errors', 'MB/s', 'gateway is', 'rounds req/s'],
+        rows,
+      ),
       '',
     );
     const lat = r.chat.latency;
@@ -403,7 +413,7 @@ export function renderMarkdown(r: BenchResults): string {
       for (const [id, mm] of Object.entries(runs) as [PeerId, Measured<unknown>][]) {
         const p = ok(runs[id]);
         if (p === undefined) {
-          rows.push(errorRow(id, isError(mm) ? mm.error : 'missing', 7));
+          rows.push(errorRow(id, isError(mm) ? mm.error : 'missing', 8));
           continue;
         }
         rows.push([
