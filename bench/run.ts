@@ -182,10 +182,13 @@ export async function main(argv: string[]): Promise<number> {
   const ws: Workspace = {
     repo: REPO,
     tmp,
-    gatewayNodeFlags: (variant) =>
-      opts.profile
+    // The flags `router` (bin/router.js) and the shipped units run the gateway with.
+    gatewayNodeFlags: (variant) => [
+      '--max-semi-space-size=2',
+      ...(opts.profile
         ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${variant}-${stamp}.cpuprofile`]
-        : [],
+        : []),
+    ],
   };
   const wanted = new Set<PeerId>(opts.scenarios.flatMap((s) => PEERS_OF[s]));
   if (opts.peers) for (const id of [...wanted]) if (!opts.peers.includes(id)) wanted.delete(id);

@@ -90,7 +90,9 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
 
   await new Promise<void>((resolve, reject) => {
     gateway.server.once('error', reject);
-    gateway.server.listen(config.listen.port, config.listen.host, () => {
+    // A deep accept queue: a burst of new connections (a thousand clients opening streams at once)
+    // must not overflow it while the event loop is busy, or clients wait out SYN retransmits (1 s, 3 s).
+    gateway.server.listen({ port: config.listen.port, host: config.listen.host, backlog: 4096 }, () => {
       gateway.server.off('error', reject);
       resolve();
     });
@@ -229,7 +231,7 @@ function superviseSidecar(
   let restarts = 0;
   let timer: NodeJS.Timeout | undefined;
   const start = () => {
-    child = spawn(process.execPath, [SIDECAR_MAIN, '-c', configFile], {
+    child = spawn(process.execPath, ['--max-semi-space-size=2', SIDECAR_MAIN, '-c', configFile], {
       stdio: ['ignore', 'inherit', 'inherit'],
       env: (env ?? process.env) as NodeJS.ProcessEnv,
     });

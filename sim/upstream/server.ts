@@ -422,7 +422,7 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', () => {
+    server.listen({ port: opts.port ?? 0, host: opts.host ?? '127.0.0.1', backlog: 4096 }, () => {
       server.off('error', reject);
       resolve();
     });
