@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=2
+#!/usr/bin/env -S node --max-semi-space-size=8
 // The billing sidecar. The code is TypeScript run natively, so this must run under the project's Node 24
 // (package.json engines): `npx router-billing -c config.yaml` or an npm script, both of which put
 // node_modules/.bin (with the pinned `node` package) first on PATH. The machine's own older node cannot

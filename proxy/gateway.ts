@@ -231,7 +231,7 @@ function superviseSidecar(
   let restarts = 0;
   let timer: NodeJS.Timeout | undefined;
   const start = () => {
-    child = spawn(process.execPath, ['--max-semi-space-size=2', SIDECAR_MAIN, '-c', configFile], {
+    child = spawn(process.execPath, ['--max-semi-space-size=8', SIDECAR_MAIN, '-c', configFile], {
       stdio: ['ignore', 'inherit', 'inherit'],
       env: (env ?? process.env) as NodeJS.ProcessEnv,
     });
