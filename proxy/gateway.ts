@@ -215,8 +215,11 @@ export const REDACT = {
   censor: '[redacted]',
 };
 
-/** Scheduling niceness of the supervised sidecar (0 = same as the gateway, 19 = lowest). */
-const SIDECAR_NICE = 10;
+/** Niceness of the supervised sidecar: ROUTER_SIDECAR_NICE, 0 (same as the gateway) to 19 (default). */
+function sidecarNice(env: Record<string, string | undefined>): number {
+  const n = Number(env.ROUTER_SIDECAR_NICE ?? 19);
+  return Number.isInteger(n) && n >= 0 && n <= 19 ? n : 19;
+}
 
 const SIDECAR_MAIN = fileURLToPath(new URL('../billing/sidecar-main.ts', import.meta.url));
 
@@ -236,10 +239,11 @@ function superviseSidecar(
       env: (env ?? process.env) as NodeJS.ProcessEnv,
     });
     // Delivery is asynchronous by design: under CPU contention it yields to serving requests (the
-    // outbox is durable, so a slower drain loses nothing) and catches up when load eases.
+    // outbox is durable, so a slower drain loses nothing) and catches up when load eases. Watch the
+    // queue depth: a gateway pegged at 100% for long lets the backlog grow.
     if (child.pid !== undefined) {
       try {
-        setPriority(child.pid, SIDECAR_NICE);
+        setPriority(child.pid, sidecarNice(env ?? process.env));
       } catch {
         // not permitted here: run at the same priority
       }

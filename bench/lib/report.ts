@@ -258,7 +258,7 @@ export function renderMarkdown(r: BenchResults): string {
       "  upstream keep-alive, `proxy_buffering off`), Portkey's gateway (`--headless`), and the gateway (`proxy/cli.ts`,",
       '  `log.level: warn`) in file mode with billing off, with billing on (sidecar delivering to `sim/billing` in its',
       '  own process), and in Redis mode. Peers are measured one after another, never two at once.',
-      '- With billing on, the sidecar runs at nice 10, as `router` starts it in production (delivery is',
+      '- With billing on, the sidecar runs at nice 19, as `router` starts it by default (delivery is',
       '  asynchronous and yields CPU to serving; the durable outbox absorbs the difference), and the billing',
       '  simulator, which stands in for a remote service, runs at nice 19 so its CPU comes out of idle time.',
       '  The billing-on rows therefore measure what billing costs the serving path, not the drain rate, which',
