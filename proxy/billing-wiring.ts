@@ -35,6 +35,7 @@ export async function createBillingParts(
     pricing,
     queue: sink.queue,
     metrics,
+    log,
   });
   return {
     hooks: [hook],

@@ -3,6 +3,7 @@
 // mode). It runs after the client has its response, so billing never delays or alters a reply; a queue
 // failure is logged and counted, and the response stands (spec 7).
 
+import type { Logger } from 'pino';
 import { buildUsageEvent, reportDecision } from '../../billing/event-builder.ts';
 import type { ModelPrice, Pricing } from '../../billing/pricing.ts';
 import type { BillingConfig } from '../../proxy/config/types.ts';
@@ -16,15 +17,19 @@ export interface BillingEnqueueDeps {
   readonly pricing: Pricing;
   readonly queue: EventQueue;
   readonly metrics: GatewayMetrics;
+  /** Process logger (not the request's: the outcome arrives after the request is gone). */
+  readonly log: Logger;
 }
 
 const NO_USAGE: Usage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
 
 export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
   const { billing, pricing, queue, metrics } = deps;
+  const queued = metrics.billingEnqueued.labels('queued');
+  const queueFailed = metrics.billingEnqueued.labels('queue_failed');
   return {
     name: 'billing-enqueue',
-    async onComplete(ctx: RequestContext): Promise<void> {
+    onComplete(ctx: RequestContext): void {
       // Nothing was served: a request refused before reaching an upstream is not a model request.
       if (ctx.provider === undefined || ctx.status === 0) return;
       const subjectId = ctx.principal?.subjectId ?? billing.fallbackSubjectId;
@@ -78,13 +83,18 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
         completionStyle: ctx.clientFormat === 'openai',
         price,
       });
-      try {
-        await queue.enqueue(event);
-        metrics.billingEnqueued.inc({ result: 'queued' });
-      } catch (err) {
-        metrics.billingEnqueued.inc({ result: 'queue_failed' });
-        ctx.log.error({ err: describeError(err) }, 'usage event could not be queued');
-      }
+      // Not awaited: the queue's synchronous part has already put the event on record (the outbox
+      // line is written, the XADD is on the wire), and waiting for the fsync or the Redis reply here
+      // would keep the whole request (context, bodies) alive for that long, which showed up as old-space
+      // garbage collection under load. The outcome is counted when it arrives.
+      const requestId = ctx.id;
+      queue.enqueue(event).then(
+        () => queued.inc(),
+        (err: unknown) => {
+          queueFailed.inc();
+          deps.log.error({ reqId: requestId, err: describeError(err) }, 'usage event could not be queued');
+        },
+      );
     },
   } satisfies Hook;
 }
