@@ -8,7 +8,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startGateway } from '../proxy/gateway.ts';
@@ -20,20 +20,6 @@ const stateDir = join(root, '.local-stack');
 const env = process.env;
 const listen = env.ROUTER_LISTEN ?? '127.0.0.1:8080';
 const sidecarListen = env.ROUTER_BILLING_LISTEN ?? '127.0.0.1:8081';
-const PROVIDERS = [
-  'openai',
-  'anthropic',
-  'gemini',
-  'azure-openai',
-  'deepseek',
-  'groq',
-  'mistral',
-  'openrouter',
-  'together',
-  'xai',
-  'ollama',
-  'vllm',
-];
 
 async function persistentSecret(name: string, make: () => string): Promise<string> {
   const file = join(stateDir, name);
@@ -87,7 +73,11 @@ async function main(): Promise<void> {
   );
 
   const stackEnv: Record<string, string | undefined> = { ...env, ROUTER_ACCESS_KEY_LOCAL_DEV: accessKey };
-  for (const p of PROVIDERS) {
+  // Every shipped provider (one <name>.conf each) points at the simulator.
+  const providers = (await readdir(join(root, 'deploy/config/providers')))
+    .filter((f) => f.endsWith('.conf'))
+    .map((f) => f.slice(0, -'.conf'.length));
+  for (const p of providers) {
     const name = p.toUpperCase().replaceAll('-', '_');
     stackEnv[`ROUTER_PROVIDER_${name}_BASE_URL`] = upstream.url;
     stackEnv[`ROUTER_PROVIDER_${name}_API_KEY`] = `sim-${p}-key`;
