@@ -235,8 +235,21 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
           out.push({ type: 'json', value });
           continue;
         }
+        const steps = streamStepsFor(ctx);
+        if (steps.length === 1) {
+          // The common case (one transform): no intermediate arrays, and an event passed on unchanged
+          // keeps its part object, which keeps per-event garbage down on busy streams.
+          for (const ev of steps[0].event(part.event, part.data)) {
+            out.push(
+              ev.data === part.data && ev.event === part.event
+                ? part
+                : { type: 'event', event: ev.event, data: ev.data },
+            );
+          }
+          continue;
+        }
         let events: { event?: string | undefined; data: string }[] = [{ event: part.event, data: part.data }];
-        for (const step of streamStepsFor(ctx)) {
+        for (const step of steps) {
           const next: { event?: string | undefined; data: string }[] = [];
           for (const ev of events) next.push(...step.event(ev.event, ev.data));
           events = next;
