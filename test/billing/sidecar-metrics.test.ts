@@ -12,28 +12,7 @@ import { startSidecar } from '../../billing/sidecar.ts';
 import { countWebhook, createSidecarMetrics, streamConsumerSources } from '../../billing/sidecar-metrics.ts';
 import type { UsageEvent } from '../../billing/types.ts';
 import { loadConfig } from '../../proxy/config/load.ts';
-
-function event(i: number): UsageEvent {
-  const rid = `req-${i}`;
-  return {
-    source: 'router',
-    external_event_id: rid,
-    idempotency_key: `router:${rid}`,
-    occurred_at: 1760000000 + i,
-    subject_type: 'api_key',
-    subject_id: 'client-a',
-    raw_json: {
-      provider: 'openai',
-      api: 'chat.completions',
-      model: 'gpt-4o-mini',
-      stream: false,
-      status: 200,
-      usage_stage: 'upstream',
-      usage: { input_tokens: 3, output_tokens: 2, total_tokens: 5 },
-      meta: { subject_type: 'api_key', subject_id: 'client-a', request_id: rid },
-    },
-  };
-}
+import { makeEvent } from '../support/usage-events.ts';
 
 /** Value of one sample line (`name{labels} value`), or undefined. */
 function sample(text: string, series: string): number | undefined {
@@ -65,7 +44,7 @@ billing:
   assert.ok(config, diagnostics.map((d) => d.message).join('\n'));
 
   const writer = await openOutboxWriter(config.billing.outboxDir);
-  for (let i = 1; i <= 5; i++) await writer.append(event(i));
+  for (let i = 1; i <= 5; i++) await writer.append(makeEvent(i));
   await writer.close();
 
   let req2Failures = 0;

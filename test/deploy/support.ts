@@ -9,13 +9,11 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import {
   ACCESS_KEY,
-  envName,
-  MASTER_KEY,
   MODELS_FILE,
   PRICING_FILE,
   PROVIDERS_DIR,
   ROOT,
-  SHIPPED_PROVIDERS,
+  simProviderEnv,
 } from '../support/stack.ts';
 
 export { ACCESS_KEY };
@@ -54,14 +52,7 @@ export async function writeGatewayFiles(opts: {
       opts.extraYaml ?? '',
     ].join('\n'),
   );
-  const env: Record<string, string> = {
-    ROUTER_ACCESS_KEY_CLIENT_A: ACCESS_KEY,
-    ROUTER_MASTER_KEY: MASTER_KEY,
-  };
-  for (const p of new Set([...SHIPPED_PROVIDERS, ...Object.keys(opts.providers ?? {})])) {
-    env[`ROUTER_PROVIDER_${envName(p)}_BASE_URL`] = opts.simUrl;
-    env[`ROUTER_PROVIDER_${envName(p)}_API_KEY`] = `sim-${p}-key`;
-  }
+  const env = simProviderEnv(opts.simUrl, Object.keys(opts.providers ?? {}));
   return {
     dir,
     configFile,

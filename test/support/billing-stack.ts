@@ -17,16 +17,7 @@ import type { RouterConfig } from '../../proxy/config/types.ts';
 import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
 import { type BillingSim, type BillingSimOptions, startBillingSim } from '../../sim/billing/server.ts';
 import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
-import {
-  ACCESS_KEY,
-  envName,
-  MASTER_KEY,
-  MODELS_FILE,
-  PRICING_FILE,
-  PROVIDERS_DIR,
-  ROOT,
-  SHIPPED_PROVIDERS,
-} from './stack.ts';
+import { MODELS_FILE, PRICING_FILE, PROVIDERS_DIR, ROOT, simProviderEnv } from './stack.ts';
 
 export const BILLING_API_KEY = 'sk_billing_test_secret_key';
 export const BILLING_PROJECT = 'proj_test';
@@ -146,14 +137,7 @@ export async function startBillingStack(opts: BillingStackOptions = {}): Promise
       '',
     ].join('\n'),
   );
-  const env: Record<string, string> = {
-    ROUTER_ACCESS_KEY_CLIENT_A: ACCESS_KEY,
-    ROUTER_MASTER_KEY: MASTER_KEY,
-  };
-  for (const p of new Set([...SHIPPED_PROVIDERS, ...Object.keys(opts.providers ?? {})])) {
-    env[`ROUTER_PROVIDER_${envName(p)}_BASE_URL`] = upstream.url;
-    env[`ROUTER_PROVIDER_${envName(p)}_API_KEY`] = `sim-${p}-key`;
-  }
+  const env = simProviderEnv(upstream.url, Object.keys(opts.providers ?? {}));
   Object.assign(env, opts.env);
 
   const logs: LogLine[] = [];

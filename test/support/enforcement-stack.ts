@@ -15,7 +15,7 @@ import { loadConfig } from '../../proxy/config/load.ts';
 import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
 import { type BillingSim, startBillingSim } from '../../sim/billing/server.ts';
 import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
-import { ACCESS_KEY, envName, MODELS_FILE, PRICING_FILE, PROVIDERS_DIR, SHIPPED_PROVIDERS } from './stack.ts';
+import { MODELS_FILE, PRICING_FILE, PROVIDERS_DIR, simProviderEnv } from './stack.ts';
 
 export const BILLING_API_KEY = 'sk_enforcement_billing_key';
 export const PROJECT = 'proj_enf';
@@ -130,14 +130,10 @@ export async function startEnforcementStack(opts: EnforcementStackOptions): Prom
       '',
     ].join('\n'),
   );
-  const env: Record<string, string> = {
-    ROUTER_ACCESS_KEY_CLIENT_A: ACCESS_KEY,
-    ROUTER_ACCESS_KEY_CLIENT_B: ACCESS_KEY_B,
-  };
-  for (const p of SHIPPED_PROVIDERS) {
-    env[`ROUTER_PROVIDER_${envName(p)}_BASE_URL`] = upstream.url;
-    env[`ROUTER_PROVIDER_${envName(p)}_API_KEY`] = `sim-${p}-key`;
-  }
+  // No master key here: its requests would skip the balance check these tests exercise.
+  const env = simProviderEnv(upstream.url);
+  delete env.ROUTER_MASTER_KEY;
+  env.ROUTER_ACCESS_KEY_CLIENT_B = ACCESS_KEY_B;
   const logger = pino({ level: 'silent' });
   const loaded = await loadConfig(configFile, { env });
   if (loaded.config === undefined) throw new Error(loaded.diagnostics.map((d) => d.message).join('; '));

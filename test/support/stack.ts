@@ -59,6 +59,27 @@ export function envName(provider: string): string {
   return provider.toUpperCase().replaceAll('-', '_');
 }
 
+/**
+ * The environment an operator would give a gateway in front of the simulator: the test access key, the
+ * master key, and for every shipped provider (plus `extraProviders`) a base URL and an upstream key
+ * `sim-<provider>-key`. `baseUrls` points single providers elsewhere.
+ */
+export function simProviderEnv(
+  simUrl: string,
+  extraProviders: readonly string[] = [],
+  baseUrls: Readonly<Record<string, string>> = {},
+): Record<string, string> {
+  const env: Record<string, string> = {
+    ROUTER_ACCESS_KEY_CLIENT_A: ACCESS_KEY,
+    ROUTER_MASTER_KEY: MASTER_KEY,
+  };
+  for (const p of new Set([...SHIPPED_PROVIDERS, ...extraProviders])) {
+    env[`ROUTER_PROVIDER_${envName(p)}_BASE_URL`] = baseUrls[p] ?? simUrl;
+    env[`ROUTER_PROVIDER_${envName(p)}_API_KEY`] = `sim-${p}-key`;
+  }
+  return env;
+}
+
 export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const sim = await startUpstreamSim(opts.sim);
   const dir = await mkdtemp(join(tmpdir(), 'router-test-'));
@@ -89,15 +110,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       opts.extraYaml ?? '',
     ].join('\n'),
   );
-  const env: Record<string, string> = {
-    ROUTER_ACCESS_KEY_CLIENT_A: ACCESS_KEY,
-    ROUTER_MASTER_KEY: MASTER_KEY,
-  };
-  const names = new Set([...SHIPPED_PROVIDERS, ...Object.keys(opts.providers ?? {})]);
-  for (const p of names) {
-    env[`ROUTER_PROVIDER_${envName(p)}_BASE_URL`] = opts.baseUrls?.[p] ?? sim.url;
-    env[`ROUTER_PROVIDER_${envName(p)}_API_KEY`] = `sim-${p}-key`;
-  }
+  const env = simProviderEnv(sim.url, Object.keys(opts.providers ?? {}), opts.baseUrls);
   Object.assign(env, opts.env);
   let gateway: RunningGateway;
   try {
