@@ -33,7 +33,12 @@ import { parseJsonBody, readBody, readMultipartFields } from './request-body.ts'
 import { type Route, resolveRoute } from './routes.ts';
 import type { RuleHooks, Runtime } from './runtime.ts';
 import { SseReader, serializeEvent } from './sse.ts';
-import { classifyUpstreamError, forwardableHeaders, type UpstreamResponse } from './upstream.ts';
+import {
+  classifyUpstreamError,
+  forwardableHeaders,
+  splitBaseUrl,
+  type UpstreamResponse,
+} from './upstream.ts';
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -452,7 +457,7 @@ async function forward(
 
 /** The request as it would go upstream before any rule op: same path below the base URL's prefix. */
 function baseRequest(ctx: RequestContext, rule: CompiledRule): UpstreamRequest {
-  const { origin, prefix } = splitBase(rule.upstreamConfig.baseUrl);
+  const { origin, prefix } = splitBaseUrl(rule.upstreamConfig.baseUrl);
   const headers: Record<string, string> = { 'accept-encoding': 'identity' };
   for (const name of FORWARDED_REQUEST_HEADERS) {
     const value = ctx.headers[name];
@@ -478,17 +483,6 @@ function baseRequest(ctx: RequestContext, rule: CompiledRule): UpstreamRequest {
   query.delete('key');
   if (ctx.api === 'native.streamGenerateContent' && !query.has('alt')) query.set('alt', 'sse');
   return { method: ctx.method, origin, path: prefix + ctx.path, query, headers, body };
-}
-
-const baseCache = new Map<string, { origin: string; prefix: string }>();
-function splitBase(baseUrl: string): { origin: string; prefix: string } {
-  let hit = baseCache.get(baseUrl);
-  if (hit === undefined) {
-    const url = new URL(baseUrl);
-    hit = { origin: url.origin, prefix: url.pathname.replace(/\/+$/, '') };
-    baseCache.set(baseUrl, hit);
-  }
-  return hit;
 }
 
 async function relay(

@@ -6,6 +6,7 @@
 
 import type { UpstreamKey } from '../../proxy/config/types.ts';
 import { GatewayError } from '../../proxy/errors.ts';
+import { splitBaseUrl } from '../../proxy/upstream.ts';
 import { renderTemplate } from '../dsl/template.ts';
 import type { CompiledRule, CompiledTemplate, JsonPath } from '../dsl/types.ts';
 import type { StreamTransform, StreamTransformFactory } from '../transforms/types.ts';
@@ -71,7 +72,7 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
   const states = new WeakMap<RequestContext, RuleState>();
   let keyCursor = 0;
   // A base_url may carry a path prefix (a corporate proxy, Azure resources): set_path paths go below it.
-  const pathPrefix = upstreamPathPrefix(rule.upstreamConfig.baseUrl);
+  const pathPrefix = splitBaseUrl(rule.upstreamConfig.baseUrl).prefix;
 
   const jsonMappers = rule.response.filter((op) => op.op === 'resp_map').map((op) => op.translator);
   const streamSteps = rule.response.filter((op) => op.op === 'sse_parse').map((op) => op.transform);
@@ -286,16 +287,6 @@ function isJsonObject(v: unknown): v is JsonObject {
 
 function isTemplate(v: unknown): v is CompiledTemplate {
   return v !== null && typeof v === 'object' && !Array.isArray(v) && 'parts' in v && 'source' in v;
-}
-
-/** Origin and path prefix of a base URL: `http://h:8000/openai/` -> [`http://h:8000`, `/openai`]. */
-export function splitBaseUrl(baseUrl: string): { origin: string; prefix: string } {
-  const url = new URL(baseUrl);
-  return { origin: url.origin, prefix: url.pathname.replace(/\/+$/, '') };
-}
-
-function upstreamPathPrefix(baseUrl: string): string {
-  return splitBaseUrl(baseUrl).prefix;
 }
 
 function joinPath(prefix: string, path: string): string {
