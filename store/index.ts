@@ -28,6 +28,8 @@ export async function openStateStore(config: RouterConfig, opts: OpenStateStoreO
       logger: opts.logger,
       currencies: [config.billing.balanceEnforcement.currency],
       connectionName: `router-${opts.role}`,
+      // Only the serving path reads views per request; the sidecar's writes need no cache.
+      viewCacheMs: opts.role === 'gateway' ? config.store.viewCacheMs : 0,
     });
     return stores.state;
   }

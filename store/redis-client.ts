@@ -20,6 +20,11 @@ export interface RedisClientOptions {
   /** Shown by CLIENT LIST. */
   readonly connectionName?: string;
   readonly logger?: Logger;
+  /**
+   * A connection that will SUBSCRIBE: no auto-pipelining, and no automatic re-subscription after a
+   * reconnect (its owner re-establishes what it needs, in order, on each 'ready').
+   */
+  readonly subscriber?: boolean;
 }
 
 /** Reconnect delay: exponential from 50 ms, capped at 2 s, with up to 25% jitter so instances spread. */
@@ -53,6 +58,7 @@ export function redisOptions(config: StoreConfig, opts: RedisClientOptions = {})
     // The store holds shared state only; RESP2-shaped replies keep the parsing below simple.
     protocol: 2,
     ...(opts.connectionName === undefined ? {} : { connectionName: opts.connectionName }),
+    ...(opts.subscriber ? { enableAutoPipelining: false, autoResubscribe: false } : {}),
   };
 }
 

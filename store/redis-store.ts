@@ -28,6 +28,7 @@ import {
   StoreUnavailableError,
   type SubjectState,
 } from './types.ts';
+import { openViewCache, type ViewCache, viewCacheKey } from './view-cache.ts';
 
 /** A Lua script run by EVALSHA; loaded on first use and again after a server restart (NOSCRIPT). */
 export interface LuaScript {
@@ -50,13 +51,14 @@ export function defineScript(lua: string): LuaScript {
 }
 
 // ARGV: prefix, key hash ('' = no key lookup), subject type, subject id, read subject ('1'/'0'), currency.
-// Returns {record (flat HGETALL) | false, subject json | false, balance json | false}.
+// Returns {record (flat HGETALL) | false, subject json | false, balance json | false, balance PTTL,
+// key name | false, subject type, subject id} (the last ones say which keys were read, for the view cache).
 const VIEW_LUA = `
 local p = ARGV[1]
-local rec = false
+local rec, name = false, false
 local st, sid, wantSubject = ARGV[3], ARGV[4], ARGV[5] == '1'
 if ARGV[2] ~= '' then
-  local name = redis.call('HGET', p .. 'access_key:index', ARGV[2])
+  name = redis.call('HGET', p .. 'access_key:index', ARGV[2])
   if name then
     local flat = redis.call('HGETALL', p .. 'access_key:' .. name)
     if #flat > 0 then
@@ -68,12 +70,16 @@ if ARGV[2] ~= '' then
     end
   end
 end
-local subject, balance = false, false
+local subject, balance, pttl = false, false, -2
 if wantSubject then
   subject = redis.call('GET', p .. 'subject:' .. st .. ':' .. sid)
-  if ARGV[6] ~= '' then balance = redis.call('GET', p .. 'balance:' .. st .. ':' .. sid .. ':' .. ARGV[6]) end
+  if ARGV[6] ~= '' then
+    local bk = p .. 'balance:' .. st .. ':' .. sid .. ':' .. ARGV[6]
+    balance = redis.call('GET', bk)
+    if balance then pttl = redis.call('PTTL', bk) end
+  end
 end
-return {rec, subject, balance}
+return {rec, subject, balance, pttl, name, st, sid}
 `;
 
 // KEYS: record, index. ARGV: secret hash, name, then field/value pairs of the record.
@@ -171,6 +177,11 @@ export interface RedisStoreOptions {
   /** How long open waits for the first connection (default 4 x operation_timeout_ms, at least 1 s). */
   readonly readyTimeoutMs?: number;
   readonly connectionName?: string;
+  /**
+   * Keep request views in process for up to this many ms, invalidated by Redis (store/view-cache.ts).
+   * 0 or absent: every view reads Redis. Only processes that serve requests want it.
+   */
+  readonly viewCacheMs?: number;
 }
 
 export interface RedisStores {
@@ -178,6 +189,8 @@ export interface RedisStores {
   readonly accessKeys: AccessKeyStore;
   readonly client: Redis;
   readonly keys: KeyLayout;
+  /** The in-process view cache, when viewCacheMs > 0. */
+  readonly viewCache: ViewCache | undefined;
   /** Whether the first connection came up within readyTimeoutMs (it keeps trying either way). */
   readonly connected: boolean;
   close(): Promise<void>;
@@ -208,10 +221,21 @@ export async function openRedisStores(
   if (!connected) opts.logger?.warn('store not reachable at start; requests needing it fail until it is');
   const k = createKeyLayout(config);
   const currencies = new Set(opts.currencies ?? []);
+  const maxAgeMs = opts.viewCacheMs ?? 0;
+  const cache =
+    maxAgeMs > 0
+      ? openViewCache(config, {
+          maxAgeMs,
+          prefixes: [`${k.prefix}access_key:`, `${k.prefix}subject:`, `${k.prefix}balance:`],
+          logger: opts.logger,
+        })
+      : undefined;
+  /** This process's own writes drop what they change at once (the invalidation message follows). */
+  const wrote = (...keys: string[]): void => cache?.invalidate(keys);
 
   const state: StateStore = {
     kind: 'redis',
-    view: (query) => guard('view', () => view(client, k, query)),
+    view: (query) => guard('view', () => view(client, k, cache, maxAgeMs, query)),
     getSubject: (subject) =>
       guard('getSubject', async () => {
         const text = await client.get(k.subject(subject.type, subject.id));
@@ -219,7 +243,10 @@ export async function openRedisStores(
       }),
     setSubject: (subject, s) =>
       guard('setSubject', async () => {
-        await client.set(k.subject(subject.type, subject.id), JSON.stringify(s));
+        const key = k.subject(subject.type, subject.id);
+        wrote(key);
+        await client.set(key, JSON.stringify(s));
+        wrote(key);
       }),
     claimWebhook: (id, ttlMs) =>
       guard('claimWebhook', async () => {
@@ -234,18 +261,22 @@ export async function openRedisStores(
       guard('putBalance', async () => {
         currencies.add(decision.currency);
         const key = k.balance(subject.type, subject.id, decision.currency);
+        wrote(key);
         await client
           .multi()
           .set(key, JSON.stringify(decision), 'PX', Math.max(1, ttlMs))
           .del(k.balanceLock(subject.type, subject.id, decision.currency))
           .exec();
+        wrote(key);
       }),
     invalidateBalance: (subject) =>
       guard('invalidateBalance', async () => {
         if (currencies.size === 0) return;
         const keys: string[] = [];
         for (const c of currencies) keys.push(k.balance(subject.type, subject.id, c));
+        wrote(...keys);
         await client.del(...keys);
+        wrote(...keys);
       }),
     tryRefreshLock: (subject, currency, ttlMs) =>
       guard('tryRefreshLock', async () => {
@@ -269,7 +300,10 @@ export async function openRedisStores(
         return { connected: false };
       }
     },
-    close: () => closeRedisClient(client),
+    async close() {
+      await cache?.close();
+      await closeRedisClient(client);
+    },
   } satisfies StateStore;
 
   const accessKeys: AccessKeyStore = {
@@ -317,8 +351,12 @@ export async function openRedisStores(
     accessKeys,
     client,
     keys: k,
+    viewCache: cache,
     connected,
-    close: () => closeRedisClient(client),
+    async close() {
+      await cache?.close();
+      await closeRedisClient(client);
+    },
   };
 }
 
@@ -331,7 +369,15 @@ function flatten(value: unknown): string[] {
   return out;
 }
 
-async function view(client: Redis, k: KeyLayout, query: RequestViewQuery): Promise<RequestView> {
+interface ReadView {
+  readonly view: RequestView;
+  /** The keys the answer depends on (the view cache drops it when one of them changes). */
+  readonly deps: string[];
+  /** Remaining TTL of the cached balance in Redis, ms (-1 none, -2 not read). */
+  readonly balanceTtlMs: number;
+}
+
+async function readView(client: Redis, k: KeyLayout, query: RequestViewQuery): Promise<ReadView> {
   const subject = query.subject;
   const reply = (await VIEW.run(
     client,
@@ -344,12 +390,44 @@ async function view(client: Redis, k: KeyLayout, query: RequestViewQuery): Promi
       subject === undefined ? '0' : '1',
       query.currency ?? '',
     ],
-  )) as [unknown, unknown, unknown];
+  )) as [unknown, unknown, unknown, number, unknown, string, string];
   const key = query.keyHash === undefined ? undefined : (parseAccessKey(reply[0]) ?? null);
   const readSubject = subject !== undefined || (key !== undefined && key !== null);
+  const deps: string[] = [];
+  if (query.keyHash !== undefined) deps.push(k.accessKeyIndex);
+  if (typeof reply[4] === 'string') deps.push(k.accessKey(reply[4]));
+  if (readSubject) {
+    deps.push(k.subject(reply[5], reply[6]));
+    if (query.currency !== undefined) deps.push(k.balance(reply[5], reply[6], query.currency));
+  }
   return {
-    ...(key === undefined ? {} : { key }),
-    ...(readSubject ? { subject: parseJson<SubjectState>(reply[1]) } : {}),
-    ...(readSubject && query.currency !== undefined ? { balance: parseJson<BalanceDecision>(reply[2]) } : {}),
+    view: {
+      ...(key === undefined ? {} : { key }),
+      ...(readSubject ? { subject: parseJson<SubjectState>(reply[1]) } : {}),
+      ...(readSubject && query.currency !== undefined
+        ? { balance: parseJson<BalanceDecision>(reply[2]) }
+        : {}),
+    },
+    deps,
+    balanceTtlMs: Number(reply[3]),
   };
+}
+
+/** StateStore.view: from the view cache when it holds the answer, else one EVALSHA (kept if it may be). */
+async function view(
+  client: Redis,
+  k: KeyLayout,
+  cache: ViewCache | undefined,
+  maxAgeMs: number,
+  query: RequestViewQuery,
+): Promise<RequestView> {
+  if (cache === undefined || !cache.live) return (await readView(client, k, query)).view;
+  const cacheKey = viewCacheKey(query.keyHash, query.subject?.type, query.subject?.id, query.currency);
+  const hit = cache.get(cacheKey);
+  if (hit !== undefined) return hit;
+  const since = cache.epoch();
+  const read = await readView(client, k, query);
+  const ttl = read.balanceTtlMs >= 0 ? Math.min(read.balanceTtlMs, maxAgeMs) : maxAgeMs;
+  cache.put(cacheKey, since, read.view, read.deps, ttl);
+  return read.view;
 }

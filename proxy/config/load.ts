@@ -100,6 +100,7 @@ interface RawConfig {
     tls: boolean;
     key_prefix: string;
     operation_timeout_ms: number;
+    view_cache_ms: number;
     access_key_mode: AccessKeyMode;
     billing_stream: string;
     billing_consumer_group: string;
@@ -272,6 +273,7 @@ function toStore(raw: RawConfig['store']): StoreConfig {
     tls: raw.tls || addr.startsWith('rediss://'),
     keyPrefix: raw.key_prefix,
     operationTimeoutMs: raw.operation_timeout_ms,
+    viewCacheMs: raw.view_cache_ms,
     accessKeyMode: raw.access_key_mode,
     billingStream: raw.billing_stream,
     billingConsumerGroup: raw.billing_consumer_group,

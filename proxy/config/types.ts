@@ -83,6 +83,8 @@ export interface StoreConfig {
   readonly tls: boolean;
   readonly keyPrefix: string;
   readonly operationTimeoutMs: number;
+  /** Upper bound on the gateway's in-process copy of request views (store/view-cache.ts); 0 = off. */
+  readonly viewCacheMs: number;
   readonly accessKeyMode: AccessKeyMode;
   readonly billingStream: string;
   readonly billingConsumerGroup: string;

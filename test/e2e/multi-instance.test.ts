@@ -182,18 +182,34 @@ test('a key made with router-admin works on both instances', async () => {
   );
 });
 
-test('hot path: one store round trip per request (auth + subject state + balance), then one XADD', async () => {
+test('hot path: one XADD per request; the key, subject state and balance are read in one round trip, then held until Redis reports a change', async () => {
   const g = gateways[0];
   assert.equal((await chat(g, secret)).status, 200); // balance now cached for this subject
   const accepted = billing.accepted;
   await billing.waitForEvents(accepted, 10_000);
   const mine = await redis.clientAddrs('router-gateway');
   assert.ok(mine.size >= 2, 'gateway connections are named');
-  const monitor = await redis.monitor(mine);
+  let monitor = await redis.monitor(mine);
   assert.equal((await chat(g, secret, 'hot-path-1')).status, 200);
   await waitUntil(() => billing.events.some((e) => e.external_event_id === 'hot-path-1'), 'hot-path event');
-  const sent = (await monitor.stop()).map((c) => c[0]);
-  assert.deepEqual(sent, ['evalsha', 'xadd']);
+  assert.deepEqual(
+    (await monitor.stop()).map((c) => c[0]),
+    ['xadd'],
+  );
+  // A change to the subject's state by anyone drops the gateway's copy: the next request reads the
+  // store again, in one round trip. (Redis pushes the invalidation before it answers the write, and
+  // the request below is read by the gateway after that.)
+  await redis.admin.set(
+    `${PREFIX}subject:api_key:shared-a`,
+    JSON.stringify({ blocked: false, lastEvent: 'test', lastEventId: 'hot-path', updatedAt: Date.now() }),
+  );
+  monitor = await redis.monitor(mine);
+  assert.equal((await chat(g, secret, 'hot-path-2')).status, 200);
+  await waitUntil(() => billing.events.some((e) => e.external_event_id === 'hot-path-2'), 'hot-path event');
+  assert.deepEqual(
+    (await monitor.stop()).map((c) => c[0]),
+    ['evalsha', 'xadd'],
+  );
 });
 
 test('a key revoked through one instance is refused by the other on its next request', async () => {

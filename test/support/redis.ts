@@ -203,6 +203,7 @@ export function testStoreConfig(url: string, overrides: Partial<StoreConfig> = {
     tls: false,
     keyPrefix: `t${process.pid}-${Math.random().toString(36).slice(2, 8)}:`,
     operationTimeoutMs: 500,
+    viewCacheMs: 2000,
     accessKeyMode: 'redis_preferred',
     billingStream: 'billing:events',
     billingConsumerGroup: 'router-billing',

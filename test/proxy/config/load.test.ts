@@ -98,6 +98,7 @@ test('an empty file gets every documented default', async () => {
     tls: false,
     keyPrefix: 'router:',
     operationTimeoutMs: 500,
+    viewCacheMs: 2000,
     accessKeyMode: 'redis_preferred',
     billingStream: 'billing:events',
     billingConsumerGroup: 'router-billing',

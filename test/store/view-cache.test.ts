@@ -1,0 +1,211 @@
+// The gateway's in-process copy of request views (store/view-cache.ts) against a real redis-server:
+// served after one read, dropped when Redis reports a change by anyone, never kept from a read that raced
+// an invalidation, bounded by the cached balance's TTL, and switched off while the tracking connection is
+// down. Waits are for conditions (an invalidation arriving), never fixed sleeps.
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { hashAccessKey } from '../../hooks/builtin/auth.ts';
+import { openRedisStores, type RedisStores } from '../../store/redis-store.ts';
+import type { StoredAccessKey } from '../../store/types.ts';
+import { openViewCache, viewCacheKey } from '../../store/view-cache.ts';
+import { waitUntil } from '../support/billing-stack.ts';
+import { countDelta, type RedisServer, startRedis, testStoreConfig } from '../support/redis.ts';
+
+let redis: RedisServer;
+before(async () => {
+  redis = await startRedis();
+});
+after(async () => {
+  await redis.close();
+});
+
+const SUBJECT = { type: 'api_key', id: 'cached-a' };
+
+function keyRecord(name: string, secret: string): StoredAccessKey {
+  return {
+    name,
+    secretHash: hashAccessKey('test-hash-secret', secret),
+    status: 'active',
+    subjectType: 'api_key',
+    subjectId: name,
+    createdAt: 1_700_000_000_000,
+    expiresAt: undefined,
+    version: 1,
+  };
+}
+
+async function open(viewCacheMs = 60_000): Promise<{ stores: RedisStores; prefix: string }> {
+  const config = testStoreConfig(redis.url);
+  const stores = await openRedisStores(config, { currencies: ['USD'], viewCacheMs });
+  const cache = stores.viewCache;
+  assert.ok(cache, 'view cache opened');
+  await waitUntil(() => cache.live, 'tracking on');
+  return { stores, prefix: config.keyPrefix };
+}
+
+/** Whether the cache holds an answer for this query. */
+function cached(
+  stores: RedisStores,
+  q: { keyHash?: string; subject?: typeof SUBJECT; currency?: string },
+): boolean {
+  const key = viewCacheKey(q.keyHash, q.subject?.type, q.subject?.id, q.currency);
+  return stores.viewCache?.get(key) !== undefined;
+}
+
+async function evalshaCount(): Promise<number> {
+  return (await redis.commandCounts()).evalsha ?? 0;
+}
+
+test('a view is read once, then served in process until another client changes a key it read', async () => {
+  const { stores, prefix } = await open();
+  try {
+    await stores.accessKeys.create(keyRecord('cached-a', 'ak_cached_a'));
+    const query = { keyHash: hashAccessKey('test-hash-secret', 'ak_cached_a'), currency: 'USD' };
+    await stores.state.view({ keyHash: 'warm-up' }); // loads the script (NOSCRIPT, EVAL) first
+    const before = await redis.commandCounts();
+    const first = await stores.state.view(query);
+    const second = await stores.state.view(query);
+    assert.equal(first.key?.status, 'active');
+    assert.equal(second, first, 'the second view is the cached answer');
+    assert.equal(countDelta(before, await redis.commandCounts()).evalsha, 1);
+
+    // Another client (an admin tool, another instance) revokes the key behind this process's back.
+    await redis.admin.hset(`${prefix}access_key:cached-a`, 'status', 'revoked');
+    await waitUntil(() => !cached(stores, query), 'the invalidation');
+    const third = await stores.state.view(query);
+    assert.equal(third.key?.status, 'revoked');
+
+    // The same for subject state (a webhook handled by another instance's sidecar).
+    const subject = { keyHash: query.keyHash, currency: 'USD' };
+    assert.equal((await stores.state.view(subject)).subject, null);
+    assert.ok(cached(stores, subject));
+    const blocked = {
+      blocked: true,
+      lastEvent: 'wallet.insufficient_balance',
+      lastEventId: 'e1',
+      updatedAt: 1,
+    };
+    await redis.admin.set(`${prefix}subject:api_key:cached-a`, JSON.stringify(blocked));
+    await waitUntil(() => !cached(stores, subject), 'the subject invalidation');
+    assert.equal((await stores.state.view(subject)).subject?.blocked, true);
+
+    // An unknown key hash is cached as a miss, and creating a key with that hash drops the miss.
+    const unknown = { keyHash: hashAccessKey('test-hash-secret', 'ak_later') };
+    assert.equal((await stores.state.view(unknown)).key, null);
+    const evals = await evalshaCount();
+    assert.equal((await stores.state.view(unknown)).key, null);
+    assert.equal(await evalshaCount(), evals, 'the miss is served from the cache');
+    await stores.accessKeys.create(keyRecord('later', 'ak_later'));
+    await waitUntil(async () => (await stores.state.view(unknown)).key?.name === 'later', 'the new key');
+  } finally {
+    await stores.close();
+  }
+});
+
+test("this process's own writes drop what they change at once", async () => {
+  const { stores } = await open();
+  try {
+    const query = { subject: SUBJECT, currency: 'USD' };
+    assert.equal((await stores.state.view(query)).balance, null);
+    const decision = { allowed: true, balance: '5', currency: 'USD', fetchedAt: 1 };
+    await stores.state.putBalance(SUBJECT, decision, 60_000);
+    // No wait for the invalidation message: the write itself dropped the entry.
+    assert.deepEqual((await stores.state.view(query)).balance, decision);
+    await stores.state.setSubject(SUBJECT, {
+      blocked: true,
+      lastEvent: 'wallet.insufficient_balance',
+      lastEventId: 'e2',
+      updatedAt: 2,
+    });
+    assert.equal((await stores.state.view(query)).subject?.blocked, true);
+    await stores.state.invalidateBalance(SUBJECT);
+    assert.equal((await stores.state.view(query)).balance, null);
+  } finally {
+    await stores.close();
+  }
+});
+
+test('a cached balance is served no longer than its TTL in Redis', async () => {
+  const { stores } = await open();
+  const writer = await openRedisStores(testStoreConfig(redis.url, { keyPrefix: stores.keys.prefix }));
+  try {
+    const subject = { type: 'api_key', id: 'short-ttl' };
+    const query = { subject, currency: 'USD' };
+    await writer.state.putBalance(
+      subject,
+      { allowed: true, balance: '1', currency: 'USD', fetchedAt: 1 },
+      80,
+    );
+    await waitUntil(async () => (await stores.state.view(query)).balance?.balance === '1', 'the balance');
+    await waitUntil(async () => (await stores.state.view(query)).balance === null, 'the balance to expire');
+  } finally {
+    await writer.close();
+    await stores.close();
+  }
+});
+
+test('an answer read while an invalidation arrived is not kept', async () => {
+  const { stores } = await open();
+  try {
+    const cache = stores.viewCache;
+    assert.ok(cache);
+    const key = viewCacheKey(undefined, 'api_key', 'raced', 'USD');
+    const since = cache.epoch();
+    cache.invalidate(['some-key']); // arrives while the read is in flight
+    cache.put(key, since, { subject: null }, ['some-key'], 60_000);
+    assert.equal(cache.get(key), undefined);
+    cache.put(key, cache.epoch(), { subject: null }, ['some-key'], 60_000);
+    assert.deepEqual(cache.get(key), { subject: null });
+  } finally {
+    await stores.close();
+  }
+});
+
+test('while the tracking connection is down the cache is empty and unused; it resumes once tracking is back', async () => {
+  const { stores } = await open();
+  try {
+    const cache = stores.viewCache;
+    assert.ok(cache);
+    const query = { subject: SUBJECT };
+    await stores.state.view(query);
+    assert.equal(cache.size, 1);
+    const addrs = await redis.clientAddrs('router-store-tracking');
+    assert.equal(addrs.size, 1);
+    for (const addr of addrs) await redis.admin.client('KILL', 'ADDR', addr);
+    await waitUntil(() => !cache.live, 'the cache to switch off');
+    assert.equal(cache.size, 0);
+    await waitUntil(() => cache.live, 'tracking again', 10_000);
+    const evals = await evalshaCount();
+    await stores.state.view(query);
+    await stores.state.view(query);
+    assert.equal((await evalshaCount()) - evals, 1, 'read once after the reconnect, then cached');
+
+    // FLUSHALL: every entry goes.
+    await redis.admin.flushall();
+    await waitUntil(() => cache.size === 0, 'the flush');
+  } finally {
+    await stores.close();
+  }
+});
+
+test('the entry count is capped; the oldest entries go first', async () => {
+  const cache = openViewCache(testStoreConfig(redis.url), {
+    maxAgeMs: 60_000,
+    maxEntries: 2,
+    prefixes: ['x:'],
+  });
+  try {
+    await waitUntil(() => cache.live, 'tracking on');
+    for (const id of ['a', 'b', 'c']) cache.put(id, cache.epoch(), { subject: null }, [`x:${id}`], 60_000);
+    assert.equal(cache.size, 2);
+    assert.equal(cache.get('a'), undefined);
+    assert.deepEqual(cache.get('c'), { subject: null });
+    // An entry dropped by the cap no longer answers to its key's invalidation (nothing left behind).
+    await redis.admin.set('x:a', '1');
+    await redis.admin.set('x:b', '1');
+    await waitUntil(() => cache.size === 1, 'the invalidation of b');
+  } finally {
+    await cache.close();
+  }
+});
