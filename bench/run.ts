@@ -189,6 +189,10 @@ export async function main(argv: string[]): Promise<number> {
         ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${variant}-${stamp}.cpuprofile`]
         : []),
     ],
+    sidecarNodeFlags: (variant) =>
+      opts.profile
+        ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=sidecar-${variant}-${stamp}.cpuprofile`]
+        : [],
   };
   const wanted = new Set<PeerId>(opts.scenarios.flatMap((s) => PEERS_OF[s]));
   if (opts.peers) for (const id of [...wanted]) if (!opts.peers.includes(id)) wanted.delete(id);

@@ -65,6 +65,15 @@ const PORTAL_HINT =
   'billing.base_url must be the billing API host, not the portal (the portal answers HTML 404)';
 const MAX_ERROR_BODY = 8 * 1024;
 
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+/** undici's own timeouts (connect, headers, body), as opposed to refusals and resets. */
+function isTimeout(err: unknown): boolean {
+  return (
+    typeof err === 'object' && err !== null && TIMEOUT_CODES.has(String((err as { code?: unknown }).code))
+  );
+}
+
 export function createBillingClient(
   config: BillingClientConfig,
   opts: BillingClientOptions = {},
@@ -75,16 +84,18 @@ export function createBillingClient(
   const ingestPath = `${prefix}/v1/projects/${project}/extractor-rule-sets/${encodeURIComponent(config.extractorRuleSetId)}/events/ingest`;
   const balancePath = `${prefix}/v1/projects/${project}/wallets/realtime/amount`;
   const authorization = `Bearer ${config.apiKey}`;
+  // The pool's own timers bound every ingest (connect, then headers, then each body read): a per-call
+  // AbortSignal.timeout costed a timer that always fires and a DOMException per event, about 14% of the
+  // sidecar's CPU while draining (bench profile).
   const pool = new Pool(base.origin, {
     connections: opts.connections ?? 16,
     headersTimeout: config.requestTimeoutMs,
     bodyTimeout: config.requestTimeoutMs,
+    connect: { timeout: config.requestTimeoutMs },
   });
   const log = opts.logger;
 
   async function ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult> {
-    const timeout = AbortSignal.timeout(config.requestTimeoutMs);
-    const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
     let status: number;
     let contentType: string;
     let text = '';
@@ -98,17 +109,17 @@ export function createBillingClient(
           'idempotency-key': event.idempotency_key,
         },
         body: JSON.stringify(event),
-        signal: combined,
+        ...(signal === undefined ? {} : { signal }),
       });
       status = res.statusCode;
       contentType = String(res.headers['content-type'] ?? '');
       if (status >= 200 && status < 300) {
-        await res.body.dump({ limit: MAX_ERROR_BODY, signal: combined });
+        await res.body.dump({ limit: MAX_ERROR_BODY, ...(signal === undefined ? {} : { signal }) });
         return { kind: 'ok', status };
       }
       text = await readLimited(res.body);
     } catch (err) {
-      const code = timeout.aborted ? 'timeout' : signal?.aborted ? 'aborted' : 'network_error';
+      const code = isTimeout(err) ? 'timeout' : signal?.aborted ? 'aborted' : 'network_error';
       const message =
         code === 'timeout' ? `no answer within ${config.requestTimeoutMs} ms` : errorMessage(err);
       return { kind: 'retryable', status: undefined, code, message, unavailable: true };

@@ -98,7 +98,6 @@ interface Slot {
   /** Last failure was a 5xx that counts only if the service is seen accepting other events. */
   unjudged: boolean;
   lastResult: IngestResult | undefined;
-  abort: AbortController | undefined;
   settled: Promise<void> | undefined;
 }
 
@@ -131,6 +130,9 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
 
   let stopping = false;
   const stopController = new AbortController();
+  // One signal for every ingest in flight (stop with abort: true ends them all): a controller per event
+  // cost an abort listener and its bookkeeping per delivery.
+  const inflightAbort = new AbortController();
   let wakeResolve: (() => void) | undefined;
   let woken = false;
   let generation = 0;
@@ -182,11 +184,9 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
     if (item.kind !== 'event') return;
     slot.state = 'inflight';
     inFlight++;
-    const abort = new AbortController();
-    slot.abort = abort;
     // Through a promise chain so that even a synchronous throw of the client settles the slot.
     slot.settled = Promise.resolve()
-      .then(() => client.ingest(item.event, abort.signal))
+      .then(() => client.ingest(item.event, inflightAbort.signal))
       .catch(
         (err: unknown): IngestResult => ({
           kind: 'retryable',
@@ -198,7 +198,6 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
       )
       .then((result) => {
         inFlight--;
-        slot.abort = undefined;
         slot.lastResult = result;
         if (result.kind === 'ok') {
           slot.state = 'done';
@@ -289,7 +288,6 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
       failures: 0,
       unjudged: false,
       lastResult: undefined,
-      abort: undefined,
       settled: undefined,
     };
   }
@@ -406,7 +404,7 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
     stopped ??= (async () => {
       stopping = true;
       stopController.abort();
-      if (stopOpts.abort) for (const slot of window) slot.abort?.abort();
+      if (stopOpts.abort) inflightAbort.abort();
       wake();
       watcher?.close();
       try {

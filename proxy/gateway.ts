@@ -221,6 +221,14 @@ function sidecarNice(env: Record<string, string | undefined>): number {
   return Number.isInteger(n) && n >= 0 && n <= 19 ? n : 19;
 }
 
+/**
+ * Extra node flags for the supervised sidecar: ROUTER_SIDECAR_NODE_FLAGS, space-separated (diagnostics,
+ * e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`; NODE_OPTIONS refuses --cpu-prof).
+ */
+function sidecarNodeFlags(env: Record<string, string | undefined>): string[] {
+  return (env.ROUTER_SIDECAR_NODE_FLAGS ?? '').split(' ').filter((f) => f !== '');
+}
+
 const SIDECAR_MAIN = fileURLToPath(new URL('../billing/sidecar-main.ts', import.meta.url));
 
 /** Run `router-billing` as a child; restart it with backoff when it dies; stop it on close. */
@@ -234,7 +242,8 @@ function superviseSidecar(
   let restarts = 0;
   let timer: NodeJS.Timeout | undefined;
   const start = () => {
-    child = spawn(process.execPath, ['--max-semi-space-size=8', SIDECAR_MAIN, '-c', configFile], {
+    const flags = ['--max-semi-space-size=8', ...sidecarNodeFlags(env ?? process.env)];
+    child = spawn(process.execPath, [...flags, SIDECAR_MAIN, '-c', configFile], {
       stdio: ['ignore', 'inherit', 'inherit'],
       env: (env ?? process.env) as NodeJS.ProcessEnv,
     });

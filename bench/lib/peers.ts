@@ -63,6 +63,8 @@ export interface Workspace {
   tmp: string;
   /** Extra node flags for gateway processes (--cpu-prof ...). */
   gatewayNodeFlags: (variant: PeerId) => string[];
+  /** Extra node flags for the billing sidecar a gateway supervises (ROUTER_SIDECAR_NODE_FLAGS). */
+  sidecarNodeFlags: (variant: PeerId) => string[];
 }
 
 function cleanEnv(): NodeJS.ProcessEnv {
@@ -207,6 +209,8 @@ export async function startGatewayProcess(
     env[`ROUTER_PROVIDER_${provider}_API_KEY`] = SIM_KEY;
   }
   env.ROUTER_ACCESS_KEY_BENCH = BENCH_ACCESS_KEY;
+  const sidecarFlags = ws.sidecarNodeFlags(variant.id);
+  if (sidecarFlags.length > 0) env.ROUTER_SIDECAR_NODE_FLAGS = sidecarFlags.join(' ');
   const service = startService(
     variant.id,
     process.execPath,
