@@ -191,7 +191,11 @@ export async function main(argv: string[]): Promise<number> {
     ],
     sidecarNodeFlags: (variant) =>
       opts.profile
-        ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=sidecar-${variant}-${stamp}.cpuprofile`]
+        ? [
+            '--cpu-prof',
+            `--cpu-prof-dir=${profDir}`,
+            `--cpu-prof-name=sidecar-${variant}-${stamp}.cpuprofile`,
+          ]
         : [],
   };
   const wanted = new Set<PeerId>(opts.scenarios.flatMap((s) => PEERS_OF[s]));

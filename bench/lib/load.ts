@@ -66,6 +66,8 @@ export interface LatencyResult {
   /** First failure seen (status and the start of the body), for the report. */
   firstError?: string;
   ms: Summary;
+  /** Median of each round's p50 when measured in rounds. */
+  roundP50s?: number[];
 }
 
 /** `count` requests one after another on one keep-alive connection, after `warmup` unmeasured ones. */
@@ -74,6 +76,16 @@ export async function sequentialLatency(
   count: number,
   warmup: number,
 ): Promise<LatencyResult> {
+  const { samples, errors, firstError } = await latencySamples(target, count, warmup);
+  return { requests: count, errors, firstError, ms: summarize(samples) };
+}
+
+/** The raw timings of sequentialLatency (ms, in order), for runs measured in rounds. */
+export async function latencySamples(
+  target: HttpTarget,
+  count: number,
+  warmup: number,
+): Promise<{ samples: Float64Array; errors: number; firstError?: string }> {
   const client = new Client(target.origin, { pipelining: 1, keepAliveTimeout: 60_000 });
   const samples = new Float64Array(count);
   let errors = 0;
@@ -98,7 +110,7 @@ export async function sequentialLatency(
   } finally {
     await client.close();
   }
-  return { requests: count, errors, firstError, ms: summarize(samples) };
+  return { samples, errors, firstError };
 }
 
 /** One request, for checking a peer works before measuring it: status and the start of the body. */

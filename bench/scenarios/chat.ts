@@ -2,9 +2,10 @@
 // short warm-up) and latency at concurrency 1 (sequential requests, sub-millisecond resolution).
 
 import { type BenchContext, eachPeer, isError, type Measured } from '../lib/context.ts';
-import { type LatencyResult, sequentialLatency, type ThroughputResult, throughput } from '../lib/load.ts';
+import { type LatencyResult, latencySamples, type ThroughputResult, throughput } from '../lib/load.ts';
 import type { PeerId } from '../lib/peers.ts';
 import { chatTarget } from '../lib/requests.ts';
+import { summarize } from '../lib/stats.ts';
 
 export interface ChatResult {
   throughput: Partial<Record<PeerId, Measured<ThroughputResult>>>;
@@ -53,13 +54,61 @@ export async function runChat(ctx: BenchContext): Promise<ChatResult> {
       tp[id] = results[0];
       continue;
     }
-    good.sort((a, b) => a.requestsPerSec - b.requestsPerSec);
-    tp[id] = { ...good[Math.floor(good.length / 2)], rounds: good.map((g) => g.requestsPerSec) };
+    const sorted = [...good].sort((a, b) => a.requestsPerSec - b.requestsPerSec);
+    // Rounds stay in measuring order (a failed round is NaN): the report pairs peers round by round.
+    const inOrder = rounds.map((r) => {
+      const x = r[id];
+      return x === undefined || isError(x) ? Number.NaN : x.requestsPerSec;
+    });
+    tp[id] = { ...sorted[Math.floor(sorted.length / 2)], rounds: inOrder };
   }
+  // Latency at c=1 in the same interleaved rounds, every sample pooled per peer: a slow minute of the
+  // machine then lands on every peer alike instead of on whichever peer it happened to meet.
   const latencyPeers = CHAT_PEERS.filter((id) => id !== 'gateway-info-log');
-  const latency = await eachPeer(ctx, latencyPeers, 'chat latency c=1', targetOf, (_p, target) =>
-    sequentialLatency(target, s.latencyCount, s.latencyWarmup),
-  );
+  const perRound = Math.max(1, Math.round(s.latencyCount / s.rounds));
+  const pooled = new Map<
+    PeerId,
+    { samples: Float64Array[]; p50s: number[]; errors: number; firstError?: string }
+  >();
+  const latency: Partial<Record<PeerId, Measured<LatencyResult>>> = {};
+  for (let round = 0; round < s.rounds; round++) {
+    const measured = await eachPeer(
+      ctx,
+      latencyPeers,
+      `chat latency c=1 (round ${round + 1}/${s.rounds})`,
+      targetOf,
+      (_p, target) => latencySamples(target, perRound, round === 0 ? s.latencyWarmup : s.latencyWarmup / 5),
+    );
+    for (const id of latencyPeers) {
+      const m = measured[id];
+      if (m === undefined) continue;
+      if (isError(m)) {
+        latency[id] ??= m;
+        continue;
+      }
+      const acc = pooled.get(id) ?? { samples: [], p50s: [], errors: 0 };
+      acc.samples.push(m.samples);
+      acc.p50s.push(summarize(Float64Array.from(m.samples)).p50);
+      acc.errors += m.errors;
+      acc.firstError ??= m.firstError;
+      pooled.set(id, acc);
+    }
+  }
+  for (const [id, acc] of pooled) {
+    const all = new Float64Array(acc.samples.reduce((n, a) => n + a.length, 0));
+    let at = 0;
+    for (const a of acc.samples) {
+      all.set(a, at);
+      at += a.length;
+    }
+    latency[id] = {
+      requests: all.length,
+      errors: acc.errors,
+      firstError: acc.firstError,
+      ms: summarize(all),
+      roundP50s: acc.p50s,
+    };
+  }
   const quiet = ctx.peers.get('gateway');
   const accessLogAtWarn =
     quiet === undefined ? undefined : quiet.service.output().includes('"msg":"request"');
