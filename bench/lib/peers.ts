@@ -143,6 +143,8 @@ export interface GatewayVariant {
   billing?: { url: string };
   redisUrl?: string;
   logLevel?: 'warn' | 'info';
+  /** Billing on but no sidecar (events stay in the outbox): the serving path's own share of billing. */
+  noSidecar?: boolean;
 }
 
 /** The main configuration as JSON (a YAML subset), every path absolute. */
@@ -155,6 +157,7 @@ export async function writeGatewayConfig(
     redisUrl?: string;
     logLevel?: string;
     sidecarPort?: number;
+    noSidecar?: boolean;
   },
 ): Promise<string> {
   const dir = join(ws.tmp, name);
@@ -164,7 +167,7 @@ export async function writeGatewayConfig(
     providers_dir: join(ws.repo, 'deploy/config/providers'),
     models: join(ws.repo, 'deploy/config/models.yaml'),
     log: { level: opts.logLevel ?? 'warn' },
-    sidecar: { enabled: opts.billingUrl !== undefined },
+    sidecar: { enabled: opts.billingUrl !== undefined && opts.noSidecar !== true },
     billing:
       opts.billingUrl === undefined
         ? { enabled: false }
@@ -202,6 +205,7 @@ export async function startGatewayProcess(
     billingUrl: variant.billing?.url,
     redisUrl: variant.redisUrl,
     logLevel: variant.logLevel,
+    noSidecar: variant.noSidecar,
   });
   const env = cleanEnv();
   for (const provider of ['OPENAI', 'ANTHROPIC', 'GEMINI']) {
@@ -232,6 +236,7 @@ export async function gatewayUsesRedis(
     (err: unknown) => `readyz failed: ${String(err)}`,
   );
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  redis.on('error', () => {});
   try {
     await redis.connect();
     const clients = String(await redis.call('CLIENT', 'LIST'))
@@ -258,6 +263,8 @@ export async function startRedis(ws: Workspace): Promise<{ url: string; service:
     if (!service.alive())
       return { id: 'gateway-redis', reason: `redis-server did not start: ${service.output()}` };
     const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    // Refused while the server starts: the rejection below handles it, not an unhandled 'error' event.
+    redis.on('error', () => {});
     try {
       await redis.connect();
       await redis.ping();
