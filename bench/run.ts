@@ -9,7 +9,7 @@
 //   npm run bench -- --profile         gateway processes run with --cpu-prof into bench/results/prof
 //   npm run bench -- --no-docs         do not rewrite docs/benchmarks.md
 
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -66,6 +66,7 @@ interface Options {
   profile: boolean;
   docs: boolean;
   out: string | undefined;
+  render: string | undefined;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -78,13 +79,14 @@ function parseOptions(argv: string[]): Options {
       profile: { type: 'boolean', default: false },
       'no-docs': { type: 'boolean', default: false },
       out: { type: 'string' },
+      render: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
   });
   if (values.help) {
     console.log(
-      'usage: npm run bench -- [--smoke] [--only chat|stream|translate|growth|backlog]... [--peers a,b] [--profile] [--no-docs] [--out file.json]',
+      'usage: npm run bench -- [--smoke] [--only chat|stream|translate|growth|backlog]... [--peers a,b] [--profile] [--no-docs] [--out file.json]\n       npm run bench -- --render bench/results/<full run>.json   (rewrite docs/benchmarks.md from a saved full run; measures nothing)',
     );
     process.exit(0);
   }
@@ -100,6 +102,7 @@ function parseOptions(argv: string[]): Options {
     // A smoke run or a partial run never replaces the committed results.
     docs: !values['no-docs'] && !values.smoke && only.length === 0 && peers === undefined,
     out: values.out,
+    render: values.render,
   };
 }
 
@@ -173,6 +176,7 @@ async function startPeers(
 
 export async function main(argv: string[]): Promise<number> {
   const opts = parseOptions(argv);
+  if (opts.render !== undefined) return render(opts.render);
   const settings = opts.smoke ? SMOKE : FULL;
   const startedAt = new Date();
   const tmp = await mkdtemp(join(tmpdir(), 'llm-router-bench-'));
@@ -270,6 +274,22 @@ export async function main(argv: string[]): Promise<number> {
     log('wrote docs/benchmarks.md');
   }
   return failed ? 1 : 0;
+}
+
+/**
+ * docs/benchmarks.md again from a saved full run (after a change to the page's wording): the numbers are
+ * that run's, with its date. Partial runs are refused, as they are for the page itself.
+ */
+async function render(file: string): Promise<number> {
+  const results = JSON.parse(await readFile(file, 'utf8')) as BenchResults;
+  const missing = SCENARIOS.filter((s) => results[s] === undefined);
+  if (missing.length > 0 || results.smoke) {
+    log(`${file} is not a full run (missing: ${missing.join(', ') || 'none'}; smoke: ${results.smoke})`);
+    return 1;
+  }
+  await writeFile(join(REPO, 'docs/benchmarks.md'), renderMarkdown(results));
+  log(`wrote docs/benchmarks.md from ${file}`);
+  return 0;
 }
 
 if (import.meta.main) {

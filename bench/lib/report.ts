@@ -302,6 +302,10 @@ export function renderMarkdown(r: BenchResults): string {
       '  so the same request works through every proxy.',
       '- Everything shares two cores: the load generator, the simulator and the peer. Absolute numbers are lower',
       '  than on separate machines; the ratios are the point.',
+      '- The machine is a small VM whose speed drifts by tens of percent within minutes (the same peer can do',
+      '  twice the requests/s in one round as in the next). Chat throughput and c=1 latency are therefore measured',
+      '  in interleaved rounds (every peer once per round): throughput targets use the median of the per-round',
+      '  ratios (both peers measured within seconds of each other), and latency percentiles pool every round.',
     ].join('\n'),
     '',
   );
