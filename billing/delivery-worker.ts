@@ -30,7 +30,8 @@ import {
 import type { UsageEvent } from './types.ts';
 
 export interface DeliveryWorkerOptions {
-  config: Pick<BillingConfig, 'outboxDir' | 'retryIntervalMs' | 'maxRetryIntervalMs' | 'maxAttempts'>;
+  config: Pick<BillingConfig, 'outboxDir' | 'retryIntervalMs' | 'maxRetryIntervalMs' | 'maxAttempts'> &
+    Partial<Pick<BillingConfig, 'deliveryLingerMs'>>;
   client: { ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult> };
   /** Ingests in flight at most (default 16). 1 gives strict one-by-one delivery. */
   window?: number;
@@ -145,6 +146,22 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
     r?.();
   }
 
+  // A change seen while idle is read after delivery_linger_ms, not at once: under steady load the gateway
+  // appends an event every fraction of a millisecond, and reading each on its own wake-up cost the sidecar
+  // (and the cores it shares with the gateway) a loop turn, a read(2) and a checkpoint per event.
+  const lingerMs = config.deliveryLingerMs ?? 0;
+  let lingerTimer: NodeJS.Timeout | undefined;
+  function wakeSoon(): void {
+    if (lingerMs <= 0) {
+      wake();
+      return;
+    }
+    lingerTimer ??= setTimeout(() => {
+      lingerTimer = undefined;
+      wake();
+    }, lingerMs);
+  }
+
   function waitForWake(timeoutMs: number | undefined): Promise<void> {
     if (woken || stopping) {
       woken = false;
@@ -165,7 +182,7 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
     try {
       watcher = watch(config.outboxDir, { persistent: false }, (_event, name) => {
         // Our own checkpoint/quarantine writes are not news.
-        if (name === null || name === 'events.jsonl' || name.startsWith('segment-')) wake();
+        if (name === null || name === 'events.jsonl' || name.startsWith('segment-')) wakeSoon();
       });
       watcher.on('error', (err) =>
         logger?.warn({ err: errorText(err) }, 'outbox watch failed; polling only'),
@@ -405,6 +422,7 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
       stopping = true;
       stopController.abort();
       if (stopOpts.abort) inflightAbort.abort();
+      if (lingerTimer !== undefined) clearTimeout(lingerTimer);
       wake();
       watcher?.close();
       try {

@@ -35,7 +35,8 @@ import type { UsageEvent } from './types.ts';
 
 export interface StreamConsumerOptions {
   readonly store: StoreConfig;
-  readonly billing: Pick<BillingConfig, 'retryIntervalMs' | 'maxRetryIntervalMs'>;
+  readonly billing: Pick<BillingConfig, 'retryIntervalMs' | 'maxRetryIntervalMs'> &
+    Partial<Pick<BillingConfig, 'deliveryLingerMs'>>;
   readonly client: { ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult> };
   readonly logger?: Logger;
   /** Ingests in flight at most (default 16). */
@@ -120,6 +121,7 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
   const { store, billing, client, logger } = opts;
   const windowSize = Math.max(1, opts.window ?? 16);
   const blockMs = Math.max(1, opts.blockMs ?? 1000);
+  const lingerMs = opts.billing.deliveryLingerMs ?? 0;
   const reclaimIntervalMs = Math.max(10, opts.reclaimIntervalMs ?? Math.floor(store.reclaimIdleMs / 2));
   const heartbeatMs = Math.max(10, Math.floor(store.reclaimIdleMs / 3));
   const random = opts.random ?? Math.random;
@@ -392,9 +394,10 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
           continue;
         }
         const block = Math.max(1, Math.min(blockMs, nextReclaim - Date.now()));
+        const want = windowSize - held.size;
         const entries = await readGroup(reader, [
           'COUNT',
-          windowSize - held.size,
+          want,
           'BLOCK',
           block,
           'STREAMS',
@@ -403,6 +406,9 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
         ]);
         await adopt(entries, false);
         failures = 0;
+        // A short read means the stream is keeping up with the gateway: let more entries gather before
+        // the next read instead of one round trip (and one wake-up) per event (billing.delivery_linger_ms).
+        if (lingerMs > 0 && entries.length > 0 && entries.length < want) await sleep(lingerMs);
       } catch (err) {
         if (stopping) break;
         const text = errorText(err);

@@ -74,6 +74,7 @@ interface RawConfig {
     request_timeout_ms: number;
     retry_interval_ms: number;
     max_retry_interval_ms: number;
+    delivery_linger_ms: number;
     max_attempts: number;
     only_billable_success: boolean;
     subject_type: string;
@@ -243,6 +244,7 @@ function toBilling(raw: RawConfig['billing'], dir: string): BillingConfig {
     requestTimeoutMs: raw.request_timeout_ms,
     retryIntervalMs: raw.retry_interval_ms,
     maxRetryIntervalMs: raw.max_retry_interval_ms,
+    deliveryLingerMs: raw.delivery_linger_ms,
     maxAttempts: raw.max_attempts,
     onlyBillableSuccess: raw.only_billable_success,
     subjectType: raw.subject_type,

@@ -62,6 +62,8 @@ export interface BillingConfig {
   readonly retryIntervalMs: number;
   /** Upper bound of the retry backoff. */
   readonly maxRetryIntervalMs: number;
+  /** Idle sidecar: wait this long after new events appear before reading them (batching). */
+  readonly deliveryLingerMs: number;
   /** Attempts before an event is dead-lettered (file mode; store mode uses store.billingMaxAttempts). */
   readonly maxAttempts: number;
   readonly onlyBillableSuccess: boolean;

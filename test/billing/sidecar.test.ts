@@ -31,6 +31,7 @@ function billingConfig(over: Partial<BillingConfig>): BillingConfig {
     requestTimeoutMs: 3000,
     retryIntervalMs: 10,
     maxRetryIntervalMs: 50,
+    deliveryLingerMs: 0,
     maxAttempts: 10,
     onlyBillableSuccess: false,
     subjectType: 'api_key',

@@ -72,6 +72,7 @@ test('an empty file gets every documented default', async () => {
     requestTimeoutMs: 3000,
     retryIntervalMs: 1000,
     maxRetryIntervalMs: 60000,
+    deliveryLingerMs: 20,
     maxAttempts: 10,
     onlyBillableSuccess: false,
     subjectType: 'api_key',

@@ -1,0 +1,114 @@
+// `router` without --no-sidecar runs `router-billing` as its child: at the niceness of
+// ROUTER_SIDECAR_NICE, with the gateway's V8 flag plus ROUTER_SIDECAR_NODE_FLAGS, restarted when it dies,
+// and stopped with the gateway. The child delivers the gateway's usage events.
+
+import assert from 'node:assert/strict';
+import { readdir, readFile } from 'node:fs/promises';
+import { test } from 'node:test';
+import { spawnLogged, startBillingStack, waitUntil } from '../support/billing-stack.ts';
+import { ACCESS_KEY } from '../support/stack.ts';
+
+interface Proc {
+  pid: number;
+  nice: number;
+  cmdline: string[];
+}
+
+/** The live child processes of `parent`, from /proc. */
+async function childrenOf(parent: number): Promise<Proc[]> {
+  const out: Proc[] = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = await readFile(`/proc/${name}/stat`, 'utf8');
+      // Fields after the parenthesised command name: state ppid ... (nice is field 19 overall).
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[1]) !== parent || fields[0] === 'Z') continue;
+      const cmdline = (await readFile(`/proc/${name}/cmdline`, 'utf8')).split('\0').filter((a) => a !== '');
+      out.push({ pid: Number(name), nice: Number(fields[16]), cmdline });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+async function sidecarOf(parent: number): Promise<Proc | undefined> {
+  return (await childrenOf(parent)).find((p) => p.cmdline.some((a) => a.endsWith('sidecar-main.ts')));
+}
+
+test('router supervises router-billing: nice, node flags, delivery, restart after kill -9, stop with the gateway', async (t) => {
+  const stack = await startBillingStack({ gateway: false, sidecar: false });
+  t.after(() => stack.close());
+  const gw = await spawnLogged(
+    'proxy/cli.ts',
+    ['-c', stack.configFile],
+    { ...stack.env, ROUTER_SIDECAR_NICE: '7', ROUTER_SIDECAR_NODE_FLAGS: '--stack-size=983  --no-warnings' },
+    'router listening',
+  );
+  t.after(() => {
+    if (gw.child.exitCode === null) gw.child.kill('SIGKILL');
+  });
+  const pid = gw.child.pid;
+  assert.ok(pid !== undefined);
+
+  let sidecar: Proc | undefined;
+  await waitUntil(async () => (sidecar = await sidecarOf(pid)) !== undefined, 'the sidecar child');
+  assert.ok(sidecar);
+  assert.equal(sidecar.nice, 7);
+  for (const flag of ['--max-semi-space-size=8', '--stack-size=983', '--no-warnings']) {
+    assert.ok(sidecar.cmdline.includes(flag), `${flag} in ${sidecar.cmdline.join(' ')}`);
+  }
+
+  // It delivers what the gateway serves.
+  const res = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${ACCESS_KEY}`,
+      'content-type': 'application/json',
+      'x-router-request-id': 'sup-1',
+    },
+    body: JSON.stringify({ model: 'gpt-5.4-mini', messages: [{ role: 'user', content: 'hi' }] }),
+  });
+  assert.equal(res.status, 200);
+  await res.arrayBuffer();
+  await waitUntil(() => stack.billing.events.some((e) => e.external_event_id === 'sup-1'), 'the event');
+
+  // Killed, it comes back (a new process), and what was served meanwhile is delivered.
+  const first = sidecar.pid;
+  process.kill(first, 'SIGKILL');
+  await waitUntil(async () => {
+    const next = await sidecarOf(pid);
+    return next !== undefined && next.pid !== first;
+  }, 'the restarted sidecar');
+  const again = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${ACCESS_KEY}`,
+      'content-type': 'application/json',
+      'x-router-request-id': 'sup-2',
+    },
+    body: JSON.stringify({ model: 'gpt-5.4-mini', messages: [{ role: 'user', content: 'hi' }] }),
+  });
+  assert.equal(again.status, 200);
+  await again.arrayBuffer();
+  await waitUntil(
+    () => stack.billing.events.some((e) => e.external_event_id === 'sup-2'),
+    'the second event',
+  );
+
+  // SIGTERM: the gateway stops its sidecar and exits cleanly.
+  const current = await sidecarOf(pid);
+  assert.ok(current);
+  gw.child.kill('SIGTERM');
+  const exit = await gw.exited;
+  assert.equal(exit.code, 0);
+  await waitUntil(async () => {
+    try {
+      const stat = await readFile(`/proc/${current.pid}/stat`, 'utf8');
+      return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z'); // exited, not reaped yet
+    } catch {
+      return true;
+    }
+  }, 'the sidecar to exit');
+});
