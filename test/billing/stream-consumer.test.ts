@@ -8,7 +8,7 @@ import type { StoreConfig } from '../../proxy/config/types.ts';
 import { startBillingSim } from '../../sim/billing/server.ts';
 import { createKeyLayout, createRedisClient, waitReady } from '../../store/redis-client.ts';
 import { createRedisEventQueue } from '../../store/redis-queue.ts';
-import { type RedisServer, startRedis, testStoreConfig } from '../support/redis.ts';
+import { countDelta, type RedisServer, startRedis, testStoreConfig } from '../support/redis.ts';
 import { makeEvent as makeEventWithAliases } from '../support/usage-events.ts';
 
 let redis: RedisServer;
@@ -95,6 +95,31 @@ test('delivers every stream entry to the billing simulator once, then acks and d
     await consumer?.stop();
     await client.close();
     await sim.close();
+  }
+});
+
+test('ingests that finish together are acknowledged in one MULTI (XACK, XDEL, HDEL of every id)', async () => {
+  const store = testStoreConfig(redis.url);
+  const k = createKeyLayout(store);
+  await enqueue(
+    store,
+    Array.from({ length: 8 }, (_, i) => makeEvent(100 + i)),
+  );
+  // Every ingest answers at once: the 8 of one read finish in the same turn of the event loop.
+  const client = scriptedClient(() => ({ kind: 'ok', status: 202 }));
+  const before = await redis.commandCounts();
+  const consumer = await startStreamConsumer({ store, billing: BILLING, client, window: 8 });
+  try {
+    await until(async () => (await redis.admin.xlen(k.stream)) === 0, 'stream emptied');
+    assert.equal(client.seen.length, 8);
+    const delta = countDelta(before, await redis.commandCounts());
+    assert.ok((delta.xack ?? 0) >= 1 && (delta.xack ?? 0) < 8, `batched XACKs: ${JSON.stringify(delta)}`);
+    assert.equal(delta.xack, delta.xdel);
+    assert.equal(delta.xack, delta.exec);
+    const pending = (await redis.admin.xpending(k.stream, 'router-billing')) as [number, ...unknown[]];
+    assert.equal(pending[0], 0, 'nothing left pending');
+  } finally {
+    await consumer.stop();
   }
 });
 
