@@ -185,10 +185,16 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
     }
   }
 
-  async function adopt(entries: StreamEntries, reclaimed: boolean): Promise<void> {
+  /**
+   * Takes entries on. `neverDelivered`: read with '>' (never delivered to any consumer of the group, so
+   * no attempts can be recorded for them): the attempts lookup is skipped.
+   */
+  async function adopt(entries: StreamEntries, reclaimed: boolean, neverDelivered = false): Promise<void> {
     const fresh = entries.filter(([id]) => !held.has(id));
     if (fresh.length === 0) return;
-    const counts = await cmd.hmget(keys.attempts, ...fresh.map(([id]) => id));
+    const counts: (string | null)[] = neverDelivered
+      ? []
+      : await cmd.hmget(keys.attempts, ...fresh.map(([id]) => id));
     fresh.forEach(([id, fields], i) => {
       const entry: Held = {
         id,
@@ -413,7 +419,9 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
           nextReclaim = Date.now() + reclaimIntervalMs;
           await reclaim();
         }
-        if (held.size >= windowSize || outageInProgress()) {
+        // With a linger, refill only once half the window is free: reading as each slot frees up cost a
+        // XREADGROUP round trip per event or two under steady load.
+        if (held.size >= (lingerMs > 0 ? Math.ceil(windowSize / 2) : windowSize) || outageInProgress()) {
           await waitForWake(Math.max(10, nextReclaim - Date.now()));
           failures = 0;
           continue;
@@ -421,7 +429,7 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
         const block = Math.max(1, Math.min(blockMs, nextReclaim - Date.now()));
         const want = windowSize - held.size;
         const entries = await readGroup(reader, ['COUNT', want, 'BLOCK', block, 'STREAMS', keys.stream, '>']);
-        await adopt(entries, false);
+        await adopt(entries, false, true);
         failures = 0;
         // A short read means the stream is keeping up with the gateway: let more entries gather before
         // the next read instead of one round trip (and one wake-up) per event (billing.delivery_linger_ms).
