@@ -3,6 +3,7 @@
 // one kept), drain on SIGTERM. Used by the CLI, the local stack and the end-to-end tests.
 
 import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -229,6 +230,19 @@ function sidecarNodeFlags(env: Record<string, string | undefined>): string[] {
   return (env.ROUTER_SIDECAR_NODE_FLAGS ?? '').split(' ').filter((f) => f !== '');
 }
 
+/**
+ * The sidecar's CPU policy: ROUTER_SIDECAR_SCHED=idle (default) runs it under SCHED_IDLE through
+ * util-linux `chrt` when present: the kernel then preempts it at once whenever the gateway wants a core,
+ * where a nice-19 task may still finish its time slice (milliseconds) first. `normal` keeps only the
+ * niceness. Either way delivery uses CPU the gateway does not need, and a gateway pegged at 100% of every
+ * core lets the outbox grow until load eases.
+ */
+export function sidecarLauncher(env: Record<string, string | undefined>): string[] {
+  if ((env.ROUTER_SIDECAR_SCHED ?? 'idle') !== 'idle') return [];
+  for (const chrt of ['/usr/bin/chrt', '/bin/chrt']) if (existsSync(chrt)) return [chrt, '--idle', '0'];
+  return [];
+}
+
 const SIDECAR_MAIN = fileURLToPath(new URL('../billing/sidecar-main.ts', import.meta.url));
 
 /** Run `router-billing` as a child; restart it with backoff when it dies; stop it on close. */
@@ -243,7 +257,8 @@ function superviseSidecar(
   let timer: NodeJS.Timeout | undefined;
   const start = () => {
     const flags = ['--max-semi-space-size=8', ...sidecarNodeFlags(env ?? process.env)];
-    child = spawn(process.execPath, [...flags, SIDECAR_MAIN, '-c', configFile], {
+    const [launcher, ...launcherArgs] = [...sidecarLauncher(env ?? process.env), process.execPath];
+    child = spawn(launcher, [...launcherArgs, ...flags, SIDECAR_MAIN, '-c', configFile], {
       stdio: ['ignore', 'inherit', 'inherit'],
       env: (env ?? process.env) as NodeJS.ProcessEnv,
     });

@@ -34,6 +34,7 @@ import type {
 import { estimateUsage } from '../hooks/usage/estimate.ts';
 import { createPathExtractor, USAGE_PRESETS } from '../hooks/usage/presets.ts';
 import { openStateStore } from '../store/index.ts';
+import type { StoreHealth } from '../store/types.ts';
 import { compileRegistry, type ModelRegistry } from './config/models.ts';
 import type { RouterConfig } from './config/types.ts';
 import { errorBody, GatewayError } from './errors.ts';
@@ -345,7 +346,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
         },
         store: {
           enabled: config.store.enabled,
-          ...(keyStore === undefined ? {} : { connected: (await keyStore.health()).connected }),
+          ...(keyStore === undefined ? {} : storeReadiness(await keyStore.health())),
         },
       };
     },
@@ -421,4 +422,17 @@ async function forwardToSidecar(
     res.writeHead(503, { 'content-type': 'application/json' });
     res.end(text);
   }
+}
+
+/** The store block of /readyz: connected, and the view cache's state in Redis mode. */
+function storeReadiness(health: StoreHealth): Record<string, unknown> {
+  if (health.viewCache === undefined) return { connected: health.connected };
+  return {
+    connected: health.connected,
+    view_cache: {
+      live: health.viewCache.live,
+      entries: health.viewCache.entries,
+      invalidations: health.viewCache.invalidations,
+    },
+  };
 }

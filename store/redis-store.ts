@@ -28,7 +28,7 @@ import {
   StoreUnavailableError,
   type SubjectState,
 } from './types.ts';
-import { openViewCache, type ViewCache, viewCacheKey } from './view-cache.ts';
+import { invalidateLocally, openViewCache, type ViewCache, viewCacheKey } from './view-cache.ts';
 
 /** A Lua script run by EVALSHA; loaded on first use and again after a server restart (NOSCRIPT). */
 export interface LuaScript {
@@ -231,7 +231,7 @@ export async function openRedisStores(
         })
       : undefined;
   /** This process's own writes drop what they change at once (the invalidation message follows). */
-  const wrote = (...keys: string[]): void => cache?.invalidate(keys);
+  const wrote = (...keys: string[]): void => invalidateLocally(keys);
 
   const state: StateStore = {
     kind: 'redis',
@@ -290,14 +290,18 @@ export async function openRedisStores(
         return ok === 'OK';
       }),
     async health() {
+      const viewCache =
+        cache === undefined
+          ? {}
+          : { viewCache: { live: cache.live, entries: cache.size, invalidations: cache.invalidations } };
       // A PING, not the client's status: right after the server dies the socket may not have
       // noticed yet, and /readyz must not report a store that cannot answer.
-      if (client.status !== 'ready') return { connected: false };
+      if (client.status !== 'ready') return { connected: false, ...viewCache };
       try {
         await client.ping();
-        return { connected: true };
+        return { connected: true, ...viewCache };
       } catch {
-        return { connected: false };
+        return { connected: false, ...viewCache };
       }
     },
     async close() {

@@ -68,6 +68,11 @@ export interface RequestViewQuery {
   readonly currency?: string;
 }
 
+export interface StoreHealth {
+  readonly connected: boolean;
+  readonly viewCache?: { readonly live: boolean; readonly entries: number; readonly invalidations: number };
+}
+
 /** Raised by adapters when the store cannot answer (connection down, timeout). */
 export class StoreUnavailableError extends Error {
   readonly operation: string;
@@ -98,8 +103,8 @@ export interface StateStore {
    * another caller holds the refresh (then wait for its result or use the last one).
    */
   tryRefreshLock(subject: SubjectRef, currency: string, ttlMs: number): Promise<boolean>;
-  /** Store health for /readyz. */
-  health(): Promise<{ connected: boolean }>;
+  /** Store health for /readyz (Redis: with the state of the gateway's view cache when it has one). */
+  health(): Promise<StoreHealth>;
   close(): Promise<void>;
 }
 

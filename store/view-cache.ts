@@ -7,16 +7,17 @@
 // Redis mode's cost).
 //
 // Why it stays correct (spec 5.4: a key revoked on one instance is refused by all of them at once):
-// - Redis queues the invalidation to this connection while it executes the write, before the writer gets
-//   its reply, so by the time any client can know a revoke or a block happened, the message is on its way.
+// - Redis queues the invalidation to this connection while it executes the write and sends it in the
+//   same turn of its event loop as the writer's reply: every instance hears of a revoke or a block within
+//   microseconds of the writer itself (not strictly before it: Redis may flush the writer's reply first).
 // - A read that was in flight when an invalidation arrived is not kept (epoch check): its answer may
 //   predate the write, and its own invalidation may already have passed.
 // - The cache serves only while the tracking connection is up. Any disconnect clears it and bypasses it
 //   until tracking is re-established on the new connection (invalidations sent in between are lost).
 // - Entries live at most `maxAgeMs` (a bound if anything above fails silently), and a cached balance no
 //   longer than its remaining TTL in Redis.
-// - Writes made by this process also drop the entries they touch right away (`invalidate`), instead of
-//   waiting for their own invalidation to come back.
+// - Writes made by this process drop the entries they touch in every cache of the process right away
+//   (`invalidateLocally`), instead of waiting for their own invalidation to come back.
 // Misses are cached too (an unknown key hash, no subject state), so the entry count is capped; the oldest
 // entries go first.
 
@@ -54,10 +55,21 @@ export interface ViewCache {
   invalidate(keys: readonly string[]): void;
   /** Entry count (metrics, tests). */
   readonly size: number;
+  /** Invalidation messages received from Redis since start (readiness, tests). */
+  readonly invalidations: number;
   close(): Promise<void>;
 }
 
 export const INVALIDATE_CHANNEL = '__redis__:invalidate';
+
+// Every open cache of this process: a write through one store (the balance check's) must drop the copies
+// another store of the same process holds (the authenticator's) at once, not when Redis's message comes.
+const openCaches = new Set<ViewCache>();
+
+/** Drops the entries that read these keys in every view cache of this process. */
+export function invalidateLocally(keys: readonly string[]): void {
+  for (const cache of openCaches) cache.invalidate(keys);
+}
 
 export function viewCacheKey(keyHash?: string, type?: string, id?: string, currency?: string): string {
   return `${keyHash ?? ''}\n${type ?? ''}\n${id ?? ''}\n${currency ?? ''}`;
@@ -69,6 +81,7 @@ export function openViewCache(config: StoreConfig, opts: ViewCacheOptions): View
   const entries = new Map<string, Entry>();
   const byKey = new Map<string, Set<string>>();
   let epoch = 0;
+  let invalidations = 0;
   let live = false;
   let closed = false;
 
@@ -110,6 +123,7 @@ export function openViewCache(config: StoreConfig, opts: ViewCacheOptions): View
   sub.on('messageBuffer', (channel: Buffer, message: Buffer[] | Buffer | null) => {
     if (String(channel) !== INVALIDATE_CHANNEL) return;
     epoch++;
+    invalidations++;
     // null: the server flushed a database (FLUSHDB / FLUSHALL); everything goes.
     if (message === null) {
       clear();
@@ -142,12 +156,15 @@ export function openViewCache(config: StoreConfig, opts: ViewCacheOptions): View
     }
   }
 
-  return {
+  const cache: ViewCache = {
     get live() {
       return live;
     },
     get size() {
       return entries.size;
+    },
+    get invalidations() {
+      return invalidations;
     },
     get(cacheKey) {
       if (!live) return undefined;
@@ -183,8 +200,11 @@ export function openViewCache(config: StoreConfig, opts: ViewCacheOptions): View
     },
     async close() {
       closed = true;
+      openCaches.delete(cache);
       stop();
       sub.disconnect();
     },
   };
+  openCaches.add(cache);
+  return cache;
 }

@@ -9,6 +9,7 @@ import { setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
+import { sidecarLauncher } from '../../proxy/gateway.ts';
 import { freePort, type Service, startService, waitForHttp } from './proc.ts';
 
 const run = promisify(execFile);
@@ -107,10 +108,13 @@ export async function startBillingSimProcess(
   name = 'billing-sim',
 ): Promise<BillingSimProcess> {
   const [port, portal] = [await freePort(), await freePort()];
+  // The same CPU policy `router` gives its sidecar (SCHED_IDLE through chrt when present, then nice 19).
+  const [launcher, ...launcherArgs] = [...sidecarLauncher({}), process.execPath];
   const service = startService(
     name,
-    process.execPath,
+    launcher,
     [
+      ...launcherArgs,
       join(ws.repo, 'sim/billing/main.ts'),
       '--port',
       String(port),
@@ -127,7 +131,8 @@ export async function startBillingSimProcess(
     { env: cleanEnv(), logFile: logFile(ws, name) },
   );
   // The billing service is a remote system in production; here it shares the two cores, so it runs at
-  // the lowest priority and its CPU comes out of idle time rather than out of the peer being measured.
+  // the lowest priority (SCHED_IDLE, nice 19) and its CPU comes out of idle time rather than out of the
+  // peer being measured.
   try {
     setPriority(service.pid, 19);
   } catch {

@@ -88,6 +88,8 @@ before(async () => {
       '    currency: USD',
       `    webhook_secret: ${WEBHOOK_SECRET}`,
       '    failure_mode: open',
+      // No balance refresh (a store write that drops cached views) in the middle of the hot-path test.
+      '    cache_ttl_ms: 600000',
       'store:',
       '  enabled: true',
       `  addr: ${redis.url}`,
@@ -95,6 +97,8 @@ before(async () => {
       '  access_key_hash_secret: multi-instance-hash-secret',
       '  access_key_mode: redis_preferred',
       '  operation_timeout_ms: 300',
+      // Entries leave the view cache by invalidation only here (the hot-path test counts reads).
+      '  view_cache_ms: 600000',
       '  billing_max_attempts: 3',
       '  reclaim_idle_ms: 600',
       '',
@@ -182,6 +186,14 @@ test('a key made with router-admin works on both instances', async () => {
   );
 });
 
+async function invalidationsOf(g: RunningGateway): Promise<number> {
+  const ready = (await (await fetch(`${g.url}/readyz`)).json()) as {
+    store: { view_cache?: { live: boolean; invalidations: number } };
+  };
+  assert.equal(ready.store.view_cache?.live, true, 'the view cache is on');
+  return ready.store.view_cache?.invalidations ?? 0;
+}
+
 test('hot path: one XADD per request; the key, subject state and balance are read in one round trip, then held until Redis reports a change', async () => {
   const g = gateways[0];
   assert.equal((await chat(g, secret)).status, 200); // balance now cached for this subject
@@ -197,12 +209,14 @@ test('hot path: one XADD per request; the key, subject state and balance are rea
     ['xadd'],
   );
   // A change to the subject's state by anyone drops the gateway's copy: the next request reads the
-  // store again, in one round trip. (Redis pushes the invalidation before it answers the write, and
-  // the request below is read by the gateway after that.)
+  // store again, in one round trip. The test waits for the gateway to have received Redis's message
+  // (its /readyz counts them): the message and the writer's reply travel separately.
+  const heard = await invalidationsOf(g);
   await redis.admin.set(
     `${PREFIX}subject:api_key:shared-a`,
     JSON.stringify({ blocked: false, lastEvent: 'test', lastEventId: 'hot-path', updatedAt: Date.now() }),
   );
+  await waitUntil(async () => (await invalidationsOf(g)) > heard, 'the invalidation at the gateway');
   monitor = await redis.monitor(mine);
   assert.equal((await chat(g, secret, 'hot-path-2')).status, 200);
   await waitUntil(() => billing.events.some((e) => e.external_event_id === 'hot-path-2'), 'hot-path event');
@@ -355,7 +369,9 @@ test('store outage: 503 authentication_unavailable; balance asked directly (open
   } finally {
     await redis.start();
   }
-  // Back: the store restarted empty (no persistence), so only the keys file's key works.
-  await waitUntil(async () => (await chat(gateways[1], ACCESS_KEY)).status === 200, 'recovery', 10_000);
-  assert.equal((await chat(gateways[0], ACCESS_KEY)).status, 200);
+  // Back: the store restarted empty (no persistence), so only the keys file's key works. Each instance
+  // reconnects on its own backoff (up to 2 s apart).
+  for (const g of gateways) {
+    await waitUntil(async () => (await chat(g, ACCESS_KEY)).status === 200, 'recovery', 10_000);
+  }
 });

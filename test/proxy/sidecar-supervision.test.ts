@@ -1,16 +1,19 @@
-// `router` without --no-sidecar runs `router-billing` as its child: at the niceness of
-// ROUTER_SIDECAR_NICE, with the gateway's V8 flag plus ROUTER_SIDECAR_NODE_FLAGS, restarted when it dies,
+// `router` without --no-sidecar runs `router-billing` as its child: under SCHED_IDLE (ROUTER_SIDECAR_SCHED)
+// at the niceness of ROUTER_SIDECAR_NICE, with the gateway's V8 flag plus ROUTER_SIDECAR_NODE_FLAGS, restarted when it dies,
 // and stopped with the gateway. The child delivers the gateway's usage events.
 
 import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
 import { test } from 'node:test';
+import { sidecarLauncher } from '../../proxy/gateway.ts';
 import { spawnLogged, startBillingStack, waitUntil } from '../support/billing-stack.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
 
 interface Proc {
   pid: number;
   nice: number;
+  /** Scheduling policy (0 SCHED_OTHER, 5 SCHED_IDLE). */
+  policy: number;
   cmdline: string[];
 }
 
@@ -25,7 +28,7 @@ async function childrenOf(parent: number): Promise<Proc[]> {
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       if (Number(fields[1]) !== parent || fields[0] === 'Z') continue;
       const cmdline = (await readFile(`/proc/${name}/cmdline`, 'utf8')).split('\0').filter((a) => a !== '');
-      out.push({ pid: Number(name), nice: Number(fields[16]), cmdline });
+      out.push({ pid: Number(name), nice: Number(fields[16]), policy: Number(fields[38]), cmdline });
     } catch {
       // gone meanwhile
     }
@@ -52,10 +55,12 @@ test('router supervises router-billing: nice, node flags, delivery, restart afte
   const pid = gw.child.pid;
   assert.ok(pid !== undefined);
 
-  let sidecar: Proc | undefined;
-  await waitUntil(async () => (sidecar = await sidecarOf(pid)) !== undefined, 'the sidecar child');
+  await waitUntil(async () => (await sidecarOf(pid)) !== undefined, 'the sidecar child');
+  const sidecar = await sidecarOf(pid);
   assert.ok(sidecar);
   assert.equal(sidecar.nice, 7);
+  // SCHED_IDLE (through chrt) unless the machine has no chrt.
+  assert.equal(sidecar.policy, sidecarLauncher({}).length > 0 ? 5 : 0);
   for (const flag of ['--max-semi-space-size=8', '--stack-size=983', '--no-warnings']) {
     assert.ok(sidecar.cmdline.includes(flag), `${flag} in ${sidecar.cmdline.join(' ')}`);
   }

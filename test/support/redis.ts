@@ -4,7 +4,7 @@
 
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -143,22 +143,44 @@ export async function startRedis(): Promise<RedisServer> {
       return out;
     },
     async monitor(sources) {
-      const mon = new Redis({ port, host: '127.0.0.1', lazyConnect: true, protocol: 2 });
-      mon.on('error', () => {});
-      await mon.connect();
-      const monitor = await mon.monitor();
+      // A plain socket: ioredis's monitor mode can mistake the first monitored line for a reply
+      // ("Command queue state error") and then reconnects forever without an error listener.
+      const socket = connect({ port, host: '127.0.0.1' });
+      socket.setEncoding('utf8');
       const seen: string[][] = [];
       const marker = `monitor-end-${Math.random().toString(36).slice(2)}`;
       let onMarker: (() => void) | undefined;
-      monitor.on('monitor', (_time: string, args: string[], source: string) => {
-        if (args[0]?.toLowerCase() === 'echo' && args[1] === marker) {
-          onMarker?.();
-          return;
-        }
-        if (source === 'lua') return;
-        if (sources !== undefined && !sources.has(source)) return;
-        seen.push([args[0].toLowerCase(), ...args.slice(1)]);
+      let buffered = '';
+      let started: (() => void) | undefined;
+      const ready = new Promise<void>((resolve, reject) => {
+        started = resolve;
+        socket.once('error', reject);
       });
+      socket.on('data', (chunk: string) => {
+        buffered += chunk;
+        let nl = buffered.indexOf('\r\n');
+        while (nl >= 0) {
+          const line = buffered.slice(0, nl);
+          buffered = buffered.slice(nl + 2);
+          nl = buffered.indexOf('\r\n');
+          if (line === '+OK') {
+            started?.();
+            continue;
+          }
+          const parsed = parseMonitorLine(line);
+          if (parsed === undefined) continue;
+          const { source, args } = parsed;
+          if (args[0]?.toLowerCase() === 'echo' && args[1] === marker) {
+            onMarker?.();
+            continue;
+          }
+          if (source === 'lua') continue;
+          if (sources !== undefined && !sources.has(source)) continue;
+          seen.push([args[0].toLowerCase(), ...args.slice(1)]);
+        }
+      });
+      socket.write('MONITOR\r\n');
+      await ready;
       return {
         async stop() {
           const done = new Promise<void>((resolve) => {
@@ -166,8 +188,7 @@ export async function startRedis(): Promise<RedisServer> {
           });
           await admin.echo(marker);
           await done;
-          monitor.disconnect();
-          mon.disconnect();
+          socket.destroy();
           return seen;
         },
       };
@@ -213,4 +234,42 @@ export function testStoreConfig(url: string, overrides: Partial<StoreConfig> = {
     reclaimIdleMs: 30_000,
     ...overrides,
   };
+}
+
+/**
+ * One MONITOR line: `+<time> [<db> <source>] "cmd" "arg" ...`, source being ip:port or `lua`; arguments
+ * are quoted with C-style escapes (backslash-quote, backslash-n, backslash-xHH, ...).
+ */
+export function parseMonitorLine(line: string): { source: string; args: string[] } | undefined {
+  const m = /^\+\d+\.\d+ \[\d+ ([^\]]+)\] (.*)$/.exec(line);
+  if (m === null) return undefined;
+  const args: string[] = [];
+  const text = m[2];
+  let i = 0;
+  while (i < text.length) {
+    if (text[i] !== '"') {
+      i++;
+      continue;
+    }
+    let arg = '';
+    i++;
+    while (i < text.length && text[i] !== '"') {
+      if (text[i] === '\\' && i + 1 < text.length) {
+        const next = text[i + 1];
+        if (next === 'x') {
+          arg += String.fromCharCode(Number.parseInt(text.slice(i + 2, i + 4), 16));
+          i += 4;
+          continue;
+        }
+        arg += next === 'n' ? '\n' : next === 'r' ? '\r' : next === 't' ? '\t' : next;
+        i += 2;
+        continue;
+      }
+      arg += text[i];
+      i++;
+    }
+    args.push(arg);
+    i++;
+  }
+  return { source: m[1], args };
 }
