@@ -230,8 +230,15 @@ export async function openRedisStores(
           logger: opts.logger,
         })
       : undefined;
-  /** This process's own writes drop what they change at once (the invalidation message follows). */
+  /**
+   * This process's own writes drop what they change at once (the invalidation message follows). Called
+   * before a write (a read in flight is then not kept) and after it (drops what was read in between).
+   */
   const wrote = (...keys: string[]): void => invalidateLocally(keys);
+  async function close(): Promise<void> {
+    await cache?.close();
+    await closeRedisClient(client);
+  }
 
   const state: StateStore = {
     kind: 'redis',
@@ -290,24 +297,21 @@ export async function openRedisStores(
         return ok === 'OK';
       }),
     async health() {
-      const viewCache =
-        cache === undefined
-          ? {}
-          : { viewCache: { live: cache.live, entries: cache.size, invalidations: cache.invalidations } };
       // A PING, not the client's status: right after the server dies the socket may not have
       // noticed yet, and /readyz must not report a store that cannot answer.
-      if (client.status !== 'ready') return { connected: false, ...viewCache };
-      try {
-        await client.ping();
-        return { connected: true, ...viewCache };
-      } catch {
-        return { connected: false, ...viewCache };
-      }
+      const connected =
+        client.status === 'ready' &&
+        (await client.ping().then(
+          () => true,
+          () => false,
+        ));
+      if (cache === undefined) return { connected };
+      return {
+        connected,
+        viewCache: { live: cache.live, entries: cache.size, invalidations: cache.invalidations },
+      };
     },
-    async close() {
-      await cache?.close();
-      await closeRedisClient(client);
-    },
+    close,
   } satisfies StateStore;
 
   const accessKeys: AccessKeyStore = {
@@ -357,10 +361,7 @@ export async function openRedisStores(
     keys: k,
     viewCache: cache,
     connected,
-    async close() {
-      await cache?.close();
-      await closeRedisClient(client);
-    },
+    close,
   };
 }
 

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { hashAccessKey } from '../../hooks/builtin/auth.ts';
 import { openRedisStores, type RedisStores } from '../../store/redis-store.ts';
-import { type StoredAccessKey, StoreUnavailableError } from '../../store/types.ts';
-import { type RedisServer, startRedis, testStoreConfig } from '../support/redis.ts';
+import { StoreUnavailableError } from '../../store/types.ts';
+import { type RedisServer, startRedis, testKeyRecord, testStoreConfig } from '../support/redis.ts';
 
 let redis: RedisServer;
 before(async () => {
@@ -12,20 +12,6 @@ before(async () => {
 after(async () => {
   await redis.close();
 });
-
-function keyRecord(name: string, secret: string, extra: Partial<StoredAccessKey> = {}): StoredAccessKey {
-  return {
-    name,
-    secretHash: hashAccessKey('test-hash-secret', secret),
-    status: 'active',
-    subjectType: 'api_key',
-    subjectId: name,
-    createdAt: 1_700_000_000_000,
-    expiresAt: undefined,
-    version: 1,
-    ...extra,
-  };
-}
 
 async function open(): Promise<{ stores: RedisStores; prefix: string }> {
   const config = testStoreConfig(redis.url);
@@ -38,8 +24,8 @@ test('access keys: create, lookup by hash in one view, list, revoke, rotate; no 
   const { stores, prefix } = await open();
   try {
     const secret = 'ak_secret_one';
-    assert.equal(await stores.accessKeys.create(keyRecord('client-a', secret)), 'created');
-    assert.equal(await stores.accessKeys.create(keyRecord('client-a', 'other')), 'exists');
+    assert.equal(await stores.accessKeys.create(testKeyRecord('client-a', secret)), 'created');
+    assert.equal(await stores.accessKeys.create(testKeyRecord('client-a', 'other')), 'exists');
     const hash = hashAccessKey('test-hash-secret', secret);
 
     const v = await stores.state.view({ keyHash: hash, currency: 'USD' });
@@ -65,7 +51,7 @@ test('access keys: create, lookup by hash in one view, list, revoke, rotate; no 
     assert.equal((await stores.state.view({ keyHash: hash })).key?.status, 'revoked');
     assert.equal(await stores.accessKeys.revoke('unknown'), undefined);
 
-    await stores.accessKeys.create(keyRecord('client-b', 'ak_b'));
+    await stores.accessKeys.create(testKeyRecord('client-b', 'ak_b'));
     const newHash = hashAccessKey('test-hash-secret', 'ak_b2');
     const rotated = await stores.accessKeys.rotate('client-b', newHash);
     assert.equal(rotated?.secretHash, newHash);
@@ -89,7 +75,7 @@ test('access keys: create, lookup by hash in one view, list, revoke, rotate; no 
 test('view reads key, subject state and cached balance in one EVALSHA', async () => {
   const { stores } = await open();
   try {
-    await stores.accessKeys.create(keyRecord('client-c', 'ak_c', { subjectId: 'acct-c' }));
+    await stores.accessKeys.create(testKeyRecord('client-c', 'ak_c', { subjectId: 'acct-c' }));
     const subject = { type: 'api_key', id: 'acct-c' };
     await stores.state.setSubject(subject, {
       blocked: true,
@@ -161,7 +147,7 @@ test('webhook claims, refresh lock single flight, subject state round trip', asy
 test('store down: operations fail fast with StoreUnavailableError and recover after restart', async () => {
   const { stores } = await open();
   try {
-    await stores.accessKeys.create(keyRecord('client-d', 'ak_d'));
+    await stores.accessKeys.create(testKeyRecord('client-d', 'ak_d'));
     await redis.stop();
     const started = Date.now();
     await assert.rejects(stores.state.view({ keyHash: 'x' }), StoreUnavailableError);

@@ -7,10 +7,15 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { hashAccessKey } from '../../hooks/builtin/auth.ts';
 import { openRedisStores, type RedisStores } from '../../store/redis-store.ts';
-import type { StoredAccessKey } from '../../store/types.ts';
 import { openViewCache, viewCacheKey } from '../../store/view-cache.ts';
 import { waitUntil } from '../support/billing-stack.ts';
-import { countDelta, type RedisServer, startRedis, testStoreConfig } from '../support/redis.ts';
+import {
+  countDelta,
+  type RedisServer,
+  startRedis,
+  testKeyRecord,
+  testStoreConfig,
+} from '../support/redis.ts';
 
 let redis: RedisServer;
 before(async () => {
@@ -21,19 +26,6 @@ after(async () => {
 });
 
 const SUBJECT = { type: 'api_key', id: 'cached-a' };
-
-function keyRecord(name: string, secret: string): StoredAccessKey {
-  return {
-    name,
-    secretHash: hashAccessKey('test-hash-secret', secret),
-    status: 'active',
-    subjectType: 'api_key',
-    subjectId: name,
-    createdAt: 1_700_000_000_000,
-    expiresAt: undefined,
-    version: 1,
-  };
-}
 
 async function open(viewCacheMs = 60_000): Promise<{ stores: RedisStores; prefix: string }> {
   const config = testStoreConfig(redis.url);
@@ -60,7 +52,7 @@ async function evalshaCount(): Promise<number> {
 test('a view is read once, then served in process until another client changes a key it read', async () => {
   const { stores, prefix } = await open();
   try {
-    await stores.accessKeys.create(keyRecord('cached-a', 'ak_cached_a'));
+    await stores.accessKeys.create(testKeyRecord('cached-a', 'ak_cached_a'));
     const query = { keyHash: hashAccessKey('test-hash-secret', 'ak_cached_a'), currency: 'USD' };
     await stores.state.view({ keyHash: 'warm-up' }); // loads the script (NOSCRIPT, EVAL) first
     const before = await redis.commandCounts();
@@ -96,7 +88,7 @@ test('a view is read once, then served in process until another client changes a
     const evals = await evalshaCount();
     assert.equal((await stores.state.view(unknown)).key, null);
     assert.equal(await evalshaCount(), evals, 'the miss is served from the cache');
-    await stores.accessKeys.create(keyRecord('later', 'ak_later'));
+    await stores.accessKeys.create(testKeyRecord('later', 'ak_later'));
     await waitUntil(async () => (await stores.state.view(unknown)).key?.name === 'later', 'the new key');
   } finally {
     await stores.close();

@@ -8,7 +8,9 @@ import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { hashAccessKey } from '../../hooks/builtin/auth.ts';
 import type { StoreConfig } from '../../proxy/config/types.ts';
+import type { StoredAccessKey } from '../../store/types.ts';
 
 export interface RedisServer {
   readonly port: number;
@@ -272,4 +274,23 @@ export function parseMonitorLine(line: string): { source: string; args: string[]
     i++;
   }
   return { source: m[1], args };
+}
+
+/** An active access-key record for `secret`, hashed with testStoreConfig's hash secret. */
+export function testKeyRecord(
+  name: string,
+  secret: string,
+  extra: Partial<StoredAccessKey> = {},
+): StoredAccessKey {
+  return {
+    name,
+    secretHash: hashAccessKey('test-hash-secret', secret),
+    status: 'active',
+    subjectType: 'api_key',
+    subjectId: name,
+    createdAt: 1_700_000_000_000,
+    expiresAt: undefined,
+    version: 1,
+    ...extra,
+  };
 }
