@@ -3,10 +3,13 @@
 // argument: billing/outbox-reader.ts).
 //
 // Two kinds of durability, paid for differently:
-// - Against a crash of the gateway (kill -9): append() writes the line with one synchronous write(2)
-//   before it returns, so once it returned the kernel has the line, whatever happens to the process.
-//   The gateway calls it just before the reply's last byte, so a client that saw its reply has an
-//   event on record. A page-cache write of one line costs microseconds; nothing waits on the disk.
+// - Against a crash of the gateway (kill -9): lines appended during one event-loop turn are written
+//   together by one synchronous write(2) in that turn's check phase (setImmediate), and recorded()
+//   hands out the promise of that write. The gateway appends just before a reply's last byte and sends
+//   that byte once recorded() has resolved, so a client that saw its reply has an event on record with
+//   the kernel, whatever happens to the process afterwards. One write per turn instead of one per event:
+//   at 64 concurrent clients a turn completes about 20 requests, and a write(2) per event was 10% of the
+//   gateway's CPU. Nothing waits on the disk.
 // - Against power loss: group commit. One flush loop runs fdatasync() for everything written since the
 //   last one and then resolves those appends; appends that arrive meanwhile share the next fdatasync,
 //   so the fsync rate is bounded by disk latency, not by the request rate.
@@ -33,6 +36,7 @@ import {
   WRITER_LOCK,
 } from './outbox/layout.ts';
 import { acquirePidLock } from './outbox/lock.ts';
+import { createTurnBatch } from './turn-batch.ts';
 import type { UsageEvent } from './types.ts';
 
 export { OutboxLockedError } from './outbox/lock.ts';
@@ -72,6 +76,11 @@ export interface OutboxWriter {
   readonly dir: string;
   /** Resolves once the event is on disk (written and fsync'ed); rejects when the write failed. */
   append(event: UsageEvent): Promise<void>;
+  /**
+   * Resolves once every line appended so far has been handed to the kernel (or, when the synchronous
+   * write failed or a rotation holds it back, to the flush loop); undefined when nothing is waiting.
+   */
+  recorded(): Promise<void> | undefined;
   /** Appends queued or being written, not yet durable. */
   pending(): number;
   stats(): OutboxWriterStats;
@@ -83,8 +92,10 @@ interface QueuedLine {
   line: string;
   resolve: () => void;
   reject: (err: unknown) => void;
-  /** Already written by append() itself, waiting for the next fsync. */
-  written?: boolean;
+  /** Written by the batched synchronous write, waiting for the next fsync. */
+  written: boolean;
+  /** Waiting for the batched synchronous write of this turn; the flush loop leaves it alone. */
+  awaitingWrite: boolean;
 }
 
 export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = {}): Promise<OutboxWriter> {
@@ -139,10 +150,12 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
   // While a segment is being sealed, appends are queued and written by the flush loop afterwards.
   let rotating = false;
 
-  /** One synchronous write(2) of a whole line; false when it must go through the flush loop. */
-  function writeNow(line: string): boolean {
-    if (rotating || terminateFragment) return false;
-    const buf = Buffer.from(line, 'utf8');
+  /**
+   * One synchronous write(2) of whole lines; returns how many bytes reached the file (all of them, or
+   * fewer when the write failed or a rotation or a torn fragment sends them through the flush loop).
+   */
+  function writeNow(buf: Buffer): number {
+    if (rotating || terminateFragment) return 0;
     let off = 0;
     try {
       while (off < buf.length) off += writeSync(state.fh.fd, buf, off, buf.length - off);
@@ -150,18 +163,35 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
       // A partial write leaves a fragment: the loop starts its next write with a newline.
       if (off > 0) terminateFragment = true;
       opts.onError?.(err);
-      return false;
     }
-    state.size += buf.length;
-    return true;
+    state.size += off;
+    return off;
   }
+
+  // The lines appended during one event-loop turn, written together in its check phase.
+  const turn = createTurnBatch<QueuedLine>((lines) => {
+    let text = '';
+    for (const q of lines) text += q.line;
+    const reached = writeNow(Buffer.from(text, 'utf8'));
+    // Lines wholly in the file are written; the rest (a failed or held-back write) go to the flush loop.
+    let end = 0;
+    for (const q of lines) {
+      end += Buffer.byteLength(q.line, 'utf8');
+      q.written = end <= reached;
+      q.awaitingWrite = false;
+    }
+  });
 
   async function flushLoop(): Promise<void> {
     // Let appends issued in the same tick join the first batch.
     await Promise.resolve();
     while (queue.length > 0) {
-      const batch = queue;
-      queue = [];
+      // This turn's lines are written by the turn batch; the loop takes them (to fsync) once it has run.
+      const pendingWrite = turn.settled();
+      if (pendingWrite !== undefined) await pendingWrite;
+      const batch = queue.filter((q) => !q.awaitingWrite);
+      queue = queue.filter((q) => q.awaitingWrite);
+      if (batch.length === 0) continue;
       inFlight = batch.length;
       let text = '';
       for (const q of batch) if (!q.written) text += q.line;
@@ -206,9 +236,10 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
     if (closed) return Promise.reject(new Error('outbox writer is closed'));
     // Serialize now: the caller may reuse the object, and JSON.stringify never emits a raw newline.
     const line = `${JSON.stringify(event)}\n`;
-    const written = writeNow(line);
     return new Promise<void>((resolve, reject) => {
-      queue.push({ line, resolve, reject, written });
+      const q: QueuedLine = { line, resolve, reject, written: false, awaitingWrite: true };
+      queue.push(q);
+      turn.add(q);
       flushing ??= flushLoop();
     });
   }
@@ -224,6 +255,7 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
   return {
     dir,
     append,
+    recorded: () => turn.settled(),
     pending: () => queue.length + inFlight,
     stats: () => ({ ...stats }),
     close,

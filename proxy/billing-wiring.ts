@@ -37,8 +37,10 @@ export async function createBillingParts(
     metrics,
     log,
   });
+  const queue = sink.queue;
   return {
     hooks: [hook],
+    recorded: queue.recorded === undefined ? undefined : () => queue.recorded?.(),
     readiness: () => sink.readiness(),
     close: () => sink.close(),
   };
@@ -48,7 +50,7 @@ async function openOutboxSink(dir: string, log: Logger): Promise<BillingSink> {
   const { writer, release } = await shareWriter(dir, log);
   const status = openOutboxStatus(dir);
   return {
-    queue: { enqueue: (event) => writer.append(event) },
+    queue: { enqueue: (event) => writer.append(event), recorded: () => writer.recorded() },
     async readiness() {
       const s = await status.read();
       return { pending: s.pendingEvents + writer.pending(), dead_letter: s.deadLettered };

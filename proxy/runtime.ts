@@ -67,6 +67,8 @@ export interface ReadyReport {
 /** Pieces the billing issue plugs in (outbox, enqueue hook, readiness counts); absent when billing is off. */
 export interface BillingParts {
   readonly hooks: readonly Hook[];
+  /** The queue's pending batch of events (EventQueue.recorded), which a reply's last byte waits for. */
+  readonly recorded?: () => Promise<void> | undefined;
   readiness(): Promise<{ pending: number; dead_letter: number } | undefined>;
   /** Balance enforcement: the sidecar's subject state notice (proxy/internal-notify.ts). */
   readonly stateNotice?: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
@@ -96,6 +98,11 @@ export interface Runtime {
   stateNotice(req: IncomingMessage, res: ServerResponse): Promise<void>;
   settle(ctx: RequestContext): void;
   observe(ctx: RequestContext, durationMs: number): void;
+  /**
+   * After a request completed: the promise that its usage event is on record, when the queue batches
+   * (the reply's last byte waits for it); undefined when it already is, or billing is off.
+   */
+  recorded(): Promise<void> | undefined;
   close(): Promise<void>;
 }
 
@@ -368,6 +375,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     observe(ctx, durationMs) {
       metrics.observeRequest(ctx, durationMs);
     },
+    recorded: billing?.recorded ?? (() => undefined),
     async close() {
       await billing?.close();
       await keyStore?.close();

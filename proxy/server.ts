@@ -312,8 +312,11 @@ async function proxyRequest(
   // The request completes (usage settled, logged, usage event queued) exactly once: just before the
   // reply's last byte when it is served, or after the connection closes otherwise.
   const done: Completion = { hooks: undefined, promise: undefined };
-  const completeNow = () => {
+  // Returns the promise that the request's usage event is on record, when the queue batches its writes
+  // (the outbox: one write per event-loop turn): the reply's last byte goes out after it.
+  const completeNow = (): Promise<void> | undefined => {
     done.promise ??= finish(rt, ctx, done.hooks);
+    return rt.recorded();
   };
   try {
     // A malformed body is answered only after authentication, so unauthenticated callers learn nothing.
@@ -393,7 +396,7 @@ async function forward(
   ctx: RequestContext,
   res: ServerResponse,
   done: Completion,
-  completeNow: () => void,
+  completeNow: () => Promise<void> | undefined,
 ): Promise<void> {
   const choice = await runSelectTarget(rt.requestHooks, ctx);
   if (choice === undefined || choice.candidates.length === 0) throw new GatewayError('provider_not_selected');
@@ -491,7 +494,7 @@ async function relay(
   up: UpstreamResponse,
   res: ServerResponse,
   activeStreams: { inc(): void; dec(): void },
-  beforeEnd: () => void,
+  beforeEnd: () => Promise<void> | undefined,
 ): Promise<void> {
   ctx.status = up.statusCode;
   const head: ResponseHead = runResponseHead(hooks.response, ctx, {
@@ -534,7 +537,7 @@ async function relayStream(
   up: UpstreamResponse,
   res: ServerResponse,
   head: ResponseHead,
-  beforeEnd: () => void,
+  beforeEnd: () => Promise<void> | undefined,
 ): Promise<void> {
   head.headers['content-type'] ??= 'text/event-stream';
   head.headers['cache-control'] = 'no-cache';
@@ -591,7 +594,8 @@ async function relayStream(
   }
   if (out !== '') res.write(out);
   // Clients (and SDKs) see the stream as over only when the response ends: complete first.
-  beforeEnd();
+  const recorded = beforeEnd();
+  if (recorded !== undefined) await recorded;
   res.end();
 }
 
@@ -629,7 +633,7 @@ async function relayJson(
   up: UpstreamResponse,
   res: ServerResponse,
   head: ResponseHead,
-  beforeEnd: () => void,
+  beforeEnd: () => Promise<void> | undefined,
 ): Promise<void> {
   let raw: Buffer;
   try {
@@ -654,7 +658,8 @@ async function relayJson(
         recordDelivered(ctx, raw.toString('utf8'), { bytes: 0 });
       }
     }
-    beforeEnd();
+    const recorded = beforeEnd();
+    if (recorded !== undefined) await recorded;
     res.end(holdBack ? raw.subarray(raw.length - 1) : raw);
     return;
   }
@@ -669,7 +674,8 @@ async function relayJson(
   if (hooks.keepDelivered && head.status < 400 && ctx.usage === undefined) {
     recordDelivered(ctx, text, { bytes: 0 });
   }
-  beforeEnd();
+  const recorded = beforeEnd();
+  if (recorded !== undefined) await recorded;
   res.end(text);
 }
 
@@ -688,7 +694,7 @@ async function relayRaw(
   up: UpstreamResponse,
   res: ServerResponse,
   head: ResponseHead,
-  beforeEnd: () => void,
+  beforeEnd: () => Promise<void> | undefined,
 ): Promise<void> {
   res.writeHead(head.status, head.headers);
   ctx.responseStarted = true;
@@ -705,7 +711,8 @@ async function relayRaw(
       return;
     }
   }
-  beforeEnd();
+  const recorded = beforeEnd();
+  if (recorded !== undefined) await recorded;
   res.end();
 }
 

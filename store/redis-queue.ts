@@ -3,6 +3,7 @@
 // write is the caller's to log and count; the response is never touched (spec 3, 7).
 
 import type { Logger } from 'pino';
+import { createTurnBatch } from '../billing/turn-batch.ts';
 import type { UsageEvent } from '../billing/types.ts';
 import type { StoreConfig } from '../proxy/config/types.ts';
 import {
@@ -17,16 +18,42 @@ import {
 import { type EventQueue, StoreUnavailableError } from './types.ts';
 
 export function createRedisEventQueue(client: Redis, keys: Pick<KeyLayout, 'stream'>): EventQueue {
+  // Events of one event-loop turn go out as one pipeline (one socket write); the gateway sends a reply's
+  // last byte after recorded(), by when exec() has handed the XADDs to the connection (or, while it is
+  // down, to ioredis's offline queue).
+  const turn = createTurnBatch<PendingEvent>((events) => {
+    const pipeline = client.pipeline();
+    for (const e of events) pipeline.xadd(keys.stream, '*', 'payload', e.payload);
+    pipeline.exec().then(
+      (results) => {
+        events.forEach((e, i) => {
+          const err = results?.[i]?.[0];
+          if (err === null || err === undefined) e.resolve();
+          else e.reject(asQueueError(err));
+        });
+      },
+      (err: unknown) => {
+        for (const e of events) e.reject(asQueueError(err));
+      },
+    );
+  });
   return {
-    async enqueue(event: UsageEvent): Promise<void> {
-      try {
-        await client.xadd(keys.stream, '*', 'payload', JSON.stringify(event));
-      } catch (err) {
-        if (isConnectionError(err)) throw new StoreUnavailableError('enqueue', err);
-        throw err;
-      }
+    enqueue(event: UsageEvent): Promise<void> {
+      const payload = JSON.stringify(event);
+      return new Promise<void>((resolve, reject) => turn.add({ payload, resolve, reject }));
     },
+    recorded: () => turn.settled(),
   } satisfies EventQueue;
+}
+
+interface PendingEvent {
+  payload: string;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+function asQueueError(err: unknown): unknown {
+  return isConnectionError(err) ? new StoreUnavailableError('enqueue', err) : err;
 }
 
 export interface BillingSink {

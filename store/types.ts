@@ -121,4 +121,9 @@ export interface AccessKeyStore {
 /** The usage-event queue as the gateway sees it: resolves once the event is durably queued. */
 export interface EventQueue {
   enqueue(event: UsageEvent): Promise<void>;
+  /**
+   * When the queue puts events on record in batches (the outbox: one write per event-loop turn), the
+   * promise of the pending batch; the reply's last byte waits for it. Undefined: nothing is pending.
+   */
+  recorded?(): Promise<void> | undefined;
 }

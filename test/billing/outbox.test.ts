@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { appendFile, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -70,6 +71,30 @@ test('group commit: concurrent appends share fsyncs; appends during an fsync sha
     lines.slice(1).map((l) => (JSON.parse(l) as UsageEvent).external_event_id),
     Array.from({ length: 1100 }, (_, i) => `req-${i}`),
   );
+});
+
+test('recorded(): the appends of one turn are in the file, written at once, before it resolves', async (t) => {
+  const dir = await tempDir(t);
+  const writer = await openOutboxWriter(dir);
+  t.after(() => writer.close());
+  assert.equal(writer.recorded(), undefined, 'nothing appended yet');
+  const file = join(dir, 'events.jsonl');
+  const before = (await readFile(file, 'utf8')).split('\n').length;
+  const appends = Array.from({ length: 20 }, (_, i) => writer.append(makeEvent(i)));
+  const recorded = writer.recorded();
+  assert.ok(recorded instanceof Promise, 'a turn is pending');
+  await recorded;
+  // Read synchronously right after: no fsync has completed yet, the lines are in the page cache.
+  const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
+  assert.equal(lines.length, before - 1 + 20);
+  assert.deepEqual(
+    lines.slice(-20).map((l) => (JSON.parse(l) as UsageEvent).external_event_id),
+    Array.from({ length: 20 }, (_, i) => `req-${i}`),
+  );
+  assert.equal(writer.stats().fsyncs, 0, 'recorded() does not wait for the disk');
+  assert.equal(writer.recorded(), undefined);
+  await Promise.all(appends);
+  assert.equal(writer.stats().appended, 20);
 });
 
 test('a second writer on the same directory fails clearly; a stale lock is taken over', async (t) => {

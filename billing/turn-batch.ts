@@ -1,0 +1,44 @@
+// Items collected during one event-loop turn, flushed together in that turn's check phase
+// (setImmediate). The usage-event queues use it to put all the events completed in one turn on record
+// with one write, and the gateway sends a reply's last byte once `settled()` has resolved: many
+// replies complete per turn under load (about 20 at 64 clients), and one write per event was a tenth
+// of the gateway's CPU. At concurrency 1 the wait is the rest of the current turn: microseconds.
+
+export interface TurnBatch<T> {
+  add(item: T): void;
+  /** The promise that this turn's flush has run; undefined when nothing is waiting. */
+  settled(): Promise<void> | undefined;
+}
+
+/** `flush` must not throw: it reports failures through the items it was given. */
+export function createTurnBatch<T>(flush: (items: T[]) => void): TurnBatch<T> {
+  let items: T[] = [];
+  let turn: { promise: Promise<void>; resolve: () => void } | undefined;
+
+  function run(): void {
+    const batch = items;
+    const done = turn;
+    items = [];
+    turn = undefined;
+    try {
+      flush(batch);
+    } finally {
+      done?.resolve();
+    }
+  }
+
+  return {
+    add(item: T): void {
+      items.push(item);
+      if (turn === undefined) {
+        let resolve!: () => void;
+        const promise = new Promise<void>((r) => {
+          resolve = r;
+        });
+        turn = { promise, resolve };
+        setImmediate(run);
+      }
+    },
+    settled: () => turn?.promise,
+  };
+}

@@ -1,0 +1,73 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { createKeyLayout, createRedisClient, type Redis, waitReady } from '../../store/redis-client.ts';
+import { createRedisEventQueue } from '../../store/redis-queue.ts';
+import { type RedisServer, startRedis, testStoreConfig } from '../support/redis.ts';
+import { makeEvent } from '../support/usage-events.ts';
+
+let redis: RedisServer;
+let client: Redis;
+before(async () => {
+  redis = await startRedis();
+});
+after(async () => {
+  client?.disconnect();
+  await redis.close();
+});
+
+async function readsProcessed(): Promise<number> {
+  const info = String(await redis.admin.info('stats'));
+  return Number(/total_reads_processed:(\d+)/.exec(info)?.[1]);
+}
+
+test('the events of one turn go to the stream as one pipeline, in order; recorded() covers them', async () => {
+  const store = testStoreConfig(redis.url);
+  client = createRedisClient(store);
+  await waitReady(client, 2000);
+  await client.ping();
+  const keys = createKeyLayout(store);
+  const queue = createRedisEventQueue(client, keys);
+  assert.equal(queue.recorded?.(), undefined, 'nothing pending');
+
+  const reads = await readsProcessed();
+  // From separate callbacks of one turn, as replies complete in a gateway: timers due together run in
+  // one timers phase, with process.nextTick (ioredis's auto-pipelining flush) run after each.
+  const enqueued: Promise<void>[] = [];
+  const { recorded } = await new Promise<{ recorded: Promise<void> | undefined }>((resolve) => {
+    for (let i = 0; i < 20; i++) {
+      setTimeout(() => {
+        enqueued.push(queue.enqueue(makeEvent(i)));
+        if (i === 19) resolve({ recorded: queue.recorded?.() });
+      }, 0);
+    }
+  });
+  assert.ok(recorded instanceof Promise);
+  await recorded;
+  assert.equal(queue.recorded?.(), undefined);
+  await Promise.all(enqueued);
+  // One XADD per event as its own write would be about 20 reads on the server; one pipeline is one
+  // (the INFO calls of this test add one each).
+  const delta = (await readsProcessed()) - reads;
+  assert.ok(delta <= 4, `server reads for 20 events: ${delta}`);
+
+  const entries = await redis.admin.xrange(keys.stream, '-', '+');
+  assert.deepEqual(
+    entries.map(([, fields]) => (JSON.parse(fields[1]) as { external_event_id: string }).external_event_id),
+    Array.from({ length: 20 }, (_, i) => `req-${i}`),
+  );
+});
+
+test('a command error fails each event of the batch on its own, and the queue goes on', async () => {
+  const store = testStoreConfig(redis.url);
+  const keys = createKeyLayout(store);
+  const queue = createRedisEventQueue(client, keys);
+  await redis.admin.set(keys.stream, 'not a stream');
+  const failed = await Promise.allSettled([queue.enqueue(makeEvent(1)), queue.enqueue(makeEvent(2))]);
+  for (const r of failed) {
+    assert.equal(r.status, 'rejected');
+    assert.match(String((r as PromiseRejectedResult).reason), /WRONGTYPE/);
+  }
+  await redis.admin.del(keys.stream);
+  await queue.enqueue(makeEvent(3));
+  assert.equal(await redis.admin.xlen(keys.stream), 1);
+});
