@@ -559,7 +559,7 @@ async function relayStream(
     emit(runResponseChunk(hooks.response, ctx, [{ type: 'event', event: ev.event, data: ev.data }])),
   );
   try {
-    for await (const chunk of up.body as AsyncIterable<Buffer>) {
+    for await (const chunk of up.body) {
       if (passthrough) {
         const pending = write(res, chunk);
         reader.push(chunk);
@@ -606,27 +606,6 @@ function streamFailure(ctx: RequestContext): GatewayError {
   );
 }
 
-async function readAll(up: UpstreamResponse, limit: number): Promise<Buffer> {
-  // Known, acceptable length: let undici collect it (cheaper than iterating the stream).
-  const declared = Number(up.headers['content-length']);
-  if (declared >= 0 && declared <= limit) {
-    const bytes = await up.body.bytes();
-    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  }
-  return readChunks(up.body as AsyncIterable<Buffer>, limit);
-}
-
-async function readChunks(body: AsyncIterable<Buffer>, limit: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    size += chunk.length;
-    if (size > limit) throw new GatewayError('upstream_bad_response', 'The upstream reply is too large');
-    chunks.push(chunk);
-  }
-  return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
-}
-
 async function relayJson(
   ctx: RequestContext,
   hooks: RuleHooks,
@@ -637,7 +616,7 @@ async function relayJson(
 ): Promise<void> {
   let raw: Buffer;
   try {
-    raw = await readAll(up, MAX_JSON_REPLY_BYTES);
+    raw = await up.body.readAll(MAX_JSON_REPLY_BYTES);
   } catch (err) {
     throw classifyUpstreamError(err);
   }
@@ -699,7 +678,7 @@ async function relayRaw(
   res.writeHead(head.status, head.headers);
   ctx.responseStarted = true;
   try {
-    for await (const chunk of up.body as AsyncIterable<Buffer>) {
+    for await (const chunk of up.body) {
       const pending = write(res, chunk);
       if (pending !== undefined) await pending;
     }
