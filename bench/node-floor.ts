@@ -46,7 +46,7 @@ async function main(): Promise<void> {
   const ws: Workspace = {
     repo: REPO,
     tmp,
-    gatewayNodeFlags: () => ['--max-semi-space-size=8'],
+    gatewayNodeFlags: () => ['--max-semi-space-size=16'],
     sidecarNodeFlags: () => [],
   };
   const up = await startUpstreamSimProcess(ws);

@@ -188,7 +188,7 @@ export async function main(argv: string[]): Promise<number> {
     tmp,
     // The flags `router` (bin/router.js) and the shipped units run the gateway with.
     gatewayNodeFlags: (variant) => [
-      '--max-semi-space-size=8',
+      '--max-semi-space-size=16',
       ...(opts.profile
         ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${variant}-${stamp}.cpuprofile`]
         : []),
