@@ -53,7 +53,7 @@ async function main(): Promise<void> {
   const gw = await startGatewayProcess(ws, up.url, { id: 'gateway' });
   const floor = spawn(
     process.execPath,
-    ['--max-semi-space-size=8', fileURLToPath(import.meta.url), 'serve', up.url],
+    ['--max-semi-space-size=16', fileURLToPath(import.meta.url), 'serve', up.url],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
     },
