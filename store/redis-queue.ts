@@ -17,23 +17,36 @@ import {
 } from './redis-client.ts';
 import { type EventQueue, StoreUnavailableError } from './types.ts';
 
+// Several events in one command: one reply to decode and one command for redis-server to parse, instead
+// of one per event. Sent with EVAL, not EVALSHA: Redis caches the compiled script either way, and EVAL
+// never needs the second round trip of a NOSCRIPT miss (after a Redis restart), which would leave the
+// batch off the wire when the replies waiting for it end. A script is not a transaction: after an error
+// mid-way the events before it stay on the stream (and are delivered) although the whole batch is
+// reported as not queued.
+const XADD_BATCH = `
+for i = 1, #ARGV do
+  redis.call('XADD', KEYS[1], '*', 'payload', ARGV[i])
+end
+return #ARGV
+`;
+
 export function createRedisEventQueue(client: Redis, keys: Pick<KeyLayout, 'stream'>): EventQueue {
-  // Events of one event-loop turn go out as one pipeline (one socket write); the gateway sends a reply's
-  // last byte after recorded(), by when exec() has handed the XADDs to the connection (or, while it is
-  // down, to ioredis's offline queue).
+  // The events completed in one event-loop turn go out together: a lone event as a plain XADD, several
+  // as one script call. The gateway sends a reply's last byte after recorded(); by then the command is
+  // with ioredis, which writes it before any promise continuation of that turn runs (its auto-pipeline
+  // flushes on process.nextTick), or holds it in its offline queue while the connection is down.
   const turn = createTurnBatch<PendingEvent>((events) => {
-    const pipeline = client.pipeline();
-    for (const e of events) pipeline.xadd(keys.stream, '*', 'payload', e.payload);
-    pipeline.exec().then(
-      (results) => {
-        events.forEach((e, i) => {
-          const err = results?.[i]?.[0];
-          if (err === null || err === undefined) e.resolve();
-          else e.reject(asQueueError(err));
-        });
+    const sent =
+      events.length === 1
+        ? client.xadd(keys.stream, '*', 'payload', events[0].payload)
+        : client.eval(XADD_BATCH, 1, keys.stream, ...events.map((e) => e.payload));
+    sent.then(
+      () => {
+        for (const e of events) e.resolve();
       },
       (err: unknown) => {
-        for (const e of events) e.reject(asQueueError(err));
+        const failure = asQueueError(err);
+        for (const e of events) e.reject(failure);
       },
     );
   });

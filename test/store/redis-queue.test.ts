@@ -20,7 +20,7 @@ async function readsProcessed(): Promise<number> {
   return Number(/total_reads_processed:(\d+)/.exec(info)?.[1]);
 }
 
-test('the events of one turn go to the stream as one pipeline, in order; recorded() covers them', async () => {
+test('the events of one turn go to the stream in one command, in order; recorded() covers them', async () => {
   const store = testStoreConfig(redis.url);
   client = createRedisClient(store);
   await waitReady(client, 2000);
@@ -30,6 +30,7 @@ test('the events of one turn go to the stream as one pipeline, in order; recorde
   assert.equal(queue.recorded?.(), undefined, 'nothing pending');
 
   const reads = await readsProcessed();
+  const monitor = await redis.monitor();
   // From separate callbacks of one turn, as replies complete in a gateway: timers due together run in
   // one timers phase, with process.nextTick (ioredis's auto-pipelining flush) run after each.
   const enqueued: Promise<void>[] = [];
@@ -45,10 +46,12 @@ test('the events of one turn go to the stream as one pipeline, in order; recorde
   await recorded;
   assert.equal(queue.recorded?.(), undefined);
   await Promise.all(enqueued);
-  // One XADD per event as its own write would be about 20 reads on the server; one pipeline is one
+  // One XADD per event as its own write would be about 20 reads on the server; one command is one
   // (the INFO calls of this test add one each).
   const delta = (await readsProcessed()) - reads;
   assert.ok(delta <= 4, `server reads for 20 events: ${delta}`);
+  const sent = (await monitor.stop()).map((c) => c[0]).filter((c) => c === 'xadd' || c.startsWith('eval'));
+  assert.deepEqual(sent, ['eval'], 'one script call for the batch (its XADDs run inside it)');
 
   const entries = await redis.admin.xrange(keys.stream, '-', '+');
   assert.deepEqual(
@@ -68,6 +71,10 @@ test('a command error fails each event of the batch on its own, and the queue go
     assert.match(String((r as PromiseRejectedResult).reason), /WRONGTYPE/);
   }
   await redis.admin.del(keys.stream);
+  // A lone event of its turn is a plain XADD.
+  const monitor = await redis.monitor();
   await queue.enqueue(makeEvent(3));
   assert.equal(await redis.admin.xlen(keys.stream), 1);
+  const sent = (await monitor.stop()).map((c) => c[0]).filter((c) => c === 'xadd' || c.startsWith('eval'));
+  assert.deepEqual(sent, ['xadd']);
 });
