@@ -25,6 +25,11 @@ export interface RedisClientOptions {
    * reconnect (its owner re-establishes what it needs, in order, on each 'ready').
    */
   readonly subscriber?: boolean;
+  /**
+   * Write each command at once instead of auto-pipelining (which defers the write to the next check
+   * phase): for a connection whose owner batches by itself and needs the write done when it returns.
+   */
+  readonly writeAtOnce?: boolean;
 }
 
 /** Reconnect delay: exponential from 50 ms, capped at 2 s, with up to 25% jitter so instances spread. */
@@ -59,6 +64,7 @@ export function redisOptions(config: StoreConfig, opts: RedisClientOptions = {})
     protocol: 2,
     ...(opts.connectionName === undefined ? {} : { connectionName: opts.connectionName }),
     ...(opts.subscriber ? { enableAutoPipelining: false, autoResubscribe: false } : {}),
+    ...(opts.writeAtOnce ? { enableAutoPipelining: false } : {}),
   };
 }
 

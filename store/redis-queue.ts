@@ -32,9 +32,10 @@ return #ARGV
 
 export function createRedisEventQueue(client: Redis, keys: Pick<KeyLayout, 'stream'>): EventQueue {
   // The events completed in one event-loop turn go out together: a lone event as a plain XADD, several
-  // as one script call. The gateway sends a reply's last byte after recorded(); by then the command is
-  // with ioredis, which writes it before any promise continuation of that turn runs (its auto-pipeline
-  // flushes on process.nextTick), or holds it in its offline queue while the connection is down.
+  // as one script call. The gateway sends a reply's last byte after recorded(); by then the command has
+  // been written to the socket (the queue's connection does not auto-pipeline, which would defer the
+  // write to the next turn), or, while the connection is down, has failed at once (ioredis keeps no
+  // offline queue here): the failure is logged and counted (spec 7: the reply stands).
   const turn = createTurnBatch<PendingEvent>((events) => {
     const sent =
       events.length === 1
@@ -78,7 +79,12 @@ export interface BillingSink {
 
 /** The gateway's side of the stream: its own connection, the queue and the counts /readyz shows. */
 export async function openRedisBillingSink(store: StoreConfig, logger?: Logger): Promise<BillingSink> {
-  const client = createRedisClient(store, { logger, connectionName: 'router-gateway-queue' });
+  // Its own connection, written at once: the queue batches per turn itself (createRedisEventQueue).
+  const client = createRedisClient(store, {
+    logger,
+    connectionName: 'router-gateway-queue',
+    writeAtOnce: true,
+  });
   await waitReady(client, Math.max(1000, store.operationTimeoutMs * 4));
   const keys = createKeyLayout(store);
   return {

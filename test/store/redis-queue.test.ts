@@ -22,7 +22,8 @@ async function readsProcessed(): Promise<number> {
 
 test('the events of one turn go to the stream in one command, in order; recorded() covers them', async () => {
   const store = testStoreConfig(redis.url);
-  client = createRedisClient(store);
+  // As the gateway opens it (openRedisBillingSink): no auto-pipelining on the queue's connection.
+  client = createRedisClient(store, { writeAtOnce: true });
   await waitReady(client, 2000);
   await client.ping();
   const keys = createKeyLayout(store);
@@ -43,7 +44,11 @@ test('the events of one turn go to the stream in one command, in order; recorded
     }
   });
   assert.ok(recorded instanceof Promise);
+  const socket = (client as unknown as { stream: { bytesWritten: number } }).stream;
+  const before = socket.bytesWritten;
   await recorded;
+  // Handed to the socket by the time recorded() resolves (auto-pipelining would write a turn later).
+  assert.ok(socket.bytesWritten > before + 20 * 100, `bytes written: ${socket.bytesWritten - before}`);
   assert.equal(queue.recorded?.(), undefined);
   await Promise.all(enqueued);
   // One XADD per event as its own write would be about 20 reads on the server; one command is one
