@@ -1,0 +1,122 @@
+// `node bench/ab.ts --base <checkout> [--mode off|billing|redis] [--rounds 8] [--seconds 3]`: before /
+// after for one change. The gateway of another checkout (A, e.g. `git worktree add ../base HEAD~1` with
+// node_modules linked) and this checkout's (B) run side by side in front of one upstream simulator, in
+// interleaved rounds of chat throughput at c=64 (the order flips every round). Per round: requests/s of
+// each, the ratio B/A, and each gateway's CPU time per request (utime + stime of its process from /proc,
+// so less sensitive than requests/s to what else the VM's cores are doing). Prints the medians.
+// Nothing is written to docs/: this answers "did this change help", `npm run bench` the targets.
+
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { throughput } from './lib/load.ts';
+import {
+  type GatewayVariant,
+  type Peer,
+  startBillingSimProcess,
+  startGatewayProcess,
+  startRedis,
+  startUpstreamSimProcess,
+  type Workspace,
+} from './lib/peers.ts';
+import { chatTarget } from './lib/requests.ts';
+
+const REPO = fileURLToPath(new URL('..', import.meta.url));
+// The flags `router` (bin/router.js) runs the gateway with.
+const GATEWAY_FLAGS = ['--max-semi-space-size=16'];
+
+/** CPU time (user + system) of a process so far, in clock ticks (1/100 s on Linux). */
+async function cpuTicks(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11]) + Number(fields[12]);
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      base: { type: 'string' },
+      mode: { type: 'string', default: 'off' },
+      rounds: { type: 'string', default: '8' },
+      seconds: { type: 'string', default: '3' },
+    },
+  });
+  if (values.base === undefined || !['off', 'billing', 'redis'].includes(values.mode)) {
+    console.error(
+      'usage: node bench/ab.ts --base <checkout> [--mode off|billing|redis] [--rounds 8] [--seconds 3]',
+    );
+    process.exit(2);
+  }
+  const rounds = Number(values.rounds);
+  const seconds = Number(values.seconds);
+  const tmp = await mkdtemp(join(tmpdir(), 'llm-router-ab-'));
+  const workspace = async (repo: string, name: string): Promise<Workspace> => {
+    const dir = join(tmp, name);
+    await mkdir(dir, { recursive: true });
+    return { repo, tmp: dir, gatewayNodeFlags: () => GATEWAY_FLAGS, sidecarNodeFlags: () => [] };
+  };
+  const shared = await workspace(REPO, 'shared');
+  const stops: (() => Promise<void>)[] = [];
+  try {
+    const up = await startUpstreamSimProcess(shared);
+    stops.push(() => up.service.stop());
+    const variant: Omit<GatewayVariant, 'id'> = {};
+    if (values.mode !== 'off') {
+      const billing = await startBillingSimProcess(shared);
+      stops.push(() => billing.service.stop());
+      variant.billing = { url: billing.url };
+    }
+    if (values.mode === 'redis') {
+      const redis = await startRedis(shared);
+      if (!('service' in redis)) throw new Error(`redis-server: ${redis.reason}`);
+      stops.push(() => redis.service.stop());
+      variant.redisUrl = redis.url;
+    }
+    const gateways: Peer[] = [];
+    for (const [name, repo] of [
+      ['a', resolve(values.base)],
+      ['b', REPO],
+    ] as const) {
+      // Each in its own folder, so each has its own outbox; in Redis mode each its own key prefix.
+      const peer = await startGatewayProcess(await workspace(repo, name), up.url, {
+        ...variant,
+        id: values.mode === 'redis' ? (`gateway-redis-${name}` as GatewayVariant['id']) : 'gateway',
+      });
+      stops.push(() => peer.service.stop());
+      gateways.push(peer);
+    }
+    const targets = gateways.map((g) => chatTarget(g, up.url));
+    for (const t of targets) await throughput(t, 64, 2); // warm-up (JIT)
+    const ratios: number[] = [];
+    const cpu: number[][] = [[], []];
+    for (let round = 0; round < rounds; round++) {
+      const rps: number[] = [0, 0];
+      for (const i of round % 2 === 0 ? [0, 1] : [1, 0]) {
+        const before = await cpuTicks(gateways[i].service.pid);
+        const r = await throughput(targets[i], 64, seconds);
+        const ticks = (await cpuTicks(gateways[i].service.pid)) - before;
+        rps[i] = r.requestsPerSec;
+        cpu[i].push((ticks * 10_000) / Math.max(1, r.total2xx)); // µs per request
+      }
+      ratios.push(rps[1] / rps[0]);
+      console.log(
+        `round ${round + 1}: A ${Math.round(rps[0])} req/s, B ${Math.round(rps[1])} req/s, B/A ${(rps[1] / rps[0]).toFixed(3)}; CPU per request A ${cpu[0][round].toFixed(1)} µs, B ${cpu[1][round].toFixed(1)} µs`,
+      );
+    }
+    console.log(
+      `median B/A ${median(ratios).toFixed(3)}; median CPU per request A ${median(cpu[0]).toFixed(1)} µs, B ${median(cpu[1]).toFixed(1)} µs`,
+    );
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+await main();
