@@ -65,7 +65,7 @@ export interface Workspace {
   /** Extra node flags for gateway processes (--cpu-prof ...). */
   gatewayNodeFlags: (variant: PeerId) => string[];
   /** Extra node flags for the billing sidecar a gateway supervises (ROUTER_SIDECAR_NODE_FLAGS). */
-  sidecarNodeFlags: (variant: PeerId) => string[];
+  sidecarNodeFlags: (name: string) => string[];
 }
 
 function cleanEnv(): NodeJS.ProcessEnv {

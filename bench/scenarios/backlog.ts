@@ -99,7 +99,14 @@ export async function runBacklog(ctx: BenchContext): Promise<BacklogResult> {
     const sidecar = startService(
       'sidecar-backlog',
       process.execPath,
-      [join(ctx.workspace.repo, 'billing/sidecar-main.ts'), '-c', configFile],
+      // The flags router-billing runs with (bin/router-billing.js), plus the bench's profiling ones.
+      [
+        '--max-semi-space-size=8',
+        ...ctx.workspace.sidecarNodeFlags('backlog'),
+        join(ctx.workspace.repo, 'billing/sidecar-main.ts'),
+        '-c',
+        configFile,
+      ],
       { logFile: join(ctx.workspace.tmp, 'sidecar-backlog.log') },
     );
     let readyAt: number | undefined;
