@@ -231,6 +231,25 @@ export async function startGatewayProcess(
   return { id: variant.id, kind: 'gateway', origin, service };
 }
 
+/**
+ * Waits until a billing-on gateway's queue is empty (`billing.pending` of its /readyz: outbox lines not
+ * yet delivered, or the Redis stream's length). A round at full load leaves tens of thousands of events
+ * that its sidecar drains afterwards, in idle CPU time; without this wait the drain overlaps the next
+ * peer's round and is charged to that peer. Returns the milliseconds waited (bounded by `timeoutMs`).
+ */
+export async function waitForBillingDrain(peer: Peer, timeoutMs = 120_000): Promise<number> {
+  const started = performance.now();
+  while (performance.now() - started < timeoutMs) {
+    const pending = await fetch(`${peer.origin}/readyz`).then(
+      async (r) => ((await r.json()) as { billing?: { pending?: number } }).billing?.pending,
+      () => undefined,
+    );
+    if (pending === undefined || pending === 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return performance.now() - started;
+}
+
 /** Whether a gateway started with a `store` block really talks to Redis (or silently ignores it). */
 export async function gatewayUsesRedis(
   peer: Peer,

@@ -3,7 +3,7 @@
 
 import { type BenchContext, eachPeer, isError, type Measured } from '../lib/context.ts';
 import { type LatencyResult, latencySamples, type ThroughputResult, throughput } from '../lib/load.ts';
-import type { PeerId } from '../lib/peers.ts';
+import { type PeerId, waitForBillingDrain } from '../lib/peers.ts';
 import { chatTarget } from '../lib/requests.ts';
 import { summarize } from '../lib/stats.ts';
 
@@ -24,6 +24,8 @@ export const CHAT_PEERS: PeerId[] = [
   'gateway-info-log',
 ];
 
+const BILLING_PEERS: ReadonlySet<PeerId> = new Set(['gateway-billing', 'gateway-redis']);
+
 export async function runChat(ctx: BenchContext): Promise<ChatResult> {
   const s = ctx.settings.chat;
   const targetOf = (peer: Parameters<typeof chatTarget>[0]) => chatTarget(peer, ctx.upstream.url);
@@ -38,9 +40,17 @@ export async function runChat(ctx: BenchContext): Promise<ChatResult> {
         CHAT_PEERS,
         `chat throughput c=${s.connections} (round ${round + 1}/${s.rounds})`,
         targetOf,
-        async (_p, target) => {
-          if (round === 0) await throughput(target, s.connections, s.warmupS);
-          return throughput(target, s.connections, s.throughputS / s.rounds);
+        async (peer, target) => {
+          const billing = BILLING_PEERS.has(peer.id);
+          if (round === 0) {
+            await throughput(target, s.connections, s.warmupS);
+            if (billing) await waitForBillingDrain(peer);
+          }
+          const result = await throughput(target, s.connections, s.throughputS / s.rounds);
+          // The sidecar keeps delivering this round's events after it: let it finish before the next
+          // peer's round, so that its work is not charged to that peer.
+          if (billing) await waitForBillingDrain(peer);
+          return result;
         },
       ),
     );
