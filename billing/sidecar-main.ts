@@ -6,7 +6,7 @@
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { loadConfig } from '../proxy/config/load.ts';
-import { GATEWAY_URL_ENV } from '../proxy/internal-notify.ts';
+import { GATEWAY_URL_ENV, SUPERVISED_ENV } from '../proxy/internal-notify.ts';
 import { startSidecar } from './sidecar.ts';
 
 const USAGE = 'usage: router-billing -c <config.yaml>';
@@ -72,6 +72,15 @@ export async function runSidecarMain(argv: readonly string[]): Promise<void> {
   }
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  // Supervised by `router`: stdin is a pipe from it that closes when it dies, however it dies.
+  if (process.env[SUPERVISED_ENV] === '1') {
+    process.stdin.on('error', () => {});
+    process.stdin.once('close', () => {
+      logger.warn('the supervising gateway is gone: stopping');
+      onSignal('SIGTERM');
+    });
+    process.stdin.resume();
+  }
 }
 
 if (import.meta.main) await runSidecarMain(process.argv.slice(2));

@@ -12,7 +12,7 @@ import { createBillingParts } from './billing-wiring.ts';
 import { type LoadConfigOptions, loadConfig } from './config/load.ts';
 import type { RouterConfig } from './config/types.ts';
 import { withBalanceEnforcement } from './enforcement-wiring.ts';
-import { GATEWAY_URL_ENV, loopbackUrl } from './internal-notify.ts';
+import { GATEWAY_URL_ENV, loopbackUrl, SUPERVISED_ENV } from './internal-notify.ts';
 import { createGatewayMetrics } from './metrics.ts';
 import { type BuildOptions, buildRuntime, type Runtime } from './runtime.ts';
 import { createGatewayServer, type GatewayServer } from './server.ts';
@@ -258,9 +258,12 @@ function superviseSidecar(
   const start = () => {
     const flags = ['--max-semi-space-size=8', ...sidecarNodeFlags(env ?? process.env)];
     const [launcher, ...launcherArgs] = [...sidecarLauncher(env ?? process.env), process.execPath];
+    // stdin is a pipe the gateway never writes to: when the gateway dies, even by SIGKILL, the pipe
+    // closes and the sidecar stops (SUPERVISED_ENV), instead of living on as an orphan that holds the
+    // billing port and keeps the next gateway's sidecar from starting.
     child = spawn(launcher, [...launcherArgs, ...flags, SIDECAR_MAIN, '-c', configFile], {
-      stdio: ['ignore', 'inherit', 'inherit'],
-      env: (env ?? process.env) as NodeJS.ProcessEnv,
+      stdio: ['pipe', 'inherit', 'inherit'],
+      env: { ...(env ?? process.env), [SUPERVISED_ENV]: '1' } as NodeJS.ProcessEnv,
     });
     // Delivery is asynchronous by design: under CPU contention it yields to serving requests (the
     // outbox is durable, so a slower drain loses nothing) and catches up when load eases. Watch the

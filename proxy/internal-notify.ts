@@ -17,6 +17,8 @@ export const NOTICE_SIGNATURE_HEADER = 'x-router-notice-signature';
 export const NOTICE_TIMESTAMP_HEADER = 'x-router-notice-timestamp';
 /** Set by the gateway for its supervised sidecar: where the notice goes (the gateway may listen on port 0). */
 export const GATEWAY_URL_ENV = 'ROUTER_INTERNAL_GATEWAY_URL';
+/** Set by `router` for its sidecar child: stop when stdin (a pipe from the gateway) closes. */
+export const SUPERVISED_ENV = 'ROUTER_SIDECAR_SUPERVISED';
 
 const NOTICE_MAX_BYTES = 16 * 1024;
 const NOTICE_TOLERANCE_S = 60;

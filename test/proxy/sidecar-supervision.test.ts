@@ -4,6 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { sidecarLauncher } from '../../proxy/gateway.ts';
 import { spawnLogged, startBillingStack, waitUntil } from '../support/billing-stack.ts';
@@ -116,4 +117,39 @@ test('router supervises router-billing: nice, node flags, delivery, restart afte
       return true;
     }
   }, 'the sidecar to exit');
+});
+
+test('kill -9 of the gateway: its sidecar notices (its stdin pipe closes) and stops instead of living on', async (t) => {
+  const stack = await startBillingStack({ gateway: false, sidecar: false });
+  t.after(() => stack.close());
+  const gw = await spawnLogged('proxy/cli.ts', ['-c', stack.configFile], stack.env, 'router listening');
+  t.after(() => {
+    if (gw.child.exitCode === null) gw.child.kill('SIGKILL');
+  });
+  const pid = gw.child.pid;
+  assert.ok(pid !== undefined);
+  await waitUntil(async () => (await sidecarOf(pid)) !== undefined, 'the sidecar child');
+  const sidecar = await sidecarOf(pid);
+  assert.ok(sidecar);
+  // Up: it holds the outbox's reader lock (its pid in reader.lock).
+  await waitUntil(
+    async () =>
+      (await readFile(join(stack.outboxDir, 'reader.lock'), 'utf8').catch(() => '')).includes(
+        String(sidecar.pid),
+      ),
+    'the sidecar to hold the outbox',
+  );
+
+  gw.child.kill('SIGKILL');
+  await gw.exited;
+  // Orphaned, it is re-parented; it must exit on its own, gracefully (SIGTERM path: exit code 0 lets
+  // the next gateway's sidecar take the port and the outbox).
+  await waitUntil(async () => {
+    try {
+      const stat = await readFile(`/proc/${sidecar.pid}/stat`, 'utf8');
+      return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+    } catch {
+      return true;
+    }
+  }, 'the orphaned sidecar to exit');
 });
