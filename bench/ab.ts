@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { throughput } from './lib/load.ts';
 import {
+  GATEWAY_V8_FLAGS,
   type GatewayVariant,
   type Peer,
   startBillingSimProcess,
@@ -24,8 +25,6 @@ import {
 import { chatTarget } from './lib/requests.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
-// The flags `router` (bin/router.js) runs the gateway with.
-const GATEWAY_FLAGS = ['--max-semi-space-size=16'];
 
 /** CPU time (user + system) of a process so far, in clock ticks (1/100 s on Linux). */
 async function cpuTicks(pid: number): Promise<number> {
@@ -60,7 +59,7 @@ async function main(): Promise<void> {
   const workspace = async (repo: string, name: string): Promise<Workspace> => {
     const dir = join(tmp, name);
     await mkdir(dir, { recursive: true });
-    return { repo, tmp: dir, gatewayNodeFlags: () => GATEWAY_FLAGS, sidecarNodeFlags: () => [] };
+    return { repo, tmp: dir, gatewayNodeFlags: () => [...GATEWAY_V8_FLAGS], sidecarNodeFlags: () => [] };
   };
   const shared = await workspace(REPO, 'shared');
   const stops: (() => Promise<void>)[] = [];

@@ -14,7 +14,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { latencySamples, throughput } from './lib/load.ts';
-import { startGatewayProcess, startUpstreamSimProcess, type Workspace } from './lib/peers.ts';
+import {
+  GATEWAY_V8_FLAGS,
+  startGatewayProcess,
+  startUpstreamSimProcess,
+  type Workspace,
+} from './lib/peers.ts';
 import { chatTarget } from './lib/requests.ts';
 import { summarize } from './lib/stats.ts';
 
@@ -46,14 +51,14 @@ async function main(): Promise<void> {
   const ws: Workspace = {
     repo: REPO,
     tmp,
-    gatewayNodeFlags: () => ['--max-semi-space-size=16'],
+    gatewayNodeFlags: () => [...GATEWAY_V8_FLAGS],
     sidecarNodeFlags: () => [],
   };
   const up = await startUpstreamSimProcess(ws);
   const gw = await startGatewayProcess(ws, up.url, { id: 'gateway' });
   const floor = spawn(
     process.execPath,
-    ['--max-semi-space-size=16', fileURLToPath(import.meta.url), 'serve', up.url],
+    [...GATEWAY_V8_FLAGS, fileURLToPath(import.meta.url), 'serve', up.url],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
     },

@@ -17,6 +17,7 @@ import { parseArgs } from 'node:util';
 import { type BenchContext, FULL, SMOKE } from './lib/context.ts';
 import { loadAverage, machineInfo } from './lib/machine.ts';
 import {
+  GATEWAY_V8_FLAGS,
   gatewayUsesRedis,
   type Peer,
   type PeerId,
@@ -188,7 +189,7 @@ export async function main(argv: string[]): Promise<number> {
     tmp,
     // The flags `router` (bin/router.js) and the shipped units run the gateway with.
     gatewayNodeFlags: (variant) => [
-      '--max-semi-space-size=16',
+      ...GATEWAY_V8_FLAGS,
       ...(opts.profile
         ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${variant}-${stamp}.cpuprofile`]
         : []),

@@ -37,10 +37,9 @@ export async function createBillingParts(
     metrics,
     log,
   });
-  const queue = sink.queue;
   return {
     hooks: [hook],
-    recorded: queue.recorded === undefined ? undefined : () => queue.recorded?.(),
+    recorded: () => sink.queue.recorded?.(),
     readiness: () => sink.readiness(),
     close: () => sink.close(),
   };

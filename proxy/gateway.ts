@@ -243,6 +243,9 @@ export function sidecarLauncher(env: Record<string, string | undefined>): string
   return [];
 }
 
+/** V8 flags of the sidecar, as bin/router-billing.js and router-billing.service give them. */
+export const SIDECAR_V8_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
+
 const SIDECAR_MAIN = fileURLToPath(new URL('../billing/sidecar-main.ts', import.meta.url));
 
 /** Run `router-billing` as a child; restart it with backoff when it dies; stop it on close. */
@@ -256,7 +259,7 @@ function superviseSidecar(
   let restarts = 0;
   let timer: NodeJS.Timeout | undefined;
   const start = () => {
-    const flags = ['--max-semi-space-size=8', ...sidecarNodeFlags(env ?? process.env)];
+    const flags = [...SIDECAR_V8_FLAGS, ...sidecarNodeFlags(env ?? process.env)];
     const [launcher, ...launcherArgs] = [...sidecarLauncher(env ?? process.env), process.execPath];
     // stdin is a pipe the gateway never writes to: when the gateway dies, even by SIGKILL, the pipe
     // closes and the sidecar stops (SUPERVISED_ENV), instead of living on as an orphan that holds the

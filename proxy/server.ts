@@ -594,9 +594,7 @@ async function relayStream(
   }
   if (out !== '') res.write(out);
   // Clients (and SDKs) see the stream as over only when the response ends: complete first.
-  const recorded = beforeEnd();
-  if (recorded !== undefined) await recorded;
-  res.end();
+  await endAfterRecord(res, beforeEnd);
 }
 
 function streamFailure(ctx: RequestContext): GatewayError {
@@ -637,9 +635,7 @@ async function relayJson(
         recordDelivered(ctx, raw.toString('utf8'), { bytes: 0 });
       }
     }
-    const recorded = beforeEnd();
-    if (recorded !== undefined) await recorded;
-    res.end(holdBack ? raw.subarray(raw.length - 1) : raw);
+    await endAfterRecord(res, beforeEnd, holdBack ? raw.subarray(raw.length - 1) : raw);
     return;
   }
   const value = parseReply(raw, head.status);
@@ -653,9 +649,7 @@ async function relayJson(
   if (hooks.keepDelivered && head.status < 400 && ctx.usage === undefined) {
     recordDelivered(ctx, text, { bytes: 0 });
   }
-  const recorded = beforeEnd();
-  if (recorded !== undefined) await recorded;
-  res.end(text);
+  await endAfterRecord(res, beforeEnd, text);
 }
 
 /** A reply body as JSON; an error body that is not JSON becomes its text, a 2xx one is unreadable. */
@@ -690,9 +684,21 @@ async function relayRaw(
       return;
     }
   }
+  await endAfterRecord(res, beforeEnd);
+}
+
+/**
+ * Completes the request (`beforeEnd`) and then sends the reply's last bytes, once the usage event is on
+ * record when the queue batches its writes: a client that saw the whole reply has its event kept.
+ */
+async function endAfterRecord(
+  res: ServerResponse,
+  beforeEnd: () => Promise<void> | undefined,
+  last?: string | Buffer,
+): Promise<void> {
   const recorded = beforeEnd();
   if (recorded !== undefined) await recorded;
-  res.end();
+  res.end(last);
 }
 
 async function finish(rt: Runtime, ctx: RequestContext, hooks: RuleHooks | undefined): Promise<void> {

@@ -10,6 +10,11 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { sidecarLauncher } from '../../proxy/gateway.ts';
+
+export { SIDECAR_V8_FLAGS } from '../../proxy/gateway.ts';
+/** V8 flags of the gateway, as `router` (bin/router.js) and router.service give them. */
+export const GATEWAY_V8_FLAGS: readonly string[] = ['--max-semi-space-size=16'];
+
 import { freePort, type Service, startService, waitForHttp } from './proc.ts';
 
 const run = promisify(execFile);

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { openOutboxWriter } from '../../billing/outbox-writer.ts';
 import type { UsageEvent } from '../../billing/types.ts';
 import type { BenchContext } from '../lib/context.ts';
-import { startBillingSimProcess, writeGatewayConfig } from '../lib/peers.ts';
+import { SIDECAR_V8_FLAGS, startBillingSimProcess, writeGatewayConfig } from '../lib/peers.ts';
 import { freePort, hwmMb, rssMb, startService } from '../lib/proc.ts';
 
 export interface BacklogResult {
@@ -99,9 +99,9 @@ export async function runBacklog(ctx: BenchContext): Promise<BacklogResult> {
     const sidecar = startService(
       'sidecar-backlog',
       process.execPath,
-      // The flags router-billing runs with (bin/router-billing.js), plus the bench's profiling ones.
+      // The flags router-billing runs with, plus the bench's profiling ones.
       [
-        '--max-semi-space-size=8',
+        ...SIDECAR_V8_FLAGS,
         ...ctx.workspace.sidecarNodeFlags('backlog'),
         join(ctx.workspace.repo, 'billing/sidecar-main.ts'),
         '-c',

@@ -41,13 +41,16 @@ async function sidecarOf(parent: number): Promise<Proc | undefined> {
   return (await childrenOf(parent)).find((p) => p.cmdline.some((a) => a.endsWith('sidecar-main.ts')));
 }
 
-test('router supervises router-billing: nice, node flags, delivery, restart after kill -9, stop with the gateway', async (t) => {
-  const stack = await startBillingStack({ gateway: false, sidecar: false });
-  t.after(() => stack.close());
+/** `router` (proxy/cli.ts) with its supervised sidecar, once the sidecar child exists. */
+async function startSupervising(
+  t: { after: (fn: () => unknown) => void },
+  stack: Awaited<ReturnType<typeof startBillingStack>>,
+  env: Record<string, string> = {},
+): Promise<{ gw: Awaited<ReturnType<typeof spawnLogged>>; pid: number; sidecar: Proc }> {
   const gw = await spawnLogged(
     'proxy/cli.ts',
     ['-c', stack.configFile],
-    { ...stack.env, ROUTER_SIDECAR_NICE: '7', ROUTER_SIDECAR_NODE_FLAGS: '--stack-size=983  --no-warnings' },
+    { ...stack.env, ...env },
     'router listening',
   );
   t.after(() => {
@@ -55,10 +58,31 @@ test('router supervises router-billing: nice, node flags, delivery, restart afte
   });
   const pid = gw.child.pid;
   assert.ok(pid !== undefined);
-
   await waitUntil(async () => (await sidecarOf(pid)) !== undefined, 'the sidecar child');
   const sidecar = await sidecarOf(pid);
   assert.ok(sidecar);
+  return { gw, pid, sidecar };
+}
+
+/** Resolves once `pid` has exited (gone, or a zombie not reaped yet). */
+function exitOf(pid: number, what: string): Promise<void> {
+  return waitUntil(async () => {
+    try {
+      const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+      return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+    } catch {
+      return true;
+    }
+  }, what);
+}
+
+test('router supervises router-billing: nice, node flags, delivery, restart after kill -9, stop with the gateway', async (t) => {
+  const stack = await startBillingStack({ gateway: false, sidecar: false });
+  t.after(() => stack.close());
+  const { gw, pid, sidecar } = await startSupervising(t, stack, {
+    ROUTER_SIDECAR_NICE: '7',
+    ROUTER_SIDECAR_NODE_FLAGS: '--stack-size=983  --no-warnings',
+  });
   assert.equal(sidecar.nice, 7);
   // SCHED_IDLE (through chrt) unless the machine has no chrt.
   assert.equal(sidecar.policy, sidecarLauncher({}).length > 0 ? 5 : 0);
@@ -109,28 +133,13 @@ test('router supervises router-billing: nice, node flags, delivery, restart afte
   gw.child.kill('SIGTERM');
   const exit = await gw.exited;
   assert.equal(exit.code, 0);
-  await waitUntil(async () => {
-    try {
-      const stat = await readFile(`/proc/${current.pid}/stat`, 'utf8');
-      return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z'); // exited, not reaped yet
-    } catch {
-      return true;
-    }
-  }, 'the sidecar to exit');
+  await exitOf(current.pid, 'the sidecar to exit');
 });
 
 test('kill -9 of the gateway: its sidecar notices (its stdin pipe closes) and stops instead of living on', async (t) => {
   const stack = await startBillingStack({ gateway: false, sidecar: false });
   t.after(() => stack.close());
-  const gw = await spawnLogged('proxy/cli.ts', ['-c', stack.configFile], stack.env, 'router listening');
-  t.after(() => {
-    if (gw.child.exitCode === null) gw.child.kill('SIGKILL');
-  });
-  const pid = gw.child.pid;
-  assert.ok(pid !== undefined);
-  await waitUntil(async () => (await sidecarOf(pid)) !== undefined, 'the sidecar child');
-  const sidecar = await sidecarOf(pid);
-  assert.ok(sidecar);
+  const { gw, sidecar } = await startSupervising(t, stack);
   // Up: it holds the outbox's reader lock (its pid in reader.lock).
   await waitUntil(
     async () =>
@@ -144,12 +153,5 @@ test('kill -9 of the gateway: its sidecar notices (its stdin pipe closes) and st
   await gw.exited;
   // Orphaned, it is re-parented; it must exit on its own, gracefully (SIGTERM path: exit code 0 lets
   // the next gateway's sidecar take the port and the outbox).
-  await waitUntil(async () => {
-    try {
-      const stat = await readFile(`/proc/${sidecar.pid}/stat`, 'utf8');
-      return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
-    } catch {
-      return true;
-    }
-  }, 'the orphaned sidecar to exit');
+  await exitOf(sidecar.pid, 'the orphaned sidecar to exit');
 });
