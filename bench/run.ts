@@ -25,6 +25,7 @@ import {
   startBillingSimProcess,
   startGatewayProcess,
   startNginx,
+  startNodeFloor,
   startPortkey,
   startRedis,
   startUpstreamSimProcess,
@@ -50,6 +51,7 @@ const ALL_PEERS: PeerId[] = [
   'gateway-redis',
   'portkey',
   'gateway-info-log',
+  'node-floor',
 ];
 
 const PEERS_OF: Record<Scenario, PeerId[]> = {
@@ -131,6 +133,7 @@ async function startPeers(
     }
   }
   await attempt('nginx', () => startNginx(ws, upstreamUrl));
+  await attempt('node-floor', () => startNodeFloor(ws, upstreamUrl));
   await attempt('portkey', () => startPortkey(ws));
   await attempt('gateway', () => startGatewayProcess(ws, upstreamUrl, { id: 'gateway' }));
   await attempt('gateway-info-log', () =>

@@ -26,7 +26,9 @@ export type PeerId =
   | 'gateway-billing'
   | 'gateway-redis'
   | 'portkey'
-  | 'gateway-info-log';
+  | 'gateway-info-log'
+  | 'node-floor';
+/** `nginx` kind: a transparent proxy that gets the simulator's own request (node-floor is one too). */
 export type PeerKind = 'direct' | 'nginx' | 'gateway' | 'portkey';
 
 export const PEER_LABELS: Record<PeerId, string> = {
@@ -37,6 +39,7 @@ export const PEER_LABELS: Record<PeerId, string> = {
   'gateway-redis': 'gateway, Redis mode, billing on',
   portkey: 'Portkey gateway',
   'gateway-info-log': 'gateway, billing off, info-level access log',
+  'node-floor': 'bare Node forwarder (floor)',
 };
 
 export interface Peer {
@@ -378,6 +381,23 @@ http {
     return { id: 'nginx', reason: `nginx did not start: ${(err as Error).message.slice(0, 500)}` };
   }
   return { id: 'nginx', kind: 'nginx', origin, service };
+}
+
+/**
+ * The bare Node forwarder (bench/lib/bare-forwarder.ts): node:http in, undici out, no gateway work, with
+ * the gateway's V8 flags. What it costs is the floor under any Node.js proxy on this path.
+ */
+export async function startNodeFloor(ws: Workspace, upstreamUrl: string): Promise<Peer> {
+  const port = await freePort();
+  const service = startService(
+    'node-floor',
+    process.execPath,
+    [...GATEWAY_V8_FLAGS, join(ws.repo, 'bench/lib/bare-forwarder.ts'), upstreamUrl, String(port)],
+    { env: cleanEnv(), logFile: logFile(ws, 'node-floor') },
+  );
+  const origin = `http://127.0.0.1:${port}`;
+  await waitForHttp(`${origin}/healthz`, service);
+  return { id: 'node-floor', kind: 'nginx', origin, service };
 }
 
 /** Installs Portkey's gateway into a temporary folder (kept between runs) and starts it. */

@@ -203,6 +203,52 @@ function table(head: string[], rows: string[][]): string {
   return [line(head), line(head.map(() => '---')), ...rows.map(line)].join('\n');
 }
 
+/** CPU the peer spent per relayed SSE event while the streams ran (its CPU share over the wall time). */
+function cpuUsPerEvent(m: StreamLoadResult & { resources?: { cpuPercent: number } }): number | undefined {
+  const events = m.streams * m.eventsPerStream;
+  if (m.resources === undefined || events === 0) return undefined;
+  return ((m.resources.cpuPercent / 100) * m.wallMs * 1000) / events;
+}
+
+/**
+ * The Node.js floor beside the gateway: a bare forwarder (node:http in, undici out, no gateway work)
+ * measured in the same rounds. It bounds what any Node.js proxy reaches on this machine, so it says how
+ * much of a ratio target is the platform and how much is the gateway's own work.
+ */
+function floorNote(r: BenchResults): string | undefined {
+  const tp = r.chat?.throughput ?? {};
+  const floor = ok(tp['node-floor']);
+  const gateway = ok(tp.gateway);
+  if (floor === undefined || gateway === undefined) return undefined;
+  const parts = [
+    `- The bare Node forwarder (node:http in, undici out, no gateway work) did ${num(floor.requestsPerSec, 0)} req/s at c=${floor.connections}`,
+  ];
+  const vsPortkey = pairedRatio(floor, ok(tp.portkey));
+  if (vsPortkey !== undefined) parts.push(`, ${num(vsPortkey)}x Portkey`);
+  const share = pairedRatio(gateway, floor);
+  if (share !== undefined)
+    parts.push(`; the gateway reached ${pct(share)} of it (median of the per-round ratios)`);
+  const lat = r.chat?.latency ?? {};
+  const direct = ok(lat.direct)?.ms;
+  const floorLat = ok(lat['node-floor'])?.ms;
+  if (direct !== undefined && floorLat !== undefined)
+    parts.push(
+      `. At c=1 it added ${signed(floorLat.p50 - direct.p50)} ms p50 and ${signed(floorLat.p99 - direct.p99)} ms p99 by itself`,
+    );
+  const many = r.stream?.many ?? {};
+  const perEvent: string[] = [];
+  for (const id of ['nginx', 'node-floor', 'gateway'] as PeerId[]) {
+    const m = ok(many[id]);
+    if (m !== undefined) perEvent.push(`${PEER_LABELS[id]} ${num(cpuUsPerEvent(m), 1)} µs`);
+  }
+  if (perEvent.length > 0)
+    parts.push(
+      `. CPU per relayed event at ${num(ok(many.gateway)?.concurrency)} streams: ${perEvent.join(', ')}`,
+    );
+  parts.push('.');
+  return parts.join('');
+}
+
 function errorRow(id: PeerId, error: string, width: number): string[] {
   return [
     PEER_LABELS[id],
@@ -228,7 +274,7 @@ function streamTable(
     'gap p99 ms',
     'added gap p99',
   ];
-  if (withResources) head.push('peak RSS MB', 'CPU % of a core');
+  if (withResources) head.push('peak RSS MB', 'CPU % of a core', 'CPU µs/event');
   const rows: string[][] = [];
   for (const [id, m] of Object.entries(runs) as [
     PeerId,
@@ -252,7 +298,8 @@ function streamTable(
       num(m.gapMs.p99),
       base && id !== 'direct' ? signed(m.gapMs.p99 - base.gapMs.p99) : '',
     ];
-    if (withResources) row.push(num(m.resources?.peakRssMb, 1), num(m.resources?.cpuPercent, 1));
+    if (withResources)
+      row.push(num(m.resources?.peakRssMb, 1), num(m.resources?.cpuPercent, 1), num(cpuUsPerEvent(m), 1));
     rows.push(row);
   }
   return table(head, rows);
@@ -310,7 +357,9 @@ export function renderMarkdown(r: BenchResults): string {
       '- Every peer is its own process: the upstream simulator (`sim/upstream`), nginx (`worker_processes auto`,',
       "  upstream keep-alive, `proxy_buffering off`), Portkey's gateway (`--headless`), and the gateway (`proxy/cli.ts`,",
       '  `log.level: warn`) in file mode with billing off, with billing on (sidecar delivering to `sim/billing` in its',
-      '  own process), and in Redis mode. Peers are measured one after another, never two at once.',
+      '  own process), and in Redis mode. A bare Node forwarder (`bench/lib/bare-forwarder.ts`: node:http in,',
+      '  undici out, no gateway work) runs beside them as the Node.js floor. Peers are measured one after',
+      '  another, never two at once.',
       '- With billing on, the sidecar runs under SCHED_IDLE at nice 19, as `router` starts it by default',
       '  (delivery is asynchronous and yields CPU to serving; the durable outbox absorbs the difference), and',
       '  the billing simulator, which stands in for a remote service, runs the same way so its CPU comes out of',
@@ -548,6 +597,8 @@ export function renderMarkdown(r: BenchResults): string {
   notes.push(
     '- nginx runs one worker per core (`worker_processes auto`); the gateway and Portkey are one Node.js process each.',
   );
+  const floor = floorNote(r);
+  if (floor !== undefined) notes.push(floor);
   const streamsNote = manyStreamsNote(r);
   if (streamsNote !== undefined) notes.push(streamsNote);
   if (r.profileDir)

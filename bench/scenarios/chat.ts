@@ -17,6 +17,7 @@ export interface ChatResult {
 export const CHAT_PEERS: PeerId[] = [
   'direct',
   'nginx',
+  'node-floor',
   'gateway',
   'gateway-billing',
   'gateway-redis',

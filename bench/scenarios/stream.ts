@@ -19,6 +19,7 @@ export interface StreamResult {
 export const STREAM_PEERS: PeerId[] = [
   'direct',
   'nginx',
+  'node-floor',
   'gateway',
   'gateway-billing',
   'gateway-redis',
