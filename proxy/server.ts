@@ -32,7 +32,7 @@ import {
 import { parseJsonBody, readBody, readMultipartFields } from './request-body.ts';
 import { type Route, resolveRoute } from './routes.ts';
 import type { RuleHooks, Runtime } from './runtime.ts';
-import { SseReader, serializeEvent } from './sse.ts';
+import { endsWithBlankLine, type SseEvent, SseReader, serializeEvent } from './sse.ts';
 import {
   classifyUpstreamError,
   forwardableHeaders,
@@ -547,29 +547,59 @@ async function relayStream(
   ctx.responseStarted = true;
   const passthrough = hooks.observeOnly;
   const keep = { bytes: hooks.keepDelivered ? 0 : DELIVERED_TEXT_LIMIT };
-  let out = '';
+  // Transform mode: the events the hooks gave out for the current chunk; serialized only when the chunk
+  // cannot go out as received (see the loop).
+  const held: SseEvent[] = [];
+  let unchanged = true;
   const emit = (parts: readonly ResponsePart[]) => {
     for (const part of parts) {
       if (part.type !== 'event') continue;
-      if (!passthrough) out += serializeEvent(part);
+      if (!passthrough) held.push(part);
       if (keep.bytes < DELIVERED_TEXT_LIMIT) recordDelivered(ctx, part.data, keep);
     }
   };
-  const reader = new SseReader((ev) =>
-    emit(runResponseChunk(hooks.response, ctx, [{ type: 'event', event: ev.event, data: ev.data }])),
-  );
+  const serializeHeld = (): string => {
+    let text = '';
+    for (const ev of held) text += serializeEvent(ev);
+    held.length = 0;
+    return text;
+  };
+  const reader = new SseReader((ev) => {
+    const part: ResponsePart = { type: 'event', event: ev.event, data: ev.data };
+    const parts = runResponseChunk(hooks.response, ctx, [part]);
+    // Hooks hand an event on unchanged as its own part object (provider-rule.ts, observers).
+    if (parts.length !== 1 || parts[0] !== part) unchanged = false;
+    emit(parts);
+  });
+  // In transform mode a chunk still goes out as the bytes received when serializing could not change
+  // it: the stream was at an event boundary before the chunk and is again at its end (it ends with a
+  // blank line), so its bytes are exactly the events it completed, and the hooks passed every one of
+  // them on as it came (nothing dropped, added or changed). That is most chunks of a stream (the usage
+  // strip drops one event), and they skip building and encoding a string per event. Comment lines
+  // (`: keep-alive`) and id/retry fields in such a chunk reach the client as sent; a chunk that starts
+  // or ends mid-event, or in which a hook changed anything, is serialized from the hooks' output.
+  let atBoundary = true;
   try {
     for await (const chunk of up.body) {
+      if (chunk.length === 0) continue;
       if (passthrough) {
         const pending = write(res, chunk);
         reader.push(chunk);
         if (pending !== undefined) await pending;
       } else {
+        const fromBoundary = atBoundary;
+        unchanged = true;
         reader.push(chunk);
-        if (out !== '') {
-          const text = out;
-          out = '';
-          const pending = write(res, text);
+        atBoundary = endsWithBlankLine(chunk);
+        let data: Uint8Array | string;
+        if (fromBoundary && atBoundary && unchanged) {
+          held.length = 0;
+          data = chunk;
+        } else {
+          data = serializeHeld();
+        }
+        if (data.length > 0) {
+          const pending = write(res, data);
           if (pending !== undefined) await pending;
         }
       }
@@ -585,11 +615,13 @@ async function relayStream(
     ctx.log.warn({ provider: ctx.provider, err: describeError(err) }, 'upstream stream failed mid-way');
   }
   if (ctx.clientAborted) return;
-  const before = out.length;
+  const before = held.length;
   emit(runResponseEnd(hooks.response, ctx));
+  const ended = held.length > before;
+  let out = serializeHeld();
   if (passthrough && ctx.error !== undefined) {
     out += `\n\n${serializeEvent(errorEvent(ctx.clientFormat, streamFailure(ctx), ctx.id))}`;
-  } else if (ctx.error !== undefined && out.length === before) {
+  } else if (ctx.error !== undefined && !ended) {
     out += serializeEvent(errorEvent(ctx.clientFormat, streamFailure(ctx), ctx.id));
   }
   if (out !== '') res.write(out);
