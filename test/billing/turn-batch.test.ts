@@ -26,13 +26,14 @@ test('items added in one event-loop turn are flushed together, once, before sett
 test('items added from separate I/O callbacks of one turn share a flush', async () => {
   const flushes: string[][] = [];
   const batch = createTurnBatch<string>((items) => flushes.push(items));
-  // Like replies completing in one poll phase: two timers due together run before the check phase.
+  // Like replies completing in one poll phase: two callbacks of one phase (immediates queued together
+  // run in one check phase; two 0 ms timers could straddle a millisecond and run in two turns).
   await new Promise<void>((resolve) => {
-    setTimeout(() => batch.add('a'), 0);
-    setTimeout(() => {
+    setImmediate(() => batch.add('a'));
+    setImmediate(() => {
       batch.add('b');
       resolve();
-    }, 0);
+    });
   });
   await batch.settled();
   assert.deepEqual(flushes, [['a', 'b']]);
