@@ -34,6 +34,7 @@ import { type Route, resolveRoute } from './routes.ts';
 import type { RuleHooks, Runtime } from './runtime.ts';
 import { endsWithBlankLine, type SseEvent, SseReader, serializeEvent } from './sse.ts';
 import {
+  Cancellation,
   classifyUpstreamError,
   forwardableHeaders,
   splitBaseUrl,
@@ -245,49 +246,79 @@ function sendError(res: ServerResponse, format: WireFormat, err: GatewayError, i
   sendJson(res, err.status, errorBody(format, err, id));
 }
 
-function newContext(
-  rt: Runtime,
-  route: Extract<Route, { kind: 'proxy' }>,
-  req: IncomingMessage,
-  id: string,
-  path: string,
-  query: URLSearchParams,
-  signal: AbortSignal,
-): RequestContext {
-  let child: RequestContext['log'] | undefined;
-  return {
-    id,
-    api: route.api,
-    clientFormat: route.format,
-    method: req.method ?? 'POST',
-    path,
-    query,
-    headers: req.headers,
-    receivedAt: Date.now(),
-    startedAt: performance.now(),
-    signal,
-    // Created on first use: most requests log nothing below the access line, which may be off.
-    get log() {
-      child ??= rt.log.child({ reqId: id });
-      return child;
-    },
-    body: undefined,
-    rawBody: EMPTY,
-    model: route.pathModel,
-    stream: route.api === 'native.streamGenerateContent',
-    principal: undefined,
-    provider: undefined,
-    upstreamModel: undefined,
-    channel: undefined,
-    upstreamTtfbMs: undefined,
-    status: 0,
-    usage: undefined,
-    usageStage: undefined,
-    responseStarted: false,
-    clientAborted: false,
-    deliveredText: [],
-    error: undefined,
-  };
+/**
+ * The per-request context as a class: one stable shape for every request, its fields in one place, and
+ * the logger and abort signal created on first use (most requests need neither: the gateway cancels its
+ * upstream call through a Cancellation, and logs below the access line are rare).
+ */
+class Context implements RequestContext {
+  readonly id: string;
+  readonly api: RequestContext['api'];
+  readonly clientFormat: RequestContext['clientFormat'];
+  readonly method: string;
+  readonly path: string;
+  readonly query: URLSearchParams;
+  readonly headers: RequestContext['headers'];
+  readonly receivedAt = Date.now();
+  readonly startedAt = performance.now();
+  body: RequestContext['body'] = undefined;
+  rawBody: Buffer = EMPTY;
+  model: string | undefined;
+  stream: boolean;
+  principal: RequestContext['principal'] = undefined;
+  provider: string | undefined = undefined;
+  upstreamModel: string | undefined = undefined;
+  channel: string | undefined = undefined;
+  upstreamTtfbMs: number | undefined = undefined;
+  status = 0;
+  usage: RequestContext['usage'] = undefined;
+  usageStage: RequestContext['usageStage'] = undefined;
+  responseStarted = false;
+  clientAborted = false;
+  deliveredText: string[] = [];
+  error: RequestContext['error'] = undefined;
+  readonly #rootLog: RequestContext['log'];
+  #log: RequestContext['log'] | undefined = undefined;
+  #abort: AbortController | undefined = undefined;
+
+  constructor(
+    rootLog: RequestContext['log'],
+    route: Extract<Route, { kind: 'proxy' }>,
+    req: IncomingMessage,
+    id: string,
+    path: string,
+    query: URLSearchParams,
+  ) {
+    this.#rootLog = rootLog;
+    this.id = id;
+    this.api = route.api;
+    this.clientFormat = route.format;
+    this.method = req.method ?? 'POST';
+    this.path = path;
+    this.query = query;
+    this.headers = req.headers;
+    this.model = route.pathModel;
+    this.stream = route.api === 'native.streamGenerateContent';
+  }
+
+  get log(): RequestContext['log'] {
+    this.#log ??= this.#rootLog.child({ reqId: this.id });
+    return this.#log;
+  }
+
+  get signal(): AbortSignal {
+    if (this.#abort === undefined) {
+      this.#abort = new AbortController();
+      if (this.clientAborted) this.#abort.abort();
+    }
+    return this.#abort.signal;
+  }
+
+  /** The client went away: the signal (if anyone asked for it) aborts. */
+  abort(): void {
+    this.clientAborted = true;
+    this.#abort?.abort();
+  }
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -301,12 +332,12 @@ async function proxyRequest(
   path: string,
   query: URLSearchParams,
 ): Promise<void> {
-  const abort = new AbortController();
-  const ctx = newContext(rt, route, req, id, path, query, abort.signal);
+  const cancel = new Cancellation();
+  const ctx = new Context(rt.log, route, req, id, path, query);
   res.on('close', () => {
     if (!res.writableFinished) {
-      ctx.clientAborted = true;
-      abort.abort();
+      ctx.abort();
+      cancel.cancel();
     }
   });
   // The request completes (usage settled, logged, usage event queued) exactly once: just before the
@@ -330,7 +361,7 @@ async function proxyRequest(
       return;
     }
     if (bodyError !== undefined) throw bodyError;
-    await forward(rt, ctx, res, done, completeNow);
+    await forward(rt, ctx, res, done, completeNow, cancel);
   } catch (err) {
     const gwErr = toGatewayError(err);
     if (!(err instanceof GatewayError)) ctx.log.error({ err: describeError(err) }, 'request failed');
@@ -397,6 +428,7 @@ async function forward(
   res: ServerResponse,
   done: Completion,
   completeNow: () => Promise<void> | undefined,
+  cancel: Cancellation,
 ): Promise<void> {
   const choice = await runSelectTarget(rt.requestHooks, ctx);
   if (choice === undefined || choice.candidates.length === 0) throw new GatewayError('provider_not_selected');
@@ -427,7 +459,7 @@ async function forward(
     let upstreamRes: UpstreamResponse;
     const t0 = performance.now();
     try {
-      upstreamRes = await rt.upstream.send(upstreamReq, hooks.timeouts, ctx.signal);
+      upstreamRes = await rt.upstream.send(upstreamReq, hooks.timeouts, cancel);
     } catch (err) {
       if (ctx.clientAborted) {
         done.hooks = hooks;

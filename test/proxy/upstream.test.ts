@@ -8,7 +8,7 @@ import { after, before, test } from 'node:test';
 import type { Dispatcher } from 'undici';
 import type { UpstreamRequest } from '../../hooks/types.ts';
 import { GatewayError } from '../../proxy/errors.ts';
-import { UpstreamBody, UpstreamClient } from '../../proxy/upstream.ts';
+import { Cancellation, UpstreamBody, UpstreamClient } from '../../proxy/upstream.ts';
 
 let server: Server;
 let origin: string;
@@ -54,7 +54,7 @@ test('a reply read whole: status, headers and every chunk, in order', async (t) 
     res.write('{"a":');
     res.end('1}');
   });
-  const up = await client.send(request('/whole'), TIMEOUTS, new AbortController().signal);
+  const up = await client.send(request('/whole'), TIMEOUTS, new Cancellation());
   assert.equal(up.statusCode, 200);
   assert.equal(up.headers['x-up'], 'yes');
   assert.equal((await up.body.readAll(1024)).toString(), '{"a":1}');
@@ -70,7 +70,7 @@ test('a reply larger than the limit: upstream_bad_response, and the connection i
     res.write(Buffer.alloc(4096, 'a'));
     // Never ends: only the client's abort finishes this reply.
   });
-  const up = await client.send(request('/big'), TIMEOUTS, new AbortController().signal);
+  const up = await client.send(request('/big'), TIMEOUTS, new Cancellation());
   await assert.rejects(up.body.readAll(1024), (err: unknown) => {
     assert.ok(err instanceof GatewayError);
     assert.equal(err.code, 'upstream_bad_response');
@@ -88,7 +88,7 @@ test('streamed chunks arrive as they are written; an upstream that dies mid-body
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.write('data: 1\n\n');
   });
-  const up = await client.send(request('/stream'), TIMEOUTS, new AbortController().signal);
+  const up = await client.send(request('/stream'), TIMEOUTS, new Cancellation());
   const seen: string[] = [];
   await assert.rejects(
     (async () => {
@@ -102,16 +102,57 @@ test('streamed chunks arrive as they are written; an upstream that dies mid-body
   assert.deepEqual(seen, ['data: 1\n\n', 'data: 2\n\n']);
 });
 
-test('an abort of the request signal before the head: the call rejects with the AbortError', async (t) => {
+test('a cancellation before the head: the call rejects with the AbortError', async (t) => {
   const client = new UpstreamClient({ connectTimeoutMs: 1000 });
   t.after(() => client.close());
   routes.set('/never', () => {
     // No head at all.
   });
-  const abort = new AbortController();
-  const sent = client.send(request('/never'), TIMEOUTS, abort.signal);
-  abort.abort();
+  const cancel = new Cancellation();
+  const sent = client.send(request('/never'), TIMEOUTS, cancel);
+  cancel.cancel();
   await assert.rejects(sent, (err: Error) => err.name === 'AbortError');
+});
+
+test('a request cancelled before the call: the call rejects at once with the AbortError', async (t) => {
+  const client = new UpstreamClient({ connectTimeoutMs: 1000 });
+  t.after(() => client.close());
+  routes.set('/never', () => {});
+  const cancel = new Cancellation();
+  cancel.cancel();
+  await assert.rejects(
+    client.send(request('/never'), TIMEOUTS, cancel),
+    (err: Error) => err.name === 'AbortError',
+  );
+});
+
+test('a cancellation mid-body ends the body with the AbortError; after the call it does nothing', async (t) => {
+  const client = new UpstreamClient({ connectTimeoutMs: 1000 });
+  t.after(() => client.close());
+  routes.set('/half', (res: ServerResponse) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('data: 1\n\n');
+  });
+  const cancel = new Cancellation();
+  const up = await client.send(request('/half'), TIMEOUTS, cancel);
+  const seen: string[] = [];
+  await assert.rejects(
+    (async () => {
+      for await (const chunk of up.body) {
+        seen.push(chunk.toString());
+        cancel.cancel();
+      }
+    })(),
+    (err: Error) => err.name === 'AbortError',
+  );
+  assert.deepEqual(seen, ['data: 1\n\n']);
+
+  routes.set('/whole-again', (res: ServerResponse) => res.end('{"ok":true}'));
+  const later = new Cancellation();
+  const whole = await client.send(request('/whole-again'), TIMEOUTS, later);
+  assert.equal((await whole.body.readAll(1024)).toString(), '{"ok":true}');
+  later.cancel(); // the call is over: its listener is gone, nothing throws
+  assert.equal(later.cancelled, true);
 });
 
 test('no head within headersTimeout: upstream_timeout; refused connection: upstream_unreachable', async (t) => {
@@ -119,7 +160,7 @@ test('no head within headersTimeout: upstream_timeout; refused connection: upstr
   t.after(() => client.close());
   routes.set('/slow', () => {});
   await assert.rejects(
-    client.send(request('/slow'), { headersTimeoutMs: 50, bodyTimeoutMs: 50 }, new AbortController().signal),
+    client.send(request('/slow'), { headersTimeoutMs: 50, bodyTimeoutMs: 50 }, new Cancellation()),
     (err: unknown) => err instanceof GatewayError && err.code === 'upstream_timeout',
   );
   const closedPort = createServer();
@@ -127,11 +168,7 @@ test('no head within headersTimeout: upstream_timeout; refused connection: upstr
   const port = (closedPort.address() as AddressInfo).port;
   await new Promise<void>((resolve) => closedPort.close(() => resolve()));
   await assert.rejects(
-    client.send(
-      { ...request('/x'), origin: `http://127.0.0.1:${port}` },
-      TIMEOUTS,
-      new AbortController().signal,
-    ),
+    client.send({ ...request('/x'), origin: `http://127.0.0.1:${port}` }, TIMEOUTS, new Cancellation()),
     (err: unknown) => err instanceof GatewayError && err.code === 'upstream_unreachable',
   );
 });
