@@ -149,13 +149,17 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
 
   // While a segment is being sealed, appends are queued and written by the flush loop afterwards.
   let rotating = false;
+  // Lines handed to the flush loop unwritten (held back by a rotation, a failed or torn write). Until the
+  // loop has written them, later turns hand theirs to the loop too: a turn written at once would land
+  // ahead of older lines, and the outbox is delivered in file order.
+  let owed = 0;
 
   /**
    * One synchronous write(2) of whole lines; returns how many bytes reached the file (all of them, or
    * fewer when the write failed or a rotation or a torn fragment sends them through the flush loop).
    */
   function writeNow(buf: Buffer): number {
-    if (rotating || terminateFragment) return 0;
+    if (rotating || terminateFragment || owed > 0) return 0;
     let off = 0;
     try {
       while (off < buf.length) off += writeSync(state.fh.fd, buf, off, buf.length - off);
@@ -179,6 +183,7 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
       end += Buffer.byteLength(q.line, 'utf8');
       q.written = end <= reached;
       q.awaitingWrite = false;
+      if (!q.written) owed++;
     }
   });
 
@@ -194,12 +199,22 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
       if (batch.length === 0) continue;
       inFlight = batch.length;
       let text = '';
-      for (const q of batch) if (!q.written) text += q.line;
+      let unwritten = 0;
+      for (const q of batch) {
+        if (q.written) continue;
+        text += q.line;
+        unwritten++;
+      }
       if (terminateFragment && text !== '') text = `\n${text}`;
       const buf = Buffer.from(text, 'utf8');
       try {
         if (buf.length > 0) {
-          await writeAll(buf);
+          try {
+            await writeAll(buf);
+          } finally {
+            // Written, or failed and rejected below: either way no longer ahead of later turns.
+            owed -= unwritten;
+          }
           terminateFragment = false;
           state.size += buf.length;
         }

@@ -144,6 +144,44 @@ test('rotation seals segments; the reader reads across them in order and commit 
   await writer.close();
 });
 
+test('appends that arrive while a segment is sealed stay in append order with the ones after it', async (t) => {
+  const dir = await tempDir(t);
+  const n = 400;
+  let next = 0;
+  const appended: Promise<void>[] = [];
+  // One append per event-loop turn, from the first fsync on: some land while the loop seals a segment
+  // (held back until it is done), the next ones in the turns right after it.
+  const appendEachTurn = () => {
+    if (next >= n) return;
+    appended.push(writer.append(makeEvent(next++)));
+    setImmediate(appendEachTurn);
+  };
+  let started = false;
+  const writer = await openOutboxWriter(dir, {
+    maxSegmentBytes: 2000,
+    fsyncIntervalMs: 0,
+    onFsync: () => {
+      if (started) return;
+      started = true;
+      setImmediate(appendEachTurn);
+    },
+  });
+  appended.push(writer.append(makeEvent(next++)));
+  await new Promise<void>((resolve) => {
+    const poll = () => (next >= n ? resolve() : setImmediate(poll));
+    poll();
+  });
+  await Promise.all(appended);
+  assert.ok(writer.stats().rotations >= 1, `rotations: ${writer.stats().rotations}`);
+  const reader = await openOutboxReader(dir);
+  assert.deepEqual(
+    eventIds(await drainReader(reader)),
+    Array.from({ length: n }, (_, i) => `req-${i}`),
+  );
+  await reader.close();
+  await writer.close();
+});
+
 test('torn last line: ignored while incomplete, read once completed', async (t) => {
   const dir = await tempDir(t);
   const writer = await openOutboxWriter(dir);
