@@ -96,7 +96,16 @@ export function openOutboxStatus(dir: string): OutboxStatusView {
     return result ?? { lines: 0, bytes: 0, headerPending: false };
   }
 
-  async function read(position?: { segment: number; offset: number }): Promise<OutboxStatus> {
+  // Reads run one at a time: two overlapping ones (a /metrics scrape and /readyz) would both extend a
+  // file's block counts from the same length and push the same blocks twice, over-counting for good.
+  let previous: Promise<unknown> = Promise.resolve();
+  function read(position?: { segment: number; offset: number }): Promise<OutboxStatus> {
+    const next = previous.then(() => readNow(position));
+    previous = next.catch(() => undefined);
+    return next;
+  }
+
+  async function readNow(position?: { segment: number; offset: number }): Promise<OutboxStatus> {
     let listing: Awaited<ReturnType<typeof listOutbox>>;
     try {
       listing = await listOutbox(dir);

@@ -182,6 +182,22 @@ test('appends that arrive while a segment is sealed stay in append order with th
   await writer.close();
 });
 
+test('status reads that overlap (a scrape and /readyz at once) count the same as one read alone', async (t) => {
+  const dir = await tempDir(t);
+  // Over three 64 KiB count blocks in the active file, so the per-block cache is filled by the reads.
+  const writer = await openOutboxWriter(dir);
+  const n = 600;
+  await Promise.all(Array.from({ length: n }, (_, i) => writer.append(makeEvent(i))));
+  await writer.close();
+  const alone = await openOutboxStatus(dir).read();
+  assert.equal(alone.pendingEvents, n);
+  const shared = openOutboxStatus(dir);
+  const overlapping = await Promise.all(Array.from({ length: 4 }, () => shared.read()));
+  for (const s of overlapping) assert.equal(s.pendingEvents, n);
+  // And the cache they left behind still counts right.
+  assert.equal((await shared.read()).pendingEvents, n);
+});
+
 test('torn last line: ignored while incomplete, read once completed', async (t) => {
   const dir = await tempDir(t);
   const writer = await openOutboxWriter(dir);
