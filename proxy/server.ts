@@ -280,6 +280,8 @@ class Context implements RequestContext {
   readonly #rootLog: RequestContext['log'];
   #log: RequestContext['log'] | undefined = undefined;
   #abort: AbortController | undefined = undefined;
+  /** What the gateway's own upstream calls listen to (cheaper than the signal, which hooks may ask for). */
+  readonly cancellation = new Cancellation();
 
   constructor(
     rootLog: RequestContext['log'],
@@ -314,9 +316,10 @@ class Context implements RequestContext {
     return this.#abort.signal;
   }
 
-  /** The client went away: the signal (if anyone asked for it) aborts. */
+  /** The client went away: the upstream call is cancelled and the signal (if anyone asked) aborts. */
   abort(): void {
     this.clientAborted = true;
+    this.cancellation.cancel();
     this.#abort?.abort();
   }
 }
@@ -332,13 +335,9 @@ async function proxyRequest(
   path: string,
   query: URLSearchParams,
 ): Promise<void> {
-  const cancel = new Cancellation();
   const ctx = new Context(rt.log, route, req, id, path, query);
   res.on('close', () => {
-    if (!res.writableFinished) {
-      ctx.abort();
-      cancel.cancel();
-    }
+    if (!res.writableFinished) ctx.abort();
   });
   // The request completes (usage settled, logged, usage event queued) exactly once: just before the
   // reply's last byte when it is served, or after the connection closes otherwise.
@@ -361,7 +360,7 @@ async function proxyRequest(
       return;
     }
     if (bodyError !== undefined) throw bodyError;
-    await forward(rt, ctx, res, done, completeNow, cancel);
+    await forward(rt, ctx, res, done, completeNow);
   } catch (err) {
     const gwErr = toGatewayError(err);
     if (!(err instanceof GatewayError)) ctx.log.error({ err: describeError(err) }, 'request failed');
@@ -424,11 +423,10 @@ async function readRequest(
 /** Pick a target, call it (retrying on the next candidate while nothing was sent) and relay the reply. */
 async function forward(
   rt: Runtime,
-  ctx: RequestContext,
+  ctx: Context,
   res: ServerResponse,
   done: Completion,
   completeNow: () => Promise<void> | undefined,
-  cancel: Cancellation,
 ): Promise<void> {
   const choice = await runSelectTarget(rt.requestHooks, ctx);
   if (choice === undefined || choice.candidates.length === 0) throw new GatewayError('provider_not_selected');
@@ -459,7 +457,7 @@ async function forward(
     let upstreamRes: UpstreamResponse;
     const t0 = performance.now();
     try {
-      upstreamRes = await rt.upstream.send(upstreamReq, hooks.timeouts, cancel);
+      upstreamRes = await rt.upstream.send(upstreamReq, hooks.timeouts, ctx.cancellation);
     } catch (err) {
       if (ctx.clientAborted) {
         done.hooks = hooks;

@@ -50,25 +50,29 @@ export function hashAccessKey(hashSecret: string, key: string): string {
 }
 
 /**
- * hashAccessKey with a bounded memo: clients present the same few secrets on every request, and the
- * HMAC was a visible share of store-mode CPU. The memo holds derived hashes only for secrets already
- * presented (the store still decides on every request whether the key is valid).
+ * `derive` with a bounded memo keyed by the presented secret: clients present the same few secrets on
+ * every request, and hashing them (HMAC in store mode, SHA-256 in file mode) was a visible share of a
+ * small request's CPU. Oldest entries go first, so secrets nobody holds cannot grow it. A lookup hashes
+ * the string with V8's seeded string hash and compares contents only on a hash match, so its time says
+ * nothing useful about a stored secret; the key tables still decide on every request.
  */
-export function createKeyHasher(hashSecret: string, maxEntries = 10_000): (key: string) => string {
-  const memo = new Map<string, string>();
-  return (key) => {
-    let hashed = memo.get(key);
-    if (hashed === undefined) {
-      hashed = hashAccessKey(hashSecret, key);
+function rememberBySecret<T>(derive: (secret: string) => T, maxEntries = 10_000): (secret: string) => T {
+  const memo = new Map<string, T>();
+  return (secret) => {
+    let value = memo.get(secret);
+    if (value === undefined) {
+      value = derive(secret);
       if (memo.size >= maxEntries) memo.delete(memo.keys().next().value as string);
-      memo.set(key, hashed);
+      memo.set(secret, value);
     }
-    return hashed;
+    return value;
   };
 }
 
-/** Presented secrets whose digests an authenticator remembers (file mode). */
-const MAX_REMEMBERED_DIGESTS = 10_000;
+/** hashAccessKey, remembered for recently presented secrets (the store decides validity every time). */
+export function createKeyHasher(hashSecret: string, maxEntries = 10_000): (key: string) => string {
+  return rememberBySecret((key) => hashAccessKey(hashSecret, key), maxEntries);
+}
 
 export interface Authenticator {
   /** The principal for a presented secret; throws GatewayError('invalid_api_key') otherwise. */
@@ -93,25 +97,14 @@ export function createAuthenticator(opts: AuthOptions): Authenticator {
     subjectId: opts.fallbackSubjectId,
   };
   const principals = new WeakMap<AccessKeyEntry, Principal>();
-  // The digest of each secret presented lately, and whether it is the master key's: clients present the
-  // same few secrets on every request, and the SHA-256 was about 4% of a small request's CPU. Bounded
-  // (oldest first out), so secrets nobody holds cannot grow it. A lookup hashes the string with V8's
-  // seeded string hash and compares contents only on a hash match, so its time says nothing useful
-  // about a stored secret; the decision still comes from the digest tables below on every request.
-  const digests = new Map<string, { readonly key: string; readonly master: boolean }>();
-  function digestOf(secret: string): { readonly key: string; readonly master: boolean } {
-    let d = digests.get(secret);
-    if (d === undefined) {
-      const digest = sha256(secret);
-      d = {
-        key: digest.toString('base64'),
-        master: masterDigest !== undefined && timingSafeEqual(digest, masterDigest),
-      };
-      if (digests.size >= MAX_REMEMBERED_DIGESTS) digests.delete(digests.keys().next().value as string);
-      digests.set(secret, d);
-    }
-    return d;
-  }
+  // The digest of each secret presented lately, and whether it is the master key's.
+  const digestOf = rememberBySecret((secret) => {
+    const digest = sha256(secret);
+    return {
+      key: digest.toString('base64'),
+      master: masterDigest !== undefined && timingSafeEqual(digest, masterDigest),
+    };
+  });
 
   function principalOf(entry: AccessKeyEntry): Principal {
     let p = principals.get(entry);
