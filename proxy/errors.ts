@@ -31,6 +31,27 @@ export const ERROR_CATALOGUE = {
   },
   invalid_json: { status: 400, type: 'invalid_request_error', message: 'The request body is not valid JSON' },
   invalid_parameter: { status: 400, type: 'invalid_request_error', message: 'Invalid request parameter' },
+  invalid_model: {
+    status: 400,
+    type: 'invalid_request_error',
+    message:
+      'The model name is not valid: use 1 to 256 characters of letters, digits and . _ - : @ / + (no leading or trailing /, no empty, "." or ".." segment)',
+  },
+  invalid_path: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The request path has malformed percent-encoding',
+  },
+  json_too_deep: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The request body nests arrays and objects too deeply',
+  },
+  request_timeout: {
+    status: 408,
+    type: 'invalid_request_error',
+    message: 'The request was not received in time',
+  },
   provider_not_selected: {
     status: 400,
     type: 'invalid_request_error',
@@ -62,9 +83,15 @@ export const ERROR_CATALOGUE = {
     message: 'The upstream provider sent an unreadable response',
   },
   provider_key_missing: {
-    status: 502,
+    status: 503,
     type: 'upstream_error',
     message: 'The provider has no upstream API key configured',
+  },
+  upstream_auth_failed: {
+    status: 502,
+    type: 'upstream_error',
+    message:
+      "The upstream provider refused the gateway's credentials; the operator must check the provider key",
   },
   translation_failed: {
     status: 400,
@@ -106,6 +133,7 @@ const ANTHROPIC_TYPES: Record<number, string> = {
   402: 'billing_error',
   403: 'permission_error',
   404: 'not_found_error',
+  408: 'timeout_error',
   413: 'request_too_large',
   429: 'rate_limit_error',
   500: 'api_error',
@@ -121,6 +149,7 @@ const GOOGLE_STATUS: Record<number, string> = {
   403: 'PERMISSION_DENIED',
   404: 'NOT_FOUND',
   405: 'UNIMPLEMENTED',
+  408: 'DEADLINE_EXCEEDED',
   409: 'ABORTED',
   413: 'INVALID_ARGUMENT',
   415: 'INVALID_ARGUMENT',

@@ -58,6 +58,12 @@ interface RawConfig {
     upstream_body_timeout_ms: number;
     max_retries: number;
     drain_timeout_ms: number;
+    client_header_timeout_ms: number;
+    client_body_timeout_ms: number;
+    keepalive_timeout_ms: number;
+    max_connections: number;
+    max_header_bytes: number;
+    max_json_depth: number;
   };
   log: { level: RouterConfig['log']['level'] };
   hooks: { module: string; options: Record<string, JsonValue> }[];
@@ -306,6 +312,12 @@ function toConfig(raw: RawConfig, file: string, keys: KeysConfig, models: ModelR
       upstreamBodyTimeoutMs: raw.limits.upstream_body_timeout_ms,
       maxRetries: raw.limits.max_retries,
       drainTimeoutMs: raw.limits.drain_timeout_ms,
+      clientHeaderTimeoutMs: raw.limits.client_header_timeout_ms,
+      clientBodyTimeoutMs: raw.limits.client_body_timeout_ms,
+      keepAliveTimeoutMs: raw.limits.keepalive_timeout_ms,
+      maxConnections: raw.limits.max_connections,
+      maxHeaderBytes: raw.limits.max_header_bytes,
+      maxJsonDepth: raw.limits.max_json_depth,
     },
     log: { level: raw.log.level },
     hooks,

@@ -22,6 +22,18 @@ export interface LimitsConfig {
   readonly maxRetries: number;
   /** Time in-flight requests get to finish on SIGTERM. */
   readonly drainTimeoutMs: number;
+  /** Time a client gets to send a request's headers; exceeded -> 408. */
+  readonly clientHeaderTimeoutMs: number;
+  /** Longest silence between two chunks of a request body; exceeded -> 408. */
+  readonly clientBodyTimeoutMs: number;
+  /** Idle time of a keep-alive client connection between requests. */
+  readonly keepAliveTimeoutMs: number;
+  /** Open client connections per process (the idle ones are shed first at the cap). */
+  readonly maxConnections: number;
+  /** Largest request line plus headers; larger -> 431 (414 for a long URL). */
+  readonly maxHeaderBytes: number;
+  /** Deepest nesting accepted in a JSON request body; deeper -> 400. */
+  readonly maxJsonDepth: number;
 }
 
 export interface HookConfig {

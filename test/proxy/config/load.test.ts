@@ -56,6 +56,12 @@ test('an empty file gets every documented default', async () => {
     upstreamBodyTimeoutMs: 300000,
     maxRetries: 1,
     drainTimeoutMs: 30000,
+    clientHeaderTimeoutMs: 30000,
+    clientBodyTimeoutMs: 30000,
+    keepAliveTimeoutMs: 65000,
+    maxConnections: 20000,
+    maxHeaderBytes: 16384,
+    maxJsonDepth: 128,
   });
   assert.equal(config.log.level, 'info');
   assert.deepEqual(config.hooks, []);
