@@ -67,6 +67,13 @@ export const ERROR_CATALOGUE = {
   not_found: { status: 404, type: 'invalid_request_error', message: 'Unknown endpoint' },
   method_not_allowed: { status: 405, type: 'invalid_request_error', message: 'Method not allowed' },
   request_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is too large' },
+  malformed_request: { status: 400, type: 'invalid_request_error', message: 'The request is not valid HTTP' },
+  url_too_long: { status: 414, type: 'invalid_request_error', message: 'The request URL is too long' },
+  header_too_large: {
+    status: 431,
+    type: 'invalid_request_error',
+    message: 'The request headers are too large',
+  },
   unsupported_media_type: {
     status: 415,
     type: 'invalid_request_error',

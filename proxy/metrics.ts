@@ -17,6 +17,14 @@ export interface GatewayMetrics {
   readonly storeErrors: client.Counter<'operation'>;
   readonly unpricedModels: client.Counter<'provider'>;
   readonly unmeteredRequests: client.Counter<'reason'>;
+  /** Client connections closed to make room (idle) or turned away (refused) at limits.max_connections. */
+  readonly connectionsShed: client.Counter<'reason'>;
+  /** Client timeouts that fired: header, body, keepalive. */
+  readonly clientTimeouts: client.Counter<'kind'>;
+  /** Requests refused before they were parsed: header_too_large, url_too_long, malformed. */
+  readonly clientRejected: client.Counter<'reason'>;
+  /** Where the open-connections gauge reads from, and the cap in force. */
+  trackConnections(open: () => number, max: number): void;
 }
 
 export function createGatewayMetrics(): GatewayMetrics {
@@ -84,6 +92,38 @@ export function createGatewayMetrics(): GatewayMetrics {
     labelNames: ['reason'] as const,
     registers: [registry],
   });
+  let openConnections = () => 0;
+  new client.Gauge({
+    name: 'router_client_connections',
+    help: 'Client connections open',
+    registers: [registry],
+    collect() {
+      this.set(openConnections());
+    },
+  });
+  const connectionsMax = new client.Gauge({
+    name: 'router_client_connections_max',
+    help: 'limits.max_connections in force (lowered to fit the file-descriptor limit)',
+    registers: [registry],
+  });
+  const connectionsShed = new client.Counter({
+    name: 'router_connections_shed_total',
+    help: 'Client connections closed at the connection cap: idle (oldest idle closed) or refused',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+  const clientTimeouts = new client.Counter({
+    name: 'router_client_timeouts_total',
+    help: 'Client connections closed by a timeout: header, body or keepalive',
+    labelNames: ['kind'] as const,
+    registers: [registry],
+  });
+  const clientRejected = new client.Counter({
+    name: 'router_client_rejected_total',
+    help: 'Requests refused before parsing: header_too_large, url_too_long, malformed',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
   // Labelled children per label set, so a request does one map lookup instead of hashing label
   // objects for every series it touches (a measurable share of the hot path).
   interface Series {
@@ -104,6 +144,13 @@ export function createGatewayMetrics(): GatewayMetrics {
     storeErrors,
     unpricedModels,
     unmeteredRequests,
+    connectionsShed,
+    clientTimeouts,
+    clientRejected,
+    trackConnections(open, max) {
+      openConnections = open;
+      connectionsMax.set(max);
+    },
     observeRequest(ctx, durationMs) {
       const provider = ctx.provider ?? 'none';
       const stream = ctx.stream ? 'true' : 'false';

@@ -8,8 +8,20 @@ import busboy from 'busboy';
 import type { ApiName, JsonObject } from '../hooks/types.ts';
 import { GatewayError } from './errors.ts';
 
-/** Read the whole body, refusing more than `limit` bytes (413) before buffering them. */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/** Requests whose body stopped arriving for longer than the body timeout (readBody failed it with 408). */
+const TIMED_OUT = new WeakSet<IncomingMessage>();
+
+/** Whether readBody gave up on this request's body for silence: its connection cannot be reused. */
+export function bodyTimedOut(req: IncomingMessage): boolean {
+  return TIMED_OUT.has(req);
+}
+
+/**
+ * Read the whole body, refusing more than `limit` bytes (413) before buffering them, and giving up
+ * (408) when no byte arrives for `idleTimeoutMs` (0: wait forever), also when the body is shorter than
+ * its Content-Length.
+ */
+export function readBody(req: IncomingMessage, limit: number, idleTimeoutMs = 0): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
     return Promise.reject(new GatewayError('request_too_large', `The request body exceeds ${limit} bytes`));
@@ -17,18 +29,37 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (chunk: Buffer) => {
+    const timer =
+      idleTimeoutMs > 0
+        ? setTimeout(() => {
+            TIMED_OUT.add(req);
+            req.off('data', onData);
+            reject(
+              new GatewayError('request_timeout', `No request body bytes arrived for ${idleTimeoutMs} ms`),
+            );
+          }, idleTimeoutMs)
+        : undefined;
+    const onData = (chunk: Buffer) => {
+      timer?.refresh();
       size += chunk.length;
       if (size > limit) {
+        clearTimeout(timer);
         req.removeAllListeners('data');
         req.resume();
         reject(new GatewayError('request_too_large', `The request body exceeds ${limit} bytes`));
         return;
       }
       chunks.push(chunk);
+    };
+    req.on('data', onData);
+    req.on('end', () => {
+      clearTimeout(timer);
+      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
     });
-    req.on('end', () => resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)));
-    req.on('error', reject);
+    req.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
   });
 }
 

@@ -5,6 +5,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { CompiledRule } from '../hooks/dsl/types.ts';
 import type {
@@ -17,7 +18,9 @@ import type {
   UpstreamRequest,
   WireFormat,
 } from '../hooks/types.ts';
-import { errorBody, errorEvent, GatewayError, toGatewayError } from './errors.ts';
+import { clientErrorCode, type ParserError, rawErrorResponse } from './client-errors.ts';
+import { ConnectionGuard, fitToDescriptors, readNofile } from './connection-guard.ts';
+import { type ErrorCode, errorBody, errorEvent, GatewayError, toGatewayError } from './errors.ts';
 import { DELIVERED_TEXT_LIMIT, recordDelivered } from './metering.ts';
 import {
   describeError,
@@ -29,7 +32,7 @@ import {
   runRewriteBody,
   runSelectTarget,
 } from './pipeline.ts';
-import { parseJsonBody, readBody, readMultipartFields } from './request-body.ts';
+import { bodyTimedOut, parseJsonBody, readBody, readMultipartFields } from './request-body.ts';
 import { type Route, resolveRoute } from './routes.ts';
 import type { RuleHooks, Runtime } from './runtime.ts';
 import { endsWithBlankLine, type SseEvent, SseReader, serializeEvent } from './sse.ts';
@@ -73,7 +76,17 @@ export interface GatewayServer {
   inFlight(): number;
   /** Resolves once no request that started on `runtime` is in flight (reload: retire the old one). */
   settled(runtime: Runtime): Promise<void>;
+  /** Client connections open. */
+  connections(): number;
 }
+
+/** The metric reason of each answer the clientError handler gives, but timeouts. */
+const CLIENT_REJECTION: Partial<Record<ErrorCode, string>> = {
+  header_too_large: 'header_too_large',
+  url_too_long: 'url_too_long',
+  request_too_large: 'chunk_extensions_too_large',
+  malformed_request: 'malformed',
+};
 
 export function createGatewayServer(initial: Runtime): GatewayServer {
   let current = initial;
@@ -88,37 +101,95 @@ export function createGatewayServer(initial: Runtime): GatewayServer {
     for (const resolve of u.idle) resolve();
   };
 
-  const server = createServer({ noDelay: true, keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
-    active++;
-    const rt = current;
-    const u = users.get(rt);
-    if (u === undefined) users.set(rt, { count: 1, idle: [] });
-    else u.count++;
-    res.on('close', () => {
-      active--;
-      release(rt);
-    });
-    handle(rt, req, res, phase).catch((err: unknown) => {
-      rt.log.error({ err: describeError(err) }, 'unhandled request failure');
-      if (!res.headersSent) {
-        res.writeHead(500, { 'content-type': 'application/json' });
-        res.end('{"error":{"message":"Internal error","type":"server_error","code":"internal_error"}}');
-      } else {
-        res.destroy();
-      }
-    });
+  const metrics = initial.metrics;
+  const guard = new ConnectionGuard(Number.POSITIVE_INFINITY, (reason) =>
+    metrics.connectionsShed.inc({ reason }),
+  );
+  const nofile = readNofile();
+  const server = createServer(
+    {
+      noDelay: true,
+      // No whole-request deadline: a request body may take long as long as it keeps arriving (readBody
+      // times out silence), and a reply (a stream) is never cut by a client-side timer.
+      requestTimeout: 0,
+      // How late past client_header_timeout_ms a stalled head is answered (Node checks on an interval).
+      connectionsCheckingInterval: Math.max(
+        10,
+        Math.min(1000, initial.config.limits.clientHeaderTimeoutMs / 4),
+      ),
+    },
+    (req, res) => {
+      active++;
+      const rt = current;
+      const u = users.get(rt);
+      if (u === undefined) users.set(rt, { count: 1, idle: [] });
+      else u.count++;
+      const socket = req.socket;
+      guard.requestStarted(socket);
+      res.on('close', () => {
+        active--;
+        release(rt);
+        guard.requestEnded(socket);
+        // The rest of a stalled body would be read as the next request: the connection ends here.
+        if (!req.complete && bodyTimedOut(req)) {
+          metrics.clientTimeouts.inc({ kind: 'body' });
+          socket.destroySoon();
+        }
+      });
+      handle(rt, req, res, phase).catch((err: unknown) => {
+        rt.log.error({ err: describeError(err) }, 'unhandled request failure');
+        if (!res.headersSent) {
+          res.writeHead(500, { 'content-type': 'application/json' });
+          res.end('{"error":{"message":"Internal error","type":"server_error","code":"internal_error"}}');
+        } else {
+          res.destroy();
+        }
+      });
+    },
+  );
+  // The limits a reload may change; a new max_header_bytes applies to new connections.
+  const applyLimits = (rt: Runtime) => {
+    const limits = rt.config.limits;
+    server.headersTimeout = limits.clientHeaderTimeoutMs;
+    server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+    // Read per connection by Node (the createServer option sets it too; @types/node omits the field).
+    (server as { maxHeaderSize?: number }).maxHeaderSize = limits.maxHeaderBytes;
+    const max = fitToDescriptors(limits.maxConnections, nofile);
+    if (max < limits.maxConnections && max !== guard.max) {
+      rt.log.warn(
+        { maxConnections: limits.maxConnections, lowered: max, nofile },
+        'limits.max_connections lowered to fit the file-descriptor limit (RLIMIT_NOFILE): two per proxied request',
+      );
+    }
+    guard.max = max;
+    metrics.trackConnections(() => guard.open, max);
+  };
+  applyLimits(initial);
+  server.on('connection', (socket: Socket) => guard.admit(socket));
+  // Idle keep-alive connections: Node closes them itself only when nobody listens for this event.
+  server.on('timeout', (socket: Socket) => {
+    metrics.clientTimeouts.inc({ kind: 'keepalive' });
+    socket.destroy();
   });
-  // Answer malformed HTTP without a stack trace reaching the client.
-  server.on('clientError', (_err, socket) => {
-    if (socket.writable)
-      socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
-    else socket.destroy();
+  // Requests the parser refused or timed out before a request existed: 408/414/431/413/400, then close.
+  server.on('clientError', (err: ParserError, socket: Socket) => {
+    const code = clientErrorCode(err);
+    const inFlight = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (code === undefined || !socket.writable || inFlight?.headersSent === true) {
+      socket.destroy();
+      return;
+    }
+    if (code === 'request_timeout') metrics.clientTimeouts.inc({ kind: 'header' });
+    else metrics.clientRejected.inc({ reason: CLIENT_REJECTION[code] ?? 'malformed' });
+    socket.end(rawErrorResponse(code));
+    socket.destroySoon();
   });
 
   return {
     server,
     setRuntime(runtime) {
       current = runtime;
+      applyLimits(runtime);
     },
     runtime: () => current,
     unready() {
@@ -130,6 +201,7 @@ export function createGatewayServer(initial: Runtime): GatewayServer {
       server.closeIdleConnections();
     },
     inFlight: () => active,
+    connections: () => guard.open,
     settled(runtime) {
       const u = users.get(runtime);
       if (u === undefined) return Promise.resolve();
@@ -396,7 +468,7 @@ async function readRequest(
   req: IncomingMessage,
   ctx: RequestContext,
 ): Promise<GatewayError | undefined> {
-  ctx.rawBody = await readBody(req, rt.config.limits.maxBodyBytes);
+  ctx.rawBody = await readBody(req, rt.config.limits.maxBodyBytes, rt.config.limits.clientBodyTimeoutMs);
   if (route.body === 'json') {
     let body: JsonObject;
     try {
