@@ -34,8 +34,7 @@ export const ERROR_CATALOGUE = {
   invalid_model: {
     status: 400,
     type: 'invalid_request_error',
-    message:
-      'The model name is not valid: use 1 to 256 characters of letters, digits and . _ - : @ / + (no leading or trailing /, no empty, "." or ".." segment)',
+    message: 'The model name is not valid',
   },
   invalid_path: {
     status: 400,
@@ -127,6 +126,11 @@ export class GatewayError extends Error {
     this.type = entry.type;
     this.param = param;
   }
+}
+
+/** Client text quoted in an error message, cut to a bounded length. */
+export function clip(text: string, max = 120): string {
+  return text.length <= max ? text : `${text.slice(0, max)}…`;
 }
 
 /** Coerce anything thrown into a catalogue error without leaking its message. */

@@ -7,6 +7,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import busboy from 'busboy';
 import type { ApiName, JsonObject } from '../hooks/types.ts';
 import { GatewayError } from './errors.ts';
+import { jsonDeeperThan } from './json-depth.ts';
 
 /** Requests whose body stopped arriving for longer than the body timeout (readBody failed it with 408). */
 const TIMED_OUT = new WeakSet<IncomingMessage>();
@@ -111,7 +112,13 @@ const VALIDATORS = new Map<ApiName, ValidateFunction>();
 for (const [api, schema] of Object.entries(SCHEMAS)) VALIDATORS.set(api as ApiName, ajv.compile(schema));
 
 /** Parse and check a JSON body; throws a 400 naming the field. */
-export function parseJsonBody(api: ApiName, raw: Buffer): JsonObject {
+export function parseJsonBody(api: ApiName, raw: Buffer, maxDepth: number): JsonObject {
+  if (jsonDeeperThan(raw, maxDepth)) {
+    throw new GatewayError(
+      'json_too_deep',
+      `The request body nests arrays and objects deeper than ${maxDepth} levels`,
+    );
+  }
   let value: unknown;
   try {
     value = JSON.parse(raw.toString('utf8'));

@@ -12,8 +12,10 @@ export type Route =
       readonly api: ApiName;
       readonly format: WireFormat;
       readonly body: BodyKind;
-      /** Gemini-native routes carry the model in the path. */
+      /** Gemini-native routes carry the model in the path (decoded). */
       readonly pathModel?: string;
+      /** The action after the model in a Gemini-native path (`generateContent`). */
+      readonly pathAction?: string;
     }
   | { readonly kind: 'models'; readonly format: WireFormat }
   | { readonly kind: 'model'; readonly format: WireFormat; readonly id: string }
@@ -23,6 +25,7 @@ export type Route =
   | { readonly kind: 'webhook' }
   | { readonly kind: 'subject_state' }
   | { readonly kind: 'not_found'; readonly format: WireFormat }
+  | { readonly kind: 'bad_path'; readonly format: WireFormat }
   | { readonly kind: 'method_not_allowed'; readonly format: WireFormat; readonly allow: string };
 
 function proxy(api: ApiName, format: WireFormat, body: BodyKind = 'json'): Route {
@@ -80,18 +83,15 @@ export function resolveRoute(
         return { kind: 'models', format: 'gemini' };
     }
     if (path.startsWith('/v1beta/models/')) {
-      return {
-        kind: 'model',
-        format: 'gemini',
-        id: decodeURIComponent(path.slice('/v1beta/models/'.length)),
-      };
+      const id = decodePathPart(path.slice('/v1beta/models/'.length));
+      if (id === undefined) return { kind: 'bad_path', format: 'gemini' };
+      return { kind: 'model', format: 'gemini', id };
     }
     if (path.startsWith('/v1/models/')) {
-      return {
-        kind: 'model',
-        format: googleClient ? 'gemini' : 'openai',
-        id: decodeURIComponent(path.slice('/v1/models/'.length)),
-      };
+      const format = googleClient ? 'gemini' : 'openai';
+      const id = decodePathPart(path.slice('/v1/models/'.length));
+      if (id === undefined) return { kind: 'bad_path', format };
+      return { kind: 'model', format, id };
     }
   }
   const format: WireFormat = path.startsWith('/v1beta/')
@@ -105,6 +105,20 @@ export function resolveRoute(
   return { kind: 'not_found', format };
 }
 
+/** Percent-decoding of client input: undefined for malformed escapes (the client's 400, not a 500). */
+function decodePathPart(text: string): string | undefined {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return undefined;
+  }
+}
+
+const GEMINI_ACTIONS: Readonly<Record<string, ApiName>> = {
+  generateContent: 'native.generateContent',
+  streamGenerateContent: 'native.streamGenerateContent',
+};
+
 /** `/v1beta/models/{model}:generateContent` (also under /v1) -> the native route with its model. */
 function geminiModelAction(path: string): Route | undefined {
   let rest: string;
@@ -114,18 +128,9 @@ function geminiModelAction(path: string): Route | undefined {
   const colon = rest.lastIndexOf(':');
   if (colon <= 0) return undefined;
   const action = rest.slice(colon + 1);
-  const model = decodeURIComponent(rest.slice(0, colon));
-  if (action === 'generateContent') {
-    return { kind: 'proxy', api: 'native.generateContent', format: 'gemini', body: 'json', pathModel: model };
-  }
-  if (action === 'streamGenerateContent') {
-    return {
-      kind: 'proxy',
-      api: 'native.streamGenerateContent',
-      format: 'gemini',
-      body: 'json',
-      pathModel: model,
-    };
-  }
-  return undefined;
+  const api = GEMINI_ACTIONS[action];
+  if (api === undefined) return undefined;
+  const model = decodePathPart(rest.slice(0, colon));
+  if (model === undefined) return { kind: 'bad_path', format: 'gemini' };
+  return { kind: 'proxy', api, format: 'gemini', body: 'json', pathModel: model, pathAction: action };
 }

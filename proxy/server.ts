@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { escapePathSegment } from '../hooks/dsl/template.ts';
 import type { CompiledRule } from '../hooks/dsl/types.ts';
 import type {
   Hook,
@@ -20,8 +21,9 @@ import type {
 } from '../hooks/types.ts';
 import { clientErrorCode, type ParserError, rawErrorResponse } from './client-errors.ts';
 import { ConnectionGuard, fitToDescriptors, readNofile } from './connection-guard.ts';
-import { type ErrorCode, errorBody, errorEvent, GatewayError, toGatewayError } from './errors.ts';
+import { clip, type ErrorCode, errorBody, errorEvent, GatewayError, toGatewayError } from './errors.ts';
 import { DELIVERED_TEXT_LIMIT, recordDelivered } from './metering.ts';
+import { MODEL_NAME_RULE, modelNameProblem } from './model-name.ts';
 import {
   describeError,
   runOnComplete,
@@ -262,12 +264,15 @@ async function handle(
     case 'method_not_allowed':
       res.setHeader('allow', route.allow);
       return sendError(res, route.format, new GatewayError('method_not_allowed'), id);
+    case 'bad_path':
+      req.resume();
+      return sendError(res, route.format, new GatewayError('invalid_path'), id);
     case 'not_found':
       req.resume();
       return sendError(
         res,
         route.format,
-        new GatewayError('not_found', `Unknown endpoint ${req.method} ${path}`),
+        new GatewayError('not_found', `Unknown endpoint ${req.method} ${clip(path)}`),
         id,
       );
   }
@@ -296,7 +301,7 @@ async function listModels(
     sendError(
       res,
       route.format,
-      new GatewayError('model_not_found', `The model '${route.id}' does not exist`),
+      new GatewayError('model_not_found', `The model '${clip(route.id)}' does not exist`),
       id,
     );
     return;
@@ -407,7 +412,7 @@ async function proxyRequest(
   path: string,
   query: URLSearchParams,
 ): Promise<void> {
-  const ctx = new Context(rt.log, route, req, id, path, query);
+  const ctx = new Context(rt.log, route, req, id, upstreamPath(route, path), query);
   res.on('close', () => {
     if (!res.writableFinished) ctx.abort();
   });
@@ -435,7 +440,15 @@ async function proxyRequest(
     await forward(rt, ctx, res, done, completeNow);
   } catch (err) {
     const gwErr = toGatewayError(err);
-    if (!(err instanceof GatewayError)) ctx.log.error({ err: describeError(err) }, 'request failed');
+    if (err instanceof GatewayError) {
+      // answered below in the client's shape
+    } else if (ctx.clientAborted || req.destroyed || isConnectionReset(err)) {
+      // A client that goes away mid-request is ordinary traffic, not a gateway fault.
+      ctx.abort();
+      ctx.log.debug({ err: describeError(err) }, 'client went away');
+    } else {
+      ctx.log.error({ err: describeError(err) }, 'request failed');
+    }
     ctx.error = { code: gwErr.code, message: gwErr.message };
     if (!res.headersSent) {
       ctx.status = gwErr.status;
@@ -448,6 +461,22 @@ async function proxyRequest(
     completeNow();
     await done.promise;
   }
+}
+
+/**
+ * The path as it goes upstream when no rule sets one: a Gemini-native path is rebuilt from its decoded
+ * model, escaped as one segment, so percent-escapes in the client's path cannot add a query, a fragment
+ * or a dot segment.
+ */
+function upstreamPath(route: Extract<Route, { kind: 'proxy' }>, path: string): string {
+  if (route.pathModel === undefined || route.pathAction === undefined) return path;
+  const version = path.startsWith('/v1beta/') ? '/v1beta' : '/v1';
+  return `${version}/models/${escapePathSegment(route.pathModel)}:${route.pathAction}`;
+}
+
+function isConnectionReset(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'EPIPE';
 }
 
 interface Completion {
@@ -472,7 +501,7 @@ async function readRequest(
   if (route.body === 'json') {
     let body: JsonObject;
     try {
-      body = parseJsonBody(route.api, ctx.rawBody);
+      body = parseJsonBody(route.api, ctx.rawBody, rt.config.limits.maxJsonDepth);
     } catch (err) {
       if (err instanceof GatewayError) return err;
       throw err;
@@ -480,7 +509,7 @@ async function readRequest(
     ctx.body = body;
     if (ctx.model === undefined && typeof body.model === 'string') ctx.model = body.model;
     if (body.stream === true) ctx.stream = true;
-    return undefined;
+    return modelError(ctx);
   }
   const contentType = req.headers['content-type'] ?? '';
   if (!contentType.startsWith('multipart/form-data')) {
@@ -489,7 +518,23 @@ async function readRequest(
   const fields = await readMultipartFields(contentType, ctx.rawBody);
   ctx.model = fields.model;
   ctx.stream = fields.stream;
-  return undefined;
+  return modelError(ctx);
+}
+
+/**
+ * A model name outside the documented shape is refused before it is routed, priced, logged or rendered
+ * into an upstream path; ctx.model is cleared so nothing after this keeps the client's string.
+ */
+function modelError(ctx: RequestContext): GatewayError | undefined {
+  if (ctx.model === undefined) return undefined;
+  const problem = modelNameProblem(ctx.model);
+  if (problem === undefined) return undefined;
+  ctx.model = undefined;
+  return new GatewayError(
+    'invalid_model',
+    `The model name is not valid: ${problem}. ${MODEL_NAME_RULE}`,
+    'model',
+  );
 }
 
 /** Pick a target, call it (retrying on the next candidate while nothing was sent) and relay the reply. */
@@ -545,6 +590,22 @@ async function forward(
     }
     ctx.upstreamTtfbMs = performance.now() - t0;
     const status = upstreamRes.statusCode;
+    if (status === 401 || status === 403) {
+      // The upstream refused the operator's key, not the client's: its text (which may quote the key)
+      // stays in the gateway's log, and the client learns the provider is misconfigured.
+      ctx.log.warn(
+        {
+          provider: candidate.provider,
+          status,
+          reason: await upstreamErrorReason(upstreamRes),
+          attempt: i + 1,
+        },
+        "upstream refused the gateway's credentials",
+      );
+      lastError = new GatewayError('upstream_auth_failed');
+      if (last) throw lastError;
+      continue;
+    }
     if ((status === 429 || status >= 500) && !last) {
       ctx.log.warn(
         { provider: candidate.provider, status, attempt: i + 1 },
@@ -558,6 +619,28 @@ async function forward(
     return;
   }
   throw lastError ?? new GatewayError('provider_not_selected');
+}
+
+/** The error type or code of an upstream error body (never its message, which may quote the key). */
+async function upstreamErrorReason(up: UpstreamResponse): Promise<string | undefined> {
+  let raw: Buffer;
+  try {
+    raw = await up.body.readAll(64 * 1024);
+  } catch {
+    return undefined;
+  }
+  try {
+    const body = JSON.parse(raw.toString('utf8')) as { error?: Record<string, unknown> } | null;
+    const error = body?.error;
+    if (error === null || typeof error !== 'object') return undefined;
+    for (const field of ['code', 'type', 'status']) {
+      const value = error[field];
+      if (typeof value === 'string' && value.length <= 64) return value;
+    }
+  } catch {
+    // not JSON: no reason to report
+  }
+  return undefined;
 }
 
 /** The request as it would go upstream before any rule op: same path below the base URL's prefix. */
@@ -584,9 +667,10 @@ function baseRequest(ctx: RequestContext, rule: CompiledRule): UpstreamRequest {
     headers['content-type'] = ctx.headers['content-type'] ?? 'application/octet-stream';
     body = ctx.rawBody.length > 0 ? ctx.rawBody : undefined;
   }
-  const query = new URLSearchParams(ctx.query);
-  query.delete('key');
-  if (ctx.api === 'native.streamGenerateContent' && !query.has('alt')) query.set('alt', 'sse');
+  // The client's query never reaches the upstream: it could carry the client's own key or steer the
+  // upstream API; the rule's set_query ops add what the provider needs.
+  const query = new URLSearchParams();
+  if (ctx.api === 'native.streamGenerateContent') query.set('alt', 'sse');
   return { method: ctx.method, origin, path: prefix + ctx.path, query, headers, body };
 }
 

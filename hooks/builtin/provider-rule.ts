@@ -4,10 +4,11 @@
 // translators and transforms. Rules that only pass responses through get no response methods at all,
 // so the proxy can forward upstream bytes untouched.
 
+import { providerKeyEnvName } from '../../proxy/config/keys.ts';
 import type { UpstreamKey } from '../../proxy/config/types.ts';
 import { GatewayError } from '../../proxy/errors.ts';
 import { splitBaseUrl } from '../../proxy/upstream.ts';
-import { renderTemplate } from '../dsl/template.ts';
+import { renderHeaderTemplate, renderTemplate } from '../dsl/template.ts';
 import type { CompiledRule, CompiledTemplate, JsonPath } from '../dsl/types.ts';
 import type { StreamTransform, StreamTransformFactory } from '../transforms/types.ts';
 import { TranslationError, type Translator, type TranslatorFactory } from '../translators/types.ts';
@@ -127,13 +128,21 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
     };
   }
 
+  let warnedNoKey = false;
   function applyAuth(ctx: RequestContext, req: UpstreamRequest): void {
     for (const op of rule.auth) {
       if (op.op === 'auth_none') continue;
       if (deps.keys.length === 0) {
+        if (!warnedNoKey) {
+          warnedNoKey = true;
+          ctx.log.warn(
+            { provider: deps.provider, variable: providerKeyEnvName(deps.provider) },
+            'provider has no upstream API key: set the variable or add the provider to the keys file',
+          );
+        }
         throw new GatewayError(
           'provider_key_missing',
-          `The provider '${deps.provider}' has no API key configured`,
+          `The provider '${deps.provider}' is not available: the gateway has no upstream key for it`,
         );
       }
       const key = deps.keys[keyCursor++ % deps.keys.length];
@@ -168,9 +177,17 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
       const v = vars(ctx);
       for (const op of rule.request) {
         switch (op.op) {
-          case 'set_header':
-            req.headers[op.name.toLowerCase()] = renderTemplate(op.value, v);
+          case 'set_header': {
+            const value = renderHeaderTemplate(op.value, v);
+            if (value === undefined) {
+              throw new GatewayError(
+                'invalid_parameter',
+                `A value of this request cannot go into the upstream header ${op.name}: it has a control character`,
+              );
+            }
+            req.headers[op.name.toLowerCase()] = value;
             break;
+          }
           case 'pass_header': {
             const value = ctx.headers[op.name.toLowerCase()];
             if (value !== undefined)
@@ -205,7 +222,7 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
       }
       req.body = body;
       for (const op of rule.upstream) {
-        if (op.op === 'set_path') req.path = joinPath(pathPrefix, renderTemplate(op.value, v));
+        if (op.op === 'set_path') req.path = joinPath(pathPrefix, renderTemplate(op.value, v, 'path'));
         else if (op.op === 'set_query') req.query.set(op.name, renderTemplate(op.value, v));
         else req.query.delete(op.name);
       }

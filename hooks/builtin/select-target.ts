@@ -3,7 +3,7 @@
 // (round robin rotates the start, priority keeps the file order). Later candidates are retries.
 
 import type { ModelEntry } from '../../proxy/config/types.ts';
-import { GatewayError } from '../../proxy/errors.ts';
+import { clip, GatewayError } from '../../proxy/errors.ts';
 import type { Hook, RequestContext, TargetCandidate, TargetChoice } from '../types.ts';
 
 export interface ModelResolver {
@@ -35,7 +35,7 @@ export function createSelectTargetHook(registry: ModelResolver, providers: Reado
       const forced = ctx.headers['x-router-provider'];
       if (typeof forced === 'string' && forced !== '') {
         if (!providers.has(forced))
-          throw new GatewayError('unknown_provider', `Unknown provider '${forced}'`);
+          throw new GatewayError('unknown_provider', `Unknown provider '${clip(forced)}'`);
         return { via: 'header', candidates: [{ provider: forced, upstreamModel: ctx.model }] };
       }
       if (ctx.model === undefined || ctx.model === '') {

@@ -103,12 +103,55 @@ function variableValue(v: TemplateVariable, vars: TemplateVars): string {
   }
 }
 
+/** Where a rendered template goes; each position escapes or checks the variables it inserts. */
+export type TemplatePosition = 'path' | 'text';
+
 /**
- * Renders a compiled template. Values are inserted as they are (no URL encoding): the caller knows
- * whether the result is a path, a query value or a header. An unknown model renders as ''.
+ * Renders a compiled template. Literal text is the operator's and goes out as written. Variables carry
+ * client input (the model), so in a path each one is escaped as one path segment: it cannot add `/`,
+ * `?`, `#` or a dot segment. Query values are escaped by URLSearchParams and JSON values by the
+ * serializer, so 'text' inserts them as they are; header values go through renderHeaderTemplate.
+ * An unknown model renders as ''.
  */
-export function renderTemplate(t: CompiledTemplate, vars: TemplateVars): string {
+export function renderTemplate(
+  t: CompiledTemplate,
+  vars: TemplateVars,
+  position: TemplatePosition = 'text',
+): string {
   let out = '';
-  for (const p of t.parts) out += 'text' in p ? p.text : variableValue(p.variable, vars);
+  for (const p of t.parts) {
+    if ('text' in p) out += p.text;
+    else {
+      const value = variableValue(p.variable, vars);
+      out += position === 'path' ? escapePathSegment(value) : value;
+    }
+  }
+  return out;
+}
+
+/** A header value, or undefined when a variable would put a control character (CR, LF, NUL) into it. */
+export function renderHeaderTemplate(t: CompiledTemplate, vars: TemplateVars): string | undefined {
+  const value = renderTemplate(t, vars);
+  return HEADER_UNSAFE.test(value) ? undefined : value;
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters refused
+const HEADER_UNSAFE = /[\u0000-\u0008\u000a-\u001f\u007f]/;
+
+/** RFC 3986 pchar minus nothing: unreserved, sub-delims, ':' and '@' stay; everything else is %XX. */
+const SEGMENT_SAFE = /^[A-Za-z0-9\-._~!$&'()*+,;=:@]*$/;
+
+export function escapePathSegment(value: string): string {
+  if (value === '.') return '%2E';
+  if (value === '..') return '%2E%2E';
+  if (SEGMENT_SAFE.test(value)) return value;
+  let out = '';
+  for (const ch of value) {
+    out += SEGMENT_SAFE.test(ch)
+      ? ch
+      : Array.from(Buffer.from(ch, 'utf8'), (b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join(
+          '',
+        );
+  }
   return out;
 }

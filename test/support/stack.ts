@@ -6,7 +6,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { pino } from 'pino';
+import { type Logger, pino } from 'pino';
 import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
 import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../sim/upstream/server.ts';
 
@@ -44,6 +44,8 @@ export interface StackOptions {
   readonly sim?: UpstreamSimOptions;
   /** Point these providers at this URL instead of the simulator. */
   readonly baseUrls?: Readonly<Record<string, string>>;
+  /** The gateway's logger (default: silent). */
+  readonly logger?: Logger;
 }
 
 export interface Stack {
@@ -114,7 +116,11 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   Object.assign(env, opts.env);
   let gateway: RunningGateway;
   try {
-    gateway = await startGateway(configFile, { env, sidecar: false, logger: pino({ level: 'silent' }) });
+    gateway = await startGateway(configFile, {
+      env,
+      sidecar: false,
+      logger: opts.logger ?? pino({ level: 'silent' }),
+    });
   } catch (err) {
     // Leave nothing running, or the test process would never exit.
     await sim.close();

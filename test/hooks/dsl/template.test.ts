@@ -1,7 +1,12 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: the DSL's own templates are written ${...} inside plain strings
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { compileTemplate, constantTemplate, renderTemplate } from '../../../hooks/dsl/template.ts';
+import {
+  compileTemplate,
+  constantTemplate,
+  renderHeaderTemplate,
+  renderTemplate,
+} from '../../../hooks/dsl/template.ts';
 
 const vars = {
   model: 'gemini-pro',
@@ -60,4 +65,33 @@ test('errors: unknown variable, unset env, bad env name, unterminated; all repor
 test('constantTemplate renders its text', () => {
   assert.equal(renderTemplate(constantTemplate('x-y'), vars), 'x-y');
   assert.deepEqual(constantTemplate('').parts, []);
+});
+
+test('in a path, each variable is one escaped segment: no "/", "?", "#" or dot segment from input', () => {
+  const r = compileTemplate('/v1beta/models/${request.model_mapped}:generateContent', {});
+  assert.ok(r.ok);
+  const render = (modelMapped: string) => renderTemplate(r.template, { ...vars, modelMapped }, 'path');
+  assert.equal(render('gemini-3.8-flash'), '/v1beta/models/gemini-3.8-flash:generateContent');
+  assert.equal(render('a/b'), '/v1beta/models/a%2Fb:generateContent');
+  assert.equal(render('x:countTokens?'), '/v1beta/models/x:countTokens%3F:generateContent');
+  assert.equal(render('x#y'), '/v1beta/models/x%23y:generateContent');
+  assert.equal(render('x%2Fy'), '/v1beta/models/x%252Fy:generateContent');
+  assert.equal(render('..'), '/v1beta/models/%2E%2E:generateContent');
+  assert.equal(render('ü b'), '/v1beta/models/%C3%BC%20b:generateContent');
+  assert.equal(render('llama3:8b@v1+x'), '/v1beta/models/llama3:8b@v1+x:generateContent');
+  // The operator's literal text is not escaped, and 'text' leaves values as they are.
+  assert.equal(
+    renderTemplate(r.template, { ...vars, modelMapped: 'a/b' }),
+    '/v1beta/models/a/b:generateContent',
+  );
+});
+
+test('a header value with a control character from a variable is refused', () => {
+  const r = compileTemplate('model=${request.model}', {});
+  assert.ok(r.ok);
+  assert.equal(renderHeaderTemplate(r.template, { ...vars, model: 'gpt-4o' }), 'model=gpt-4o');
+  for (const model of ['a\r\nx-injected: 1', 'a\nb', 'a\rb', 'a\u0000b']) {
+    assert.equal(renderHeaderTemplate(r.template, { ...vars, model }), undefined, JSON.stringify(model));
+  }
+  assert.equal(renderHeaderTemplate(r.template, { ...vars, model: 'tab\tok' }), 'model=tab\tok');
 });
