@@ -79,7 +79,7 @@ test('an escaped "?" in a Gemini model path cannot call another method (countTok
   );
   assert.equal(reply.status, 400);
   assert.equal(geminiReason(reply), 'invalid_model');
-  assert.match(String((reply.json?.error as { message: string }).message), /character outside/);
+  assert.match(String((reply.json?.error as { message?: string } | undefined)?.message), /character outside/);
   assert.equal(stack.sim.requests.length, 0, 'nothing reached the upstream');
 });
 
