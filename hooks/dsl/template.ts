@@ -138,8 +138,11 @@ export function renderHeaderTemplate(t: CompiledTemplate, vars: TemplateVars): s
 // biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters refused
 const HEADER_UNSAFE = /[\u0000-\u0008\u000a-\u001f\u007f]/;
 
-/** RFC 3986 pchar minus nothing: unreserved, sub-delims, ':' and '@' stay; everything else is %XX. */
-const SEGMENT_SAFE = /^[A-Za-z0-9\-._~!$&'()*+,;=:@]*$/;
+/**
+ * RFC 3986 pchar except ':', which stays escaped because APIs such as Gemini's read `:method` after the
+ * model segment (`llama3:8b` becomes `llama3%3A8b`); everything else outside pchar is %XX.
+ */
+const SEGMENT_SAFE = /^[A-Za-z0-9\-._~!$&'()*+,;=@]*$/;
 
 export function escapePathSegment(value: string): string {
   if (value === '.') return '%2E';

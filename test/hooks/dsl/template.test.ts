@@ -73,12 +73,12 @@ test('in a path, each variable is one escaped segment: no "/", "?", "#" or dot s
   const render = (modelMapped: string) => renderTemplate(r.template, { ...vars, modelMapped }, 'path');
   assert.equal(render('gemini-3.8-flash'), '/v1beta/models/gemini-3.8-flash:generateContent');
   assert.equal(render('a/b'), '/v1beta/models/a%2Fb:generateContent');
-  assert.equal(render('x:countTokens?'), '/v1beta/models/x:countTokens%3F:generateContent');
+  assert.equal(render('x:countTokens?'), '/v1beta/models/x%3AcountTokens%3F:generateContent');
   assert.equal(render('x#y'), '/v1beta/models/x%23y:generateContent');
   assert.equal(render('x%2Fy'), '/v1beta/models/x%252Fy:generateContent');
   assert.equal(render('..'), '/v1beta/models/%2E%2E:generateContent');
   assert.equal(render('ü b'), '/v1beta/models/%C3%BC%20b:generateContent');
-  assert.equal(render('llama3:8b@v1+x'), '/v1beta/models/llama3:8b@v1+x:generateContent');
+  assert.equal(render('llama3:8b@v1+x'), '/v1beta/models/llama3%3A8b@v1+x:generateContent');
   // The operator's literal text is not escaped, and 'text' leaves values as they are.
   assert.equal(
     renderTemplate(r.template, { ...vars, modelMapped: 'a/b' }),
