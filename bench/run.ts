@@ -4,7 +4,7 @@
 //
 //   npm run bench                      full run (about 10 minutes), rewrites docs/benchmarks.md
 //   npm run bench -- --smoke           every scenario for about a second with tiny counts; no docs
-//   npm run bench -- --only chat       one scenario (chat, stream, translate, growth, backlog); repeatable
+//   npm run bench -- --only chat       one scenario (chat, stream, translate, growth, backlog, abuse); repeatable
 //   npm run bench -- --peers direct,gateway   only these peers
 //   npm run bench -- --profile         gateway processes run with --cpu-prof into bench/results/prof
 //   npm run bench -- --no-docs         do not rewrite docs/benchmarks.md
@@ -34,6 +34,7 @@ import {
 } from './lib/peers.ts';
 import { type Service, treeRssMb } from './lib/proc.ts';
 import { type BenchResults, evaluateTargets, renderMarkdown } from './lib/report.ts';
+import { ABUSE_PEERS, runAbuse } from './scenarios/abuse.ts';
 import { runBacklog } from './scenarios/backlog.ts';
 import { CHAT_PEERS, runChat } from './scenarios/chat.ts';
 import { GROWTH_PEERS, runGrowth } from './scenarios/growth.ts';
@@ -41,7 +42,7 @@ import { runStream, STREAM_PEERS } from './scenarios/stream.ts';
 import { runTranslate, TRANSLATE_PEERS } from './scenarios/translate.ts';
 
 const REPO = join(dirname(fileURLToPath(import.meta.url)), '..');
-const SCENARIOS = ['chat', 'stream', 'translate', 'growth', 'backlog'] as const;
+const SCENARIOS = ['chat', 'stream', 'translate', 'growth', 'backlog', 'abuse'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const ALL_PEERS: PeerId[] = [
   'direct',
@@ -60,6 +61,7 @@ const PEERS_OF: Record<Scenario, PeerId[]> = {
   translate: TRANSLATE_PEERS,
   growth: GROWTH_PEERS,
   backlog: [],
+  abuse: ABUSE_PEERS,
 };
 
 interface Options {
@@ -89,7 +91,7 @@ function parseOptions(argv: string[]): Options {
   });
   if (values.help) {
     console.log(
-      'usage: npm run bench -- [--smoke] [--only chat|stream|translate|growth|backlog]... [--peers a,b] [--profile] [--no-docs] [--out file.json]\n       npm run bench -- --render bench/results/<full run>.json   (rewrite docs/benchmarks.md from a saved full run; measures nothing)',
+      'usage: npm run bench -- [--smoke] [--only chat|stream|translate|growth|backlog|abuse]... [--peers a,b] [--profile] [--no-docs] [--out file.json]\n       npm run bench -- --render bench/results/<full run>.json   (rewrite docs/benchmarks.md from a saved full run; measures nothing)',
     );
     process.exit(0);
   }
@@ -247,6 +249,7 @@ export async function main(argv: string[]): Promise<number> {
       else if (scenario === 'stream') results.stream = await runStream(ctx);
       else if (scenario === 'translate') results.translate = await runTranslate(ctx);
       else if (scenario === 'growth') results.growth = await runGrowth(ctx);
+      else if (scenario === 'abuse') results.abuse = await runAbuse(ctx);
       else if (scenario === 'backlog') {
         results.backlog = await runBacklog(ctx).catch((err: unknown) => ({
           error: err instanceof Error ? err.message : String(err),
@@ -286,7 +289,8 @@ export async function main(argv: string[]): Promise<number> {
  */
 async function render(file: string): Promise<number> {
   const results = JSON.parse(await readFile(file, 'utf8')) as BenchResults;
-  const missing = SCENARIOS.filter((s) => results[s] === undefined);
+  // Runs saved before the abuse scenario existed still render (without its section).
+  const missing = SCENARIOS.filter((s) => s !== 'abuse' && results[s] === undefined);
   if (missing.length > 0 || results.smoke) {
     log(`${file} is not a full run (missing: ${missing.join(', ') || 'none'}; smoke: ${results.smoke})`);
     return 1;

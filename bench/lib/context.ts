@@ -35,6 +35,17 @@ export interface Settings {
     streamMs: number;
   };
   backlog: { events: number; timeoutMs: number };
+  abuse: {
+    /** /healthz is requested on this schedule, whatever the answers do. */
+    probeIntervalMs: number;
+    baselineMs: number;
+    idleConnections: number;
+    connectBatch: number;
+    holdMs: number;
+    abortPromptBytes: number;
+    abortConcurrency: number;
+    abortMs: number;
+  };
 }
 
 export const FULL: Settings = {
@@ -52,6 +63,17 @@ export const FULL: Settings = {
     streamMs: 6000,
   },
   backlog: { events: 100_000, timeoutMs: 300_000 },
+  // 10,000 idle connections stay within the bench process's own descriptor limit (ulimit -n).
+  abuse: {
+    probeIntervalMs: 10,
+    baselineMs: 3000,
+    idleConnections: 10_000,
+    connectBatch: 500,
+    holdMs: 10_000,
+    abortPromptBytes: 150 * 1024,
+    abortConcurrency: 2,
+    abortMs: 60_000,
+  },
 };
 
 export const SMOKE: Settings = {
@@ -69,6 +91,16 @@ export const SMOKE: Settings = {
     streamMs: 600,
   },
   backlog: { events: 1000, timeoutMs: 60_000 },
+  abuse: {
+    probeIntervalMs: 10,
+    baselineMs: 200,
+    idleConnections: 100,
+    connectBatch: 50,
+    holdMs: 300,
+    abortPromptBytes: 1024,
+    abortConcurrency: 1,
+    abortMs: 500,
+  },
 };
 
 export type Measured<T> = T | { error: string };

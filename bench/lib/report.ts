@@ -1,6 +1,7 @@
 // docs/benchmarks.md from one run's results: machine, raw numbers per peer, ratios against the targets
 // of the benchmark issue with PASS / FAIL, and notes.
 
+import type { AbuseResult } from '../scenarios/abuse.ts';
 import type { BacklogResult } from '../scenarios/backlog.ts';
 import type { ChatResult } from '../scenarios/chat.ts';
 import type { GrowthResult } from '../scenarios/growth.ts';
@@ -27,6 +28,7 @@ export interface BenchResults {
   translate?: TranslateResult;
   growth?: GrowthResult;
   backlog?: Measured<BacklogResult>;
+  abuse?: PeerMap<AbuseResult>;
 }
 
 export interface TargetRow {
@@ -165,7 +167,75 @@ export function evaluateTargets(r: BenchResults): TargetRow[] {
         : `${pct(redisCost)} (${num(rps('gateway-redis'))} req/s)`,
     pass: redisCost === undefined ? undefined : redisCost <= 0.15,
   });
+  for (const [id, m] of Object.entries(r.abuse ?? {}) as [PeerId, Measured<AbuseResult>][]) {
+    const a = ok(m);
+    const idle = a?.idle;
+    rows.push({
+      target: `/healthz p99 < 100 ms while ${num(idle?.opened)} idle connections are opened (${id})`,
+      measured:
+        idle === undefined
+          ? 'n/a'
+          : `${num(idle.healthz.ms.p99)} ms; chat ${num(idle.chat.ok)} ok / ${num(idle.chat.failed)} failed`,
+      pass: idle === undefined ? undefined : idle.healthz.ms.p99 < 100 && idle.chat.failed === 0,
+    });
+    const ab = a?.aborts;
+    rows.push({
+      target: `/healthz p99 < 100 ms while streams with ${num((ab?.promptBytes ?? 0) / 1024)} KB prompts are aborted (${id})`,
+      measured: ab === undefined ? 'n/a' : `${num(ab.healthz.ms.p99)} ms (max ${num(ab.healthz.ms.max)} ms)`,
+      pass: ab === undefined ? undefined : ab.healthz.ms.p99 < 100,
+    });
+  }
   return rows;
+}
+
+/** Section 6 of docs/benchmarks.md: serving while clients misbehave. */
+export function renderAbuse(r: BenchResults): string[] {
+  const out: string[] = ['## 6. Abuse: idle connections and aborted large-prompt streams', ''];
+  for (const [id, m] of Object.entries(r.abuse ?? {}) as [PeerId, Measured<AbuseResult>][]) {
+    if (isError(m)) {
+      out.push(`${PEER_LABELS[id]}: error: ${m.error}`, '');
+      continue;
+    }
+    const { baseline, idle, aborts } = m;
+    const loopCells = (l: AbuseResult['baseline']) => [
+      num(l.ok),
+      num(l.failed),
+      num(l.ms.p50),
+      num(l.ms.p99),
+      num(l.ms.max),
+    ];
+    const shed = Object.entries(idle.gatewayMetrics)
+      .filter(([k]) => k.startsWith('router_connections_shed_total'))
+      .map(([k, v]) => `${k.replace('router_connections_shed_total', '')} ${num(v)}`)
+      .join(', ');
+    out.push(
+      `${PEER_LABELS[id]}. (a) ${num(idle.opened)} idle TCP connections opened from the bench process (${num(idle.connectErrors)} connects failed), held ${num(idle.holdMs / 1000, 1)} s while a /healthz loop and a chat loop ran, one keep-alive connection each; the gateway closed ${num(idle.closedByGateway)} of them (shed: ${shed || 'none'}; cap in force ${num(idle.gatewayMetrics.router_client_connections_max)}). (b) ${num(aborts.aborted)} streams with a ${num(aborts.promptBytes / 1024)} KB space-less prompt aborted after their first chunk, ${aborts.concurrency} at a time for ${num(aborts.durationMs / 1000, 1)} s (${num(aborts.failed)} failed), billing on, beside a /healthz loop.`,
+      '',
+      table(
+        ['phase', 'loop', 'ok', 'failed', 'p50 ms', 'p99 ms', 'max ms', 'gateway peak RSS MB', 'CPU %'],
+        [
+          ['baseline', '/healthz', ...loopCells(baseline), '', ''],
+          [
+            'idle connections',
+            '/healthz',
+            ...loopCells(idle.healthz),
+            num(idle.resources.peakRssMb, 1),
+            num(idle.resources.cpuPercent, 1),
+          ],
+          ['idle connections', 'chat', ...loopCells(idle.chat), '', ''],
+          [
+            'aborted streams',
+            '/healthz',
+            ...loopCells(aborts.healthz),
+            num(aborts.resources.peakRssMb, 1),
+            num(aborts.resources.cpuPercent, 1),
+          ],
+        ],
+      ),
+      '',
+    );
+  }
+  return out;
 }
 
 /**
@@ -586,6 +656,8 @@ export function renderMarkdown(r: BenchResults): string {
       );
     }
   }
+
+  if (r.abuse) out.push(...renderAbuse(r));
 
   out.push('## Notes', '');
   const notes: string[] = [];

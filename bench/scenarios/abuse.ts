@@ -1,0 +1,300 @@
+// Scenario 6: abuse. How the gateway serves real traffic while clients misbehave: (a) thousands of idle
+// connections opened against it (it sheds them at limits.max_connections, lowered to fit its
+// file-descriptor limit), and (b) streaming requests with a large space-less prompt aborted right after
+// their first chunk, in a loop (billing on: each aborted stream has its usage estimated from the
+// prompt). Through both, a /healthz loop measures latency, a chat loop counts successes, and the
+// gateway's RSS is sampled.
+
+import { connect, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client, Pool } from 'undici';
+import { type BenchContext, eachPeer, type Measured } from '../lib/context.ts';
+import type { HttpTarget } from '../lib/load.ts';
+import type { Peer, PeerId } from '../lib/peers.ts';
+import { monitorResources, type ResourceUse } from '../lib/proc.ts';
+import { CHAT_MODEL, chatTarget, pacedModel } from '../lib/requests.ts';
+import { type Summary, summarize } from '../lib/stats.ts';
+
+export const ABUSE_PEERS: PeerId[] = ['gateway-billing'];
+
+export interface LoopResult {
+  ok: number;
+  failed: number;
+  firstError?: string;
+  ms: Summary;
+}
+
+export interface IdleFloodResult {
+  /** Idle connections the bench opened (connect succeeded). */
+  opened: number;
+  /** Of those, closed by the gateway while the phase lasted. */
+  closedByGateway: number;
+  /** Connect attempts that failed outright. */
+  connectErrors: number;
+  holdMs: number;
+  healthz: LoopResult;
+  chat: LoopResult;
+  resources: ResourceUse;
+  /** The gateway's own counters after the phase (router_connections_shed_total, ...). */
+  gatewayMetrics: Record<string, number>;
+}
+
+export interface AbortLoopResult {
+  promptBytes: number;
+  concurrency: number;
+  durationMs: number;
+  aborted: number;
+  failed: number;
+  healthz: LoopResult;
+  resources: ResourceUse;
+}
+
+export interface AbuseResult {
+  /** /healthz alone, before either phase. */
+  baseline: LoopResult;
+  idle: IdleFloodResult;
+  aborts: AbortLoopResult;
+}
+
+function healthzTarget(peer: Peer): HttpTarget {
+  return { origin: peer.origin, path: '/healthz', method: 'GET', headers: {} };
+}
+
+/** Requests one after another on one keep-alive connection until `stop()` says so (at least `min`). */
+async function loop(target: HttpTarget, stop: () => boolean, min = 1): Promise<LoopResult> {
+  const client = new Client(target.origin, { pipelining: 1, keepAliveTimeout: 60_000 });
+  const samples: number[] = [];
+  let failed = 0;
+  let firstError: string | undefined;
+  try {
+    while (samples.length + failed < min || !stop()) {
+      const t0 = performance.now();
+      try {
+        const res = await client.request({
+          path: target.path,
+          method: target.method,
+          headers: target.headers,
+          body: target.body,
+        });
+        const text = await res.body.text();
+        if (res.statusCode >= 300) {
+          failed++;
+          firstError ??= `${res.statusCode} ${text.slice(0, 200)}`;
+        } else samples.push(performance.now() - t0);
+      } catch (err) {
+        failed++;
+        firstError ??= err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+      }
+    }
+  } finally {
+    await client.close().catch(() => undefined);
+  }
+  return { ok: samples.length, failed, firstError, ms: summarize(samples) };
+}
+
+/**
+ * Requests sent on a fixed schedule (every `intervalMs`, whatever the answers do), each timed from when
+ * it was due: a gateway that stalls for a second shows a second of latency on every request due in it,
+ * not on one request (a sequential loop would hide the stall in its p99).
+ */
+async function scheduledLoop(
+  target: HttpTarget,
+  intervalMs: number,
+  stop: () => boolean,
+): Promise<LoopResult> {
+  const pool = new Pool(target.origin, { connections: 8, pipelining: 1, keepAliveTimeout: 60_000 });
+  const samples: number[] = [];
+  let failed = 0;
+  let firstError: string | undefined;
+  const pending: Promise<void>[] = [];
+  let due = performance.now();
+  while (!stop()) {
+    const scheduled = due;
+    pending.push(
+      pool.request({ path: target.path, method: target.method, headers: target.headers }).then(
+        async (res) => {
+          const text = await res.body.text();
+          if (res.statusCode >= 300) {
+            failed++;
+            firstError ??= `${res.statusCode} ${text.slice(0, 200)}`;
+          } else samples.push(performance.now() - scheduled);
+        },
+        (err: unknown) => {
+          failed++;
+          firstError ??= err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+        },
+      ),
+    );
+    due += intervalMs;
+    const wait = due - performance.now();
+    if (wait > 0) await sleep(wait);
+  }
+  await Promise.all(pending);
+  await pool.close().catch(() => undefined);
+  return { ok: samples.length, failed, firstError, ms: summarize(samples) };
+}
+
+/** Opens `count` idle TCP connections, `batch` connects at a time; counts those the peer closes. */
+async function openIdle(
+  origin: string,
+  count: number,
+  batch: number,
+): Promise<{ sockets: Socket[]; closedByPeer: () => number; connectErrors: number }> {
+  const { hostname, port } = new URL(origin);
+  const sockets: Socket[] = [];
+  let closedByPeer = 0;
+  let connectErrors = 0;
+  let releasing = false;
+  const one = () =>
+    new Promise<void>((resolve) => {
+      const s = connect(Number(port), hostname);
+      s.on('error', () => undefined);
+      s.once('connect', () => {
+        sockets.push(s);
+        s.once('close', () => {
+          if (!releasing) closedByPeer++;
+        });
+        resolve();
+      });
+      s.once('close', () => {
+        if (s.connecting) connectErrors++;
+        resolve();
+      });
+    });
+  for (let i = 0; i < count; i += batch) {
+    await Promise.all(Array.from({ length: Math.min(batch, count - i) }, one));
+  }
+  return {
+    sockets,
+    closedByPeer: () => {
+      releasing = true;
+      return closedByPeer;
+    },
+    connectErrors,
+  };
+}
+
+async function gatewayCounters(origin: string): Promise<Record<string, number>> {
+  const text = await (await fetch(`${origin}/metrics`)).text();
+  const out: Record<string, number> = {};
+  for (const line of text.split('\n')) {
+    const m =
+      /^(router_(?:connections_shed_total|client_timeouts_total|client_connections_max)\S*) (\S+)$/.exec(
+        line,
+      );
+    if (m) out[m[1]] = Number(m[2]);
+  }
+  return out;
+}
+
+/** Streams started and aborted as soon as their first body chunk arrives, `concurrency` at a time. */
+async function abortLoop(
+  target: (n: number) => HttpTarget,
+  concurrency: number,
+  stop: () => boolean,
+): Promise<{ aborted: number; failed: number }> {
+  let aborted = 0;
+  let failed = 0;
+  let sent = 0;
+  const worker = async () => {
+    while (!stop()) {
+      const t = target(sent++);
+      const client = new Client(t.origin);
+      try {
+        const res = await client.request({
+          path: t.path,
+          method: t.method,
+          headers: t.headers,
+          body: t.body,
+        });
+        if (res.statusCode !== 200) {
+          failed++;
+          await res.body.text();
+          continue;
+        }
+        for await (const _chunk of res.body) break;
+        aborted++;
+      } catch {
+        failed++;
+      } finally {
+        await client.destroy().catch(() => undefined);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return { aborted, failed };
+}
+
+export async function runAbuse(ctx: BenchContext): Promise<Partial<Record<PeerId, Measured<AbuseResult>>>> {
+  const s = ctx.settings.abuse;
+  return eachPeer(
+    ctx,
+    ABUSE_PEERS,
+    'abuse',
+    (peer) => healthzTarget(peer),
+    async (peer, healthz) => {
+      const chat = chatTarget(peer, ctx.upstream.url);
+      let until = performance.now() + s.baselineMs;
+      const baseline = await scheduledLoop(healthz, s.probeIntervalMs, () => performance.now() > until);
+
+      // (a) idle connections, opened while /healthz and chat requests keep running.
+      ctx.log(`    ${s.idleConnections} idle connections`);
+      let monitor = await monitorResources(peer.service.pid);
+      let holding = true;
+      const probes = Promise.all([
+        scheduledLoop(healthz, s.probeIntervalMs, () => !holding),
+        loop(chat, () => !holding),
+      ]);
+      const t0 = performance.now();
+      const idle = await openIdle(peer.origin, s.idleConnections, s.connectBatch);
+      await sleep(s.holdMs);
+      holding = false;
+      const [idleHealthz, idleChat] = await probes;
+      const holdMs = Math.round(performance.now() - t0);
+      const idleResources = await monitor.stop();
+      const closedByGateway = idle.closedByPeer();
+      const gatewayMetrics = await gatewayCounters(peer.origin);
+      for (const sock of idle.sockets) sock.destroy();
+
+      // (b) streams with a large space-less prompt, aborted after their first chunk.
+      ctx.log(`    aborted streams, ${s.abortPromptBytes} byte prompts`);
+      // A different prompt each time, as an attacker would send: no tokenizer cache helps.
+      const stream = (n: number) =>
+        chatTarget(peer, ctx.upstream.url, {
+          model: pacedModel(CHAT_MODEL, 20, 50),
+          stream: true,
+          content: `${n}`.padEnd(s.abortPromptBytes, 'x'),
+        });
+      monitor = await monitorResources(peer.service.pid);
+      until = performance.now() + s.abortMs;
+      const stop = () => performance.now() > until;
+      const started = performance.now();
+      const [abortHealthz, aborts] = await Promise.all([
+        scheduledLoop(healthz, s.probeIntervalMs, stop),
+        abortLoop(stream, s.abortConcurrency, stop),
+      ]);
+      return {
+        baseline,
+        idle: {
+          opened: idle.sockets.length,
+          closedByGateway,
+          connectErrors: idle.connectErrors,
+          holdMs,
+          healthz: idleHealthz,
+          chat: idleChat,
+          resources: idleResources,
+          gatewayMetrics,
+        },
+        aborts: {
+          promptBytes: s.abortPromptBytes,
+          concurrency: s.abortConcurrency,
+          durationMs: Math.round(performance.now() - started),
+          aborted: aborts.aborted,
+          failed: aborts.failed,
+          healthz: abortHealthz,
+          resources: await monitor.stop(),
+        },
+      };
+    },
+  );
+}
