@@ -127,7 +127,8 @@ async function scheduledLoop(
     );
     due += intervalMs;
     const wait = due - performance.now();
-    if (wait > 0) await sleep(wait);
+    // Timers truncate to whole milliseconds: rounding down would send early and time from the future.
+    if (wait > 0) await sleep(Math.ceil(wait));
   }
   await Promise.all(pending);
   await pool.close().catch(() => undefined);
@@ -258,7 +259,7 @@ export async function runAbuse(ctx: BenchContext): Promise<Partial<Record<PeerId
 
       // (b) streams with a large space-less prompt, aborted after their first chunk.
       ctx.log(`    aborted streams, ${s.abortPromptBytes} byte prompts`);
-      // A different prompt each time, as an attacker would send: no tokenizer cache helps.
+      // Each prompt starts with its own number; the run of 'x' after it is the same every time.
       const stream = (n: number) =>
         chatTarget(peer, ctx.upstream.url, {
           model: pacedModel(CHAT_MODEL, 20, 50),
