@@ -1,9 +1,11 @@
 // What the gateway knows about usage when the reply is over: the upstream's own counts when a preset
 // read them, otherwise an estimate from the request and the output that actually reached the client
-// (spec 1.5: usage is estimated when the upstream returns none; an aborted stream is billed for what
-// was delivered).
+// (usage is estimated when the upstream returns none; an aborted stream is billed for what was
+// delivered). docs/billing.md "Where the counts come from" states the rule.
 
+import { streamUsage } from '../hooks/builtin/usage-meter.ts';
 import type { JsonValue, RequestContext, Usage } from '../hooks/types.ts';
+import { runInSlices, runToEnd, type SliceBudget } from '../hooks/usage/token-slices.ts';
 
 /** Most output text the gateway keeps per request for estimation; beyond it the estimate is capped. */
 export const DELIVERED_TEXT_LIMIT = 1024 * 1024;
@@ -34,48 +36,88 @@ function collectText(value: JsonValue, out: string[], key: string | undefined): 
   }
 }
 
-/** The generated text inside delivered events / bodies (any of the three wire families). */
-export function deliveredOutputText(delivered: readonly string[]): string {
+function* outputTextSteps(delivered: readonly string[]): Generator<number, string, undefined> {
   const out: string[] = [];
   for (const data of delivered) {
-    if (data === '[DONE]') continue;
-    try {
-      collectText(JSON.parse(data) as JsonValue, out, undefined);
-    } catch {
-      // an event that is not JSON carries no countable text
+    if (data !== '[DONE]') {
+      try {
+        collectText(JSON.parse(data) as JsonValue, out, undefined);
+      } catch {
+        // an event that is not JSON carries no countable text
+      }
     }
+    yield data.length;
   }
   return out.join('');
 }
 
+/** The generated text inside delivered events / bodies (any of the three wire families). */
+export function deliveredOutputText(delivered: readonly string[]): string {
+  return runToEnd(outputTextSteps(delivered));
+}
+
+/** Estimation steps (hooks/usage/estimate.ts estimateUsageSteps): each yields the characters it handled. */
 export type Estimator = (input: {
   model: string;
   api: RequestContext['api'];
   requestBody: RequestContext['body'];
   outputText: string;
-}) => Usage;
+}) => Generator<number, Usage, undefined>;
 
 /**
- * Settle ctx.usage: keep upstream usage of a complete reply; estimate when there is none, or when the
- * client aborted a stream before the upstream's final counts (then input keeps the upstream figure
- * when it was reported, and output is what was delivered).
+ * Settle ctx.usage. A reply whose upstream gave its final counts keeps them. Otherwise usage is
+ * estimated (`estimated`): when there are no counts at all, or when a stream ended without its final
+ * report (client gone, upstream failed, in-stream error, cut): then input keeps the upstream's figure
+ * when it had arrived (Anthropic's message_start, Gemini's promptTokenCount) and output is the larger
+ * of the upstream's running count and the estimate of what was delivered.
+ *
+ * Returns undefined when settled now, or a promise when the estimate needs more than one slice
+ * (hooks/usage/token-slices.ts): the caller must wait for it before reporting the usage.
  */
-export function settleUsage(ctx: RequestContext, estimate: Estimator): void {
-  if (ctx.status >= 400 || ctx.status === 0) return;
-  const partial = ctx.stream && (ctx.clientAborted || ctx.error !== undefined);
-  if (ctx.usage !== undefined && !partial) return;
-  const estimated = estimate({
+export function settleUsage(
+  ctx: RequestContext,
+  estimate: Estimator,
+  budget?: SliceBudget,
+): Promise<void> | undefined {
+  if (ctx.status >= 400 || ctx.status === 0) return undefined;
+  const running = ctx.stream ? streamUsage(ctx) : undefined;
+  const reported = ctx.usage ?? running?.result();
+  const partial =
+    ctx.stream &&
+    (ctx.clientAborted || ctx.error !== undefined || (running !== undefined && !running.final()));
+  if (reported !== undefined && !partial) {
+    ctx.usage = reported;
+    ctx.usageStage ??= 'upstream';
+    return undefined;
+  }
+  const inputKnown = reported !== undefined && reported.inputTokens > 0;
+  const estimated = runInSlices(estimateSteps(ctx, estimate, inputKnown), budget);
+  if (estimated instanceof Promise) return estimated.then((usage) => applyEstimate(ctx, reported, usage));
+  applyEstimate(ctx, reported, estimated);
+  return undefined;
+}
+
+function* estimateSteps(
+  ctx: RequestContext,
+  estimate: Estimator,
+  inputKnown: boolean,
+): Generator<number, Usage, undefined> {
+  const outputText = yield* outputTextSteps(ctx.deliveredText);
+  return yield* estimate({
     model: ctx.upstreamModel ?? ctx.model ?? '',
     api: ctx.api,
-    requestBody: ctx.body,
-    outputText: deliveredOutputText(ctx.deliveredText),
+    requestBody: inputKnown ? undefined : ctx.body,
+    outputText,
   });
-  if (ctx.usage !== undefined && ctx.usage.inputTokens > 0) {
-    const inputTokens = ctx.usage.inputTokens;
-    const outputTokens = Math.max(ctx.usage.outputTokens, estimated.outputTokens);
-    ctx.usage = { ...ctx.usage, inputTokens, outputTokens, totalTokens: inputTokens + outputTokens };
-  } else {
+}
+
+function applyEstimate(ctx: RequestContext, reported: Usage | undefined, estimated: Usage): void {
+  if (reported === undefined) {
     ctx.usage = estimated;
+  } else {
+    const inputTokens = reported.inputTokens > 0 ? reported.inputTokens : estimated.inputTokens;
+    const outputTokens = Math.max(reported.outputTokens, estimated.outputTokens);
+    ctx.usage = { ...reported, inputTokens, outputTokens, totalTokens: inputTokens + outputTokens };
   }
   ctx.usageStage = 'estimated';
 }

@@ -31,7 +31,7 @@ import type {
   RequestContext,
   WireFormat,
 } from '../hooks/types.ts';
-import { estimateUsage } from '../hooks/usage/estimate.ts';
+import { estimateUsageSteps } from '../hooks/usage/estimate.ts';
 import { createPathExtractor, USAGE_PRESETS } from '../hooks/usage/presets.ts';
 import { openStateStore } from '../store/index.ts';
 import type { StoreHealth } from '../store/types.ts';
@@ -96,7 +96,11 @@ export interface Runtime {
   forwardWebhook(req: IncomingMessage, res: ServerResponse): Promise<void>;
   /** The sidecar's subject state notice; 404 unless balance enforcement is on. */
   stateNotice(req: IncomingMessage, res: ServerResponse): Promise<void>;
-  settle(ctx: RequestContext): void;
+  /**
+   * Settle the request's usage (proxy/metering.ts); a promise when the estimate runs over several
+   * event-loop turns, which the caller awaits before reporting.
+   */
+  settle(ctx: RequestContext): Promise<void> | undefined;
   observe(ctx: RequestContext, durationMs: number): void;
   /**
    * After a request completed: the promise that its usage event is on record, when the queue batches
@@ -313,6 +317,8 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
   const openaiList: JsonValue = { object: 'list', data: listed.map((e) => openaiModel(e.id, e.ownedBy)) };
   const geminiList: JsonValue = { models: listed.map((e) => geminiModel(e.id)) };
 
+  // An estimate that settle() left running, until the same completion's recorded() takes it.
+  let settling: Promise<void> | undefined;
   const runtime: Runtime = {
     config,
     log,
@@ -370,12 +376,27 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
       await forwardToSidecar(config, req, res, log);
     },
     settle(ctx) {
-      if (config.billing.enabled) settleUsage(ctx, estimateUsage);
+      if (!config.billing.enabled) return undefined;
+      const pending = settleUsage(ctx, estimateUsageSteps);
+      if (pending !== undefined) {
+        // recorded() is asked right after settle() by the same completion (proxy/server.ts).
+        settling = pending;
+        queueMicrotask(() => {
+          if (settling === pending) settling = undefined;
+        });
+      }
+      return pending;
     },
     observe(ctx, durationMs) {
       metrics.observeRequest(ctx, durationMs);
     },
-    recorded: billing?.recorded ?? (() => undefined),
+    recorded() {
+      const pending = settling;
+      settling = undefined;
+      // The event is queued when the estimate is done (the completion resumes before this callback).
+      if (pending !== undefined) return pending.then(() => billing?.recorded?.());
+      return billing?.recorded?.();
+    },
     async close() {
       await billing?.close();
       await keyStore?.close();

@@ -921,7 +921,9 @@ async function endAfterRecord(
 
 async function finish(rt: Runtime, ctx: RequestContext, hooks: RuleHooks | undefined): Promise<void> {
   const durationMs = performance.now() - ctx.startedAt;
-  rt.settle(ctx);
+  // Not awaited when settled at once: the usage event must be queued before recorded() is asked.
+  const settling = rt.settle(ctx);
+  if (settling !== undefined) await settling;
   if (rt.log.isLevelEnabled('info')) {
     ctx.log.info(
       {

@@ -23,8 +23,18 @@ export function rulePreset(rule: CompiledRule, deps: UsageMeterDeps): UsagePrese
   return paths.length > 0 ? deps.pathExtractor(paths) : undefined;
 }
 
+/** Each streamed request's sniffer, shared by the meter hooks so that settling can read it. */
+const sniffers = new WeakMap<RequestContext, UsageSniffer>();
+
+/**
+ * The stream's usage reader, also when onResponseEnd never ran (the client went away): its counts so
+ * far and whether they are final.
+ */
+export function streamUsage(ctx: RequestContext): UsageSniffer | undefined {
+  return sniffers.get(ctx);
+}
+
 export function createUsageMeterHook(preset: UsagePreset): Hook {
-  const sniffers = new WeakMap<RequestContext, UsageSniffer>();
   return {
     name: `usage:${preset.name}`,
     responseMode: 'observe',

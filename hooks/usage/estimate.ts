@@ -19,9 +19,13 @@
 //
 // Measured error: test/hooks/usage/estimate.test.ts computes the mean absolute percentage error against
 // test/fixtures/usage/recorded-usage.json and asserts it stays under the bound stated there.
+//
+// Counting is linear in the text and can run in slices (token-slices.ts): the gateway settles usage
+// with estimateUsageInSlices, so a huge prompt never holds the event loop for long.
 
 import { createRequire } from 'node:module';
 import type { ApiName, JsonObject, JsonValue, Usage } from '../types.ts';
+import { countSteps, runInSlices, runToEnd, type SliceBudget } from './token-slices.ts';
 
 type EncodingName = 'o200k_base' | 'cl100k_base';
 type EncodingModule = typeof import('gpt-tokenizer/encoding/o200k_base');
@@ -32,8 +36,8 @@ const encodings = new Map<EncodingName, EncodingModule>();
 function loadEncoding(name: EncodingName): EncodingModule {
   let encoding = encodings.get(name);
   if (!encoding) {
-    // Synchronous on purpose: estimation runs inside the (synchronous) completion path; the CommonJS
-    // build of the same package is loaded through require.
+    // Synchronous on purpose: countTokens answers synchronously (the embeddings translator); the
+    // CommonJS build of the same package is loaded through require.
     encoding = requireFromHere(`gpt-tokenizer/encoding/${name}`) as EncodingModule;
     encodings.set(name, encoding);
   }
@@ -58,21 +62,36 @@ export function encodingForModel(model: string): EncodingName {
 /** Special-token text such as "<|endoftext|>" in user input is counted as ordinary text, never rejected. */
 const AS_PLAIN_TEXT = { disallowedSpecial: new Set<string>() };
 
-/** Above this many characters, count a prefix and extrapolate: keeps a huge body from stalling the loop. */
+/** Above this many characters, count a prefix and extrapolate: bounds the CPU one huge text costs. */
 const FULL_COUNT_LIMIT = 2_000_000;
 const SAMPLE_CHARS = 500_000;
 
-export function countTokens(text: string, model: string): number {
+/** The common rule of thumb (~4 characters per token), if the tokenizer itself fails. */
+function roughTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}
+
+function* tokenSteps(text: string, model: string): Generator<number, number, undefined> {
   if (text.length === 0) return 0;
+  let encoding: EncodingModule;
   try {
-    const encoding = loadEncoding(encodingForModel(model));
-    if (text.length <= FULL_COUNT_LIMIT) return encoding.countTokens(text, AS_PLAIN_TEXT);
-    const sample = encoding.countTokens(text.slice(0, SAMPLE_CHARS), AS_PLAIN_TEXT);
-    return Math.round((sample / SAMPLE_CHARS) * text.length);
+    encoding = loadEncoding(encodingForModel(model));
   } catch {
-    // The common rule of thumb (~4 characters per token) if the tokenizer itself fails.
-    return Math.ceil(text.length / 4);
+    return roughTokens(text);
   }
+  const counted = text.length <= FULL_COUNT_LIMIT ? text : text.slice(0, SAMPLE_CHARS);
+  let tokens: number;
+  try {
+    tokens = yield* countSteps(counted, (chunk) => encoding.countTokens(chunk, AS_PLAIN_TEXT));
+  } catch {
+    return roughTokens(text);
+  }
+  return counted === text ? tokens : Math.round((tokens / SAMPLE_CHARS) * text.length);
+}
+
+/** Tokens of one text, counted at once (linear in its length). */
+export function countTokens(text: string, model: string): number {
+  return runToEnd(tokenSteps(text, model));
 }
 
 /** Keys whose values are (or contain) text the model reads. Anything else (ids, urls, data) is skipped. */
@@ -194,17 +213,36 @@ export interface EstimateInput {
   outputText: string;
 }
 
-export function estimateInputTokens(model: string, api: ApiName, body: JsonObject | undefined): number {
+function* inputSteps(
+  model: string,
+  api: ApiName,
+  body: JsonObject | undefined,
+): Generator<number, number, undefined> {
   if (!body) return 0;
   const tally: TextTally = { texts: [], rawTokens: 0 };
   for (const key of topLevelTextKeys(api)) collectText(body[key], tally, 0);
   let tokens = tally.rawTokens;
-  for (const text of tally.texts) tokens += countTokens(text, model);
+  for (const text of tally.texts) tokens += yield* tokenSteps(text, model);
   return tokens + framingTokens(api, body);
 }
 
-export function estimateUsage(input: EstimateInput): Usage {
-  const inputTokens = estimateInputTokens(input.model, input.api, input.requestBody);
-  const outputTokens = countTokens(input.outputText, input.model);
+/** The estimate as steps (token-slices.ts): each yields the characters it counted. */
+export function* estimateUsageSteps(input: EstimateInput): Generator<number, Usage, undefined> {
+  const inputTokens = yield* inputSteps(input.model, input.api, input.requestBody);
+  const outputTokens = yield* tokenSteps(input.outputText, input.model);
   return { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens };
+}
+
+export function estimateInputTokens(model: string, api: ApiName, body: JsonObject | undefined): number {
+  return runToEnd(inputSteps(model, api, body));
+}
+
+/** The estimate, counted at once. */
+export function estimateUsage(input: EstimateInput): Usage {
+  return runToEnd(estimateUsageSteps(input));
+}
+
+/** The estimate, synchronously when it fits in one slice, else a promise (the rest in later turns). */
+export function estimateUsageInSlices(input: EstimateInput, budget?: SliceBudget): Usage | Promise<Usage> {
+  return runInSlices(estimateUsageSteps(input), budget);
 }

@@ -73,35 +73,56 @@ function buildUsage(
  * A sniffer that keeps only the text of the latest event passing `gate` and parses it once, on
  * result(). Right for upstreams whose last usage report is cumulative (OpenAI's final chunk, vLLM's
  * continuous usage, Gemini's per-chunk usageMetadata): memory stays one event, parsing happens once.
+ * The counts are final when `closes` says the latest report is the stream's last word, or a `[DONE]`
+ * came after it; without `closes`, any report is final.
  */
 function latestEventSniffer(
   gate: (event: string | undefined, data: string) => boolean,
   read: (body: JsonValue) => Usage | undefined,
+  closes?: (body: JsonValue) => boolean,
 ): UsageSniffer {
   let latest: string | undefined;
-  let parsed = false;
-  let cached: Usage | undefined;
+  let doneAfter = false;
+  let parsed: { usage: Usage | undefined; closing: boolean } | undefined;
+  const parse = () => {
+    if (parsed === undefined && latest !== undefined) {
+      const body = parseJson(latest);
+      parsed =
+        body === undefined
+          ? { usage: undefined, closing: false }
+          : { usage: safeRead(read, body), closing: closes === undefined || safeTest(closes, body) };
+    }
+    return parsed;
+  };
   return {
     event(event, data) {
       try {
-        if (typeof data === 'string' && gate(event, data)) {
+        if (typeof data !== 'string') return;
+        if (gate(event, data)) {
           latest = data;
-          parsed = false;
+          parsed = undefined;
+          doneAfter = false;
+        } else if (latest !== undefined && data === '[DONE]') {
+          doneAfter = true;
         }
       } catch {
         // A sniffer must never break the stream.
       }
     },
-    result() {
-      if (latest === undefined) return undefined;
-      if (!parsed) {
-        const body = parseJson(latest);
-        cached = body === undefined ? undefined : safeRead(read, body);
-        parsed = true;
-      }
-      return cached;
+    result: () => parse()?.usage,
+    final() {
+      const report = parse();
+      return report?.usage !== undefined && (doneAfter || report.closing);
     },
   };
+}
+
+function safeTest(test: (body: JsonValue) => boolean, body: JsonValue): boolean {
+  try {
+    return test(body);
+  } catch {
+    return false;
+  }
 }
 
 function safeRead(read: (body: JsonValue) => Usage | undefined, body: JsonValue): Usage | undefined {
@@ -129,12 +150,27 @@ function readOpenAiUsage(usageValue: JsonValue | undefined, embeddings: boolean)
   });
 }
 
+/**
+ * The usage chunk ends the stream: OpenAI's include_usage chunk has no choices left, and servers that
+ * report usage in their last content chunk mark it with a finish_reason. Usage on any other chunk
+ * (vLLM's continuous usage) is a running count.
+ */
+function closesOpenAiStream(body: JsonValue): boolean {
+  const choices = asRecord(body)?.['choices'];
+  if (!Array.isArray(choices) || choices.length === 0) return true;
+  return choices.some((choice) => {
+    const reason = asRecord(choice)?.['finish_reason'];
+    return typeof reason === 'string' && reason !== '';
+  });
+}
+
 function openAiCompletionPreset(name: string, embeddings: boolean): UsagePreset {
   const read = (body: JsonValue): Usage | undefined => readOpenAiUsage(asRecord(body)?.['usage'], embeddings);
   return {
     name,
     fromJson: (body) => safeRead(read, body),
-    createSniffer: () => latestEventSniffer((_event, data) => hasObjectKey(data, '"usage"'), read),
+    createSniffer: () =>
+      latestEventSniffer((_event, data) => hasObjectKey(data, '"usage"'), read, closesOpenAiStream),
   };
 }
 
@@ -224,6 +260,8 @@ const anthropicMessages: UsagePreset = {
   createSniffer() {
     const counts: AnthropicCounts = {};
     let seen = false;
+    // message_start's output_tokens is a placeholder (1); message_delta, sent last, has the final count.
+    let closed = false;
     return {
       event(_event, data) {
         // message_start carries message.usage, message_delta carries usage: one or two parses a stream.
@@ -231,9 +269,13 @@ const anthropicMessages: UsagePreset = {
         const root = asRecord(parseJson(data));
         if (!root) return;
         const usage = root['type'] === 'message_start' ? asRecord(root['message'])?.['usage'] : root['usage'];
-        if (readAnthropicCounts(usage, counts)) seen = true;
+        if (readAnthropicCounts(usage, counts)) {
+          seen = true;
+          if (root['type'] === 'message_delta') closed = true;
+        }
       },
       result: () => (seen ? anthropicUsage(counts) : undefined),
+      final: () => closed,
     };
   },
 };
@@ -277,19 +319,30 @@ function readGeminiBody(body: JsonValue): Usage | undefined {
   return readGeminiUsage(asRecord(body)?.['usageMetadata']);
 }
 
+/** The last chunk of a Gemini stream has a finishReason (a blocked prompt answers no candidates). */
+function closesGeminiStream(body: JsonValue): boolean {
+  const candidates = asRecord(body)?.['candidates'];
+  if (!Array.isArray(candidates) || candidates.length === 0) return true;
+  return candidates.some((candidate) => typeof asRecord(candidate)?.['finishReason'] === 'string');
+}
+
 const geminiGenerateContent: UsagePreset = {
   name: 'gemini_generate_content',
   fromJson: (body) => safeRead(readGeminiBody, body),
   // Every Gemini chunk may carry usageMetadata; counts are cumulative, so only the last is parsed.
   createSniffer: () =>
-    latestEventSniffer((_event, data) => hasObjectKey(data, '"usageMetadata"'), readGeminiBody),
+    latestEventSniffer(
+      (_event, data) => hasObjectKey(data, '"usageMetadata"'),
+      readGeminiBody,
+      closesGeminiStream,
+    ),
 };
 
 /** embedContent and batchEmbedContents report no usage; the gateway estimates it. */
 const geminiEmbedContent: UsagePreset = {
   name: 'gemini_embed_content',
   fromJson: () => undefined,
-  createSniffer: () => ({ event() {}, result: () => undefined }),
+  createSniffer: () => ({ event() {}, result: () => undefined, final: () => false }),
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -380,6 +433,9 @@ export function createPathExtractor(paths: readonly UsagePathSpec[]): UsagePrese
           if (body !== undefined && collect(body, found)) seen = true;
         },
         result: () => (seen ? toUsage(found) : undefined),
+        // The format is the operator's: a report is taken as final. A stream cut by the transport or
+        // the client is still settled as partial (proxy/metering.ts).
+        final: () => seen,
       };
     },
   };

@@ -9,6 +9,11 @@ export interface UsageSniffer {
   event(event: string | undefined, data: string): void;
   /** Usage seen so far, or undefined if the upstream reported none. */
   result(): Usage | undefined;
+  /**
+   * True once the upstream's closing report was read, so result() is the final count; false while it
+   * is a running one (a stream cut or failed before its end reports less than was generated).
+   */
+  final(): boolean;
 }
 
 export interface UsagePreset {

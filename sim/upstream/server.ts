@@ -8,6 +8,7 @@ import { geminiDialect, geminiListModels, geminiMethods } from './gemini.ts';
 import { readKnobs } from './knobs.ts';
 import { openaiDialect, openaiGetModel, openaiRoutes } from './openai.ts';
 import { FixtureLibrary } from './replay.ts';
+import { precountTokens, withPrecounted } from './text.ts';
 import type {
   Dialect,
   FailMode,
@@ -312,7 +313,9 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
       reply = replayed ?? route.dialect.errorReply(404, `No fixture named ${knobs.replay}.`);
     } else {
       try {
-        reply = await route.handler(simReq);
+        const pending = precountTokens(simReq.json);
+        const counts = pending instanceof Promise ? await pending : pending;
+        reply = await withPrecounted(counts, () => route.handler(simReq));
       } catch {
         reply = route.dialect.errorReply(400, 'The request body could not be processed.');
       }

@@ -2,6 +2,7 @@
 // current OpenAI models), stream piece splitting, tool-call arguments and embedding vectors.
 
 import { countTokens, decode, encode } from 'gpt-tokenizer/encoding/o200k_base';
+import { countSteps, runInSlices, runToEnd } from '../../hooks/usage/token-slices.ts';
 import type { Knobs } from './types.ts';
 
 export const UNICODE_SAMPLE = 'héllo wörld ✓ 日本語';
@@ -10,22 +11,76 @@ const FILLER = (
   'and tests can assert exact output without any real model behind it'
 ).split(' ');
 const ECHO_WORDS = 8;
+/** Longest echoed word: a prompt without spaces must not come back whole. */
+const ECHO_WORD_MAX = 64;
 
 // Benchmarks send the same prompts over and over; tokenizing them once keeps the simulator off the profile.
 const TOKEN_CACHE_MAX = 4096;
 const TOKEN_CACHE_KEY_MAX = 16_384;
 const tokenCache = new Map<string, number>();
+/** Counts of the current request's long strings, from precountTokens (see withPrecounted). */
+let precounted: ReadonlyMap<string, number> | undefined;
+
+// Text reaches the tokenizer in chunks of bounded length, so counting is linear in the text's length
+// (hooks/usage/token-slices.ts says why and where the cuts go).
+const countChunk = (chunk: string): number => countTokens(chunk);
 
 export function tokens(text: string): number {
   if (text === '') return 0;
-  const hit = tokenCache.get(text);
+  const hit = tokenCache.get(text) ?? precounted?.get(text);
   if (hit !== undefined) return hit;
-  const n = countTokens(text);
+  const n = runToEnd(countSteps(text, countChunk));
   if (text.length <= TOKEN_CACHE_KEY_MAX) {
     if (tokenCache.size >= TOKEN_CACHE_MAX) tokenCache.clear();
     tokenCache.set(text, n);
   }
   return n;
+}
+
+/** Strings of a request body at least this long are counted before the handler, in slices. */
+const PRECOUNT_MIN = 2048;
+
+function collectLong(value: unknown, out: string[], depth: number): void {
+  if (typeof value === 'string') {
+    if (value.length >= PRECOUNT_MIN) out.push(value);
+  } else if (typeof value === 'object' && value !== null && depth < 32) {
+    for (const item of Array.isArray(value) ? value : Object.values(value)) collectLong(item, out, depth + 1);
+  }
+}
+
+function* precountSteps(texts: string[]): Generator<number, Map<string, number>, undefined> {
+  const counts = new Map<string, number>();
+  for (const text of texts) {
+    if (!counts.has(text)) counts.set(text, yield* countSteps(text, countChunk));
+  }
+  return counts;
+}
+
+/**
+ * Token counts of the long strings in a request body, counted a slice per event-loop turn when there
+ * is much to count (so the simulator keeps serving while a huge prompt is counted).
+ */
+export function precountTokens(json: unknown): Map<string, number> | Promise<Map<string, number>> {
+  const texts: string[] = [];
+  collectLong(json, texts, 0);
+  return runInSlices(precountSteps(texts));
+}
+
+/** Runs a handler with precounted counts in reach of tokens() (its synchronous part). */
+export function withPrecounted<T>(counts: ReadonlyMap<string, number>, run: () => T): T {
+  precounted = counts.size > 0 ? counts : undefined;
+  try {
+    return run();
+  } finally {
+    precounted = undefined;
+  }
+}
+
+function echoWord(word: string): string {
+  if (word.length <= ECHO_WORD_MAX) return word;
+  const code = word.charCodeAt(ECHO_WORD_MAX - 1);
+  // never half of a surrogate pair
+  return word.slice(0, code >= 0xd800 && code <= 0xdbff ? ECHO_WORD_MAX - 1 : ECHO_WORD_MAX);
 }
 
 /** Cuts text to at most maxTokens tokens; reports whether it had to. */
@@ -36,7 +91,7 @@ export function truncateToTokens(text: string, maxTokens: number): { text: strin
 
 /** "Echo: <first words of the prompt>." plus filler words, optionally with multi-byte text. */
 export function replyText(userText: string, knobs: Knobs): string {
-  const words = userText.split(/\s+/).filter(Boolean).slice(0, ECHO_WORDS).join(' ');
+  const words = userText.split(/\s+/).filter(Boolean).slice(0, ECHO_WORDS).map(echoWord).join(' ');
   let out = `Echo: ${words === '' ? '(empty)' : words}.`;
   if (knobs.unicode || /unicode/i.test(userText)) out += ` ${UNICODE_SAMPLE}.`;
   if (knobs.words > 0) {

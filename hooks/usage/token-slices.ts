@@ -1,0 +1,96 @@
+// Token counting in linear time, in slices that give the event loop back.
+//
+// BPE merges each piece the pre-tokenizer cuts text into in time quadratic in the piece's length, and a
+// run without whitespace (base64, a CJK paragraph, "xxxx…") is a single piece: 100k characters of "x"
+// took seconds. So text reaches the tokenizer in chunks of at most CHUNK_MAX characters, cut
+// - before a space that follows a non-whitespace character where the chunk's second half has one: no
+//   pre-tokenizer piece of o200k_base or cl100k_base spans such a point, so ordinary text counts
+//   exactly as it does whole;
+// - otherwise (a longer run without spaces) at the fixed length, never between the halves of a
+//   surrogate pair; each such cut may add about one token.
+// The counting itself is a generator that yields after each chunk; runInSlices drives it for at most
+// SLICE.ms or SLICE.chars at a time and continues in a later event-loop turn (setImmediate).
+
+/** Tokens of one chunk, from the tokenizer. */
+export type ChunkCounter = (chunk: string) => number;
+
+/** Steps of a sliced computation: each yields the characters it just handled, then the result. */
+export type Steps<T> = Iterator<number, T, undefined>;
+
+export const CHUNK_MAX = 256;
+const CUT_FROM = CHUNK_MAX / 2;
+const WHITESPACE = /\s/;
+
+export interface SliceBudget {
+  /** Most milliseconds of one slice (checked after each chunk). */
+  readonly ms: number;
+  /** Most characters of one slice, so that a large input always takes several turns. */
+  readonly chars: number;
+}
+
+export const SLICE: SliceBudget = { ms: 2, chars: 4096 };
+
+/** End (exclusive) of the chunk starting at `start`. */
+export function chunkEnd(text: string, start: number): number {
+  const limit = start + CHUNK_MAX;
+  if (limit >= text.length) return text.length;
+  let at = text.lastIndexOf(' ', limit);
+  while (at > start + CUT_FROM) {
+    if (!WHITESPACE.test(text[at - 1])) return at;
+    at = text.lastIndexOf(' ', at - 1);
+  }
+  const code = text.charCodeAt(limit);
+  return code >= 0xdc00 && code <= 0xdfff ? limit - 1 : limit;
+}
+
+export function* countSteps(text: string, count: ChunkCounter): Generator<number, number, undefined> {
+  let tokens = 0;
+  let start = 0;
+  while (start < text.length) {
+    const end = chunkEnd(text, start);
+    tokens += count(start === 0 && end === text.length ? text : text.slice(start, end));
+    yield end - start;
+    start = end;
+  }
+  return tokens;
+}
+
+/** Runs steps to the end at once (callers that must answer synchronously; the work stays linear). */
+export function runToEnd<T>(steps: Steps<T>): T {
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+  }
+}
+
+function runSlice<T>(steps: Steps<T>, budget: SliceBudget): IteratorResult<number, T> {
+  const deadline = performance.now() + budget.ms;
+  let chars = 0;
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step;
+    chars += step.value;
+    if (chars >= budget.chars || performance.now() >= deadline) return step;
+  }
+}
+
+/**
+ * Runs steps in slices. The first slice runs now, so a small input gets its result synchronously;
+ * otherwise the result is a promise and the remaining slices run one per event-loop turn.
+ */
+export function runInSlices<T>(steps: Steps<T>, budget: SliceBudget = SLICE): T | Promise<T> {
+  const first = runSlice(steps, budget);
+  if (first.done) return first.value;
+  return new Promise<T>((resolve, reject) => {
+    const next = (): void => {
+      try {
+        const step = runSlice(steps, budget);
+        if (step.done) resolve(step.value);
+        else setImmediate(next);
+      } catch (err) {
+        reject(err);
+      }
+    };
+    setImmediate(next);
+  });
+}

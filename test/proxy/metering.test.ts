@@ -1,0 +1,244 @@
+// Settling usage at the end of a reply (proxy/metering.ts) with the real usage hook, presets and
+// estimator, fed the recorded upstream streams of test/fixtures/upstream through the gateway's own SSE
+// reader. Every family's stream endings: complete, in-stream error, cut, client gone.
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { pino } from 'pino';
+import { createUsageMeterHook } from '../../hooks/builtin/usage-meter.ts';
+import type { ApiName, JsonObject, RequestContext } from '../../hooks/types.ts';
+import { countTokens, estimateInputTokens, estimateUsageSteps } from '../../hooks/usage/estimate.ts';
+import { USAGE_PRESETS } from '../../hooks/usage/presets.ts';
+import { deliveredOutputText, settleUsage } from '../../proxy/metering.ts';
+import { type SseEvent, SseReader } from '../../proxy/sse.ts';
+
+const log = pino({ level: 'silent' });
+
+function context(api: ApiName, model: string, body: JsonObject): RequestContext {
+  return {
+    id: 'req-metering',
+    api,
+    clientFormat: api === 'native.messages' ? 'anthropic' : api.startsWith('native.') ? 'gemini' : 'openai',
+    method: 'POST',
+    path: '/',
+    query: new URLSearchParams(),
+    headers: {},
+    receivedAt: 0,
+    startedAt: 0,
+    signal: new AbortController().signal,
+    log,
+    body,
+    rawBody: Buffer.alloc(0),
+    model,
+    stream: true,
+    principal: undefined,
+    provider: 'p',
+    upstreamModel: model,
+    channel: undefined,
+    upstreamTtfbMs: undefined,
+    status: 200,
+    usage: undefined,
+    usageStage: undefined,
+    responseStarted: true,
+    clientAborted: false,
+    deliveredText: [],
+    error: undefined,
+  };
+}
+
+function fixtureEvents(path: string): SseEvent[] {
+  const events: SseEvent[] = [];
+  const reader = new SseReader((ev) => events.push(ev));
+  reader.push(readFileSync(new URL(`../fixtures/upstream/${path}`, import.meta.url)));
+  reader.end();
+  return events;
+}
+
+type Ending = 'complete' | 'client-gone' | 'upstream-failed';
+
+/**
+ * Relays `events` as the gateway does: each through the usage hook, delivered to the client and kept
+ * for estimation; onResponseEnd runs unless the client went away. Then settles.
+ */
+async function relay(ctx: RequestContext, preset: string, events: SseEvent[], ending: Ending): Promise<void> {
+  const hook = createUsageMeterHook(USAGE_PRESETS.get(preset)!);
+  for (const ev of events) {
+    hook.onResponseChunk?.(ctx, [{ type: 'event', event: ev.event, data: ev.data }]);
+    ctx.deliveredText.push(ev.data);
+  }
+  if (ending === 'client-gone') ctx.clientAborted = true;
+  else {
+    if (ending === 'upstream-failed') ctx.error = { code: 'upstream_unreachable', message: 'cut' };
+    hook.onResponseEnd?.(ctx);
+  }
+  await settleUsage(ctx, estimateUsageSteps);
+}
+
+/** Read through a call, so the type checker keeps the field's type across an await. */
+function usageOf(ctx: RequestContext): RequestContext['usage'] {
+  return ctx.usage;
+}
+
+function delivered(ctx: RequestContext): number {
+  return countTokens(deliveredOutputText(ctx.deliveredText), ctx.model ?? '');
+}
+
+const CLAUDE = 'claude-sonnet-5';
+const CLAUDE_BODY: JsonObject = {
+  model: CLAUDE,
+  max_tokens: 100,
+  stream: true,
+  messages: [{ role: 'user', content: 'Say the quick brown fox, and a little more about it please.' }],
+};
+
+test('Anthropic: a complete stream keeps message_delta’s counts as reported', async () => {
+  const ctx = context('native.messages', CLAUDE, CLAUDE_BODY);
+  await relay(ctx, 'anthropic_messages', fixtureEvents('anthropic/messages-stream-text.sse'), 'complete');
+  assert.equal(ctx.usageStage, 'upstream');
+  assert.equal(ctx.usage?.inputTokens, 25);
+  assert.equal(ctx.usage?.outputTokens, 15);
+});
+
+test('Anthropic: an in-stream error event bills what was delivered, not message_start’s 1', async () => {
+  const ctx = context('native.messages', CLAUDE, CLAUDE_BODY);
+  await relay(
+    ctx,
+    'anthropic_messages',
+    fixtureEvents('anthropic/messages-stream-midstream-error.sse'),
+    'complete',
+  );
+  assert.equal(ctx.usageStage, 'estimated');
+  assert.equal(ctx.usage?.inputTokens, 25, 'input as message_start reported it');
+  assert.equal(ctx.usage?.outputTokens, delivered(ctx));
+  assert.ok((ctx.usage?.outputTokens ?? 0) > 1);
+  assert.equal(ctx.usage?.totalTokens, 25 + delivered(ctx));
+});
+
+test('Anthropic: a stream the client left keeps message_start’s input count', async () => {
+  const events = fixtureEvents('anthropic/messages-stream-text.sse');
+  const cut = events.findIndex((ev) => ev.event === 'message_delta');
+  const ctx = context('native.messages', CLAUDE, CLAUDE_BODY);
+  await relay(ctx, 'anthropic_messages', events.slice(0, cut - 2), 'client-gone');
+  assert.notEqual(estimateInputTokens(CLAUDE, 'native.messages', CLAUDE_BODY), 25, 'the estimate differs');
+  assert.equal(ctx.usageStage, 'estimated');
+  assert.equal(ctx.usage?.inputTokens, 25);
+  assert.equal(ctx.usage?.outputTokens, delivered(ctx));
+  assert.ok((ctx.usage?.outputTokens ?? 0) > 1);
+});
+
+test('Anthropic: a cut connection after message_start bills the delivered output', async () => {
+  const events = fixtureEvents('anthropic/messages-stream-text.sse');
+  const cut = events.findIndex((ev) => ev.event === 'message_delta');
+  const ctx = context('native.messages', CLAUDE, CLAUDE_BODY);
+  await relay(ctx, 'anthropic_messages', events.slice(0, cut), 'upstream-failed');
+  assert.equal(ctx.usageStage, 'estimated');
+  assert.equal(ctx.usage?.inputTokens, 25);
+  assert.equal(ctx.usage?.outputTokens, delivered(ctx));
+});
+
+const GEMINI = 'gemini-3.8-flash';
+const GEMINI_BODY: JsonObject = {
+  contents: [{ role: 'user', parts: [{ text: 'Say the quick brown fox, and then a few more words.' }] }],
+};
+
+test('Gemini: a complete stream keeps the last chunk’s counts as reported', async () => {
+  const ctx = context('native.streamGenerateContent', GEMINI, GEMINI_BODY);
+  await relay(ctx, 'gemini_generate_content', fixtureEvents('gemini/stream-text.sse'), 'complete');
+  assert.equal(ctx.usageStage, 'upstream');
+  assert.deepEqual([ctx.usage?.inputTokens, ctx.usage?.outputTokens, ctx.usage?.totalTokens], [9, 12, 21]);
+});
+
+test('Gemini: an in-stream error before the last chunk bills what was delivered, not 0', async () => {
+  const ctx = context('native.streamGenerateContent', GEMINI, GEMINI_BODY);
+  await relay(ctx, 'gemini_generate_content', fixtureEvents('gemini/stream-midstream-error.sse'), 'complete');
+  assert.equal(ctx.usageStage, 'estimated');
+  assert.equal(ctx.usage?.inputTokens, 9, 'promptTokenCount as reported');
+  assert.equal(ctx.usage?.outputTokens, delivered(ctx));
+  assert.ok((ctx.usage?.outputTokens ?? 0) > 0);
+});
+
+test('Gemini: a stream the client left keeps the reported prompt count', async () => {
+  const events = fixtureEvents('gemini/stream-text.sse');
+  const ctx = context('native.streamGenerateContent', GEMINI, GEMINI_BODY);
+  await relay(ctx, 'gemini_generate_content', events.slice(0, 2), 'client-gone');
+  assert.notEqual(estimateInputTokens(GEMINI, 'native.streamGenerateContent', GEMINI_BODY), 9);
+  assert.equal(ctx.usageStage, 'estimated');
+  assert.equal(ctx.usage?.inputTokens, 9);
+  assert.equal(ctx.usage?.outputTokens, delivered(ctx));
+});
+
+const GPT = 'gpt-5.4-mini';
+const GPT_BODY: JsonObject = {
+  model: GPT,
+  stream: true,
+  messages: [{ role: 'user', content: 'Say hello in three languages.' }],
+};
+
+test('completion-style: the include_usage chunk is final; a stream without it is estimated', async () => {
+  const complete = context('chat.completions', GPT, GPT_BODY);
+  await relay(complete, 'openai_chat_completions', fixtureEvents('openai/chat-stream-text.sse'), 'complete');
+  assert.equal(complete.usageStage, 'upstream');
+
+  const failed = context('chat.completions', GPT, GPT_BODY);
+  await relay(
+    failed,
+    'openai_chat_completions',
+    fixtureEvents('openai/chat-stream-midstream-error.sse'),
+    'complete',
+  );
+  assert.equal(failed.usageStage, 'estimated');
+  assert.equal(failed.usage?.inputTokens, estimateInputTokens(GPT, 'chat.completions', GPT_BODY));
+  assert.equal(failed.usage?.outputTokens, delivered(failed));
+});
+
+test('completion-style: running usage on content chunks (vLLM) is not final when the stream is cut', async () => {
+  const chunk = (text: string, completion: number, finish: string | null = null): SseEvent => ({
+    data: JSON.stringify({
+      object: 'chat.completion.chunk',
+      choices: [{ index: 0, delta: { content: text }, finish_reason: finish }],
+      usage: { prompt_tokens: 14, completion_tokens: completion, total_tokens: 14 + completion },
+    }),
+  });
+  const words = ['Hola, ', 'bonjour ', 'and hallo, ', 'said the very long ', 'reply that was cut'];
+  const cut = context('chat.completions', GPT, GPT_BODY);
+  // The server counts a token behind what it already sent.
+  await relay(
+    cut,
+    'openai_chat_completions',
+    words.map((w, i) => chunk(w, i)),
+    'complete',
+  );
+  assert.equal(cut.usageStage, 'estimated');
+  assert.equal(cut.usage?.inputTokens, 14);
+  assert.equal(cut.usage?.outputTokens, delivered(cut));
+  assert.ok(delivered(cut) > words.length - 1);
+
+  const finished = context('chat.completions', GPT, GPT_BODY);
+  await relay(
+    finished,
+    'openai_chat_completions',
+    [...words.map((w, i) => chunk(w, i)), chunk('.', 40, 'stop'), { data: '[DONE]' }],
+    'complete',
+  );
+  assert.equal(finished.usageStage, 'upstream');
+  assert.equal(finished.usage?.outputTokens, 40);
+});
+
+test('a huge prompt is settled in slices: the event loop runs in between, the counts are the same', async () => {
+  const body: JsonObject = { ...GPT_BODY, messages: [{ role: 'user', content: 'x'.repeat(150_000) }] };
+  const ctx = context('chat.completions', GPT, body);
+  ctx.clientAborted = true;
+  ctx.deliveredText.push(JSON.stringify({ choices: [{ delta: { content: 'Echo: x' } }] }));
+  const order: string[] = [];
+  setImmediate(() => order.push('immediate scheduled before settling'));
+  const pending = settleUsage(ctx, estimateUsageSteps);
+  assert.ok(pending instanceof Promise, 'a 150 KB prompt is not estimated in one go');
+  assert.equal(usageOf(ctx), undefined, 'not settled before the estimate is done');
+  await pending;
+  order.push('settled');
+  assert.deepEqual(order, ['immediate scheduled before settling', 'settled']);
+  assert.equal(ctx.usageStage, 'estimated');
+  assert.equal(ctx.usage?.inputTokens, estimateInputTokens(GPT, 'chat.completions', body));
+  assert.equal(ctx.usage?.outputTokens, countTokens('Echo: x', GPT));
+});
