@@ -175,8 +175,18 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
         'listener closed; waiting for requests in flight',
       );
       await waitIdle(gateway, config.limits.drainTimeoutMs);
-      if (gateway.inFlight() > 0)
+      if (gateway.inFlight() > 0) {
         log.warn({ inFlight: gateway.inFlight() }, 'drain timeout: closing the connections still open');
+        // Closing a connection aborts its request (upstream call cancelled); each still completes
+        // (usage settled on what was delivered, event queued) before the queue may close.
+        gateway.server.closeAllConnections();
+        await waitIdle(gateway, COMPLETION_TIMEOUT_MS);
+        if (gateway.inFlight() > 0)
+          log.error(
+            { inFlight: gateway.inFlight() },
+            'requests cut at the drain timeout did not complete: their usage events may be lost',
+          );
+      }
       gateway.server.closeAllConnections();
       await Promise.all(retiring);
       await runtime.close();
@@ -186,7 +196,10 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
   };
 }
 
-/** Resolves when no request is in flight, or after `timeoutMs`. */
+/** How long requests cut at the drain timeout get to complete (docs/operations.md "Reload and drain"). */
+const COMPLETION_TIMEOUT_MS = 5000;
+
+/** Resolves when no request is in flight (nor completing), or after `timeoutMs`. */
 function waitIdle(gateway: GatewayServer, timeoutMs: number): Promise<void> {
   if (gateway.inFlight() === 0) return Promise.resolve();
   return new Promise((resolve) => {

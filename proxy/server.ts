@@ -128,9 +128,16 @@ export function createGatewayServer(initial: Runtime): GatewayServer {
       else u.count++;
       const socket = req.socket;
       guard.requestStarted(socket);
-      res.on('close', () => {
+      // In flight until the reply has closed and the handler has returned (the usage event of a cut
+      // request is queued after its close): shutdown and reload close the runtime only after both.
+      let open = 2;
+      const ended = () => {
+        if (--open > 0) return;
         active--;
         release(rt);
+      };
+      res.on('close', () => {
+        ended();
         guard.requestEnded(socket);
         // The rest of a stalled body would be read as the next request: the connection ends here.
         if (!req.complete && bodyTimedOut(req)) {
@@ -138,7 +145,8 @@ export function createGatewayServer(initial: Runtime): GatewayServer {
           socket.destroySoon();
         }
       });
-      handle(rt, req, res, phase).catch((err: unknown) => {
+      handle(rt, req, res, phase).then(ended, (err: unknown) => {
+        ended();
         rt.log.error({ err: describeError(err) }, 'unhandled request failure');
         if (!res.headersSent) {
           res.writeHead(500, { 'content-type': 'application/json' });
