@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { dump as dumpYaml, load as loadYaml } from 'js-yaml';
-import { hashAccessKey } from '../hooks/builtin/auth.ts';
+import { hashAccessKey, hashSecretId } from '../hooks/builtin/auth.ts';
 import { parseIsoInstant } from '../proxy/config/keys.ts';
 import type { AccessKeyEntry, RouterConfig } from '../proxy/config/types.ts';
 import { redactAddr } from '../store/redis-client.ts';
@@ -34,7 +34,14 @@ export interface AdminKey {
   /** ms since epoch. */
   readonly expiresAt: number | undefined;
   readonly createdAt: number | undefined;
+  /**
+   * Store mode: which hash secret the stored hash is under (`unknown`: written before records named it;
+   * `other`: neither configured secret). Undefined in file mode.
+   */
+  readonly hashSecret?: HashSecretState;
 }
+
+export type HashSecretState = 'current' | 'previous' | 'unknown' | 'other';
 
 export interface NewKey {
   readonly name: string;
@@ -75,7 +82,8 @@ export async function openKeyBackend(config: RouterConfig): Promise<KeyBackend> 
   return config.store.enabled ? openStoreBackend(config) : openFileBackend(config);
 }
 
-function fromStored(k: StoredAccessKey): AdminKey {
+function fromStored(k: StoredAccessKey, secretIds: { current: string; previous?: string }): AdminKey {
+  const id = k.hashSecretId;
   return {
     name: k.name,
     subjectType: k.subjectType,
@@ -83,6 +91,14 @@ function fromStored(k: StoredAccessKey): AdminKey {
     status: k.status,
     expiresAt: k.expiresAt,
     createdAt: k.createdAt,
+    hashSecret:
+      id === undefined
+        ? 'unknown'
+        : id === secretIds.current
+          ? 'current'
+          : id === secretIds.previous
+            ? 'previous'
+            : 'other',
   };
 }
 
@@ -100,6 +116,13 @@ async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
   }
   const keys = stores.accessKeys;
   const hash = (secret: string): string => hashAccessKey(store.accessKeyHashSecret, secret);
+  const secretIds = {
+    current: hashSecretId(store.accessKeyHashSecret),
+    ...(store.previousAccessKeyHashSecret === ''
+      ? {}
+      : { previous: hashSecretId(store.previousAccessKeyHashSecret) }),
+  };
+  const toAdmin = (k: StoredAccessKey): AdminKey => fromStored(k, secretIds);
   return {
     where,
     create: (key, secret) =>
@@ -109,19 +132,20 @@ async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
         status: 'active',
         createdAt: Date.now(),
         version: 1,
+        hashSecretId: secretIds.current,
       }),
-    list: async () => (await keys.list()).map(fromStored),
+    list: async () => (await keys.list()).map(toAdmin),
     revoke: async (name) => {
       const k = await keys.revoke(name);
-      return k === undefined ? undefined : fromStored(k);
+      return k === undefined ? undefined : toAdmin(k);
     },
     rotate: async (name, secret) => {
       const existing = await keys.get(name);
       if (existing === undefined) return undefined;
       if (existing.status !== 'active')
         throw new AdminError(`key ${name} is ${existing.status}`, EXIT.failed);
-      const k = await keys.rotate(name, hash(secret));
-      return k === undefined ? undefined : fromStored(k);
+      const k = await keys.rotate(name, hash(secret), secretIds.current);
+      return k === undefined ? undefined : toAdmin(k);
     },
     async importKey(entry, dryRun) {
       const secretHash = entry.hash ?? (entry.value === undefined ? undefined : hash(entry.value));
@@ -141,6 +165,8 @@ async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
         createdAt: entry.createdAt ?? Date.now(),
         expiresAt: entry.expiresAt,
         version: 1,
+        // A keys-file hash is under store.access_key_hash_secret too (docs/configuration.md).
+        hashSecretId: secretIds.current,
       };
       if (dryRun) {
         const owner = (await keys.list()).find((k) => k.secretHash === secretHash);

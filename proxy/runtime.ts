@@ -231,6 +231,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
           store: keyStore,
           mode: config.store.accessKeyMode,
           hashSecret: config.store.accessKeyHashSecret,
+          previousHashSecret: config.store.previousAccessKeyHashSecret,
           masterKey: config.masterKey,
           subjectType: config.billing.subjectType,
           currency: config.billing.balanceEnforcement.enabled

@@ -99,26 +99,56 @@ redis.call('HINCRBY', KEYS[1], 'version', 1)
 return redis.call('HGETALL', KEYS[1])
 `;
 
-// KEYS: record, index. ARGV: new hash, name.
+// KEYS: record, index. ARGV: new hash, name, hash secret id ('' = unknown).
 const ROTATE_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 'hash_taken' end
 local old = redis.call('HGET', KEYS[1], 'secret_hash')
 if old then redis.call('HDEL', KEYS[2], old) end
 redis.call('HSET', KEYS[1], 'secret_hash', ARGV[1])
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[1], 'hash_secret_id', ARGV[3])
+else
+  redis.call('HDEL', KEYS[1], 'hash_secret_id')
+end
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 return redis.call('HGETALL', KEYS[1])
+`;
+
+// KEYS: index. ARGV: prefix, from hash, to hash, hash secret id. The record must still carry the hash
+// it is indexed under, so a rotate or a move by another instance in between wins; a revoked key stays
+// where it is. Returns {moved 0/1, record (flat HGETALL)} or false.
+const REHASH_LUA = `
+local idx, p, from, to = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local name = redis.call('HGET', idx, from)
+if name then
+  local rk = p .. 'access_key:' .. name
+  if redis.call('HGET', rk, 'secret_hash') ~= from then return false end
+  if redis.call('HGET', rk, 'status') ~= 'active' then return {0, redis.call('HGETALL', rk)} end
+  local owner = redis.call('HGET', idx, to)
+  if owner and owner ~= name then return false end
+  redis.call('HDEL', idx, from)
+  redis.call('HSET', idx, to, name)
+  redis.call('HSET', rk, 'secret_hash', to, 'hash_secret_id', ARGV[4])
+  return {1, redis.call('HGETALL', rk)}
+end
+name = redis.call('HGET', idx, to)
+if not name then return false end
+local rk = p .. 'access_key:' .. name
+if redis.call('HGET', rk, 'secret_hash') ~= to then return false end
+return {0, redis.call('HGETALL', rk)}
 `;
 
 const VIEW = defineScript(VIEW_LUA);
 const CREATE = defineScript(CREATE_LUA);
 const REVOKE = defineScript(REVOKE_LUA);
 const ROTATE = defineScript(ROTATE_LUA);
+const REHASH = defineScript(REHASH_LUA);
 
 /** The record fields as stored (conventions.md "Access keys in the shared store"). */
 export function accessKeyFields(key: StoredAccessKey): string[] {
-  return [
+  const fields = [
     'name',
     key.name,
     'secret_hash',
@@ -136,6 +166,8 @@ export function accessKeyFields(key: StoredAccessKey): string[] {
     'version',
     String(key.version),
   ];
+  if (key.hashSecretId !== undefined) fields.push('hash_secret_id', key.hashSecretId);
+  return fields;
 }
 
 export function parseAccessKey(flat: unknown): StoredAccessKey | undefined {
@@ -146,6 +178,7 @@ export function parseAccessKey(flat: unknown): StoredAccessKey | undefined {
   const secretHash = f.get('secret_hash');
   if (name === undefined || secretHash === undefined) return undefined;
   const expires = f.get('expires_at');
+  const hashSecretId = f.get('hash_secret_id');
   return {
     name,
     secretHash,
@@ -155,6 +188,7 @@ export function parseAccessKey(flat: unknown): StoredAccessKey | undefined {
     createdAt: Number(f.get('created_at') ?? 0),
     expiresAt: expires === undefined || expires === '' ? undefined : Number(expires),
     version: Number(f.get('version') ?? 1),
+    ...(hashSecretId === undefined || hashSecretId === '' ? {} : { hashSecretId }),
   };
 }
 
@@ -296,6 +330,21 @@ export async function openRedisStores(
         );
         return ok === 'OK';
       }),
+    rehashAccessKey: (fromHash, toHash, hashSecretId) =>
+      guard('rehashAccessKey', async () => {
+        wrote(k.accessKeyIndex);
+        const reply = await REHASH.run(
+          client,
+          [k.accessKeyIndex],
+          [k.prefix, fromHash, toHash, hashSecretId],
+        );
+        if (!Array.isArray(reply)) return null;
+        const key = parseAccessKey(reply[1]);
+        if (key === undefined) return null;
+        const moved = reply[0] === 1;
+        if (moved) wrote(k.accessKeyIndex, k.accessKey(key.name));
+        return { key, moved };
+      }),
     async health() {
       // A PING, not the client's status: right after the server dies the socket may not have
       // noticed yet, and /readyz must not report a store that cannot answer.
@@ -346,9 +395,13 @@ export async function openRedisStores(
       }),
     revoke: (name) =>
       guard('revokeAccessKey', async () => parseAccessKey(await REVOKE.run(client, [k.accessKey(name)], []))),
-    rotate: (name, secretHash) =>
+    rotate: (name, secretHash, hashSecretId) =>
       guard('rotateAccessKey', async () => {
-        const result = await ROTATE.run(client, [k.accessKey(name), k.accessKeyIndex], [secretHash, name]);
+        const result = await ROTATE.run(
+          client,
+          [k.accessKey(name), k.accessKeyIndex],
+          [secretHash, name, hashSecretId ?? ''],
+        );
         if (result === 'hash_taken') throw new Error(`another key already has this secret (${name})`);
         return parseAccessKey(result);
       }),

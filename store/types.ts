@@ -47,6 +47,17 @@ export interface StoredAccessKey {
   readonly expiresAt: number | undefined;
   /** Incremented by rotate and revoke. */
   readonly version: number;
+  /**
+   * Which hash secret made secretHash: a short HMAC of a fixed label under it (hashSecretId in
+   * hooks/builtin/auth.ts), never the secret. Absent on records written before it was recorded.
+   */
+  readonly hashSecretId?: string;
+}
+
+export interface RehashedKey {
+  readonly key: StoredAccessKey;
+  /** Whether this call moved it. */
+  readonly moved: boolean;
 }
 
 /**
@@ -103,6 +114,14 @@ export interface StateStore {
    * another caller holds the refresh (then wait for its result or use the last one).
    */
   tryRefreshLock(subject: SubjectRef, currency: string, ttlMs: number): Promise<boolean>;
+  /**
+   * Hash-secret rotation: moves the key indexed under `fromHash` (the previous secret's) to `toHash`
+   * (the current one's) in one atomic step, only while its record is active and still has `fromHash`.
+   * Answers the record as it then stands (moved by this call, left in place because it is revoked, or
+   * already moved by another instance); null when neither hash names a key. Only stores that hold
+   * access keys have it.
+   */
+  rehashAccessKey?(fromHash: string, toHash: string, hashSecretId: string): Promise<RehashedKey | null>;
   /** Store health for /readyz (Redis: with the state of the gateway's view cache when it has one). */
   health(): Promise<StoreHealth>;
   close(): Promise<void>;
@@ -115,7 +134,7 @@ export interface AccessKeyStore {
   /** Mark revoked; every instance refuses it at its next request. */
   revoke(name: string): Promise<StoredAccessKey | undefined>;
   /** Replace the secret hash (old secret refused at once). */
-  rotate(name: string, secretHash: string): Promise<StoredAccessKey | undefined>;
+  rotate(name: string, secretHash: string, hashSecretId?: string): Promise<StoredAccessKey | undefined>;
 }
 
 /** The usage-event queue as the gateway sees it: resolves once the event is durably queued. */

@@ -10,7 +10,13 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { AccessKeyEntry, AccessKeyMode, KeysConfig } from '../../proxy/config/types.ts';
 import { GatewayError } from '../../proxy/errors.ts';
 import { requestView } from '../../store/request-view.ts';
-import type { RequestView, RequestViewQuery, StateStore, StoredAccessKey } from '../../store/types.ts';
+import type {
+  RehashedKey,
+  RequestView,
+  RequestViewQuery,
+  StateStore,
+  StoredAccessKey,
+} from '../../store/types.ts';
 import type { Hook, OnRequestResult, Principal, RequestContext } from '../types.ts';
 import { CONTINUE } from '../types.ts';
 
@@ -47,6 +53,18 @@ function sha256(value: string): Buffer {
 /** base64url(HMAC-SHA256(secret, key)): the stored form of an access key (conventions.md). */
 export function hashAccessKey(hashSecret: string, key: string): string {
   return createHmac('sha256', hashSecret).update(key).digest('base64url');
+}
+
+/**
+ * Names a hash secret without revealing it: a short HMAC of a fixed label under the secret. Stored with
+ * each record so `router-admin access-key list` can tell which secret hashed it (docs/operations.md,
+ * "Rotating the hash secret").
+ */
+export function hashSecretId(hashSecret: string): string {
+  return createHmac('sha256', hashSecret)
+    .update('router access-key hash secret id')
+    .digest('base64url')
+    .slice(0, 12);
 }
 
 /**
@@ -156,6 +174,8 @@ export interface StoreAuthOptions {
   /** redis_preferred or redis_only (file_only never asks the store for keys). */
   readonly mode: AccessKeyMode;
   readonly hashSecret: string;
+  /** The hash secret being rotated away from: keys still under it are re-hashed when used. */
+  readonly previousHashSecret?: string;
   readonly masterKey: string | undefined;
   /** Default subject type for records that name none (billing.subject_type). */
   readonly subjectType: string;
@@ -187,6 +207,11 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
     opts.masterKey === undefined || opts.masterKey === '' ? undefined : sha256(opts.masterKey);
   const now = opts.now ?? Date.now;
   const keyHasher = createKeyHasher(opts.hashSecret);
+  const previousHasher =
+    opts.previousHashSecret === undefined || opts.previousHashSecret === ''
+      ? undefined
+      : createKeyHasher(opts.previousHashSecret);
+  const currentSecretId = hashSecretId(opts.hashSecret);
 
   function principalOf(key: StoredAccessKey): Principal {
     if (key.status !== 'active') throw new GatewayError('invalid_api_key', `Access key is ${key.status}`);
@@ -201,6 +226,45 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
     };
   }
 
+  function unavailable(log: RequestContext['log'], err: unknown): GatewayError {
+    log.warn(
+      { err: err instanceof Error ? err.message : String(err) },
+      'access-key lookup failed: store unavailable',
+    );
+    return new GatewayError('authentication_unavailable');
+  }
+
+  /**
+   * Only reached when the current hash names no key, so keys already under the current secret pay
+   * nothing for a rotation. A usable key found under the previous hash is moved to the current one.
+   */
+  async function underPreviousSecret(
+    previousHash: string,
+    currentHash: string,
+    view: (query: RequestViewQuery) => Promise<RequestView>,
+    log: RequestContext['log'],
+  ): Promise<StoredAccessKey | null | undefined> {
+    const rehash = opts.store.rehashAccessKey;
+    let old: StoredAccessKey | null | undefined;
+    try {
+      old = (await view({ keyHash: previousHash })).key;
+    } catch (err) {
+      throw unavailable(log, err);
+    }
+    if (!old) return old;
+    principalOf(old);
+    if (rehash === undefined) return old;
+    let now: RehashedKey | null;
+    try {
+      now = await rehash.call(opts.store, previousHash, currentHash, currentSecretId);
+    } catch (err) {
+      throw unavailable(log, err);
+    }
+    if (now?.moved)
+      log.info({ accessKey: now.key.name }, 'access key re-hashed with the current hash secret');
+    return now?.key ?? null;
+  }
+
   return {
     async authenticate(secret, view, log) {
       if (secret === undefined) throw new GatewayError('invalid_api_key', 'Missing access key');
@@ -212,13 +276,13 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
       try {
         key = (await view({ keyHash, currency: opts.currency })).key;
       } catch (err) {
-        log.warn(
-          { err: err instanceof Error ? err.message : String(err) },
-          'access-key lookup failed: store unavailable',
-        );
-        throw new GatewayError('authentication_unavailable');
+        throw unavailable(log, err);
       }
       if (key) return principalOf(key);
+      if (previousHasher !== undefined) {
+        const moved = await underPreviousSecret(previousHasher(secret), keyHash, view, log);
+        if (moved) return principalOf(moved);
+      }
       if (opts.mode === 'redis_preferred') return file.authenticate(secret);
       throw new GatewayError('invalid_api_key', 'Invalid access key');
     },

@@ -47,6 +47,7 @@ export const ENV_OVERRIDES: readonly EnvOverride[] = [
   env('ROUTER_LOG_LEVEL', 'string', 'log', 'level'),
   env('ROUTER_STORE_USERNAME', 'string', 'store', 'username'),
   env('ROUTER_STORE_KEY_PREFIX', 'string', 'store', 'key_prefix'),
+  env('ROUTER_ACCESS_KEY_PREVIOUS_HASH_SECRET', 'string', 'store', 'previous_access_key_hash_secret'),
 ];
 
 function parseBoolean(text: string): boolean | undefined {

@@ -13,8 +13,8 @@ import { isPlainObject, parseYaml, readYaml, type YamlFile } from './yaml-source
 
 const ACCESS_KEY_ENV = /^ROUTER_ACCESS_KEY_([A-Za-z0-9][A-Za-z0-9_]*)$/;
 const PROVIDER_KEY_ENV = /^ROUTER_PROVIDER_([A-Za-z0-9][A-Za-z0-9_]*)_API_KEY$/;
-/** Same prefix as the access-key form, but a store setting (spec 2.5). */
-const RESERVED_ENV = new Set(['ROUTER_ACCESS_KEY_HASH_SECRET']);
+/** Same prefix as the access-key form, but store settings. */
+const RESERVED_ENV = new Set(['ROUTER_ACCESS_KEY_HASH_SECRET', 'ROUTER_ACCESS_KEY_PREVIOUS_HASH_SECRET']);
 /** Name of the upstream key that ROUTER_PROVIDER_<NAME>_API_KEY defines. */
 export const ENV_UPSTREAM_KEY_NAME = 'env';
 /** Name of the upstream key that the `api_key:` short form defines. */
@@ -297,6 +297,32 @@ export function parseKeysSource(
   const { yaml, diagnostics } = parseYaml(source, file);
   const keys = keysFrom(file, yaml, env, diagnostics);
   return { keys, diagnostics };
+}
+
+/**
+ * What the main configuration demands of the access keys (the loader checks the same against the main
+ * file): hashed keys need the hash secret, and no key may share the master key's secret.
+ */
+export function keysConfigProblems(
+  keys: KeysConfig,
+  opts: { hashSecret: string; masterKey: string | undefined },
+): ConfigDiagnostic[] {
+  const file = keys.file ?? '(environment)';
+  const problems: ConfigDiagnostic[] = [];
+  const hashed = keys.accessKeys.find((key) => key.hash !== undefined);
+  if (hashed !== undefined && opts.hashSecret === '') {
+    problems.push({
+      file,
+      line: 1,
+      col: 1,
+      message: `access key "${hashed.name}" is given as a hash, which needs store.access_key_hash_secret`,
+    });
+  }
+  const master = opts.masterKey;
+  const clash = master === undefined || master === '' ? undefined : keys.accessKeys.find((k) => k.value === master);
+  if (clash !== undefined)
+    problems.push({ file, line: 1, col: 1, message: `the master key is also the secret of access key "${clash.name}"` });
+  return problems;
 }
 
 /**

@@ -114,6 +114,7 @@ interface RawConfig {
     billing_consumer_name: string;
     billing_max_attempts: number;
     access_key_hash_secret?: string;
+    previous_access_key_hash_secret?: string;
     reclaim_idle_ms: number;
   };
 }
@@ -220,6 +221,15 @@ function checkCrossFields(raw: RawConfig, report: ReturnType<typeof reporter>): 
         '/store/enabled',
       );
     }
+    if (
+      !empty(store.previous_access_key_hash_secret) &&
+      store.previous_access_key_hash_secret === store.access_key_hash_secret
+    ) {
+      report(
+        '/store/previous_access_key_hash_secret',
+        'store.previous_access_key_hash_secret equals store.access_key_hash_secret (the new secret goes in access_key_hash_secret)',
+      );
+    }
   }
 }
 
@@ -288,6 +298,7 @@ function toStore(raw: RawConfig['store']): StoreConfig {
     billingConsumerName: raw.billing_consumer_name,
     billingMaxAttempts: raw.billing_max_attempts,
     accessKeyHashSecret: raw.access_key_hash_secret ?? '',
+    previousAccessKeyHashSecret: raw.previous_access_key_hash_secret ?? '',
     reclaimIdleMs: raw.reclaim_idle_ms,
   };
 }

@@ -106,6 +106,8 @@ export interface StoreConfig {
   readonly billingConsumerName: string;
   readonly billingMaxAttempts: number;
   readonly accessKeyHashSecret: string;
+  /** The hash secret being rotated away from ('' = no rotation under way). */
+  readonly previousAccessKeyHashSecret: string;
   /** Idle time after which another consumer reclaims a pending entry. */
   readonly reclaimIdleMs: number;
 }

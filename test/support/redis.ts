@@ -233,6 +233,7 @@ export function testStoreConfig(url: string, overrides: Partial<StoreConfig> = {
     billingConsumerName: '',
     billingMaxAttempts: 10,
     accessKeyHashSecret: 'test-hash-secret',
+    previousAccessKeyHashSecret: '',
     reclaimIdleMs: 30_000,
     ...overrides,
   };

@@ -2,7 +2,7 @@
 
 import { Command, Option } from 'clipanion';
 import { AccessKeyCommand } from '../../command-base.ts';
-import { type AdminKey, EXIT, type KeyBackend } from '../../key-backend.ts';
+import { type AdminKey, EXIT, type HashSecretState, type KeyBackend } from '../../key-backend.ts';
 
 function day(ms: number | undefined): string {
   return ms === undefined || Number.isNaN(ms) ? '-' : new Date(ms).toISOString().replace('.000Z', 'Z');
@@ -31,11 +31,34 @@ export function formatKeyTable(keys: readonly AdminKey[], now = Date.now()): str
     .join('\n');
 }
 
+/**
+ * How many stored hashes are under each hash secret (store mode), so an operator can follow a hash-secret
+ * rotation (docs/operations.md); undefined when the keys carry no such information (file mode, no keys).
+ */
+export function formatHashSecretCounts(keys: readonly AdminKey[]): string | undefined {
+  const counts: Record<HashSecretState, number> = { current: 0, previous: 0, unknown: 0, other: 0 };
+  let any = false;
+  for (const k of keys) {
+    if (k.hashSecret === undefined) continue;
+    counts[k.hashSecret]++;
+    any = true;
+  }
+  if (!any) return undefined;
+  const other = counts.other > 0 ? `, ${counts.other} on another secret` : '';
+  return `hash secret: ${counts.current} current, ${counts.previous} previous, ${counts.unknown} unknown${other}`;
+}
+
 export class ListAccessKeysCommand extends AccessKeyCommand {
   static override paths = [['access-key', 'list']];
   static override usage = Command.Usage({
     category: 'Access keys',
     description: 'List keys: name, subject, status, expiry, creation time',
+    details: `
+      In shared-store mode a last line counts the stored hashes by hash secret: \`current\`
+      (store.access_key_hash_secret), \`previous\` (store.previous_access_key_hash_secret, during a
+      rotation), \`unknown\` (written before records named their secret). With --json each key has a
+      \`hashSecret\` field instead.
+    `,
     examples: [
       ['List keys', '$0 access-key list --config router.yaml'],
       ['As JSON', '$0 access-key list --config router.yaml --json'],
@@ -47,7 +70,11 @@ export class ListAccessKeysCommand extends AccessKeyCommand {
   async run(backend: KeyBackend): Promise<number> {
     const keys = (await backend.list()).sort((a, b) => a.name.localeCompare(b.name));
     if (this.json) this.out(JSON.stringify(keys));
-    else this.out(formatKeyTable(keys));
+    else {
+      this.out(formatKeyTable(keys));
+      const counts = formatHashSecretCounts(keys);
+      if (counts !== undefined) this.out(`\n${counts}`);
+    }
     return EXIT.ok;
   }
 }

@@ -112,6 +112,7 @@ test('an empty file gets every documented default', async () => {
     billingConsumerName: '',
     billingMaxAttempts: 10,
     accessKeyHashSecret: '',
+    previousAccessKeyHashSecret: '',
     reclaimIdleMs: 30000,
   });
   assert.deepEqual(config.pricing.files, []);
@@ -142,6 +143,7 @@ const FULL_ENV: Record<string, string> = {
   ROUTER_LOG_LEVEL: 'debug',
   ROUTER_STORE_USERNAME: 'router',
   ROUTER_STORE_KEY_PREFIX: 'prod:',
+  ROUTER_ACCESS_KEY_PREVIOUS_HASH_SECRET: 'old-hash-secret',
 };
 
 test('every ROUTER_* override reaches the configuration and wins over the file', async () => {
@@ -191,6 +193,8 @@ test('every ROUTER_* override reaches the configuration and wins over the file',
   assert.equal(store.password, 'store-password');
   assert.equal(store.keyPrefix, 'prod:');
   assert.equal(store.accessKeyHashSecret, 'hash-secret');
+  assert.equal(store.previousAccessKeyHashSecret, 'old-hash-secret');
+  assert.deepEqual(config.keys.accessKeys, [], 'the hash-secret variables define no access key');
 });
 
 test('an empty environment variable counts as unset', async () => {
