@@ -4,7 +4,15 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { readKnobs } from '../../../sim/upstream/knobs.ts';
-import { embeddingVector, replyText, splitPieces, toolCall } from '../../../sim/upstream/text.ts';
+import {
+  embeddingVector,
+  precountTokens,
+  replyText,
+  splitPieces,
+  tokens,
+  toolCall,
+  withPrecounted,
+} from '../../../sim/upstream/text.ts';
 
 test('splitPieces rejoins to the input, gives min(n, code points) pieces, never splits a code point', () => {
   fc.assert(
@@ -55,4 +63,34 @@ test('model-name knobs apply when headers are absent', () => {
   assert.equal(readKnobs({ 'x-sim-chunks': '9' }, 'm-chunks-3', 0).chunks, 9);
   assert.equal(readKnobs({}, 'gpt-4o-mini', 0).fail, undefined);
   assert.equal(readKnobs({ 'x-sim-fail': '200' }, '', 0).fail, undefined, 'only 4xx/5xx statuses');
+});
+
+test('tokens() of 200k characters without spaces finishes, close to a linear extrapolation', () => {
+  // Super-linear before: the simulator took ~20 s for this prompt.
+  const n = tokens('x'.repeat(200_000));
+  const sample = tokens('x'.repeat(8_000));
+  assert.ok(Math.abs(n - sample * 25) / n < 0.02, `${n} vs ${sample * 25}`);
+});
+
+test('a huge prompt is counted in slices before the handler: the event loop runs in between', async () => {
+  const prompt = `${'y'.repeat(150_000)} and more`;
+  const order: string[] = [];
+  setImmediate(() => order.push('immediate scheduled before'));
+  const pending = precountTokens({ messages: [{ role: 'user', content: prompt }], model: 'm' });
+  assert.ok(pending instanceof Promise, 'a 150 KB prompt is not counted in one go');
+  const counts = await pending;
+  order.push('counted');
+  assert.deepEqual(order, ['immediate scheduled before', 'counted']);
+  assert.equal(counts.get(prompt), tokens(prompt));
+  assert.equal(
+    withPrecounted(counts, () => tokens(prompt)),
+    counts.get(prompt),
+  );
+});
+
+test('replyText echoes at most 64 characters of a word', () => {
+  const knobs = readKnobs({ 'x-sim-words': '0' }, '', 0);
+  assert.equal(replyText(`${'z'.repeat(100_000)} tail`, knobs), `Echo: ${'z'.repeat(64)} tail.`);
+  const emoji = `${'a'.repeat(63)}😀`;
+  assert.equal(replyText(emoji, knobs), `Echo: ${'a'.repeat(63)}.`, 'never half a surrogate pair');
 });
