@@ -4,19 +4,26 @@
 // lowest event not yet done, so a crash re-sends at most the window plus the events since the last
 // checkpoint write; the billing service deduplicates them on Idempotency-Key.
 //
-// Failures: when the head of the queue fails, no new events are sent; the head is retried alone after a
-// full-jitter exponential backoff (retry_interval_ms doubling up to max_retry_interval_ms). Failures that
-// say the service is unavailable (network error, timeout, 408, 429, 502, 503, 504) are retried for as long
-// as the outage lasts; a 4xx (HTML 404 included) counts as an attempt; another 5xx (500) does not count
-// when a different event fails too at that moment (one probe per retry), since a billing service in
-// trouble answers 500 to everything while a poison event fails alone. An event with max_attempts counted
-// attempts goes to dead-letter.jsonl so the queue moves on. Counted attempts are stored in the checkpoint
-// and survive restarts.
+// Failures: the head of the queue is retried after a full-jitter exponential backoff (retry_interval_ms
+// doubling up to max_retry_interval_ms). Which failures count toward max_attempts is decided by
+// billing/delivery-policy.ts. While the head's failure is not counted (the service looks unavailable), no
+// new events are sent: one probe per backoff during an outage. While it is counted (the service refuses
+// this event and accepts others), the events behind it keep being delivered, up to POISON_READ_AHEAD
+// events past the checkpoint, which stays at the head. An event with max_attempts counted attempts goes to
+// dead-letter.jsonl and the checkpoint moves on. Counted attempts are stored in the checkpoint and survive
+// restarts.
 
 import { type FSWatcher, watch } from 'node:fs';
 import type { Logger } from 'pino';
 import type { BillingConfig } from '../proxy/config/types.ts';
 import type { IngestResult } from './billing-client.ts';
+import {
+  backoffDelay,
+  classifyFailure,
+  countsAsAttempt,
+  type FailureClass,
+  thrownFailure,
+} from './delivery-policy.ts';
 import { openOutboxStatus } from './outbox/status.ts';
 import {
   attemptKey,
@@ -32,7 +39,11 @@ import type { UsageEvent } from './types.ts';
 export interface DeliveryWorkerOptions {
   config: Pick<BillingConfig, 'outboxDir' | 'retryIntervalMs' | 'maxRetryIntervalMs' | 'maxAttempts'> &
     Partial<Pick<BillingConfig, 'deliveryLingerMs'>>;
-  client: { ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult> };
+  client: {
+    ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult>;
+    /** BillingClient.probe; without it the service is taken to answer. */
+    probe?(): Promise<boolean>;
+  };
   /** Ingests in flight at most (default 16). 1 gives strict one-by-one delivery. */
   window?: number;
   /** Write the checkpoint after this many done items (default 500) ... */
@@ -83,21 +94,24 @@ export interface DeliveryWorker {
   stop(opts?: { abort?: boolean }): Promise<void>;
 }
 
-/** Full jitter: uniform in [0, min(cap, base * 2^(failures-1))). */
-export function backoffDelay(failures: number, baseMs: number, capMs: number, random: () => number): number {
-  const exp = Math.min(capMs, baseMs * 2 ** Math.max(0, Math.min(failures - 1, 30)));
-  return Math.floor(random() * exp);
-}
+export { backoffDelay } from './delivery-policy.ts';
+
+// Events read past a head that is retried for a counted failure. Delivered ones keep only their position;
+// a crash re-sends them (the billing service deduplicates on Idempotency-Key).
+const POISON_READ_AHEAD = 4096;
 
 interface Slot {
   item: OutboxItem;
-  state: 'new' | 'inflight' | 'done' | 'failed';
+  /** waiting: a failed head waiting out its backoff. */
+  state: 'new' | 'inflight' | 'done' | 'failed' | 'waiting';
   /** Counted attempts (durable). */
   attempts: number;
   /** Consecutive failures of any kind (backoff exponent). */
   failures: number;
-  /** Last failure was a 5xx that counts only if the service is seen accepting other events. */
-  unjudged: boolean;
+  /** Class of the last failure, judged when the slot is the head. */
+  failure: FailureClass | undefined;
+  /** The last failure counted: the event is to blame, so the queue behind it keeps moving. */
+  counted: boolean;
   lastResult: IngestResult | undefined;
   settled: Promise<void> | undefined;
 }
@@ -204,35 +218,21 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
     // Through a promise chain so that even a synchronous throw of the client settles the slot.
     slot.settled = Promise.resolve()
       .then(() => client.ingest(item.event, inflightAbort.signal))
-      .catch(
-        (err: unknown): IngestResult => ({
-          kind: 'retryable',
-          status: undefined,
-          code: 'client_error',
-          message: errorText(err),
-          unavailable: true,
-        }),
-      )
+      .catch((err: unknown): IngestResult => thrownFailure(errorText(err)))
       .then((result) => {
         inFlight--;
         slot.lastResult = result;
         if (result.kind === 'ok') {
           slot.state = 'done';
           counters.delivered++;
+          if (slot !== window[0]) slot.item = { ...positionOf(item), kind: 'skip' };
         } else if (result.code === 'aborted' && stopping) {
           slot.state = 'new'; // not an attempt: we gave up on it, it is re-sent after restart
         } else {
           slot.state = 'failed';
           slot.failures++;
+          slot.failure = classifyFailure(result);
           counters.failedAttempts++;
-          if (result.kind === 'permanent') {
-            slot.attempts++;
-            attemptsDirty = true;
-          } else if (!result.unavailable) {
-            // A 500 is either this event (poison) or the service (outage): decided by a probe when
-            // the event is retried at the head (handleFailedHead), so an outage never dead-letters.
-            slot.unjudged = true;
-          }
           recordError(result.code, result.status, result.message);
           logger?.warn(
             {
@@ -303,7 +303,8 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
       state: item.kind === 'event' ? 'new' : 'done',
       attempts,
       failures: 0,
-      unjudged: false,
+      failure: undefined,
+      counted: false,
       lastResult: undefined,
       settled: undefined,
     };
@@ -314,7 +315,7 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
    * one more event sent as a probe. Undefined when there is no other event to ask with.
    */
   async function othersAccepted(head: Slot): Promise<boolean | undefined> {
-    let probe = window.find((s) => s !== head && s.item.kind === 'event' && s.state !== 'done');
+    let probe = window.find((s) => s !== head && s.item.kind === 'event' && s.state === 'new');
     while (probe === undefined && window.length < windowSize * 4) {
       const item = await reader.next();
       if (!item) return undefined;
@@ -330,14 +331,13 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
 
   async function handleFailedHead(head: Slot): Promise<void> {
     const item = head.item as Extract<OutboxItem, { kind: 'event' }>;
-    if (head.unjudged) {
-      head.unjudged = false;
-      // Not counted only when another event failed too (an outage). With nothing else queued there is
-      // no evidence either way and the attempt counts, as it would for a lone poison event.
-      if ((await othersAccepted(head)) !== false) {
-        head.attempts++;
-        attemptsDirty = true;
-      }
+    head.counted = await countsAsAttempt(head.failure ?? 'outage', {
+      otherEventAccepted: () => othersAccepted(head),
+      serviceAnswers: () => client.probe?.() ?? Promise.resolve(true),
+    });
+    if (head.counted) {
+      head.attempts++;
+      attemptsDirty = true;
     }
     if (head.attempts >= config.maxAttempts) {
       const r = head.lastResult;
@@ -362,8 +362,12 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
     }
     if (attemptsDirty) await checkpoint();
     const delay = backoffDelay(head.failures, config.retryIntervalMs, config.maxRetryIntervalMs, random);
-    await sleep(delay, stopController.signal);
-    if (!stopping) dispatch(head);
+    // Waited out beside the loop, so the events behind a counted failure keep moving meanwhile.
+    head.state = 'waiting';
+    void sleep(delay, stopController.signal).then(() => {
+      if (!stopping && head.state === 'waiting') dispatch(head);
+      wake();
+    });
   }
 
   async function loop(): Promise<void> {
@@ -376,13 +380,15 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
           continue;
         }
         if (checkpointDue()) await checkpoint();
-        // While the head is being retried, send nothing else: one probe per backoff during an outage.
-        const blocked = head !== undefined && head.failures > 0;
+        // While the head is retried for an uncounted failure, send nothing else: one probe per backoff
+        // during an outage. A counted failure is the event's own: the others go on.
+        const blocked = head !== undefined && head.failures > 0 && !head.counted;
+        const readAhead = head?.counted ? POISON_READ_AHEAD : windowSize * 4;
         let exhausted = false;
         const scanGen = generation;
         if (!blocked) {
-          for (const slot of window) if (slot.state === 'new') dispatch(slot);
-          while (inFlight < windowSize && window.length < windowSize * 4) {
+          for (const slot of window) if (slot.state === 'new' && inFlight < windowSize) dispatch(slot);
+          while (inFlight < windowSize && window.length < readAhead) {
             const item = await reader.next();
             if (!item) {
               exhausted = true;
@@ -464,6 +470,12 @@ export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
     }
     signal.addEventListener('abort', done, { once: true });
   });
+}
+
+function positionOf(item: OutboxItem): { segment: number; offset: number; end: number } {
+  return item.kind === 'sealed'
+    ? { segment: item.segment, offset: 0, end: 0 }
+    : { segment: item.segment, offset: item.offset, end: item.end };
 }
 
 export function errorText(err: unknown): string {

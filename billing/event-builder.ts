@@ -10,7 +10,11 @@
 //   the full rate. Without a cache price every input token is a prompt_tokens token.
 // - items of quantity 0 are left out; x-billing is omitted when no item remains, pricing_hints when
 //   there is no price (the billing service may still price the items from its own rules).
+//
+// Size: an event's JSON is at most MAX_EVENT_BYTES (boundEventSize). The billing service refuses larger
+// bodies, and one event it can never take must not cost the request its charge.
 
+import { createHash } from 'node:crypto';
 import type { ApiName, Usage, UsageStage } from '../hooks/types.ts';
 import { type ModelPrice, priceHints } from './pricing.ts';
 import type { BillingItem, PricingHint, UsageCounts, UsageEvent } from './types.ts';
@@ -77,6 +81,55 @@ function billingItems(usage: Usage, price: ModelPrice | undefined): BillingItem[
     .map(([metric, quantity]) => ({ metric, quantity, unit: 'token' }));
 }
 
+/** Largest usage event, as JSON bytes (docs/billing.md "The usage event"). */
+export const MAX_EVENT_BYTES = 64 * 1024;
+// Each UTF-16 unit is at most 6 bytes of JSON (a \u00XX escape); keys, numbers and items stay far below
+// the rest.
+const JSON_BYTES_PER_CHAR = 6;
+const STRUCTURE_BYTES = 4096;
+/** Characters kept of an oversized string, then fewer if the event is still too large. */
+const KEPT_CHARS = [1024, 64];
+
+/**
+ * The event itself when its JSON fits MAX_EVENT_BYTES; otherwise a copy whose long strings are cut, each
+ * ending in a marker with the original length and a hash, so ids stay distinct and the event still bills.
+ */
+export function boundEventSize(event: UsageEvent): UsageEvent {
+  if (stringChars(event) * JSON_BYTES_PER_CHAR + STRUCTURE_BYTES <= MAX_EVENT_BYTES) return event;
+  if (Buffer.byteLength(JSON.stringify(event)) <= MAX_EVENT_BYTES) return event;
+  let bounded = event;
+  for (const keep of KEPT_CHARS) {
+    bounded = mapStrings(event, keep) as UsageEvent;
+    if (Buffer.byteLength(JSON.stringify(bounded)) <= MAX_EVENT_BYTES) break;
+  }
+  return bounded;
+}
+
+function stringChars(value: unknown): number {
+  if (typeof value === 'string') return value.length;
+  if (typeof value !== 'object' || value === null) return 0;
+  let n = 0;
+  for (const v of Array.isArray(value) ? value : Object.values(value)) n += stringChars(v);
+  return n;
+}
+
+function mapStrings(value: unknown, keep: number): unknown {
+  if (typeof value === 'string') return value.length > keep ? truncated(value, keep) : value;
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) return value.map((v) => mapStrings(v, keep));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = mapStrings(v, keep);
+  return out;
+}
+
+function truncated(text: string, keep: number): string {
+  let head = text.slice(0, keep);
+  const last = head.charCodeAt(head.length - 1);
+  if (last >= 0xd800 && last <= 0xdbff) head = head.slice(0, -1);
+  const hash = createHash('sha256').update(text).digest('hex').slice(0, 16);
+  return `${head}…[truncated from ${text.length} chars, sha256 ${hash}]`;
+}
+
 export function buildUsageEvent(input: UsageEventInput): UsageEvent {
   const event: UsageEvent = {
     source: input.source,
@@ -111,7 +164,7 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
     }
     event['x-billing'] = billing;
   }
-  return event;
+  return boundEventSize(event);
 }
 
 export type ReportDecision = 'report' | 'skip_disabled' | 'skip_status' | 'skip_no_subject';

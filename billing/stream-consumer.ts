@@ -2,11 +2,12 @@
 // semantics of the file-mode worker (billing/delivery-worker.ts):
 // - up to `window` ingests in flight; each entry is retried on its own with full-jitter exponential
 //   backoff (retry_interval_ms doubling up to max_retry_interval_ms);
-// - outage-type failures (retryable with unavailable=true: network error, timeout, 408, 429, 502-504)
-//   are retried for as long as the outage lasts and are not counted; while one is being retried no new
-//   entries are read, so an outage costs one probe per backoff, not a storm;
-// - every other failure counts (HINCRBY on the attempts hash, shared by all consumers, so a reclaimed
-//   entry keeps its count); at billing_max_attempts counted attempts the entry is moved to
+// - which failures count is decided by billing/delivery-policy.ts; uncounted ones (the service looks
+//   unavailable) are retried for as long as the outage lasts, and while one is being retried no new
+//   entries are read, so an outage costs one probe per backoff, not a storm; a counted failure (the
+//   event is to blame) holds only its own slot;
+// - counted failures go to the attempts hash (HINCRBY, shared by all consumers, so a reclaimed entry
+//   keeps its count); at billing_max_attempts counted attempts the entry is moved to
 //   `<stream>:dead-letter` atomically.
 //
 // Group semantics (spec 3, 6.3): all sidecars read with XREADGROUP in `billing_consumer_group` under a
@@ -30,14 +31,25 @@ import {
 } from '../store/redis-client.ts';
 import { defineScript } from '../store/redis-store.ts';
 import type { IngestResult } from './billing-client.ts';
-import { abortableSleep, backoffDelay, errorText } from './delivery-worker.ts';
+import {
+  backoffDelay,
+  classifyFailure,
+  countsAsAttempt,
+  type FailureClass,
+  thrownFailure,
+} from './delivery-policy.ts';
+import { abortableSleep, errorText } from './delivery-worker.ts';
 import type { UsageEvent } from './types.ts';
 
 export interface StreamConsumerOptions {
   readonly store: StoreConfig;
   readonly billing: Pick<BillingConfig, 'retryIntervalMs' | 'maxRetryIntervalMs'> &
     Partial<Pick<BillingConfig, 'deliveryLingerMs'>>;
-  readonly client: { ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult> };
+  readonly client: {
+    ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult>;
+    /** BillingClient.probe; without it the service is taken to answer. */
+    probe?(): Promise<boolean>;
+  };
   readonly logger?: Logger;
   /** Ingests in flight at most (default 16). */
   readonly window?: number;
@@ -104,9 +116,19 @@ interface Held {
   attempts: number;
   /** Consecutive failures of any kind (backoff exponent). */
   failures: number;
-  /** The last failure said "service unavailable". */
+  /** The last failure did not count: the service looks unavailable. */
   outage: boolean;
 }
+
+/** How an ingest of some entry ended; `seq` orders them. */
+interface Outcome {
+  readonly seq: number;
+  readonly id: string;
+  readonly ok: boolean;
+  readonly failure: FailureClass | undefined;
+}
+
+const OUTCOMES_KEPT = 256;
 
 type StreamEntries = [id: string, fields: string[] | null][];
 
@@ -148,6 +170,49 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
     lastError: undefined,
   };
   let inFlight = 0;
+  // Recent ingest outcomes: the evidence that tells an event refused alone from a service failing all.
+  const outcomes: Outcome[] = [];
+  let outcomeSeq = 0;
+  const outcomeWaiters = new Set<(o: Outcome) => void>();
+  function recordOutcome(id: string, ok: boolean, failure: FailureClass | undefined): void {
+    const o: Outcome = { seq: ++outcomeSeq, id, ok, failure };
+    outcomes.push(o);
+    if (outcomes.length > OUTCOMES_KEPT) outcomes.shift();
+    for (const w of [...outcomeWaiters]) w(o);
+  }
+  function blamesService(o: Outcome): boolean {
+    return !o.ok && (o.failure === 'outage' || o.failure === 'server_error');
+  }
+  /**
+   * Whether the service accepts entries other than `id`: from the other ingests that ended since
+   * `sinceSeq`, else the next one to end while some are in flight, else the latest one that ended;
+   * undefined when none says anything either way.
+   */
+  async function otherAccepted(id: string, sinceSeq: number): Promise<boolean | undefined> {
+    let failed = false;
+    for (const o of outcomes) {
+      if (o.seq <= sinceSeq || o.id === id) continue;
+      if (o.ok) return true;
+      if (blamesService(o)) failed = true;
+    }
+    if (failed) return false;
+    if (inFlight > 0) {
+      const next = await new Promise<Outcome>((resolve) => {
+        const w = (o: Outcome): void => {
+          if (o.id === id) return;
+          outcomeWaiters.delete(w);
+          resolve(o);
+        };
+        outcomeWaiters.add(w);
+      });
+      if (next.ok || blamesService(next)) return next.ok;
+    }
+    for (let i = outcomes.length - 1; i >= 0; i--) {
+      const o = outcomes[i];
+      if (o.id !== id && (o.ok || blamesService(o))) return o.ok;
+    }
+    return undefined;
+  }
   let stopping = false;
   const stopController = new AbortController();
   let wakeResolve: (() => void) | undefined;
@@ -227,6 +292,7 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
       await deadLetter(entry, 'invalid_payload', errorText(err));
       return;
     }
+    let sinceSeq = outcomeSeq;
     while (!stopping) {
       if (entry.failures > 0) {
         await sleep(
@@ -238,28 +304,31 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
       inFlight++;
       const result = await Promise.resolve()
         .then(() => client.ingest(event, inflightAbort.signal))
-        .catch(
-          (err: unknown): IngestResult => ({
-            kind: 'retryable',
-            status: undefined,
-            code: 'client_error',
-            message: errorText(err),
-            unavailable: true,
-          }),
-        );
+        .catch((err: unknown): IngestResult => thrownFailure(errorText(err)));
       inFlight--;
       if (result.kind === 'ok') {
+        recordOutcome(entry.id, true, undefined);
         counters.delivered++;
         entry.outage = false;
         acknowledge(entry);
         return;
       }
-      if (result.code === 'aborted' && stopping) return; // not an attempt: redelivered later
+      if (result.code === 'aborted' && stopping) {
+        recordOutcome(entry.id, false, undefined);
+        return; // not an attempt: redelivered later
+      }
+      const failure = classifyFailure(result);
+      recordOutcome(entry.id, false, failure);
       entry.failures++;
       counters.failedAttempts++;
       recordError(result.code, result.status, result.message);
-      entry.outage = result.kind === 'retryable' && result.unavailable;
-      if (!entry.outage) {
+      const counted = await countsAsAttempt(failure, {
+        otherEventAccepted: () => otherAccepted(entry.id, sinceSeq),
+        serviceAnswers: () => client.probe?.() ?? Promise.resolve(true),
+      });
+      sinceSeq = outcomeSeq;
+      entry.outage = !counted;
+      if (counted) {
         try {
           entry.attempts = await cmd.hincrby(keys.attempts, entry.id, 1);
         } catch (err) {

@@ -6,6 +6,7 @@ export type IngestFailure =
   | { kind: 'none' }
   | { kind: 'error500' }
   | { kind: 'hang' }
+  | { kind: 'reset' }
   | { kind: 'slow'; ms: number }
   | { kind: 'error500-times'; remaining: number };
 
@@ -24,7 +25,8 @@ function parseCount(text: string, mode: string): number {
 /** Throws on an unknown mode so that a typo in a test fails loudly instead of testing nothing. */
 export function parseFailureMode(mode: string): ParsedFailure {
   if (mode === 'none') return { slot: 'both' };
-  if (mode === 'error500' || mode === 'hang') return { slot: 'ingest', failure: { kind: mode }, mode };
+  if (mode === 'error500' || mode === 'hang' || mode === 'reset')
+    return { slot: 'ingest', failure: { kind: mode }, mode };
   if (mode === 'lookup-error' || mode === 'lookup-hang') {
     return { slot: 'lookup', failure: { kind: mode }, mode };
   }

@@ -5,22 +5,33 @@ import type { AddressInfo } from 'node:net';
 
 export class BodyTooLargeError extends Error {}
 
-/** Reads the whole request body; rejects with BodyTooLargeError past `limit` bytes. */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * Reads the whole request body. Past `limit` bytes it rejects with BodyTooLargeError: at once with the
+ * connection destroyed mid-upload (`oversize: 'reset'`), or after the rest of the body was read and
+ * discarded, so the caller can answer 413 (`oversize: '413'`).
+ */
+export function readBody(
+  req: IncomingMessage,
+  limit: number,
+  oversize: 'reset' | '413' = 'reset',
+): Promise<Buffer> {
   return new Promise(function collect(resolve, reject) {
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', function onData(chunk: Buffer) {
       size += chunk.length;
-      if (size > limit) {
-        reject(new BodyTooLargeError(`body larger than ${limit} bytes`));
-        req.destroy();
+      if (size <= limit) {
+        chunks.push(chunk);
         return;
       }
-      chunks.push(chunk);
+      if (oversize === 'reset') {
+        reject(new BodyTooLargeError(`body larger than ${limit} bytes`));
+        req.destroy();
+      }
     });
     req.on('end', function onEnd() {
-      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+      if (size > limit) reject(new BodyTooLargeError(`body larger than ${limit} bytes`));
+      else resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
     });
     req.on('error', reject);
   });

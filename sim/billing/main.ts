@@ -17,6 +17,8 @@ const USAGE = `usage: npm run billing-sim -- [options]
   --threshold <amount>          send threshold_crossed when a balance falls to or below it, repeatable
   --currency <code>             wallet currency (default USD)
   --no-keep-events              count events without keeping them (benchmarks)
+  --ingest-body-limit <bytes>   largest ingest body (default 1048576)
+  --oversize reset|413          a larger body: drop the connection mid-upload (default) or answer 413
   --json                        print the ready line as JSON`;
 
 function parseRuleSet(text: string): [string, RuleSetStatus] {
@@ -57,6 +59,8 @@ function optionsFromArgs(argv: string[]): { options: BillingSimOptions; json: bo
       threshold: { type: 'string', multiple: true },
       currency: { type: 'string' },
       'keep-events': { type: 'boolean', default: true },
+      'ingest-body-limit': { type: 'string' },
+      oversize: { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -73,6 +77,16 @@ function optionsFromArgs(argv: string[]): { options: BillingSimOptions; json: bo
   const ruleSets = values['rule-set']?.length
     ? Object.fromEntries(values['rule-set'].map(parseRuleSet))
     : undefined;
+  const limitText = values['ingest-body-limit'];
+  const ingestBodyLimitBytes = limitText === undefined ? undefined : Number(limitText);
+  if (
+    ingestBodyLimitBytes !== undefined &&
+    !(Number.isInteger(ingestBodyLimitBytes) && ingestBodyLimitBytes > 0)
+  )
+    throw new Error(`--ingest-body-limit: not a positive integer: ${limitText}`);
+  const oversize = values.oversize;
+  if (oversize !== undefined && oversize !== 'reset' && oversize !== '413')
+    throw new Error(`--oversize: reset or 413, not ${oversize}`);
   const options: BillingSimOptions = {
     host: values.host ?? '127.0.0.1',
     port: parsePort(values.port, 8790, '--port'),
@@ -86,6 +100,8 @@ function optionsFromArgs(argv: string[]): { options: BillingSimOptions; json: bo
     thresholds: values.threshold,
     currency: values.currency,
     keepEvents: values['keep-events'],
+    ingestBodyLimitBytes,
+    oversize,
   };
   return { options, json: values.json };
 }

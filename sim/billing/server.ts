@@ -118,6 +118,8 @@ class BillingSimulator implements BillingSim {
   readonly #options: BillingSimOptions;
   readonly #currency: string;
   readonly #keepEvents: boolean;
+  readonly #ingestBodyLimit: number;
+  readonly #oversize: 'reset' | '413';
   readonly #now: () => number;
   readonly #thresholds: Money[];
   readonly #api: Server;
@@ -149,6 +151,8 @@ class BillingSimulator implements BillingSim {
     this.projectId = options.projectId ?? 'proj_local';
     this.#currency = options.currency ?? 'USD';
     this.#keepEvents = options.keepEvents ?? true;
+    this.#ingestBodyLimit = options.ingestBodyLimitBytes ?? BODY_LIMIT;
+    this.#oversize = options.oversize ?? 'reset';
     this.#now = options.now ?? Date.now;
     this.#thresholds = (options.thresholds ?? []).map(parseMoney);
     this.#sender = new WebhookSender({
@@ -392,6 +396,11 @@ class BillingSimulator implements BillingSim {
         await this.#handleAdmin(req, res, path);
         return;
       }
+      if (this.#ingestFailure.kind === 'reset') {
+        // A service dying under load: the connection is accepted, then dropped with no answer.
+        req.socket.destroy();
+        return;
+      }
       const route = matchRoute(path);
       if (!route) {
         req.resume();
@@ -465,10 +474,12 @@ class BillingSimulator implements BillingSim {
         req.resume();
         this.#hold(res);
         return;
+      case 'reset':
+        return; // #handleApi dropped the connection
       case 'slow': {
         // The body is read now; the event is processed when the answer goes out, even if the client has
         // given up by then (a timed-out delivery that was accepted, as happens with the real service).
-        const body = await readBody(req, BODY_LIMIT);
+        const body = await readBody(req, this.#ingestBodyLimit, this.#oversize);
         const held = this.#hold(res);
         held.timer = setTimeout(() => {
           this.#held.delete(held);
@@ -480,7 +491,7 @@ class BillingSimulator implements BillingSim {
   }
 
   async #ingest(req: IncomingMessage, res: ServerResponse, route: Route): Promise<void> {
-    const body = await readBody(req, BODY_LIMIT);
+    const body = await readBody(req, this.#ingestBodyLimit, this.#oversize);
     this.#acceptBody(req, res, route, body);
   }
 

@@ -4,8 +4,11 @@ import type { UsageEvent } from '../../billing/types.ts';
 
 export type RuleSetStatus = 'published' | 'draft';
 
-/** Failure modes that affect ingest. `slow:<ms>` delays the answer; `error500-times:<n>` fails n calls. */
-export type IngestFailureMode = 'error500' | 'hang' | `slow:${number}` | `error500-times:${number}`;
+/**
+ * Failure modes that affect ingest. `slow:<ms>` delays the answer; `error500-times:<n>` fails n calls;
+ * `reset` drops every API connection (any route) with no answer.
+ */
+export type IngestFailureMode = 'error500' | 'hang' | 'reset' | `slow:${number}` | `error500-times:${number}`;
 /** Failure modes that affect the balance lookup endpoint. */
 export type LookupFailureMode = 'lookup-error' | 'lookup-hang';
 export type FailureMode = 'none' | IngestFailureMode | LookupFailureMode;
@@ -45,6 +48,13 @@ export interface BillingSimOptions {
   thresholds?: string[];
   /** false: count accepted events without keeping them (benchmarks). Default true. */
   keepEvents?: boolean;
+  /** Largest ingest body in bytes (default 1 MiB). */
+  ingestBodyLimitBytes?: number;
+  /**
+   * A larger ingest body: `reset` (default) drops the connection mid-upload, as a body-limit guard that
+   * closes the socket does; `413` reads the body to its end and answers 413 `body_too_large`.
+   */
+  oversize?: 'reset' | '413';
   /** Webhook delivery attempts in total (default 3) and the delay between them (default 50 ms). */
   webhookAttempts?: number;
   webhookRetryDelayMs?: number;

@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { buildUsageEvent, reportDecision, type UsageEventInput } from '../../billing/event-builder.ts';
+import {
+  boundEventSize,
+  buildUsageEvent,
+  MAX_EVENT_BYTES,
+  reportDecision,
+  type UsageEventInput,
+} from '../../billing/event-builder.ts';
 import { compilePricing } from '../../billing/pricing.ts';
 
 const { pricing } = compilePricing([
@@ -232,4 +238,42 @@ test('reportDecision', () => {
     reportDecision({ ...ok, subjectId: '', status: 500, onlyBillableSuccess: false }),
     'skip_no_subject',
   );
+});
+
+test('size bound: an event over MAX_EVENT_BYTES keeps billing with its long strings cut and marked', () => {
+  const model = `m-${'x'.repeat(2 * 1024 * 1024)}`;
+  const event = buildUsageEvent(base({ model, requestId: 'r'.repeat(100_000) }));
+  const bytes = Buffer.byteLength(JSON.stringify(event));
+  assert.ok(bytes <= MAX_EVENT_BYTES, `${bytes} bytes`);
+  assert.match(event.raw_json.model, /^m-x{1022}…\[truncated from 2097154 chars, sha256 [0-9a-f]{16}\]$/);
+  // Counts, subject and prices are untouched: it still bills exactly as before.
+  const small = buildUsageEvent(base());
+  assert.deepEqual(event['x-billing'], small['x-billing']);
+  assert.deepEqual(event.raw_json.usage, small.raw_json.usage);
+  assert.equal(event.subject_id, 'client-a');
+  // Two long ids sharing their first 1024 characters stay distinct.
+  const other = buildUsageEvent(base({ model, requestId: `${'r'.repeat(99_999)}s` }));
+  assert.notEqual(other.idempotency_key, event.idempotency_key);
+  assert.ok(event.idempotency_key.startsWith('router:rrr'));
+});
+
+test('size bound: escaping-heavy strings in every field still fit; small events are returned as they are', () => {
+  const control = '\u0001'.repeat(30_000); // 6 bytes of JSON each
+  const event = buildUsageEvent(
+    base({
+      requestId: control,
+      subjectType: control,
+      subjectId: control,
+      provider: control,
+      model: control,
+      source: control,
+    }),
+  );
+  assert.ok(Buffer.byteLength(JSON.stringify(event)) <= MAX_EVENT_BYTES);
+  assert.match(event.source, /truncated from 30000 chars/);
+  const small = buildUsageEvent(base());
+  assert.equal(boundEventSize(small), small);
+  const emoji = boundEventSize({ ...small, subject_id: '😀'.repeat(40_000) });
+  assert.doesNotMatch(emoji.subject_id, /[\ud800-\udbff](?![\udc00-\udfff])/, 'no lone surrogate');
+  assert.ok(Buffer.byteLength(JSON.stringify(emoji)) <= MAX_EVENT_BYTES);
 });

@@ -56,6 +56,7 @@ billing:
         return { kind: 'permanent', status: 422, code: 'http_422', message: 'rejected' };
       return { kind: 'ok', status: 202 };
     },
+    probe: () => Promise.resolve(true),
     getBalance: () => Promise.reject(new Error('unused')),
     close: () => Promise.resolve(),
   };
