@@ -15,9 +15,8 @@ export type IngestResult =
       code: string;
       message: string;
       /**
-       * The service looks unreachable or overloaded (refused connection, timeout, 408, 429, 502, 503, 504)
-       * rather than unhappy with this event. A connection closed with no answer (`connection_reset`) and
-       * other 5xx are neither: billing/delivery-policy.ts decides those.
+       * The service looks unreachable or overloaded (network error, timeout, 408, 429, 502, 503, 504) rather
+       * than unhappy with this event; the delivery worker does not count such failures toward dead-lettering.
        */
       unavailable: boolean;
     }
@@ -53,11 +52,6 @@ export interface BillingClientOptions {
 
 export interface BillingClient {
   ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult>;
-  /**
-   * Whether the service answers at all: a GET of the ingest path, which carries no event and changes
-   * nothing. Any answer but 408, 429 and 5xx counts (405 included); no answer does not.
-   */
-  probe(): Promise<boolean>;
   getBalance(
     subjectType: string,
     subjectId: string,
@@ -73,12 +67,11 @@ const MAX_ERROR_BODY = 8 * 1024;
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
-// The peer closed a connection it had accepted, before answering: what a body-size guard that drops the
-// socket mid-upload looks like, and also a service dying mid-request.
-const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
-
-function errCode(err: unknown): string {
-  return typeof err === 'object' && err !== null ? String((err as { code?: unknown }).code) : '';
+/** undici's own timeouts (connect, headers, body), as opposed to refusals and resets. */
+function isTimeout(err: unknown): boolean {
+  return (
+    typeof err === 'object' && err !== null && TIMEOUT_CODES.has(String((err as { code?: unknown }).code))
+  );
 }
 
 export function createBillingClient(
@@ -126,23 +119,10 @@ export function createBillingClient(
       }
       text = await readLimited(res.body);
     } catch (err) {
-      const raw = errCode(err);
-      const code = signal?.aborted
-        ? 'aborted'
-        : TIMEOUT_CODES.has(raw)
-          ? 'timeout'
-          : RESET_CODES.has(raw)
-            ? 'connection_reset'
-            : 'network_error';
+      const code = isTimeout(err) ? 'timeout' : signal?.aborted ? 'aborted' : 'network_error';
       const message =
         code === 'timeout' ? `no answer within ${config.requestTimeoutMs} ms` : errorMessage(err);
-      return {
-        kind: 'retryable',
-        status: undefined,
-        code,
-        message,
-        unavailable: code !== 'connection_reset',
-      };
+      return { kind: 'retryable', status: undefined, code, message, unavailable: true };
     }
     return classifyFailure(status, contentType, text, event);
   }
@@ -175,16 +155,6 @@ export function createBillingClient(
     }
     const code = /not published/i.test(message) ? 'rule_set_not_published' : `http_${status}`;
     return { kind: 'permanent', status, code, message };
-  }
-
-  async function probe(): Promise<boolean> {
-    try {
-      const res = await pool.request({ path: ingestPath, method: 'GET', headers: { authorization } });
-      await res.body.dump({ limit: MAX_ERROR_BODY });
-      return res.statusCode < 500 && res.statusCode !== 408 && res.statusCode !== 429;
-    } catch {
-      return false;
-    }
   }
 
   async function getBalance(
@@ -249,7 +219,6 @@ export function createBillingClient(
 
   return {
     ingest,
-    probe,
     getBalance,
     close: () => pool.close(),
   } satisfies BillingClient;

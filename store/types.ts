@@ -30,6 +30,8 @@ export interface BalanceDecision {
   readonly currency: string;
   /** ms since epoch. */
   readonly fetchedAt: number;
+  /** Refused because the subject has no wallet (not because its balance is spent). */
+  readonly noWallet?: boolean;
 }
 
 export type StoredKeyStatus = 'active' | 'revoked';

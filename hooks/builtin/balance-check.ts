@@ -8,7 +8,8 @@
 //      shares one lookup; across instances StateStore.tryRefreshLock elects one refresher), compared
 //      exactly (decimal.js, balance > 0), bounded by request_timeout_ms.
 // A lookup failure is never cached: failure_mode closed answers 503 billing_unavailable, open serves
-// the request and logs a warning.
+// the request and logs a warning. "This subject has no wallet" is an answer, not a failure: it is
+// refused with 402 in both modes and cached like a denial (an SDK retries a 503 forever).
 
 import { Decimal } from 'decimal.js';
 import type { BalanceEnforcementConfig } from '../../proxy/config/types.ts';
@@ -24,7 +25,7 @@ export type BalanceLookup = (
   subjectId: string,
   currency: string,
   signal: AbortSignal,
-) => Promise<{ balance: string; currency: string }>;
+) => Promise<{ balance: string; currency: string; noWallet?: true }>;
 
 export type BalanceCheckResult =
   | 'skipped'
@@ -33,6 +34,7 @@ export type BalanceCheckResult =
   | 'cached_denied'
   | 'allowed'
   | 'denied'
+  | 'no_wallet'
   | 'error_closed'
   | 'error_open';
 
@@ -60,6 +62,9 @@ function stateVersion(state: SubjectState | null | undefined): string {
   return state == null ? '-' : `${state.lastEventId}@${state.updatedAt}`;
 }
 
+const NO_WALLET_MESSAGE =
+  'This subject has no wallet at the billing service, so its requests cannot be paid for; ask the operator to set up the billing account';
+
 class LookupTimeoutError extends Error {
   constructor(ms: number) {
     super(`balance lookup gave no answer within ${ms} ms`);
@@ -82,7 +87,8 @@ export function createBalanceCheckHook(opts: BalanceCheckOptions): Hook {
     opts.metrics?.balanceChecks.inc({ result });
   }
 
-  function insufficient(): GatewayError {
+  function insufficient(decision?: BalanceDecision): GatewayError {
+    if (decision?.noWallet === true) return new GatewayError('insufficient_balance', NO_WALLET_MESSAGE);
     return new GatewayError('insufficient_balance');
   }
 
@@ -96,6 +102,9 @@ export function createBalanceCheckHook(opts: BalanceCheckOptions): Hook {
     });
     try {
       const answer = await Promise.race([lookup(subject.type, subject.id, currency, signal), deadline]);
+      if (answer.noWallet === true) {
+        return { allowed: false, balance: '0', currency, fetchedAt: now(), noWallet: true };
+      }
       return {
         allowed: isPositiveBalance(answer.balance),
         balance: answer.balance,
@@ -195,7 +204,7 @@ export function createBalanceCheckHook(opts: BalanceCheckOptions): Hook {
       if (cached) {
         count(cached.allowed ? 'cached_allowed' : 'cached_denied');
         if (cached.allowed) return CONTINUE;
-        throw insufficient();
+        throw insufficient(cached);
       }
       let decision: BalanceDecision;
       try {
@@ -203,9 +212,9 @@ export function createBalanceCheckHook(opts: BalanceCheckOptions): Hook {
       } catch (err) {
         return onFailure(ctx, err, 'lookup');
       }
-      count(decision.allowed ? 'allowed' : 'denied');
+      count(decision.allowed ? 'allowed' : decision.noWallet === true ? 'no_wallet' : 'denied');
       if (decision.allowed) return CONTINUE;
-      throw insufficient();
+      throw insufficient(decision);
     },
   } satisfies Hook;
 }

@@ -36,6 +36,8 @@ export interface EnforcementStackOptions {
   readonly webhookMaxBodyBytes?: number;
   /** Start the in-process sidecar (default true); false: the test runs `router-billing` itself. */
   readonly sidecar?: boolean;
+  /** Shared-store mode on this Redis (redis://...); access keys still come from the environment. */
+  readonly redisUrl?: string;
 }
 
 export interface EnforcementStack {
@@ -127,6 +129,16 @@ export async function startEnforcementStack(opts: EnforcementStackOptions): Prom
       `    denied_cache_ttl_ms: ${opts.deniedCacheTtlMs ?? 60_000}`,
       `    request_timeout_ms: ${opts.requestTimeoutMs ?? 1000}`,
       `    webhook_max_body_bytes: ${opts.webhookMaxBodyBytes ?? 65536}`,
+      ...(opts.redisUrl === undefined
+        ? []
+        : [
+            'store:',
+            '  enabled: true',
+            `  addr: ${opts.redisUrl}`,
+            `  key_prefix: "enf${process.pid}-${Math.random().toString(36).slice(2, 8)}:"`,
+            '  access_key_hash_secret: enforcement-hash-secret',
+            '  access_key_mode: file_only',
+          ]),
       '',
     ].join('\n'),
   );

@@ -291,3 +291,29 @@ test('a webhook that lands during a lookup is not overwritten by the stale answe
   assert.equal(await outcome(hook), 'continue', 'the stale denial was not cached');
   assert.equal(calls, 2);
 });
+
+test('no wallet: 402 in both failure modes, cached for the denied TTL, then asked again', async (t) => {
+  const r = await rig(t, '1.00');
+  for (const failureMode of ['closed', 'open'] as const) {
+    const hook = r.hook({ failureMode });
+    const subject = `no-wallet-${failureMode}`;
+    const lookups = r.sim.lookups;
+    let message = '';
+    try {
+      await hook.onRequest!(ctx(subject));
+      assert.fail('served a subject without a wallet');
+    } catch (err) {
+      assert.ok(err instanceof GatewayError);
+      assert.equal(err.status, 402);
+      assert.equal(err.code, 'insufficient_balance');
+      message = err.message;
+    }
+    assert.match(message, /has no wallet/);
+    assert.equal(await outcome(hook, ctx(subject)), '402 insufficient_balance');
+    assert.equal(r.sim.lookups, lookups + 1, `${failureMode}: cached like a denial`);
+    r.sim.setWallet('api_key', subject, '3');
+    r.clock.now += 300; // denied_cache_ttl_ms
+    assert.equal(await outcome(hook, ctx(subject)), 'continue', 'a wallet created later is seen');
+  }
+  assert.equal(r.counts.get('no_wallet'), 2);
+});
