@@ -21,6 +21,8 @@ import type { BillingItem, PricingHint, UsageCounts, UsageEvent } from './types.
 
 export interface UsageEventInput {
   requestId: string;
+  /** The caller's own request id, kept for correlation only. */
+  correlationId?: string | undefined;
   /** Wall-clock time of the request, ms since the epoch. */
   occurredAtMs: number;
   provider: string;
@@ -147,7 +149,12 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
       status: input.status,
       usage_stage: input.usageStage,
       usage: usageCounts(input.usage, input.completionStyle),
-      meta: { subject_type: input.subjectType, subject_id: input.subjectId, request_id: input.requestId },
+      meta: {
+        subject_type: input.subjectType,
+        subject_id: input.subjectId,
+        request_id: input.requestId,
+        ...(input.correlationId === undefined ? {} : { correlation_id: input.correlationId }),
+      },
     },
   };
   const items = billingItems(input.usage, input.price);

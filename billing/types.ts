@@ -42,7 +42,7 @@ export interface UsageEvent {
     status: number;
     usage_stage: 'upstream' | 'estimated';
     usage: UsageCounts;
-    meta: { subject_type: string; subject_id: string; request_id: string };
+    meta: { subject_type: string; subject_id: string; request_id: string; correlation_id?: string };
   };
   'x-billing'?: {
     items: BillingItem[];

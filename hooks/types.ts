@@ -111,7 +111,10 @@ export const CONTINUE: ContinueResult = Object.freeze({ kind: 'continue' });
  * to every stage. Hooks keep their own per-request state in a WeakMap keyed by the context.
  */
 export interface RequestContext {
+  /** The gateway's id of this request, which billing uses (docs/billing.md "Request ids"). */
   readonly id: string;
+  /** The caller's own X-Router-Request-Id when it is not the billing id; logged and in the event's meta. */
+  readonly correlationId: string | undefined;
   readonly api: ApiName;
   /** The wire format the client speaks (decides error and reply shapes). */
   readonly clientFormat: WireFormat;

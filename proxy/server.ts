@@ -3,7 +3,6 @@
 // observes, parsed events or JSON when a hook transforms. Configuration is a compiled Runtime captured
 // at the start of each request, so a reload never changes a request in flight.
 
-import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -35,6 +34,7 @@ import {
   runSelectTarget,
 } from './pipeline.ts';
 import { bodyTimedOut, parseJsonBody, readBody, readMultipartFields } from './request-body.ts';
+import { requestIdPolicy } from './request-id.ts';
 import { type Route, resolveRoute } from './routes.ts';
 import type { RuleHooks, Runtime } from './runtime.ts';
 import { endsWithBlankLine, type SseEvent, SseReader, serializeEvent } from './sse.ts';
@@ -45,8 +45,6 @@ import {
   splitBaseUrl,
   type UpstreamResponse,
 } from './upstream.ts';
-
-const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** Client headers forwarded upstream: protocol versions and betas; never credentials or cookies. */
 const FORWARDED_REQUEST_HEADERS = [
@@ -233,9 +231,9 @@ async function handle(
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);
   const query = new URLSearchParams(q === -1 ? '' : url.slice(q + 1));
-  const given = req.headers['x-router-request-id'];
-  const id = typeof given === 'string' && REQUEST_ID_RE.test(given) ? given : randomUUID();
+  const { id, correlationId } = requestIdPolicy(rt.config.requestId.trustedSources)(req);
   res.setHeader('x-router-request-id', id);
+  if (correlationId !== undefined) res.setHeader('x-router-correlation-id', correlationId);
 
   const googleClient = req.headers['x-goog-api-key'] !== undefined || query.has('key');
   const route = resolveRoute(
@@ -247,7 +245,7 @@ async function handle(
   switch (route.kind) {
     case 'proxy':
       if (phase === 'draining') return sendError(res, route.format, new GatewayError('shutting_down'), id);
-      return proxyRequest(rt, route, req, res, id, path, query);
+      return proxyRequest(rt, route, req, res, id, correlationId, path, query);
     case 'healthz':
       return sendJson(res, 200, { status: 'ok' });
     case 'readyz': {
@@ -338,6 +336,7 @@ function sendError(res: ServerResponse, format: WireFormat, err: GatewayError, i
  */
 class Context implements RequestContext {
   readonly id: string;
+  correlationId: string | undefined = undefined;
   readonly api: RequestContext['api'];
   readonly clientFormat: RequestContext['clientFormat'];
   readonly method: string;
@@ -389,7 +388,11 @@ class Context implements RequestContext {
   }
 
   get log(): RequestContext['log'] {
-    this.#log ??= this.#rootLog.child({ reqId: this.id });
+    this.#log ??= this.#rootLog.child(
+      this.correlationId === undefined
+        ? { reqId: this.id }
+        : { reqId: this.id, correlationId: this.correlationId },
+    );
     return this.#log;
   }
 
@@ -417,10 +420,12 @@ async function proxyRequest(
   req: IncomingMessage,
   res: ServerResponse,
   id: string,
+  correlationId: string | undefined,
   path: string,
   query: URLSearchParams,
 ): Promise<void> {
   const ctx = new Context(rt.log, route, req, id, upstreamPath(route, path), query);
+  ctx.correlationId = correlationId;
   res.on('close', () => {
     if (!res.writableFinished) ctx.abort();
   });

@@ -69,6 +69,7 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
       if (price === undefined) metrics.unpricedModels.inc({ provider: ctx.provider });
       const event = buildUsageEvent({
         requestId: ctx.id,
+        correlationId: ctx.correlationId,
         occurredAtMs: ctx.receivedAt,
         provider: ctx.provider,
         api: ctx.api,

@@ -7,6 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { JsonValue } from '../../hooks/types.ts';
+import { parseSource } from '../request-id.ts';
 import { displayPath } from './diagnostics.ts';
 import { applyEnvOverrides, applyObjectOverrides, type ConfigOverrides } from './env-overrides.ts';
 import { type Env, interpolateDocument } from './interpolate.ts';
@@ -65,6 +66,7 @@ interface RawConfig {
     max_header_bytes: number;
     max_json_depth: number;
   };
+  request_id: { trusted_sources: string[] };
   log: { level: RouterConfig['log']['level'] };
   hooks: { module: string; options: Record<string, JsonValue> }[];
   sidecar: { enabled: boolean };
@@ -149,6 +151,14 @@ function empty(value: string | undefined): boolean {
 }
 
 function checkCrossFields(raw: RawConfig, report: ReturnType<typeof reporter>): void {
+  raw.request_id.trusted_sources.forEach((text, i) => {
+    if (parseSource(text) === undefined) {
+      report(
+        `/request_id/trusted_sources/${i}`,
+        `request_id.trusted_sources[${i}] must be an IP address or CIDR range (e.g. "10.0.0.0/8")`,
+      );
+    }
+  });
   for (const [pointer, text] of [
     ['/listen', raw.listen],
     ['/billing/listen', raw.billing.listen],
@@ -330,6 +340,7 @@ function toConfig(raw: RawConfig, file: string, keys: KeysConfig, models: ModelR
       maxHeaderBytes: raw.limits.max_header_bytes,
       maxJsonDepth: raw.limits.max_json_depth,
     },
+    requestId: { trustedSources: raw.request_id.trusted_sources },
     log: { level: raw.log.level },
     hooks,
     sidecar: { enabled: raw.sidecar.enabled },

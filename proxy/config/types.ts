@@ -177,6 +177,7 @@ export interface RouterConfig {
   readonly providersDir: string;
   readonly masterKey: string | undefined;
   readonly limits: LimitsConfig;
+  readonly requestId: { readonly trustedSources: readonly string[] };
   readonly log: { readonly level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent' };
   readonly hooks: readonly HookConfig[];
   readonly sidecar: SidecarConfig;

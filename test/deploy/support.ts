@@ -14,6 +14,7 @@ import {
   PROVIDERS_DIR,
   ROOT,
   simProviderEnv,
+  TRUST_LOOPBACK_IDS,
 } from '../support/stack.ts';
 
 export { ACCESS_KEY };
@@ -49,6 +50,7 @@ export async function writeGatewayFiles(opts: {
       `models: ${MODELS_FILE}`,
       `pricing: ${PRICING_FILE}`,
       `log: { level: ${opts.logLevel ?? 'silent'} }`,
+      TRUST_LOOPBACK_IDS,
       opts.extraYaml ?? '',
     ].join('\n'),
   );

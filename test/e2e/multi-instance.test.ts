@@ -28,6 +28,7 @@ import {
   PRICING_FILE,
   PROVIDERS_DIR,
   SHIPPED_PROVIDERS,
+  TRUST_LOOPBACK_IDS,
 } from '../support/stack.ts';
 
 const BILLING_KEY = 'sk_billing_multi_secret';
@@ -71,6 +72,7 @@ before(async () => {
       `models: ${MODELS_FILE}`,
       `pricing: ${PRICING_FILE}`,
       'log: { level: info }',
+      TRUST_LOOPBACK_IDS,
       'billing:',
       '  enabled: true',
       `  base_url: ${billing.url}`,

@@ -119,7 +119,7 @@ describe('nginx in front of the gateway', {
     await stack.sim.waitFor((s) => s.stats.served === 1);
   });
 
-  test('keep-alive HTTP/1.1 to the gateway; request id and X-Forwarded-For pass through', async () => {
+  test('keep-alive HTTP/1.1 to the gateway; nginx ids the request, the client id and X-Forwarded-For pass through', async () => {
     const before = gatewayConnections;
     seenByGateway.length = 0;
     for (let i = 0; i < 5; i++) {
@@ -131,7 +131,9 @@ describe('nginx in front of the gateway', {
         },
       });
       assert.equal(res.status, 200);
-      assert.equal(res.headers.get('x-router-request-id'), `nginx-rid-${i}`);
+      // nginx's unique id is the billing id; the client's own becomes the correlation id.
+      assert.match(res.headers.get('x-router-request-id') ?? '', /^[0-9a-f]{32}$/);
+      assert.equal(res.headers.get('x-router-correlation-id'), `nginx-rid-${i}`);
       await res.arrayBuffer();
     }
     assert.equal(seenByGateway.length, 5);
@@ -142,11 +144,12 @@ describe('nginx in front of the gateway', {
       assert.equal(seen.headers['x-forwarded-for'], '203.0.113.9, 127.0.0.1');
       assert.equal(seen.headers['x-real-ip'], '127.0.0.1');
       assert.equal(seen.headers['x-forwarded-proto'], 'http');
-      assert.equal(seen.headers['x-router-request-id'], `nginx-rid-${i}`);
+      assert.match(String(seen.headers['x-router-request-id']), /^[0-9a-f]{32}$/);
+      assert.equal(seen.headers['x-router-correlation-id'], `nginx-rid-${i}`);
     }
   });
 
-  test('without a request id, nginx assigns one that the gateway uses and the access log records', async () => {
+  test('nginx assigns the id that the gateway uses and the access log records', async () => {
     seenByGateway.length = 0;
     const res = await fetch(`${nginx.url}/v1/models`, {
       headers: { authorization: `Bearer ${ACCESS_KEY}`, 'x-router-request-id': 'not valid!' },

@@ -17,7 +17,14 @@ import type { RouterConfig } from '../../proxy/config/types.ts';
 import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
 import { type BillingSim, type BillingSimOptions, startBillingSim } from '../../sim/billing/server.ts';
 import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
-import { MODELS_FILE, PRICING_FILE, PROVIDERS_DIR, ROOT, simProviderEnv } from './stack.ts';
+import {
+  MODELS_FILE,
+  PRICING_FILE,
+  PROVIDERS_DIR,
+  ROOT,
+  simProviderEnv,
+  TRUST_LOOPBACK_IDS,
+} from './stack.ts';
 
 export const BILLING_API_KEY = 'sk_billing_test_secret_key';
 export const BILLING_PROJECT = 'proj_test';
@@ -41,6 +48,8 @@ export interface BillingStackOptions {
   /** Delivery tuning of the in-process sidecar. */
   readonly worker?: SidecarOptions['worker'];
   readonly billingSim?: Partial<BillingSimOptions>;
+  /** Trust loopback callers' request ids (default true, TRUST_LOOPBACK_IDS). */
+  readonly trustCallerIds?: boolean;
 }
 
 export interface LogLine {
@@ -132,6 +141,7 @@ export async function startBillingStack(opts: BillingStackOptions = {}): Promise
       `models: ${MODELS_FILE}`,
       `pricing: ${PRICING_FILE}`,
       'log: { level: info }',
+      opts.trustCallerIds === false ? '' : TRUST_LOOPBACK_IDS,
       'billing:',
       ...Object.entries(billingBlock).map(([k, v]) => `  ${k}: ${yamlValue(v)}`),
       '',

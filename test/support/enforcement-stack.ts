@@ -15,7 +15,7 @@ import { loadConfig } from '../../proxy/config/load.ts';
 import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
 import { type BillingSim, startBillingSim } from '../../sim/billing/server.ts';
 import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
-import { MODELS_FILE, PRICING_FILE, PROVIDERS_DIR, simProviderEnv } from './stack.ts';
+import { MODELS_FILE, PRICING_FILE, PROVIDERS_DIR, simProviderEnv, TRUST_LOOPBACK_IDS } from './stack.ts';
 
 export const BILLING_API_KEY = 'sk_enforcement_billing_key';
 export const PROJECT = 'proj_enf';
@@ -109,6 +109,7 @@ export async function startEnforcementStack(opts: EnforcementStackOptions): Prom
       `models: ${MODELS_FILE}`,
       `pricing: ${PRICING_FILE}`,
       'log: { level: silent }',
+      TRUST_LOOPBACK_IDS,
       'billing:',
       '  enabled: true',
       `  base_url: ${billing.url}`,

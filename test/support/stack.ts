@@ -15,6 +15,13 @@ export const PROVIDERS_DIR = join(ROOT, 'deploy/config/providers');
 export const MODELS_FILE = join(ROOT, 'deploy/config/models.yaml');
 export const PRICING_FILE = join(ROOT, 'deploy/config/pricing.yaml');
 
+/**
+ * Test configurations trust loopback callers' X-Router-Request-Id, standing in for an ingress that
+ * sends unique ids, so tests can name the events they look for. The default (trust nobody) has its
+ * own tests in test/e2e/request-id-trust.test.ts.
+ */
+export const TRUST_LOOPBACK_IDS = 'request_id: { trusted_sources: ["127.0.0.1", "::1"] }';
+
 export const ACCESS_KEY = 'ak_test_client_a_secret';
 export const MASTER_KEY = 'mk_test_master_secret';
 
@@ -44,6 +51,8 @@ export interface StackOptions {
   readonly sim?: UpstreamSimOptions;
   /** Point these providers at this URL instead of the simulator. */
   readonly baseUrls?: Readonly<Record<string, string>>;
+  /** Trust loopback callers' request ids (default true, TRUST_LOOPBACK_IDS). */
+  readonly trustCallerIds?: boolean;
   /** The gateway's logger (default: silent). */
   readonly logger?: Logger;
 }
@@ -109,6 +118,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       `models: ${modelsFile}`,
       `pricing: ${PRICING_FILE}`,
       'log: { level: silent }',
+      opts.trustCallerIds === false ? '' : TRUST_LOOPBACK_IDS,
       opts.extraYaml ?? '',
     ].join('\n'),
   );

@@ -522,3 +522,20 @@ test('schema.json documents every property and forbids unknown keys everywhere',
   assert.deepEqual(problems, []);
   assert.equal(typeof (schema as { $id?: unknown }).$id, 'string');
 });
+
+test('request_id.trusted_sources takes addresses and CIDR ranges; anything else is a diagnostic', async () => {
+  const ok = await loadText(
+    'request_id: { trusted_sources: ["127.0.0.1", "10.0.0.0/8", "::1", "fd00::/8"] }',
+  );
+  assert.deepEqual(messages(ok.diagnostics), []);
+  assert.deepEqual(ok.config?.requestId.trustedSources, ['127.0.0.1', '10.0.0.0/8', '::1', 'fd00::/8']);
+  const bad = await loadText(
+    'request_id:\n  trusted_sources: ["10.0.0.0/33", "ingress.local", "1.2.3.4/x"]\n',
+  );
+  assert.equal(bad.config, undefined);
+  assert.equal(bad.diagnostics.length, 3);
+  assert.match(
+    messages(bad.diagnostics)[0] ?? '',
+    /:2:\d+: request_id\.trusted_sources\[0\] must be an IP address or CIDR range/,
+  );
+});

@@ -1,0 +1,74 @@
+// Which id a request is billed under. The usage event's idempotency key is `router:<id>`, so an id a
+// caller may choose could make a request free (the billing service drops a repeated key as a
+// duplicate). The gateway therefore makes its own id for every request and keeps a caller's
+// `X-Router-Request-Id` as a correlation id, unless the request comes from a configured trusted source
+// (an ingress that generates unique ids): docs/billing.md "Request ids".
+
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { BlockList, isIP } from 'node:net';
+
+const ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export interface RequestIds {
+  /** The billing id: `external_event_id`, `router:<id>`, echoed as x-router-request-id. */
+  readonly id: string;
+  /** The caller's own id, when it gave a well-formed one that is not the billing id. */
+  readonly correlationId: string | undefined;
+}
+
+export type RequestIdPolicy = (req: IncomingMessage) => RequestIds;
+
+/** `10.0.0.0/8`, `::1`, `192.168.1.7` -> a subnet; undefined when the text is neither. */
+export function parseSource(
+  text: string,
+): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | undefined {
+  const slash = text.indexOf('/');
+  const address = slash === -1 ? text : text.slice(0, slash);
+  const version = isIP(address);
+  if (version === 0) return undefined;
+  const max = version === 4 ? 32 : 128;
+  let prefix = max;
+  if (slash !== -1) {
+    const digits = text.slice(slash + 1);
+    if (!/^\d{1,3}$/.test(digits)) return undefined;
+    prefix = Number(digits);
+    if (prefix > max) return undefined;
+  }
+  return { address, prefix, family: version === 4 ? 'ipv4' : 'ipv6' };
+}
+
+const policies = new WeakMap<readonly string[], RequestIdPolicy>();
+
+/** The policy for a list of trusted sources (compiled once per configuration). */
+export function requestIdPolicy(trustedSources: readonly string[]): RequestIdPolicy {
+  let policy = policies.get(trustedSources);
+  if (policy !== undefined) return policy;
+  const trusted = new BlockList();
+  for (const text of trustedSources) {
+    const source = parseSource(text);
+    if (source !== undefined) trusted.addSubnet(source.address, source.prefix, source.family);
+  }
+  const anyTrusted = trustedSources.length > 0;
+  policy = (req) => {
+    const given = wellFormed(req.headers['x-router-request-id']);
+    if (given !== undefined && anyTrusted && isTrusted(trusted, req.socket.remoteAddress)) {
+      return { id: given, correlationId: wellFormed(req.headers['x-router-correlation-id']) };
+    }
+    return { id: randomUUID(), correlationId: given };
+  };
+  policies.set(trustedSources, policy);
+  return policy;
+}
+
+function wellFormed(value: string | string[] | undefined): string | undefined {
+  return typeof value === 'string' && ID_RE.test(value) ? value : undefined;
+}
+
+function isTrusted(list: BlockList, address: string | undefined): boolean {
+  if (address === undefined) return false;
+  // An IPv4 client on a dual-stack socket shows as ::ffff:a.b.c.d.
+  if (address.startsWith('::ffff:') && isIP(address.slice(7)) === 4)
+    return list.check(address.slice(7), 'ipv4');
+  return list.check(address, isIP(address) === 6 ? 'ipv6' : 'ipv4');
+}
