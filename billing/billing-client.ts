@@ -15,8 +15,9 @@ export type IngestResult =
       code: string;
       message: string;
       /**
-       * The service looks unreachable or overloaded (network error, timeout, 408, 429, 502, 503, 504) rather
-       * than unhappy with this event; the delivery worker does not count such failures toward dead-lettering.
+       * The service looks unreachable or overloaded (refused connection, timeout, 408, 429, 502, 503, 504)
+       * rather than unhappy with this event. A connection closed with no answer (`connection_reset`) and
+       * other 5xx are neither: billing/delivery-policy.ts decides those.
        */
       unavailable: boolean;
     }
@@ -26,6 +27,23 @@ export interface Balance {
   /** Decimal string, compared exactly by callers (decimal.js), never as a float. */
   balance: string;
   currency: string;
+  /** The billing service answered that the subject has no wallet: a definite answer, not an outage. */
+  noWallet?: true;
+}
+
+/**
+ * Error codes of a JSON 404 that mean "this subject has no wallet". Any other 404 (the portal's HTML
+ * page, an unknown project or route) is a configuration fault and stays a lookup failure.
+ */
+const NO_WALLET_CODES = new Set(['wallet_not_found', 'account_not_found', 'subject_not_found']);
+
+function errorCodeOf(text: string): string | undefined {
+  try {
+    const code = (JSON.parse(text) as { error?: { code?: unknown } } | null)?.error?.code;
+    return typeof code === 'string' ? code : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export class BillingRequestError extends Error {
@@ -52,6 +70,11 @@ export interface BillingClientOptions {
 
 export interface BillingClient {
   ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult>;
+  /**
+   * Whether the service answers at all: a GET of the ingest path, which carries no event and changes
+   * nothing. Any answer but 408, 429 and 5xx counts (405 included); no answer does not.
+   */
+  probe(): Promise<boolean>;
   getBalance(
     subjectType: string,
     subjectId: string,
@@ -67,11 +90,12 @@ const MAX_ERROR_BODY = 8 * 1024;
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
-/** undici's own timeouts (connect, headers, body), as opposed to refusals and resets. */
-function isTimeout(err: unknown): boolean {
-  return (
-    typeof err === 'object' && err !== null && TIMEOUT_CODES.has(String((err as { code?: unknown }).code))
-  );
+// The peer closed a connection it had accepted, before answering: what a body-size guard that drops the
+// socket mid-upload looks like, and also a service dying mid-request.
+const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
+
+function errCode(err: unknown): string {
+  return typeof err === 'object' && err !== null ? String((err as { code?: unknown }).code) : '';
 }
 
 export function createBillingClient(
@@ -119,10 +143,23 @@ export function createBillingClient(
       }
       text = await readLimited(res.body);
     } catch (err) {
-      const code = isTimeout(err) ? 'timeout' : signal?.aborted ? 'aborted' : 'network_error';
+      const raw = errCode(err);
+      const code = signal?.aborted
+        ? 'aborted'
+        : TIMEOUT_CODES.has(raw)
+          ? 'timeout'
+          : RESET_CODES.has(raw)
+            ? 'connection_reset'
+            : 'network_error';
       const message =
         code === 'timeout' ? `no answer within ${config.requestTimeoutMs} ms` : errorMessage(err);
-      return { kind: 'retryable', status: undefined, code, message, unavailable: true };
+      return {
+        kind: 'retryable',
+        status: undefined,
+        code,
+        message,
+        unavailable: code !== 'connection_reset',
+      };
     }
     return classifyFailure(status, contentType, text, event);
   }
@@ -157,6 +194,16 @@ export function createBillingClient(
     return { kind: 'permanent', status, code, message };
   }
 
+  async function probe(): Promise<boolean> {
+    try {
+      const res = await pool.request({ path: ingestPath, method: 'GET', headers: { authorization } });
+      await res.body.dump({ limit: MAX_ERROR_BODY });
+      return res.statusCode < 500 && res.statusCode !== 408 && res.statusCode !== 429;
+    } catch {
+      return false;
+    }
+  }
+
   async function getBalance(
     subjectType: string,
     subjectId: string,
@@ -186,6 +233,9 @@ export function createBillingClient(
         undefined,
         errorMessage(err),
       );
+    }
+    if (status === 404 && NO_WALLET_CODES.has(errorCodeOf(text) ?? '')) {
+      return { balance: '0', currency, noWallet: true };
     }
     if (status < 200 || status >= 300) {
       throw new BillingRequestError(
@@ -219,6 +269,7 @@ export function createBillingClient(
 
   return {
     ingest,
+    probe,
     getBalance,
     close: () => pool.close(),
   } satisfies BillingClient;
