@@ -18,6 +18,7 @@ const log = pino({ level: 'silent' });
 function context(api: ApiName, model: string, body: JsonObject): RequestContext {
   return {
     id: 'req-metering',
+    correlationId: undefined,
     api,
     clientFormat: api === 'native.messages' ? 'anthropic' : api.startsWith('native.') ? 'gemini' : 'openai',
     method: 'POST',
