@@ -212,6 +212,7 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
       ? undefined
       : createKeyHasher(opts.previousHashSecret);
   const currentSecretId = hashSecretId(opts.hashSecret);
+  const rehash = opts.store.rehashAccessKey;
 
   function principalOf(key: StoredAccessKey): Principal {
     if (key.status !== 'active') throw new GatewayError('invalid_api_key', `Access key is ${key.status}`);
@@ -236,33 +237,25 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
 
   /**
    * Only reached when the current hash names no key, so keys already under the current secret pay
-   * nothing for a rotation. A usable key found under the previous hash is moved to the current one.
+   * nothing for a rotation. One script call finds a key under the previous hash and moves it, or finds
+   * it already moved: a move by another instance since this request's read must not refuse the key,
+   * and the view cache may not have heard of that move yet.
    */
   async function underPreviousSecret(
+    rehash: NonNullable<StateStore['rehashAccessKey']>,
     previousHash: string,
     currentHash: string,
-    view: (query: RequestViewQuery) => Promise<RequestView>,
     log: RequestContext['log'],
-  ): Promise<StoredAccessKey | null | undefined> {
-    const rehash = opts.store.rehashAccessKey;
-    let old: StoredAccessKey | null | undefined;
+  ): Promise<StoredAccessKey | null> {
+    let found: RehashedKey | null;
     try {
-      old = (await view({ keyHash: previousHash })).key;
+      found = await rehash.call(opts.store, previousHash, currentHash, currentSecretId);
     } catch (err) {
       throw unavailable(log, err);
     }
-    if (!old) return old;
-    principalOf(old);
-    if (rehash === undefined) return old;
-    let now: RehashedKey | null;
-    try {
-      now = await rehash.call(opts.store, previousHash, currentHash, currentSecretId);
-    } catch (err) {
-      throw unavailable(log, err);
-    }
-    if (now?.moved)
-      log.info({ accessKey: now.key.name }, 'access key re-hashed with the current hash secret');
-    return now?.key ?? null;
+    if (found?.moved)
+      log.info({ accessKey: found.key.name }, 'access key re-hashed with the current hash secret');
+    return found?.key ?? null;
   }
 
   return {
@@ -279,8 +272,8 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
         throw unavailable(log, err);
       }
       if (key) return principalOf(key);
-      if (previousHasher !== undefined) {
-        const moved = await underPreviousSecret(previousHasher(secret), keyHash, view, log);
+      if (previousHasher !== undefined && rehash !== undefined) {
+        const moved = await underPreviousSecret(rehash, previousHasher(secret), keyHash, log);
         if (moved) return principalOf(moved);
       }
       if (opts.mode === 'redis_preferred') return file.authenticate(secret);
