@@ -123,6 +123,10 @@ async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
       : { previous: hashSecretId(store.previousAccessKeyHashSecret) }),
   };
   const toAdmin = (k: StoredAccessKey): AdminKey => fromStored(k, secretIds);
+  const previousHash = (secret: string): string | undefined =>
+    store.previousAccessKeyHashSecret === ''
+      ? undefined
+      : hashAccessKey(store.previousAccessKeyHashSecret, secret);
   return {
     where,
     create: (key, secret) =>
@@ -152,9 +156,14 @@ async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
       if (secretHash === undefined) return { outcome: 'conflict', reason: 'no value or hash' };
       const existing = await keys.get(entry.name);
       if (existing !== undefined) {
-        return existing.secretHash === secretHash
-          ? { outcome: 'unchanged' }
-          : { outcome: 'conflict', reason: 'a key of this name exists with a different secret' };
+        if (existing.secretHash === secretHash) return { outcome: 'unchanged' };
+        // Same secret, still under the previous hash secret: moved now, as a gateway would on its use.
+        if (entry.value !== undefined && existing.secretHash === previousHash(entry.value)) {
+          if (!dryRun)
+            await stores.state.rehashAccessKey?.(existing.secretHash, secretHash, secretIds.current);
+          return { outcome: 'unchanged' };
+        }
+        return { outcome: 'conflict', reason: 'a key of this name exists with a different secret' };
       }
       const record: StoredAccessKey = {
         name: entry.name,

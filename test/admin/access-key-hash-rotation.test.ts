@@ -137,6 +137,51 @@ test('keys are counted per hash secret: current, previous, unknown (older record
   }
 });
 
+test('migrate during the window moves a same-secret key stored under the previous secret', async () => {
+  const prefix = 'admrot2:';
+  const file = join(dir, 'rotating-2.yaml');
+  await writeFile(
+    file,
+    [
+      'store:',
+      '  enabled: true',
+      `  addr: ${redis.url}`,
+      `  key_prefix: "${prefix}"`,
+      `  access_key_hash_secret: ${NEW}`,
+      `  previous_access_key_hash_secret: ${OLD}`,
+      '',
+    ].join('\n'),
+  );
+  const stores = await openRedisStores(testStoreConfig(redis.url, { keyPrefix: prefix }));
+  try {
+    await stores.accessKeys.create(
+      testKeyRecord('kept', 'ak_kept_secret', { secretHash: hashAccessKey(OLD, 'ak_kept_secret') }),
+    );
+  } finally {
+    await stores.close();
+  }
+  const keysFile = join(dir, 'kept.yaml');
+  await writeFile(keysFile, ['access_keys:', '  - name: kept', '    value: ak_kept_secret', ''].join('\n'));
+
+  const dry = await admin('access-key', 'migrate', '--config', file, '--from', keysFile, '--dry-run');
+  assert.equal(dry.code, 0, dry.out);
+  assert.match(dry.out, /0 would create, 1 unchanged, 0 conflicts/);
+  assert.equal(
+    await redis.admin.hget(`${prefix}access_key:kept`, 'secret_hash'),
+    hashAccessKey(OLD, 'ak_kept_secret'),
+  );
+
+  const run = await admin('access-key', 'migrate', '--config', file, '--from', keysFile);
+  assert.equal(run.code, 0, run.out);
+  assert.match(run.out, /0 created, 1 unchanged, 0 conflicts/);
+  const record = await redis.admin.hgetall(`${prefix}access_key:kept`);
+  assert.equal(record.secret_hash, hashAccessKey(NEW, 'ak_kept_secret'));
+  assert.equal(record.hash_secret_id, hashSecretId(NEW));
+  assert.deepEqual(await redis.admin.hgetall(`${prefix}access_key:index`), {
+    [hashAccessKey(NEW, 'ak_kept_secret')]: 'kept',
+  });
+});
+
 test('file mode has no hash-secret line', async () => {
   const keysFile = join(dir, 'file-keys.yaml');
   await writeFile(keysFile, 'access_keys: []\n');
