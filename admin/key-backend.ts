@@ -55,6 +55,8 @@ export type ImportOutcome = 'created' | 'unchanged' | 'conflict';
 export interface KeyBackend {
   /** Human description for messages: `store redis://host:6379 (prefix router:)` or `keys file /x.yaml`. */
   readonly where: string;
+  /** How running gateways learn of a change made here, for the command's output. */
+  readonly pickup: string;
   create(key: NewKey, secret: string): Promise<'created' | 'exists'>;
   list(): Promise<AdminKey[]>;
   revoke(name: string): Promise<AdminKey | undefined>;
@@ -129,6 +131,7 @@ async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
       : hashAccessKey(store.previousAccessKeyHashSecret, secret);
   return {
     where,
+    pickup: 'every gateway instance applies it at its next request',
     create: (key, secret) =>
       keys.create({
         ...key,
@@ -207,6 +210,11 @@ interface RawKey {
   created_at?: string;
 }
 
+/** What proxy/keys-watch.ts does with the keys file; docs/operations.md "Access keys". */
+export const FILE_PICKUP =
+  'a running gateway applies it from the keys file within about 0.1 s, without a reload ' +
+  '(it logs "access keys reloaded from the keys file" and counts router_access_keys_reloads_total{result="applied"})';
+
 function iso(ms: number | undefined): string | undefined {
   return ms === undefined ? undefined : new Date(ms).toISOString().replace('.000Z', 'Z');
 }
@@ -269,6 +277,7 @@ async function openFileBackend(config: RouterConfig): Promise<KeyBackend> {
 
   return {
     where,
+    pickup: FILE_PICKUP,
     async create(key, secret) {
       const { doc, keys } = await load();
       if (keys.some((k) => k.name === key.name)) return 'exists';

@@ -1,11 +1,10 @@
 // `router -c FILE` runs the gateway; `router -t FILE` validates the whole configuration (main file,
-// provider files, registry, keys, pricing) and prints every problem as `file:line:col: message`.
+// provider files, registry, keys, pricing) without opening anything, and prints every problem as
+// `file:line:col: message`.
 // Exit codes: 0 ok, 1 runtime failure, 2 invalid configuration or usage.
 
 import { parseArgs } from 'node:util';
-import { pino } from 'pino';
-import { loadPricing } from '../billing/pricing.ts';
-import { ConfigError, compileConfig, startGateway } from './gateway.ts';
+import { ConfigError, checkConfig, startGateway } from './gateway.ts';
 
 const USAGE = `usage: router -c <config.yaml> [--no-sidecar] [--shutdown-delay-ms N]
        router -t <config.yaml>
@@ -85,16 +84,15 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
+/** A dry run: nothing is opened, written or connected (the gateway of this file may be running). */
 async function validate(file: string): Promise<number> {
-  const log = pino({ level: 'silent' });
-  const result = await compileConfig(file, { log });
-  const problems = [...result.diagnostics];
-  if (result.config !== undefined) {
-    const pricing = await loadPricing(result.config.pricing.files);
-    for (const d of pricing.diagnostics) problems.push(`${d.file}:${d.line}:${d.col}: ${d.message}`);
+  let problems: string[];
+  try {
+    problems = await checkConfig(file);
+  } catch (err) {
+    console.error(`router: cannot check ${file}: ${err instanceof Error ? err.message : String(err)}`);
+    return 1;
   }
-  await result.runtime?.close();
-  await result.runtime?.upstream.close();
   if (problems.length > 0) {
     for (const p of problems) console.error(p);
     console.error(

@@ -106,6 +106,11 @@ export const ERROR_CATALOGUE = {
   },
   upstream_timeout: { status: 504, type: 'upstream_error', message: 'The upstream provider timed out' },
   shutting_down: { status: 503, type: 'server_error', message: 'The gateway is shutting down' },
+  sidecar_unavailable: {
+    status: 503,
+    type: 'server_error',
+    message: 'The billing sidecar is not running; the webhook was not applied, send it again later',
+  },
   internal_error: { status: 500, type: 'server_error', message: 'Internal error' },
 } as const satisfies Record<string, CatalogueEntry>;
 

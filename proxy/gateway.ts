@@ -4,18 +4,21 @@
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { get as httpGet } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type Logger, pino } from 'pino';
+import { loadPricing } from '../billing/pricing.ts';
 import { createBillingParts } from './billing-wiring.ts';
 import { type LoadConfigOptions, loadConfig } from './config/load.ts';
-import type { RouterConfig } from './config/types.ts';
+import type { ListenAddress, RouterConfig } from './config/types.ts';
 import { withBalanceEnforcement } from './enforcement-wiring.ts';
 import { GATEWAY_URL_ENV, loopbackUrl, SUPERVISED_ENV } from './internal-notify.ts';
 import { createGatewayMetrics } from './metrics.ts';
-import { type BuildOptions, buildRuntime, type Runtime } from './runtime.ts';
+import { type BuildOptions, buildRuntime, checkRuntime, type Runtime } from './runtime.ts';
 import { createGatewayServer, type GatewayServer } from './server.ts';
+import { type SidecarStatus, SidecarTracker } from './sidecar-status.ts';
 import type { UpstreamClient } from './upstream.ts';
 
 export interface StartOptions {
@@ -57,7 +60,12 @@ export class ConfigError extends Error {
 /** Load + compile a configuration file; every problem as `file:line:col: message`. */
 export async function compileConfig(
   file: string,
-  opts: StartOptions & { log?: Logger; upstream?: UpstreamClient; metrics?: BuildOptions['metrics'] },
+  opts: StartOptions & {
+    log?: Logger;
+    upstream?: UpstreamClient;
+    metrics?: BuildOptions['metrics'];
+    sidecarStatus?: SidecarStatus;
+  },
 ): Promise<{ runtime: Runtime | undefined; config: RouterConfig | undefined; diagnostics: string[] }> {
   const loaded = await loadConfig(file, { env: opts.env, overrides: opts.overrides });
   const diagnostics = loaded.diagnostics.map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`);
@@ -71,6 +79,7 @@ export async function compileConfig(
     metrics: opts.metrics,
     billing: withBalanceEnforcement(createBillingParts),
     extraHooks: opts.extraHooks,
+    sidecar: opts.sidecarStatus,
   });
   return {
     runtime: built.runtime,
@@ -79,8 +88,26 @@ export async function compileConfig(
   };
 }
 
+/**
+ * Every problem of a configuration as `file:line:col: message` (main file, provider files, registry,
+ * keys, hook modules, pricing), with nothing opened, written or connected: what `router -t` runs, safe
+ * beside a running gateway of the same configuration.
+ */
+export async function checkConfig(file: string, opts: { env?: StartOptions['env'] } = {}): Promise<string[]> {
+  const loaded = await loadConfig(file, { env: opts.env });
+  const diagnostics = loaded.diagnostics.map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`);
+  if (loaded.config === undefined) return diagnostics;
+  const log = pino({ level: 'silent' });
+  diagnostics.push(...(await checkRuntime(loaded.config, { log, env: opts.env })));
+  const pricing = await loadPricing(loaded.config.pricing.files);
+  for (const d of pricing.diagnostics) diagnostics.push(`${d.file}:${d.line}:${d.col}: ${d.message}`);
+  return diagnostics;
+}
+
 export async function startGateway(file: string, opts: StartOptions = {}): Promise<RunningGateway> {
-  const first = await compileConfig(file, { ...opts, log: opts.logger });
+  // Runtimes of every reload share it: readiness and webhook forwarding follow the one sidecar.
+  const sidecarStatus = new SidecarTracker();
+  const first = await compileConfig(file, { ...opts, log: opts.logger, sidecarStatus });
   if (first.runtime === undefined || first.config === undefined) throw new ConfigError(first.diagnostics);
   let config = first.config;
   let runtime = first.runtime;
@@ -108,7 +135,10 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
     ...(opts.env ?? process.env),
     [GATEWAY_URL_ENV]: loopbackUrl(address.address, address.port),
   };
-  const sidecar = wantSidecar ? superviseSidecar(file, log, sidecarEnv) : undefined;
+  sidecarStatus.supervised = wantSidecar;
+  const sidecar = wantSidecar
+    ? superviseSidecar(file, log, sidecarEnv, sidecarStatus, () => config.billing.listen)
+    : undefined;
 
   let closed = false;
   // Reloads run one at a time; retired runtimes close once their last request ends.
@@ -126,7 +156,7 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
     let next: Awaited<ReturnType<typeof compileConfig>>;
     try {
       // A reload may change log.level: the new runtime gets a logger of its own unless one was given.
-      next = await compileConfig(file, { ...opts, log: opts.logger, upstream, metrics });
+      next = await compileConfig(file, { ...opts, log: opts.logger, upstream, metrics, sidecarStatus });
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       log.error({ diagnostic: message }, 'reload refused: configuration could not be built');
@@ -259,6 +289,9 @@ export function sidecarLauncher(env: Record<string, string | undefined>): string
 /** V8 flags of the sidecar, as bin/router-billing.js and router-billing.service give them. */
 export const SIDECAR_V8_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
 
+/** How often a starting sidecar is asked whether it listens yet. */
+const SIDECAR_PROBE_INTERVAL_MS = 20;
+
 const SIDECAR_MAIN = fileURLToPath(new URL('../billing/sidecar-main.ts', import.meta.url));
 
 /** Run `router-billing` as a child; restart it with backoff when it dies; stop it on close. */
@@ -266,6 +299,8 @@ function superviseSidecar(
   configFile: string,
   log: Logger,
   env: Record<string, string | undefined> | undefined,
+  status: SidecarTracker,
+  listen: () => ListenAddress,
 ): { stop(): Promise<void> } {
   let child: ChildProcess | undefined;
   let stopping = false;
@@ -291,15 +326,42 @@ function superviseSidecar(
         // not permitted here: run at the same priority
       }
     }
+    status.set('starting');
+    awaitListening(child);
     const started = Date.now();
     child.once('exit', (code, signal) => {
       child = undefined;
+      status.set('down');
       if (stopping) return;
       if (Date.now() - started > 30_000) restarts = 0;
       const delay = Math.min(30_000, 250 * 2 ** restarts++);
       log.error({ code, signal, restartInMs: delay }, 'billing sidecar exited; restarting');
       timer = setTimeout(start, delay);
     });
+  };
+  // Up once it answers /healthz on its listen address: it listens only when it can take webhooks.
+  const awaitListening = (proc: ChildProcess) => {
+    const attempt = () => {
+      if (stopping || child !== proc) return;
+      let settled = false;
+      const again = () => {
+        if (settled) return;
+        settled = true;
+        if (!stopping && child === proc) setTimeout(attempt, SIDECAR_PROBE_INTERVAL_MS);
+      };
+      const { host, port } = listen();
+      const probe = httpGet({ host, port, path: '/healthz', agent: false, timeout: 1000 }, (res) => {
+        res.resume();
+        if (res.statusCode !== 200) return again();
+        settled = true;
+        if (stopping || child !== proc) return;
+        status.set('up');
+        log.info({ pid: proc.pid }, 'billing sidecar up');
+      });
+      probe.on('error', again);
+      probe.on('timeout', () => probe.destroy());
+    };
+    attempt();
   };
   start();
   return {

@@ -6,7 +6,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
-import { request as undiciRequest } from 'undici';
 import {
   type Authenticator,
   createAuthenticator,
@@ -37,11 +36,13 @@ import { openStateStore } from '../store/index.ts';
 import type { StoreHealth } from '../store/types.ts';
 import { compileRegistry, type ModelRegistry } from './config/models.ts';
 import type { RouterConfig } from './config/types.ts';
-import { errorBody, GatewayError } from './errors.ts';
+import { watchKeysFile } from './keys-watch.ts';
 import { settleUsage } from './metering.ts';
 import { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
 import { describeError } from './pipeline.ts';
+import type { SidecarStatus } from './sidecar-status.ts';
 import { UpstreamClient, type UpstreamTimeouts } from './upstream.ts';
+import { forwardToSidecar } from './webhook-forward.ts';
 
 /** The hooks that apply to one matched rule, in stage order, computed once per rule. */
 export interface RuleHooks {
@@ -124,6 +125,8 @@ export interface BuildOptions {
   ) => Promise<BillingParts | undefined>;
   /** Extra hooks placed after auth (tests, embedders). */
   readonly extraHooks?: readonly Hook[];
+  /** The supervised sidecar: readiness waits for it, webhooks wait briefly for it. */
+  readonly sidecar?: SidecarStatus;
 }
 
 export interface BuildResult {
@@ -149,7 +152,46 @@ export async function loadHookModule(
   return hook;
 }
 
-export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Promise<BuildResult> {
+/** What compiling a configuration yields before any resource is opened. */
+interface Compiled {
+  readonly diagnostics: string[];
+  readonly providers: ReadonlyMap<string, CompiledProvider>;
+  readonly registry: ModelRegistry;
+  readonly authenticator: Authenticator;
+  readonly globalCustom: Hook[];
+  readonly ruleCustom: Map<HookRef, Hook>;
+}
+
+/**
+ * The configuration's problems as `file:line:col: message`, found by compiling it (provider files,
+ * registry, keys, hook modules) without opening anything: no outbox, store, billing or network
+ * connection, no file watch. `router -t` is this.
+ */
+export async function checkRuntime(
+  config: RouterConfig,
+  opts: Pick<BuildOptions, 'log' | 'env'>,
+): Promise<string[]> {
+  return (await compileRuntime(config, opts)).diagnostics;
+}
+
+/** The access keys of the keys file (and ROUTER_ACCESS_KEY_*) as the gateway checks them. */
+function fileAuthenticator(config: RouterConfig, keys: RouterConfig['keys']): Authenticator {
+  return createAuthenticator({
+    keys:
+      config.store.enabled && config.store.accessKeyMode === 'redis_only'
+        ? { ...keys, accessKeys: [] }
+        : keys,
+    masterKey: config.masterKey,
+    subjectType: config.billing.subjectType,
+    fallbackSubjectId: config.billing.fallbackSubjectId,
+    hashSecret: config.store.accessKeyHashSecret === '' ? undefined : config.store.accessKeyHashSecret,
+  });
+}
+
+async function compileRuntime(
+  config: RouterConfig,
+  opts: Pick<BuildOptions, 'log' | 'env'>,
+): Promise<Compiled> {
   const diagnostics: string[] = [];
   const env = opts.env ?? process.env;
   const log = opts.log;
@@ -175,16 +217,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
 
   // Shared-store mode looks access keys up in the store (spec 5.4); redis_only ignores the file's keys.
   const storeKeys = config.store.enabled && config.store.accessKeyMode !== 'file_only';
-  const authenticator: Authenticator = createAuthenticator({
-    keys:
-      config.store.enabled && config.store.accessKeyMode === 'redis_only'
-        ? { ...config.keys, accessKeys: [] }
-        : config.keys,
-    masterKey: config.masterKey,
-    subjectType: config.billing.subjectType,
-    fallbackSubjectId: config.billing.fallbackSubjectId,
-    hashSecret: config.store.accessKeyHashSecret === '' ? undefined : config.store.accessKeyHashSecret,
-  });
+  const authenticator = fileAuthenticator(config, config.keys);
   if (!authenticator.configured && !storeKeys) {
     log.warn('no access keys and no master key are configured: every request will be refused with 401');
   }
@@ -212,9 +245,25 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
       }
     }
   }
+  return { diagnostics, providers, registry, authenticator, globalCustom, ruleCustom };
+}
+
+export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Promise<BuildResult> {
+  const compiled = await compileRuntime(config, opts);
+  const { diagnostics, providers, registry, globalCustom, ruleCustom } = compiled;
   if (diagnostics.length > 0) return { runtime: undefined, diagnostics };
+  const log = opts.log;
+  const storeKeys = config.store.enabled && config.store.accessKeyMode !== 'file_only';
 
   const metrics = opts.metrics ?? createGatewayMetrics();
+  // Access keys of the keys file follow the file while this runtime serves (proxy/keys-watch.ts).
+  let fileAuth = compiled.authenticator;
+  const authenticator: Authenticator = {
+    get configured() {
+      return fileAuth.configured;
+    },
+    authenticate: (secret) => fileAuth.authenticate(secret),
+  };
   const billing =
     config.billing.enabled && opts.billing !== undefined
       ? await opts.billing(config, log, metrics)
@@ -318,6 +367,21 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
   const openaiList: JsonValue = { object: 'list', data: listed.map((e) => openaiModel(e.id, e.ownedBy)) };
   const geminiList: JsonValue = { models: listed.map((e) => geminiModel(e.id)) };
 
+  const keysFile = config.keys.file;
+  const keysWatch =
+    keysFile === undefined || (config.store.enabled && config.store.accessKeyMode === 'redis_only')
+      ? undefined
+      : watchKeysFile({
+          file: keysFile,
+          env: opts.env ?? process.env,
+          log,
+          registry: metrics.registry,
+          hashSecret: config.store.accessKeyHashSecret,
+          masterKey: config.masterKey,
+          apply(keys) {
+            fileAuth = fileAuthenticator(config, keys);
+          },
+        });
   // An estimate that settle() left running, until the same completion's recorded() takes it.
   let settling: Promise<void> | undefined;
   const runtime: Runtime = {
@@ -350,9 +414,11 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     },
     async readiness() {
       const counts = billing === undefined ? undefined : await billing.readiness().catch(() => undefined);
+      const sidecar = opts.sidecar?.supervised === true ? opts.sidecar.state : undefined;
       return {
-        ready: providers.size > 0,
+        ready: providers.size > 0 && (sidecar === undefined || sidecar === 'up'),
         providers: providers.size,
+        ...(sidecar === undefined ? {} : { sidecar: { supervised: true, state: sidecar } }),
         billing: {
           configured: config.billing.enabled && config.billing.baseUrl !== '',
           enabled: config.billing.enabled,
@@ -374,7 +440,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
       res.end('{"error":{"message":"Unknown endpoint","type":"invalid_request_error","code":"not_found"}}');
     },
     async forwardWebhook(req, res) {
-      await forwardToSidecar(config, req, res, log);
+      await forwardToSidecar(config, req, res, log, opts.sidecar);
     },
     settle(ctx) {
       if (!config.billing.enabled) return undefined;
@@ -399,59 +465,12 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
       return billing?.recorded?.();
     },
     async close() {
+      keysWatch?.close();
       await billing?.close();
       await keyStore?.close();
     },
   };
   return { runtime, diagnostics };
-}
-
-/**
- * Webhooks may reach the gateway's own port (one public address for both); they are verified and
- * applied by the sidecar, so the gateway streams them there untouched (the signature covers raw bytes).
- */
-async function forwardToSidecar(
-  config: RouterConfig,
-  req: IncomingMessage,
-  res: ServerResponse,
-  log: Logger,
-): Promise<void> {
-  // An oversized webhook is refused here, not streamed to the sidecar (which would refuse it too).
-  const declared = Number(req.headers['content-length']);
-  if (declared > config.billing.balanceEnforcement.webhookMaxBodyBytes) {
-    const text =
-      '{"error":{"message":"webhook body is too large","type":"webhook_error","code":"payload_too_large"}}';
-    res.writeHead(413, { 'content-type': 'application/json', connection: 'close' });
-    res.end(text);
-    return;
-  }
-  const { host, port } = config.billing.listen;
-  const target = `http://${host.includes(':') ? `[${host}]` : host}:${port}${req.url ?? '/'}`;
-  const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(req.headers)) {
-    if (typeof v === 'string' && k !== 'host' && k !== 'connection') headers[k] = v;
-  }
-  try {
-    const reply = await undiciRequest(target, {
-      method: 'POST',
-      headers,
-      body: req,
-      headersTimeout: 10_000,
-      bodyTimeout: 10_000,
-    });
-    const body = await reply.body.arrayBuffer();
-    const out: Record<string, string> = {};
-    const ct = reply.headers['content-type'];
-    if (typeof ct === 'string') out['content-type'] = ct;
-    res.writeHead(reply.statusCode, out);
-    res.end(Buffer.from(body));
-  } catch (err) {
-    log.warn({ err: describeError(err) }, 'webhook forward to the billing sidecar failed');
-    const e = new GatewayError('billing_unavailable', 'The billing sidecar is unreachable');
-    const text = JSON.stringify(errorBody('openai', e, '-'));
-    res.writeHead(503, { 'content-type': 'application/json' });
-    res.end(text);
-  }
 }
 
 /** The store block of /readyz: connected, and the view cache's state in Redis mode. */

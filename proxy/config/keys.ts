@@ -125,6 +125,17 @@ function fileAccessKeys(yaml: YamlFile, data: KeysData, diagnostics: ConfigDiagn
   return out;
 }
 
+/** Names of the access keys that ROUTER_ACCESS_KEY_<NAME> variables of `env` define. */
+export function envAccessKeyNames(env: Env): string[] {
+  const names: string[] = [];
+  for (const [variable, secret] of Object.entries(env)) {
+    const match = ACCESS_KEY_ENV.exec(variable);
+    if (match === null || RESERVED_ENV.has(variable) || secret === undefined || secret === '') continue;
+    names.push(match[1].toLowerCase());
+  }
+  return names.sort();
+}
+
 /** Applies ROUTER_ACCESS_KEY_<NAME>: a new active key, or the secret of the file's key of that name. */
 function applyAccessKeyEnv(keys: Located[], env: Env): Located[] {
   const out = [...keys];
@@ -319,9 +330,15 @@ export function keysConfigProblems(
     });
   }
   const master = opts.masterKey;
-  const clash = master === undefined || master === '' ? undefined : keys.accessKeys.find((k) => k.value === master);
+  const clash =
+    master === undefined || master === '' ? undefined : keys.accessKeys.find((k) => k.value === master);
   if (clash !== undefined)
-    problems.push({ file, line: 1, col: 1, message: `the master key is also the secret of access key "${clash.name}"` });
+    problems.push({
+      file,
+      line: 1,
+      col: 1,
+      message: `the master key is also the secret of access key "${clash.name}"`,
+    });
   return problems;
 }
 

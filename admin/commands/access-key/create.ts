@@ -14,8 +14,9 @@ export class CreateAccessKeyCommand extends AccessKeyCommand {
     description: 'Create an access key and print its secret (once)',
     details: `
       Generates a secret (\`ak_\` + 43 base64url characters) and stores only its HMAC-SHA256 under
-      \`store.access_key_hash_secret\` (shared store), or adds the key to the keys file (file mode). The
-      secret is printed once on stdout; it cannot be shown again (rotate the key if it is lost).
+      \`store.access_key_hash_secret\` (shared store), or adds the key to the keys file (file mode, which a
+      running gateway re-reads within about 0.1 s). The secret is printed once on stdout; it cannot be
+      shown again (rotate the key if it is lost).
     `,
     examples: [
       [
@@ -59,8 +60,8 @@ export class CreateAccessKeyCommand extends AccessKeyCommand {
       return EXIT.failed;
     }
     this.context.stderr.write(
-      `created key ${this.name} (subject ${key.subjectType}:${key.subjectId}) in the ${backend.where}\n` +
-        'secret (shown once, store it now):\n',
+      `created key ${this.name} (subject ${key.subjectType}:${key.subjectId}) in the ${backend.where}; ` +
+        `${backend.pickup}\nsecret (shown once, store it now):\n`,
     );
     this.out(secret);
     return EXIT.ok;

@@ -1,6 +1,7 @@
 // `router-admin access-key list`: name, subject, status, expiry, created; never a secret or hash.
 
 import { Command, Option } from 'clipanion';
+import { envAccessKeyNames } from '../../../proxy/config/keys.ts';
 import { AccessKeyCommand } from '../../command-base.ts';
 import { type AdminKey, EXIT, type HashSecretState, type KeyBackend } from '../../key-backend.ts';
 
@@ -48,6 +49,15 @@ export function formatHashSecretCounts(keys: readonly AdminKey[]): string | unde
   return `hash secret: ${counts.current} current, ${counts.previous} previous, ${counts.unknown} unknown${other}`;
 }
 
+/** Keys given as variables are neither in the file nor in the store: say where they are and what they need. */
+export function envKeysNote(names: readonly string[]): string {
+  return (
+    `not listed: ${names.join(', ')}, from ROUTER_ACCESS_KEY_* variables of this environment ` +
+    "(a gateway's own variables may differ). Such keys are read once when the gateway starts: " +
+    'changing or removing one needs a restart, and router-admin cannot revoke or rotate it.'
+  );
+}
+
 export class ListAccessKeysCommand extends AccessKeyCommand {
   static override paths = [['access-key', 'list']];
   static override usage = Command.Usage({
@@ -75,6 +85,8 @@ export class ListAccessKeysCommand extends AccessKeyCommand {
       const counts = formatHashSecretCounts(keys);
       if (counts !== undefined) this.out(`\n${counts}`);
     }
+    const fromEnv = envAccessKeyNames(process.env);
+    if (fromEnv.length > 0) this.context.stderr.write(`${envKeysNote(fromEnv)}\n`);
     return EXIT.ok;
   }
 }

@@ -1,4 +1,5 @@
-// `router-admin access-key revoke`: the key is refused by every instance from its next request on.
+// `router-admin access-key revoke`: the key is refused from the next request on (shared store), or once
+// the gateway has re-read the keys file (file mode, proxy/keys-watch.ts).
 
 import { Command, Option } from 'clipanion';
 import { AccessKeyCommand } from '../../command-base.ts';
@@ -11,7 +12,8 @@ export class RevokeAccessKeyCommand extends AccessKeyCommand {
     description: 'Revoke a key',
     details: `
       Marks the key revoked. In shared-store mode every instance refuses it at its next request; in file
-      mode a gateway picks the change up at its next reload (SIGHUP).
+      mode a running gateway re-reads the keys file within about 0.1 s (no reload needed). Keys given as
+      ROUTER_ACCESS_KEY_<NAME> variables are not in either and change only with a restart.
     `,
     examples: [['Revoke a key', '$0 access-key revoke --config router.yaml --name client-a']],
   });
@@ -25,6 +27,7 @@ export class RevokeAccessKeyCommand extends AccessKeyCommand {
       return EXIT.failed;
     }
     this.out(`revoked key ${this.name}`);
+    this.context.stderr.write(`${backend.pickup}\n`);
     return EXIT.ok;
   }
 }

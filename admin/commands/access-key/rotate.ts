@@ -1,4 +1,5 @@
-// `router-admin access-key rotate`: a new secret for an existing key; the old one is refused at once.
+// `router-admin access-key rotate`: a new secret for an existing key; the old one is refused from the
+// moment running gateways apply the change (next request, or the keys file re-read in file mode).
 
 import { Command, Option } from 'clipanion';
 import { AccessKeyCommand } from '../../command-base.ts';
@@ -10,7 +11,8 @@ export class RotateAccessKeyCommand extends AccessKeyCommand {
     category: 'Access keys',
     description: 'Give a key a new secret and print it (once)',
     details: `
-      The old secret stops working at every instance's next request. The new secret is printed once.
+      The old secret stops working at every instance's next request (shared store), or once a running
+      gateway has re-read the keys file, within about 0.1 s (file mode). The new secret is printed once.
     `,
     examples: [['Rotate a leaked key', '$0 access-key rotate --config router.yaml --name client-a']],
   });
@@ -24,7 +26,9 @@ export class RotateAccessKeyCommand extends AccessKeyCommand {
       this.context.stderr.write(`router-admin: no key named ${this.name} in the ${backend.where}\n`);
       return EXIT.failed;
     }
-    this.context.stderr.write(`rotated key ${this.name}; new secret (shown once, store it now):\n`);
+    this.context.stderr.write(
+      `rotated key ${this.name}; ${backend.pickup}\nnew secret (shown once, store it now):\n`,
+    );
     this.out(secret);
     return EXIT.ok;
   }
