@@ -4,7 +4,8 @@
 //
 // Ports (env overrides): gateway ROUTER_LISTEN (127.0.0.1:8080), sidecar ROUTER_BILLING_LISTEN
 // (127.0.0.1:8081), upstream simulator LOCAL_UPSTREAM_PORT (9101), billing simulator LOCAL_BILLING_PORT
-// (9102) and its portal (9103). State lives in .local-stack/ (outbox, keys); delete it to start afresh.
+// (9102) and its portal (9103). State lives in .local-stack/ (outbox, subject state, keys; ignored by git);
+// delete it to start afresh.
 
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -67,6 +68,7 @@ async function main(): Promise<void> {
       `  api_key: ${billingApiKey}`,
       '  extractor_rule_set_id: rs_router',
       `  outbox_dir: ${join(stateDir, 'outbox')}`,
+      `  state_dir: ${join(stateDir, 'state')}`,
       `  listen: ${sidecarListen}`,
       '',
     ].join('\n'),

@@ -5,7 +5,8 @@
 // the output of `router -t` is safe to paste into a ticket.
 
 import { readFile } from 'node:fs/promises';
-import { dirname, isAbsolute, resolve } from 'node:path';
+import { homedir } from 'node:os';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import type { JsonValue } from '../../hooks/types.ts';
 import { parseSource } from '../request-id.ts';
 import { displayPath } from './diagnostics.ts';
@@ -77,8 +78,8 @@ interface RawConfig {
     api_key?: string;
     extractor_rule_set_id?: string;
     source: string;
-    outbox_dir: string;
-    state_dir: string;
+    outbox_dir?: string;
+    state_dir?: string;
     request_timeout_ms: number;
     retry_interval_ms: number;
     max_retry_interval_ms: number;
@@ -256,7 +257,19 @@ function fallbackListen(text: string): ListenAddress {
   return parseListenAddress(text) ?? { host: '127.0.0.1', port: 0 };
 }
 
-function toBilling(raw: RawConfig['billing'], dir: string): BillingConfig {
+/**
+ * Where file-mode data (outbox, subject state) lives when the configuration names no directory: the
+ * user's state directory, never beside the configuration, which may sit in a source checkout.
+ */
+export function defaultDataDir(env: Env): string {
+  const xdg = env.XDG_STATE_HOME;
+  // The XDG base-directory rules ignore a relative value.
+  if (xdg !== undefined && isAbsolute(xdg)) return join(xdg, 'llm-router');
+  const home = env.HOME !== undefined && isAbsolute(env.HOME) ? env.HOME : homedir();
+  return join(home, '.local', 'state', 'llm-router');
+}
+
+function toBilling(raw: RawConfig['billing'], dir: string, env: Env): BillingConfig {
   const balance = raw.balance_enforcement;
   return {
     enabled: raw.enabled,
@@ -265,8 +278,8 @@ function toBilling(raw: RawConfig['billing'], dir: string): BillingConfig {
     apiKey: raw.api_key ?? '',
     extractorRuleSetId: raw.extractor_rule_set_id ?? '',
     source: raw.source,
-    outboxDir: resolve(dir, raw.outbox_dir),
-    stateDir: resolve(dir, raw.state_dir),
+    outboxDir: resolve(dir, raw.outbox_dir ?? join(defaultDataDir(env), 'outbox')),
+    stateDir: resolve(dir, raw.state_dir ?? join(defaultDataDir(env), 'state')),
     requestTimeoutMs: raw.request_timeout_ms,
     retryIntervalMs: raw.retry_interval_ms,
     maxRetryIntervalMs: raw.max_retry_interval_ms,
@@ -313,7 +326,13 @@ function toStore(raw: RawConfig['store']): StoreConfig {
   };
 }
 
-function toConfig(raw: RawConfig, file: string, keys: KeysConfig, models: ModelRegistryConfig): RouterConfig {
+function toConfig(
+  raw: RawConfig,
+  file: string,
+  keys: KeysConfig,
+  models: ModelRegistryConfig,
+  env: Env,
+): RouterConfig {
   const dir = dirname(file);
   const pricing =
     raw.pricing === undefined ? [] : typeof raw.pricing === 'string' ? [raw.pricing] : raw.pricing;
@@ -344,7 +363,7 @@ function toConfig(raw: RawConfig, file: string, keys: KeysConfig, models: ModelR
     log: { level: raw.log.level },
     hooks,
     sidecar: { enabled: raw.sidecar.enabled },
-    billing: toBilling(raw.billing, dir),
+    billing: toBilling(raw.billing, dir, env),
     store: toStore(raw.store),
     keys,
     models,
@@ -416,7 +435,7 @@ export async function loadConfigFromString(
   if (schemaDiagnostics.length === 0) checkKeysAgainstConfig(raw, keys.keys, report);
 
   if (diagnostics.length > 0) return { config: undefined, diagnostics };
-  return { config: toConfig(raw, path, keys.keys, models.models), diagnostics };
+  return { config: toConfig(raw, path, keys.keys, models.models, env), diagnostics };
 }
 
 /** Loads and validates the main configuration file and the models and keys files it names. */

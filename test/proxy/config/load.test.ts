@@ -1,5 +1,6 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${ENV}` in plain strings is the configuration syntax under test.
 import assert from 'node:assert/strict';
+import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { formatDiagnostic } from '../../../proxy/config/diagnostics.ts';
@@ -37,10 +38,27 @@ test('the reference configuration loads with an empty environment', async () => 
   assert.equal(config.keys.file, undefined);
   assert.deepEqual(config.keys.accessKeys, []);
   assert.equal(config.billing.enabled, false);
-  assert.equal(config.billing.outboxDir, join(dir, 'data/outbox'));
+  // File-mode data never lands in the checkout (deploy/config/data/ used to).
+  assert.equal(config.billing.outboxDir, join(homedir(), '.local/state/llm-router/outbox'));
+  assert.equal(config.billing.stateDir, join(homedir(), '.local/state/llm-router/state'));
   assert.deepEqual(config.billing.listen, { host: '127.0.0.1', port: 8081 });
   assert.equal(config.store.enabled, false);
   assert.equal(config.masterKey, undefined);
+});
+
+test('data directories default to $XDG_STATE_HOME/llm-router, else $HOME/.local/state/llm-router', async () => {
+  const xdg = (await loadText('', { XDG_STATE_HOME: '/srv/state', HOME: '/home/op' })).config?.billing;
+  assert.deepEqual(
+    [xdg?.outboxDir, xdg?.stateDir],
+    ['/srv/state/llm-router/outbox', '/srv/state/llm-router/state'],
+  );
+  // A relative XDG_STATE_HOME is ignored, as the XDG rules say.
+  const home = (await loadText('', { XDG_STATE_HOME: 'rel', HOME: '/home/op' })).config?.billing;
+  assert.equal(home?.outboxDir, '/home/op/.local/state/llm-router/outbox');
+  // Set in the file, a relative path still resolves against the file's folder.
+  const set = (await loadText('billing:\n  outbox_dir: ./ob\n  state_dir: /abs/st\n', { HOME: '/h' })).config
+    ?.billing;
+  assert.deepEqual([set?.outboxDir, set?.stateDir], ['/virtual/ob', '/abs/st']);
 });
 
 test('an empty file gets every documented default', async () => {
@@ -73,8 +91,8 @@ test('an empty file gets every documented default', async () => {
     apiKey: '',
     extractorRuleSetId: '',
     source: 'router',
-    outboxDir: '/virtual/data/outbox',
-    stateDir: '/virtual/data/state',
+    outboxDir: join(homedir(), '.local/state/llm-router/outbox'),
+    stateDir: join(homedir(), '.local/state/llm-router/state'),
     requestTimeoutMs: 3000,
     retryIntervalMs: 1000,
     maxRetryIntervalMs: 60000,
