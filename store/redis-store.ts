@@ -332,16 +332,23 @@ export async function openRedisStores(
       }),
     rehashAccessKey: (fromHash, toHash, hashSecretId) =>
       guard('rehashAccessKey', async () => {
-        wrote(k.accessKeyIndex);
+        // "Under neither hash" is kept like a view miss (until the index changes), so a wrong key
+        // presented again costs no round trip during a rotation window either.
+        const missKey = `rehash\n${fromHash}\n${toHash}`;
+        if (cache?.live && cache.get(missKey) !== undefined) return null;
+        const since = cache?.epoch();
         const reply = await REHASH.run(
           client,
           [k.accessKeyIndex],
           [k.prefix, fromHash, toHash, hashSecretId],
         );
-        if (!Array.isArray(reply)) return null;
-        const key = parseAccessKey(reply[1]);
-        if (key === undefined) return null;
-        const moved = reply[0] === 1;
+        const key = Array.isArray(reply) ? parseAccessKey(reply[1]) : undefined;
+        if (key === undefined) {
+          if (since !== undefined) cache?.put(missKey, since, { key: null }, [k.accessKeyIndex], maxAgeMs);
+          return null;
+        }
+        const moved = (reply as unknown[])[0] === 1;
+        // After the write only: a read that raced it is then not kept (view-cache.ts, epoch check).
         if (moved) wrote(k.accessKeyIndex, k.accessKey(key.name));
         return { key, moved };
       }),

@@ -137,3 +137,40 @@ test('the view cache answers from after the move: a cached miss under the new ha
     await stores.close();
   }
 });
+
+test('"under neither hash" is cached until the index changes: a wrong key repeated costs no round trip', async () => {
+  const { stores, prefix } = await open(undefined, 60_000);
+  const writer = await open(prefix);
+  try {
+    await stores.state.view({ keyHash: 'warm-up' }); // loads the view script; rehash loads its own below
+    assert.equal(await rehash(stores, 'ak_late'), null);
+    const before = (await redis.commandCounts()).evalsha ?? 0;
+    assert.equal(await rehash(stores, 'ak_late'), null);
+    assert.equal((await redis.commandCounts()).evalsha ?? 0, before, 'answered from the cache');
+
+    // Another client writes a key under the previous hash: Redis's invalidation drops the cached answer.
+    const heard = stores.viewCache?.invalidations ?? 0;
+    await writer.stores.accessKeys.create(testKeyRecord('late', 'ak_late'));
+    await waitUntil(() => (stores.viewCache?.invalidations ?? 0) > heard, 'the index invalidation');
+    assert.equal((await rehash(stores, 'ak_late'))?.moved, true);
+  } finally {
+    await stores.close();
+    await writer.stores.close();
+  }
+});
+
+test('instances with the two secrets swapped (a two-step rollout) move a key back and forth, never losing it', async () => {
+  const { stores, prefix } = await open();
+  try {
+    await stores.accessKeys.create(testKeyRecord('swap', 'ak_swap'));
+    const [a, b] = [hashAccessKey(OLD, 'ak_swap'), hashAccessKey(NEW, 'ak_swap')];
+    const move = (from: string, to: string, id: string) => stores.state.rehashAccessKey?.(from, to, id);
+    assert.equal((await move(a, b, NEW_ID))?.moved, true);
+    assert.equal((await move(b, a, hashSecretId(OLD)))?.moved, true);
+    assert.equal((await move(a, b, NEW_ID))?.moved, true);
+    assert.deepEqual(await redis.admin.hgetall(`${prefix}access_key:index`), { [b]: 'swap' });
+    assert.equal(await redis.admin.hget(`${prefix}access_key:swap`, 'secret_hash'), b);
+  } finally {
+    await stores.close();
+  }
+});

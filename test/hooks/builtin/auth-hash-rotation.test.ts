@@ -240,6 +240,15 @@ test('a key already under the current secret costs one view read, as without a p
   );
 });
 
+test('a wrong key, refused once, costs Redis nothing when presented again during the window', async () => {
+  const wrong = 'ak_wrong_key_never_created';
+  presented.push(wrong);
+  assert.equal((await chat(withAEnv.url, wrong)).status, 401);
+  const monitor = await redis.monitor();
+  assert.equal((await chat(withAEnv.url, wrong)).status, 401);
+  assert.deepEqual(await monitor.stop(), []);
+});
+
 test('router-admin list counts the keys per hash secret', async () => {
   const listed = await admin(configs.ba, 'access-key', 'list');
   assert.equal(listed.code, 0);
