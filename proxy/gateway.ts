@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type Logger, pino } from 'pino';
+import { pricingWarnings, unpricedModels } from '../billing/price-coverage.ts';
 import { loadPricing } from '../billing/pricing.ts';
 import { createBillingParts } from './billing-wiring.ts';
 import { type LoadConfigOptions, loadConfig } from './config/load.ts';
@@ -93,7 +94,10 @@ export async function compileConfig(
  * keys, hook modules, pricing), with nothing opened, written or connected: what `router -t` runs, safe
  * beside a running gateway of the same configuration.
  */
-export async function checkConfig(file: string, opts: { env?: StartOptions['env'] } = {}): Promise<string[]> {
+export async function checkConfig(
+  file: string,
+  opts: { env?: StartOptions['env']; warnings?: string[] } = {},
+): Promise<string[]> {
   const loaded = await loadConfig(file, { env: opts.env });
   const diagnostics = loaded.diagnostics.map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`);
   if (loaded.config === undefined) return diagnostics;
@@ -101,6 +105,11 @@ export async function checkConfig(file: string, opts: { env?: StartOptions['env'
   diagnostics.push(...(await checkRuntime(loaded.config, { log, env: opts.env })));
   const pricing = await loadPricing(loaded.config.pricing.files);
   for (const d of pricing.diagnostics) diagnostics.push(`${d.file}:${d.line}:${d.col}: ${d.message}`);
+  // Not problems: the configuration is valid, but with billing on these cost money (billing/price-coverage.ts).
+  if (loaded.config.billing.enabled) {
+    const unpriced = unpricedModels(loaded.config.models.entries, pricing.pricing);
+    opts.warnings?.push(...pricingWarnings(unpriced, pricing.pricing));
+  }
   return diagnostics;
 }
 
@@ -289,8 +298,10 @@ export function sidecarLauncher(env: Record<string, string | undefined>): string
 /** V8 flags of the sidecar, as bin/router-billing.js and router-billing.service give them. */
 export const SIDECAR_V8_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
 
-/** How often a starting sidecar is asked whether it listens yet. */
+/** How often a starting sidecar is asked whether it listens yet; less often once it is late. */
 const SIDECAR_PROBE_INTERVAL_MS = 20;
+const SIDECAR_LATE_PROBE_INTERVAL_MS = 1000;
+const SIDECAR_LATE_AFTER_MS = 5000;
 
 const SIDECAR_MAIN = fileURLToPath(new URL('../billing/sidecar-main.ts', import.meta.url));
 
@@ -341,13 +352,16 @@ function superviseSidecar(
   };
   // Up once it answers /healthz on its listen address: it listens only when it can take webhooks.
   const awaitListening = (proc: ChildProcess) => {
+    const spawned = Date.now();
     const attempt = () => {
       if (stopping || child !== proc) return;
       let settled = false;
       const again = () => {
         if (settled) return;
         settled = true;
-        if (!stopping && child === proc) setTimeout(attempt, SIDECAR_PROBE_INTERVAL_MS);
+        if (stopping || child !== proc) return;
+        const late = Date.now() - spawned > SIDECAR_LATE_AFTER_MS;
+        setTimeout(attempt, late ? SIDECAR_LATE_PROBE_INTERVAL_MS : SIDECAR_PROBE_INTERVAL_MS);
       };
       const { host, port } = listen();
       const probe = httpGet({ host, port, path: '/healthz', agent: false, timeout: 1000 }, (res) => {
