@@ -8,6 +8,9 @@
 //   prompt cache, those tokens become their own `cache_read_tokens` (`cache_creation_tokens`) item at
 //   that price and prompt_tokens is the uncached remainder, so cached input is not billed twice or at
 //   the full rate. Without a cache price every input token is a prompt_tokens token.
+// - `images` (unit `image`, priced per image by size and quality), `input_characters` (unit `character`,
+//   speech) and `audio_seconds` (unit `second`, transcription; whole seconds, at least 1) for endpoints
+//   that are not billed by tokens (docs/billing.md "Price units");
 // - items of quantity 0 are left out; x-billing is omitted when no item remains, pricing_hints when
 //   there is no price (the billing service may still price the items from its own rules).
 //
@@ -16,7 +19,7 @@
 
 import { createHash } from 'node:crypto';
 import type { ApiName, Usage, UsageStage } from '../hooks/types.ts';
-import { type ModelPrice, priceHints } from './pricing.ts';
+import { IMAGES_METRIC, imageHint, type ModelPrice, priceHints } from './pricing.ts';
 import type { BillingItem, PricingHint, UsageCounts, UsageEvent } from './types.ts';
 
 export interface UsageEventInput {
@@ -59,6 +62,10 @@ function usageCounts(usage: Usage, completionStyle: boolean): UsageCounts {
   };
   if (cacheRead > 0) counts.cache_read_tokens = cacheRead;
   if (cacheCreation > 0) counts.cache_creation_tokens = cacheCreation;
+  const units = unitQuantities(usage);
+  if (units.images > 0) counts.images = units.images;
+  if (units.characters > 0) counts.input_characters = units.characters;
+  if (units.seconds > 0) counts.audio_seconds = units.seconds;
   if (completionStyle) {
     counts.prompt_tokens = input;
     counts.completion_tokens = output;
@@ -78,9 +85,23 @@ function billingItems(usage: Usage, price: ModelPrice | undefined): BillingItem[
     ['cache_read_tokens', cacheRead],
     ['cache_creation_tokens', cacheCreation],
   ];
-  return candidates
+  const items = candidates
     .filter(([, quantity]) => quantity > 0)
     .map(([metric, quantity]) => ({ metric, quantity, unit: 'token' }));
+  const units = unitQuantities(usage);
+  if (units.images > 0) items.push({ metric: IMAGES_METRIC, quantity: units.images, unit: 'image' });
+  if (units.characters > 0)
+    items.push({ metric: 'input_characters', quantity: units.characters, unit: 'character' });
+  if (units.seconds > 0) items.push({ metric: 'audio_seconds', quantity: units.seconds, unit: 'second' });
+  return items;
+}
+
+/** Audio is billed in whole seconds, rounded to the nearest, and any audio at all as at least one. */
+function unitQuantities(usage: Usage): { images: number; characters: number; seconds: number } {
+  const audio = usage.audioSeconds;
+  const seconds =
+    audio !== undefined && Number.isFinite(audio) && audio > 0 ? Math.max(1, Math.round(audio)) : 0;
+  return { images: tokens(usage.images), characters: tokens(usage.inputCharacters), seconds };
 }
 
 /** Largest usage event, as JSON bytes (docs/billing.md "The usage event"). */
@@ -164,7 +185,10 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
       const all = priceHints(input.price);
       const hints: Record<string, PricingHint> = {};
       for (const item of items) {
-        const hint = all[item.metric];
+        const hint =
+          item.metric === IMAGES_METRIC
+            ? imageHint(input.price, input.usage.imageSize, input.usage.imageQuality)
+            : all[item.metric];
         if (hint) hints[item.metric] = hint;
       }
       if (Object.keys(hints).length > 0) billing.pricing_hints = hints;

@@ -2,9 +2,12 @@
 // pricing_hints (spec 2.3). Format (conventions.md, docs/configuration.md):
 //
 //   currency: USD                 # default USD
-//   pricing_unit: 1000000         # prices are per this many tokens; default 1,000,000
+//   pricing_unit: 1000000         # token and character prices are per this many; default 1,000,000
 //   prices:
 //     - { provider: openai, model: gpt-5.4-mini, cost: { input: 0.15, output: 0.6, cache_read: 0.075 } }
+//     - { provider: openai, model: dall-e-3, cost: { images: { default: 0.04, "1024x1024/hd": 0.08 } } }
+//     - { provider: openai, model: tts-1, cost: { input_characters: 15 } }
+//     - { provider: openai, model: whisper-1, cost: { audio_minutes: 0.006 } }
 //     - { provider: anthropic, model: "claude-*", cost: { input: 3, output: 15, cache_read: 0.3, cache_creation: 3.75 } }
 //     - { provider: openai, model: gpt-5.4-mini, channel: key1, cost: { input: 0.12, output: 0.5 } }
 //   multipliers:
@@ -31,8 +34,14 @@ import {
 import { Money, parseMoney, toWireNumber } from './money.ts';
 import type { PricingHint } from './types.ts';
 
-export const PRICE_COMPONENTS = ['input', 'output', 'cache_read', 'cache_creation'] as const;
+export const TOKEN_COMPONENTS = ['input', 'output', 'cache_read', 'cache_creation'] as const;
+/**
+ * Components with one price each: tokens and input characters per pricing_unit, audio per minute. Images
+ * (`images`) are priced per image by size and quality (ModelPrice.imagePrices).
+ */
+export const PRICE_COMPONENTS = [...TOKEN_COMPONENTS, 'input_characters', 'audio_minutes'] as const;
 export type PriceComponent = (typeof PRICE_COMPONENTS)[number];
+const COST_KEYS: readonly string[] = [...PRICE_COMPONENTS, 'images'];
 
 /** The x-billing metric each cost component prices. */
 export const COMPONENT_METRIC: Readonly<Record<PriceComponent, string>> = {
@@ -40,7 +49,14 @@ export const COMPONENT_METRIC: Readonly<Record<PriceComponent, string>> = {
   output: 'completion_tokens',
   cache_read: 'cache_read_tokens',
   cache_creation: 'cache_creation_tokens',
+  input_characters: 'input_characters',
+  audio_minutes: 'audio_seconds',
 };
+
+/** The x-billing metric of generated images; its price depends on the image's size and quality. */
+export const IMAGES_METRIC = 'images';
+/** Audio is metered in seconds and priced per minute, as vendors publish it. */
+const SECONDS_PER_MINUTE = 60;
 
 export interface ModelPrice {
   readonly provider: string;
@@ -52,6 +68,8 @@ export interface ModelPrice {
   readonly pricingUnit: number;
   /** Price per pricingUnit tokens with all multipliers applied; components without a price are absent. */
   readonly unitPrices: Readonly<Partial<Record<PriceComponent, Decimal>>>;
+  /** Price per image by `<size>/<quality>`, `<size>` or `default`, multipliers applied; absent when unpriced. */
+  readonly imagePrices: Readonly<Record<string, Decimal>> | undefined;
   /** provider x model x channel multiplier that was applied. */
   readonly multiplier: Decimal;
 }
@@ -72,6 +90,13 @@ export interface Pricing {
   hints(price: ModelPrice): Record<string, PricingHint>;
   /** Number of price entries. */
   readonly size: number;
+  /** Files marked `reference_prices: true`: shipped prices nobody has reviewed yet. */
+  readonly referenceFiles: readonly string[];
+  /**
+   * Whether a model has a price, without the missing-price report. A `prefix*` pattern counts as priced
+   * when some price could match a model under it.
+   */
+  covers(provider: string, model: string): boolean;
 }
 
 export interface PricingOptions {
@@ -91,6 +116,7 @@ interface PriceEntry {
   readonly currency: string;
   readonly pricingUnit: number;
   readonly cost: Partial<Record<PriceComponent, Decimal>>;
+  readonly images: Readonly<Record<string, Decimal>> | undefined;
   readonly file: string;
   readonly line: number;
 }
@@ -104,7 +130,7 @@ interface Multipliers {
 const DEFAULT_CURRENCY = 'USD';
 const DEFAULT_PRICING_UNIT = 1_000_000;
 const ENTRY_KEYS = new Set(['provider', 'model', 'channel', 'cost']);
-const TOP_KEYS = new Set(['currency', 'pricing_unit', 'prices', 'multipliers']);
+const TOP_KEYS = new Set(['currency', 'pricing_unit', 'reference_prices', 'prices', 'multipliers']);
 const MULTIPLIER_KEYS = ['providers', 'models', 'channels'] as const;
 /** Bounds the per-process memo and the warned set: model names can come from clients. */
 const MEMO_LIMIT = 4096;
@@ -254,18 +280,21 @@ function compileEntry(
     return undefined;
   }
   if (!isRecord(cost)) {
-    report(
-      `${pointer}/cost`,
-      'cost must be a mapping of input, output, cache_read, cache_creation (entry ignored)',
-    );
+    report(`${pointer}/cost`, `cost must be a mapping of ${COST_KEYS.join(', ')} (entry ignored)`);
     return undefined;
   }
   const prices: Partial<Record<PriceComponent, Decimal>> = {};
+  let images: Record<string, Decimal> | undefined;
   let bad = false;
   for (const [key, value] of Object.entries(cost)) {
     const where = `${pointer}/cost/${escapeSegment(key)}`;
-    if (!(PRICE_COMPONENTS as readonly string[]).includes(key)) {
-      report(where, `unknown cost "${key}"; expected one of ${PRICE_COMPONENTS.join(', ')} (ignored)`);
+    if (!COST_KEYS.includes(key)) {
+      report(where, `unknown cost "${key}"; expected one of ${COST_KEYS.join(', ')} (ignored)`);
+      continue;
+    }
+    if (key === 'images') {
+      images = compileImagePrices(value, where, report);
+      if (images === undefined) bad = true;
       continue;
     }
     const price = parseMoney(value);
@@ -277,12 +306,14 @@ function compileEntry(
     }
   }
   if (bad) return undefined;
-  // A channel entry may override a single component; an ordinary entry must price both directions.
-  if (channel === undefined && (prices.input === undefined || prices.output === undefined)) {
+  // A channel entry may override a single component; an ordinary entry that prices tokens must price
+  // both directions (one without output would bill generated tokens at nothing).
+  const pricesTokens = TOKEN_COMPONENTS.some((c) => prices[c] !== undefined);
+  if (channel === undefined && pricesTokens && (prices.input === undefined || prices.output === undefined)) {
     report(`${pointer}/cost`, 'cost needs both input and output (entry ignored)');
     return undefined;
   }
-  if (Object.keys(prices).length === 0) {
+  if (Object.keys(prices).length === 0 && images === undefined) {
     report(`${pointer}/cost`, 'cost names no price (entry ignored)');
     return undefined;
   }
@@ -293,9 +324,58 @@ function compileEntry(
     currency: defaults.currency,
     pricingUnit: defaults.pricingUnit,
     cost: prices,
+    images,
     file: defaults.file,
     line: defaults.line,
   };
+}
+
+/** `images: 0.04` (any image) or `images: { default: 0.04, "1024x1024": 0.04, "1024x1792/hd": 0.12 }`. */
+function compileImagePrices(
+  raw: unknown,
+  where: string,
+  report: Report,
+): Record<string, Decimal> | undefined {
+  const single = parseMoney(raw);
+  if (single !== undefined) return { default: single };
+  if (!isRecord(raw) || Object.keys(raw).length === 0) {
+    report(
+      where,
+      'cost images must be a price per image or a mapping of "<size>", "<size>/<quality>" or default to prices (entry ignored)',
+    );
+    return undefined;
+  }
+  const prices: Record<string, Decimal> = {};
+  for (const [variant, value] of Object.entries(raw)) {
+    const price = parseMoney(value);
+    if (price === undefined || variant.trim() === '') {
+      report(
+        `${where}/${escapeSegment(variant)}`,
+        `image price "${variant}" must be a non-negative number (entry ignored)`,
+      );
+      return undefined;
+    }
+    prices[variant.toLowerCase()] = price;
+  }
+  return prices;
+}
+
+/**
+ * The price of one image: `<size>/<quality>`, then `<size>`, then the same under `default` (an image
+ * whose size was not given or is not listed). undefined when none matches.
+ */
+export function imagePrice(
+  prices: Readonly<Record<string, Decimal>>,
+  size: string | undefined,
+  quality: string | undefined,
+): Decimal | undefined {
+  const sizes = size === undefined ? ['default'] : [size.toLowerCase(), 'default'];
+  const q = quality?.toLowerCase();
+  for (const s of sizes) {
+    const found = (q === undefined ? undefined : prices[`${s}/${q}`]) ?? prices[s];
+    if (found !== undefined) return found;
+  }
+  return undefined;
 }
 
 function compileMultipliers(raw: unknown, into: Multipliers, report: Report): void {
@@ -338,6 +418,7 @@ function compileMultipliers(raw: unknown, into: Multipliers, report: Report): vo
 
 interface CompiledFile {
   entries: PriceEntry[];
+  reference: boolean;
 }
 
 function compileSource(
@@ -378,7 +459,7 @@ function compileSource(
   };
   const report: Report = (pointer, message) => diagnostics.push({ file, ...locate(pointer), message });
 
-  if (doc === undefined || doc === null) return { entries: [] };
+  if (doc === undefined || doc === null) return { entries: [], reference: false };
   if (!isRecord(doc)) {
     report(
       '',
@@ -424,7 +505,10 @@ function compileSource(
     });
   }
   compileMultipliers(doc['multipliers'], multipliers, report);
-  return { entries };
+  const reference = doc['reference_prices'];
+  if (reference !== undefined && typeof reference !== 'boolean')
+    report('/reference_prices', 'reference_prices must be true or false');
+  return { entries, reference: reference === true };
 }
 
 function entryKey(provider: string, model: string, channel: string | undefined): string {
@@ -460,6 +544,14 @@ class PriceTable {
     return list?.find((p) => model.startsWith(p.prefix))?.entry;
   }
 
+  /** Some entry (exact or pattern) could price a model starting with `prefix`. */
+  coversPrefix(provider: string, prefix: string): boolean {
+    const start = `${provider}\u0000\u0000`;
+    for (const key of this.exact.keys()) if (key.startsWith(start + prefix)) return true;
+    const list = this.patterns.get(`${provider}\u0000`) ?? [];
+    return list.some((p) => p.prefix.startsWith(prefix) || prefix.startsWith(p.prefix));
+  }
+
   get size(): number {
     let size = this.exact.size;
     for (const list of this.patterns.values()) size += list.length;
@@ -484,7 +576,7 @@ export function priceHints(price: ModelPrice): Record<string, PricingHint> {
     if (unitPrice === undefined) continue;
     hints[COMPONENT_METRIC[component]] = {
       unit_price: toWireNumber(unitPrice),
-      pricing_unit: price.pricingUnit,
+      pricing_unit: component === 'audio_minutes' ? SECONDS_PER_MINUTE : price.pricingUnit,
       currency: price.currency,
     };
   }
@@ -494,7 +586,24 @@ export function priceHints(price: ModelPrice): Record<string, PricingHint> {
 
 const hintCache = new WeakMap<ModelPrice, Record<string, PricingHint>>();
 
-function createPricing(table: PriceTable, multipliers: Multipliers, options: PricingOptions): Pricing {
+/** The `images` pricing hint for images of this size and quality (per image), or undefined. */
+export function imageHint(
+  price: ModelPrice,
+  size: string | undefined,
+  quality: string | undefined,
+): PricingHint | undefined {
+  if (price.imagePrices === undefined) return undefined;
+  const unitPrice = imagePrice(price.imagePrices, size, quality);
+  if (unitPrice === undefined) return undefined;
+  return { unit_price: toWireNumber(unitPrice), pricing_unit: 1, currency: price.currency };
+}
+
+function createPricing(
+  table: PriceTable,
+  multipliers: Multipliers,
+  options: PricingOptions,
+  referenceFiles: readonly string[],
+): Pricing {
   const memo = new Map<string, ModelPrice | undefined>();
   const warned = new Set<string>();
 
@@ -512,6 +621,12 @@ function createPricing(table: PriceTable, multipliers: Multipliers, options: Pri
       const price = cost[component];
       if (price !== undefined) unitPrices[component] = price.mul(multiplier);
     }
+    const images = special?.images ?? base?.images;
+    let imagePrices: Record<string, Decimal> | undefined;
+    if (images !== undefined) {
+      imagePrices = {};
+      for (const [variant, price] of Object.entries(images)) imagePrices[variant] = price.mul(multiplier);
+    }
     return Object.freeze({
       provider,
       model: chosen.model,
@@ -519,6 +634,7 @@ function createPricing(table: PriceTable, multipliers: Multipliers, options: Pri
       currency: chosen.currency,
       pricingUnit: chosen.pricingUnit,
       unitPrices: Object.freeze(unitPrices),
+      imagePrices: imagePrices === undefined ? undefined : Object.freeze(imagePrices),
       multiplier,
     });
   }
@@ -543,6 +659,11 @@ function createPricing(table: PriceTable, multipliers: Multipliers, options: Pri
     get size() {
       return table.size;
     },
+    referenceFiles,
+    covers(provider, model) {
+      if (model.endsWith('*')) return table.coversPrefix(provider, model.slice(0, -1));
+      return table.find(provider, model, undefined) !== undefined;
+    },
   };
 }
 
@@ -554,11 +675,13 @@ export function compilePricing(
   const diagnostics: PricingDiagnostic[] = [];
   const multipliers: Multipliers = { providers: new Map(), models: new Map(), channels: new Map() };
   const table = new PriceTable();
+  const referenceFiles: string[] = [];
   for (const source of sources) {
     const compiled = compileSource(source, multipliers, diagnostics);
     for (const entry of compiled?.entries ?? []) table.add(entry);
+    if (compiled?.reference === true) referenceFiles.push(source.file);
   }
-  return { pricing: createPricing(table, multipliers, options), diagnostics };
+  return { pricing: createPricing(table, multipliers, options, referenceFiles), diagnostics };
 }
 
 /**

@@ -12,6 +12,10 @@ export interface UsageCounts {
   prompt_tokens?: number;
   completion_tokens?: number;
   cached_tokens?: number;
+  /** Non-token quantities (images, speech, transcription), present when non-zero. */
+  images?: number;
+  input_characters?: number;
+  audio_seconds?: number;
 }
 
 export interface BillingItem {

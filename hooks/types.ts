@@ -36,6 +36,14 @@ export interface Usage {
   cacheReadTokens?: number;
   cacheCreationTokens?: number;
   reasoningTokens?: number;
+  /** Images generated, and the size and quality they are priced by (reported by the reply, else asked for). */
+  images?: number;
+  imageSize?: string;
+  imageQuality?: string;
+  /** Characters of text turned into speech (Unicode code points of the request's `input`). */
+  inputCharacters?: number;
+  /** Seconds of audio transcribed or translated. */
+  audioSeconds?: number;
 }
 
 export type UsageStage = 'upstream' | 'estimated';

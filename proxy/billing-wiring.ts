@@ -4,6 +4,7 @@
 import type { Logger } from 'pino';
 import { openOutboxStatus } from '../billing/outbox/status.ts';
 import { type OutboxWriter, openOutboxWriter } from '../billing/outbox-writer.ts';
+import { pricingWarnings, unpricedModels } from '../billing/price-coverage.ts';
 import { loadPricing } from '../billing/pricing.ts';
 import { createBillingEnqueueHook } from '../hooks/builtin/billing-enqueue.ts';
 import { type BillingSink, openRedisBillingSink } from '../store/redis-queue.ts';
@@ -25,6 +26,9 @@ export async function createBillingParts(
     },
   });
   for (const d of diagnostics) log.error({ file: d.file, line: d.line, col: d.col }, d.message);
+  const unpriced = unpricedModels(config.models.entries, pricing);
+  metrics.unpricedServedModels.set(unpriced.length);
+  for (const warning of pricingWarnings(unpriced, pricing)) log.warn(warning);
   // The queue: the billing stream in shared-store mode (any sidecar of the group delivers it), else the
   // outbox file that this host's sidecar delivers.
   const sink = config.store.enabled

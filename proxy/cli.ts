@@ -87,12 +87,14 @@ export async function main(argv: readonly string[]): Promise<number> {
 /** A dry run: nothing is opened, written or connected (the gateway of this file may be running). */
 async function validate(file: string): Promise<number> {
   let problems: string[];
+  const warnings: string[] = [];
   try {
-    problems = await checkConfig(file);
+    problems = await checkConfig(file, { warnings });
   } catch (err) {
     console.error(`router: cannot check ${file}: ${err instanceof Error ? err.message : String(err)}`);
     return 1;
   }
+  for (const w of warnings) console.error(`warning: ${w}`);
   if (problems.length > 0) {
     for (const p of problems) console.error(p);
     console.error(

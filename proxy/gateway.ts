@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type Logger, pino } from 'pino';
+import { pricingWarnings, unpricedModels } from '../billing/price-coverage.ts';
 import { loadPricing } from '../billing/pricing.ts';
 import { createBillingParts } from './billing-wiring.ts';
 import { type LoadConfigOptions, loadConfig } from './config/load.ts';
@@ -93,7 +94,10 @@ export async function compileConfig(
  * keys, hook modules, pricing), with nothing opened, written or connected: what `router -t` runs, safe
  * beside a running gateway of the same configuration.
  */
-export async function checkConfig(file: string, opts: { env?: StartOptions['env'] } = {}): Promise<string[]> {
+export async function checkConfig(
+  file: string,
+  opts: { env?: StartOptions['env']; warnings?: string[] } = {},
+): Promise<string[]> {
   const loaded = await loadConfig(file, { env: opts.env });
   const diagnostics = loaded.diagnostics.map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`);
   if (loaded.config === undefined) return diagnostics;
@@ -101,6 +105,11 @@ export async function checkConfig(file: string, opts: { env?: StartOptions['env'
   diagnostics.push(...(await checkRuntime(loaded.config, { log, env: opts.env })));
   const pricing = await loadPricing(loaded.config.pricing.files);
   for (const d of pricing.diagnostics) diagnostics.push(`${d.file}:${d.line}:${d.col}: ${d.message}`);
+  // Not problems: the configuration is valid, but with billing on these cost money (billing/price-coverage.ts).
+  if (loaded.config.billing.enabled) {
+    const unpriced = unpricedModels(loaded.config.models.entries, pricing.pricing);
+    opts.warnings?.push(...pricingWarnings(unpriced, pricing.pricing));
+  }
   return diagnostics;
 }
 

@@ -16,6 +16,8 @@ export interface GatewayMetrics {
   readonly balanceChecks: client.Counter<'result'>;
   readonly storeErrors: client.Counter<'operation'>;
   readonly unpricedModels: client.Counter<'provider'>;
+  /** Served models (registry routes) without a price, counted when billing starts or reloads. */
+  readonly unpricedServedModels: client.Gauge;
   readonly unmeteredRequests: client.Counter<'reason'>;
   /** Client connections closed to make room (idle) or turned away (refused) at limits.max_connections. */
   readonly connectionsShed: client.Counter<'reason'>;
@@ -86,6 +88,11 @@ export function createGatewayMetrics(): GatewayMetrics {
     labelNames: ['provider'] as const,
     registers: [registry],
   });
+  const unpricedServedModels = new client.Gauge({
+    name: 'router_unpriced_models',
+    help: 'Models the registry serves that have no price (billing on)',
+    registers: [registry],
+  });
   const unmeteredRequests = new client.Counter({
     name: 'router_unreported_requests_total',
     help: 'Requests not reported to billing, by reason',
@@ -143,6 +150,7 @@ export function createGatewayMetrics(): GatewayMetrics {
     balanceChecks,
     storeErrors,
     unpricedModels,
+    unpricedServedModels,
     unmeteredRequests,
     connectionsShed,
     clientTimeouts,

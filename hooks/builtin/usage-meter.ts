@@ -3,8 +3,9 @@
 // sits first among the response hooks, so it sees the upstream's own format before any translator.
 
 import type { CompiledRule } from '../dsl/types.ts';
-import type { Hook, RequestContext, ResponsePart } from '../types.ts';
-import type { UsagePreset, UsageSniffer } from '../usage/types.ts';
+import type { Hook, RequestContext, ResponseHead, ResponsePart, Usage } from '../types.ts';
+import type { RequestUsage, UsagePreset, UsageSniffer } from '../usage/types.ts';
+import { mergeRequestUsage } from '../usage/unit-presets.ts';
 
 export interface UsageMeterDeps {
   readonly presets: ReadonlyMap<string, UsagePreset>;
@@ -34,19 +35,46 @@ export function streamUsage(ctx: RequestContext): UsageSniffer | undefined {
   return sniffers.get(ctx);
 }
 
+/** Quantities a preset read from the request (fromRequest), merged under what the reply reports. */
+const requested = new WeakMap<RequestContext, RequestUsage>();
+
+function reportUsage(ctx: RequestContext, usage: Usage): void {
+  const asked = requested.get(ctx);
+  ctx.usage = asked === undefined ? usage : mergeRequestUsage(asked, usage);
+  ctx.usageStage = 'upstream';
+}
+
 export function createUsageMeterHook(preset: UsagePreset): Hook {
+  const fromRequest = preset.fromRequest;
   return {
     name: `usage:${preset.name}`,
     responseMode: 'observe',
+    // Set before the body: a reply that carries no usage (audio bytes, plain text) is still billed by
+    // what the request asked for, and is not estimated in tokens.
+    ...(fromRequest === undefined
+      ? {}
+      : {
+          onResponseHead(ctx: RequestContext, head: ResponseHead): ResponseHead {
+            if (head.status >= 400) return head;
+            const asked = fromRequest({
+              body: ctx.body,
+              rawBody: ctx.rawBody,
+              contentType: typeof ctx.headers['content-type'] === 'string' ? ctx.headers['content-type'] : '',
+            });
+            if (asked !== undefined) {
+              requested.set(ctx, asked);
+              ctx.usage = asked.usage;
+              ctx.usageStage = asked.estimated === undefined ? 'upstream' : 'estimated';
+            }
+            return head;
+          },
+        }),
     onResponseChunk(ctx: RequestContext, parts: readonly ResponsePart[]): readonly ResponsePart[] {
       if (ctx.status >= 400) return parts;
       for (const part of parts) {
         if (part.type === 'json') {
           const usage = preset.fromJson(part.value);
-          if (usage !== undefined) {
-            ctx.usage = usage;
-            ctx.usageStage = 'upstream';
-          }
+          if (usage !== undefined) reportUsage(ctx, usage);
           continue;
         }
         let sniffer = sniffers.get(ctx);
@@ -60,10 +88,7 @@ export function createUsageMeterHook(preset: UsagePreset): Hook {
     },
     onResponseEnd(ctx: RequestContext): readonly ResponsePart[] {
       const usage = sniffers.get(ctx)?.result();
-      if (usage !== undefined) {
-        ctx.usage = usage;
-        ctx.usageStage = 'upstream';
-      }
+      if (usage !== undefined) reportUsage(ctx, usage);
       return [];
     },
   } satisfies Hook;

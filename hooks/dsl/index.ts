@@ -55,6 +55,9 @@ export const DEFAULT_REGISTRY_NAMES = {
     'anthropic_messages',
     'gemini_generate_content',
     'gemini_embed_content',
+    'openai_images',
+    'openai_speech',
+    'openai_audio_transcriptions',
   ],
 } as const satisfies Record<keyof DslRegistries, readonly string[]>;
 

@@ -11,6 +11,7 @@
 import type { UsageField } from '../dsl/types.ts';
 import type { JsonValue, Usage } from '../types.ts';
 import type { UsagePreset, UsageSniffer } from './types.ts';
+import { UNIT_PRESETS } from './unit-presets.ts';
 
 type JsonRecord = { [key: string]: JsonValue };
 
@@ -450,5 +451,6 @@ export const USAGE_PRESETS: ReadonlyMap<string, UsagePreset> = new Map(
     anthropicMessages,
     geminiGenerateContent,
     geminiEmbedContent,
+    ...UNIT_PRESETS,
   ].map((preset) => [preset.name, preset] as const),
 );

@@ -1,7 +1,7 @@
 // Usage presets: how to read token counts from one provider family's replies, JSON or streamed.
 // Named in provider files as `metrics { usage_extract <preset>; }`.
 
-import type { JsonValue, Usage } from '../types.ts';
+import type { JsonObject, JsonValue, Usage } from '../types.ts';
 
 /** Per-request, incremental reader of usage from SSE events (constant memory). */
 export interface UsageSniffer {
@@ -16,8 +16,29 @@ export interface UsageSniffer {
   final(): boolean;
 }
 
+/** The client's request as a preset may read it for quantities the reply does not carry. */
+export interface UsageRequest {
+  /** Parsed JSON body (JSON endpoints). */
+  readonly body: JsonObject | undefined;
+  /** Raw bytes (multipart endpoints). */
+  readonly rawBody: Buffer;
+  readonly contentType: string;
+}
+
+export interface RequestUsage {
+  readonly usage: Usage;
+  /**
+   * The quantity that is an estimate (audio length judged from the uploaded file): then a reply that
+   * reports usage of its own replaces this one; exact quantities (image size, characters) are merged
+   * under the reply's.
+   */
+  readonly estimated?: keyof Usage;
+}
+
 export interface UsagePreset {
   readonly name: string;
+  /** Quantities of the request (images asked for, characters to speak, audio sent). Must never throw. */
+  fromRequest?(request: UsageRequest): RequestUsage | undefined;
   /** Usage from a complete JSON reply, or undefined when it carries none. Must never throw. */
   fromJson(body: JsonValue): Usage | undefined;
   createSniffer(): UsageSniffer;

@@ -187,7 +187,7 @@ prices:
       [
         21,
         34,
-        'unknown cost "cached_read"; expected one of input, output, cache_read, cache_creation (ignored)',
+        'unknown cost "cached_read"; expected one of input, output, cache_read, cache_creation, input_characters, audio_minutes, images (ignored)',
       ],
     ],
   );

@@ -39,10 +39,13 @@ test('the registry holds the documented preset names', () => {
     'anthropic_messages',
     'gemini_embed_content',
     'gemini_generate_content',
+    'openai_audio_transcriptions',
     'openai_chat_completions',
     'openai_completions',
     'openai_embeddings',
+    'openai_images',
     'openai_responses',
+    'openai_speech',
   ]);
   for (const [name, value] of USAGE_PRESETS) assert.equal(value.name, name);
 });
