@@ -140,6 +140,8 @@ if redis.call('HGET', rk, 'secret_hash') ~= to then return false end
 return {0, redis.call('HGETALL', rk)}
 `;
 
+const NO_KEY: Promise<null> = Promise.resolve(null);
+
 const VIEW = defineScript(VIEW_LUA);
 const CREATE = defineScript(CREATE_LUA);
 const REVOKE = defineScript(REVOKE_LUA);
@@ -330,12 +332,12 @@ export async function openRedisStores(
         );
         return ok === 'OK';
       }),
-    rehashAccessKey: (fromHash, toHash, hashSecretId) =>
-      guard('rehashAccessKey', async () => {
-        // "Under neither hash" is kept like a view miss (until the index changes), so a wrong key
-        // presented again costs no round trip during a rotation window either.
-        const missKey = `rehash\n${fromHash}\n${toHash}`;
-        if (cache?.live && cache.get(missKey) !== undefined) return null;
+    rehashAccessKey: (fromHash, toHash, hashSecretId) => {
+      // "Under neither hash" is kept like a view miss (until the index changes), so a wrong key, or a
+      // keys-file key in redis_preferred mode, costs no round trip during a rotation window either.
+      const missKey = `rehash\n${fromHash}\n${toHash}`;
+      if (cache?.live && cache.get(missKey) !== undefined) return NO_KEY;
+      return guard('rehashAccessKey', async () => {
         const since = cache?.epoch();
         const reply = await REHASH.run(
           client,
@@ -351,7 +353,8 @@ export async function openRedisStores(
         // After the write only: a read that raced it is then not kept (view-cache.ts, epoch check).
         if (moved) wrote(k.accessKeyIndex, k.accessKey(key.name));
         return { key, moved };
-      }),
+      });
+    },
     async health() {
       // A PING, not the client's status: right after the server dies the socket may not have
       // noticed yet, and /readyz must not report a store that cannot answer.
