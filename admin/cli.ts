@@ -8,6 +8,9 @@ import { ListAccessKeysCommand } from './commands/access-key/list.ts';
 import { MigrateAccessKeysCommand } from './commands/access-key/migrate.ts';
 import { RevokeAccessKeyCommand } from './commands/access-key/revoke.ts';
 import { RotateAccessKeyCommand } from './commands/access-key/rotate.ts';
+import { ListDeadLettersCommand } from './commands/dead-letter/list.ts';
+import { ReplayDeadLettersCommand } from './commands/dead-letter/replay.ts';
+import { ShowDeadLetterCommand } from './commands/dead-letter/show.ts';
 
 export function createAdminCli(): Cli {
   const cli = new Cli({ binaryLabel: 'router-admin', binaryName: 'router-admin', binaryVersion: '0.1.0' });
@@ -18,6 +21,9 @@ export function createAdminCli(): Cli {
   cli.register(MigrateAccessKeysCommand);
   cli.register(RevokeAccessKeyCommand);
   cli.register(RotateAccessKeyCommand);
+  cli.register(ListDeadLettersCommand);
+  cli.register(ShowDeadLetterCommand);
+  cli.register(ReplayDeadLettersCommand);
   return cli;
 }
 

@@ -12,11 +12,21 @@
 // events past the checkpoint, which stays at the head. An event with max_attempts counted attempts goes to
 // dead-letter.jsonl and the checkpoint moves on. Counted attempts are stored in the checkpoint and survive
 // restarts.
+//
+// Replay: dead letters marked for replay (billing/dead-letter-file.ts) are delivered one at a time beside
+// the outbox, with the same policy; delivered, their record goes; max_attempts more counted failures
+// leave them in the dead letter again.
 
 import { type FSWatcher, watch } from 'node:fs';
 import type { Logger } from 'pino';
 import type { BillingConfig } from '../proxy/config/types.ts';
 import type { IngestResult } from './billing-client.ts';
+import {
+  DeadLetterFile,
+  type DeadLetterRecord,
+  deadLetterId,
+  type ReplayReport,
+} from './dead-letter-file.ts';
 import {
   backoffDelay,
   classifyFailure,
@@ -90,6 +100,8 @@ export interface DeliveryWorker {
    * or quarantined) and the checkpoint is written. Never resolves during an outage; rejects on stop.
    */
   waitForDrain(): Promise<void>;
+  /** Queues dead-lettered events for replay (every one when `ids` is undefined); a dry run only reports. */
+  replayDeadLetters(ids: readonly string[] | undefined, dryRun: boolean): Promise<ReplayReport>;
   /** Lets the in-flight ingests end (or aborts them with abort: true), writes the checkpoint, closes. */
   stop(opts?: { abort?: boolean }): Promise<void>;
 }
@@ -126,6 +138,7 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
   const sleep = opts.sleep ?? abortableSleep;
 
   const reader: OutboxReader = await openOutboxReader(config.outboxDir, opts.reader);
+  const deadLetters = new DeadLetterFile(config.outboxDir, opts.reader?.onFsync);
   const status = openOutboxStatus(config.outboxDir);
   const initialAttempts = reader.initial.attempts;
   let committed: OutboxPosition = { segment: reader.initial.segment, offset: reader.initial.offset };
@@ -341,12 +354,16 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
     }
     if (head.attempts >= config.maxAttempts) {
       const r = head.lastResult;
-      await reader.deadLetter(item, {
+      await deadLetters.append({
+        dead_lettered_at: new Date().toISOString(),
+        segment: item.segment,
+        offset: item.offset,
         attempts: head.attempts,
-        lastError:
+        last_error:
           r && r.kind !== 'ok'
             ? { kind: r.kind, status: r.status, code: r.code, message: r.message }
             : undefined,
+        event: item.event,
       });
       head.state = 'done';
       counters.deadLettered++;
@@ -420,7 +437,78 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
     if (doneSinceCheckpoint > 0 || attemptsDirty || committed !== durable) await checkpoint();
   }
 
-  const running = loop();
+  let replayWake: (() => void) | undefined;
+  let replayPoked = false;
+  function pokeReplay(): void {
+    replayPoked = true;
+    const r = replayWake;
+    replayWake = undefined;
+    r?.();
+  }
+
+  async function replayLoop(): Promise<void> {
+    let failures = 0;
+    while (!stopping) {
+      let queued: DeadLetterRecord[] = [];
+      try {
+        queued = await deadLetters.queued();
+      } catch (err) {
+        logger?.error({ err: errorText(err) }, 'could not read the dead letter for replay');
+      }
+      if (queued.length === 0 || failures > 0) {
+        if (failures > 0) {
+          const wait = backoffDelay(failures, config.retryIntervalMs, config.maxRetryIntervalMs, random);
+          await sleep(wait, stopController.signal);
+        } else if (!replayPoked) {
+          await new Promise<void>((resolve) => {
+            replayWake = resolve;
+          });
+        }
+        replayPoked = false;
+        if (queued.length === 0) continue;
+      }
+      const record = queued[0];
+      const id = deadLetterId(record);
+      const result = await Promise.resolve()
+        .then(() => client.ingest(record.event, inflightAbort.signal))
+        .catch((err: unknown): IngestResult => thrownFailure(errorText(err)));
+      const request_id = record.event.external_event_id;
+      try {
+        if (result.kind === 'ok') {
+          failures = 0;
+          await deadLetters.delivered(id);
+          counters.delivered++;
+          logger?.info({ request_id, id }, 'dead-lettered billing event replayed');
+          continue;
+        }
+        if (result.code === 'aborted' && stopping) return;
+        failures++;
+        counters.failedAttempts++;
+        recordError(result.code, result.status, result.message);
+        const counted = await countsAsAttempt(classifyFailure(result), {
+          otherEventAccepted: async () => undefined,
+          serviceAnswers: () => client.probe?.() ?? Promise.resolve(true),
+        });
+        const error = {
+          kind: result.kind,
+          status: result.status,
+          code: result.code,
+          message: result.message,
+        };
+        if (await deadLetters.failed(id, counted, config.maxAttempts, error)) {
+          failures = 0;
+          logger?.error({ request_id, id, code: result.code }, 'replayed billing event dead-lettered again');
+        } else {
+          logger?.warn({ request_id, id, code: result.code, counted }, 'replay of a billing event failed');
+        }
+      } catch (err) {
+        failures++;
+        logger?.error({ err: errorText(err), id }, 'could not record a replay outcome');
+      }
+    }
+  }
+
+  const running = Promise.all([loop(), replayLoop()]).then(() => undefined);
 
   let stopped: Promise<void> | undefined;
   function stop(stopOpts: { abort?: boolean } = {}): Promise<void> {
@@ -430,6 +518,7 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
       if (stopOpts.abort) inflightAbort.abort();
       if (lingerTimer !== undefined) clearTimeout(lingerTimer);
       wake();
+      pokeReplay();
       watcher?.close();
       try {
         await running;
@@ -453,6 +542,11 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
       const p = new Promise<void>((resolve, reject) => drainWaiters.push({ gen, resolve, reject }));
       wake();
       return p;
+    },
+    replayDeadLetters: async (ids, dryRun) => {
+      const report = await deadLetters.markForReplay(ids, dryRun);
+      if (!dryRun) pokeReplay();
+      return report;
     },
     stop,
   } satisfies DeliveryWorker;

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { BillingConfig, ListenAddress, RouterConfig } from '../proxy/config/types.ts';
 import { type BillingClient, createBillingClient } from './billing-client.ts';
+import { createReplayRoute } from './dead-letter-route.ts';
 import { type DeliveryWorker, type DeliveryWorkerOptions, startDeliveryWorker } from './delivery-worker.ts';
 import { type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
 import { createSidecarMetrics, streamConsumerSources } from './sidecar-metrics.ts';
@@ -146,6 +147,7 @@ export async function startSidecar(
     webhook = await createWebhookRoute(config, { ...opts.webhook, log });
     if (webhook !== undefined) routes.set(webhook.key, webhook.handler);
   }
+  if (worker) routes.set(...createReplayRoute(worker));
   for (const [key, handler] of opts.routes ?? []) routes.set(key, handler);
 
   const server = createServer((req, res) => {

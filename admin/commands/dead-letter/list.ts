@@ -1,0 +1,44 @@
+// `router-admin dead-letter list`: one line per dead-lettered event (id, request id, subject, attempts,
+// last error, when, state); the event itself is `show`.
+
+import { Command, Option } from 'clipanion';
+import { EXIT } from '../../key-backend.ts';
+import type { DeadLetterBackend, DeadLetterEntry } from './backend.ts';
+import { DeadLetterCommand } from './base.ts';
+
+export function formatDeadLetterTable(entries: readonly DeadLetterEntry[]): string {
+  const rows = [['ID', 'REQUEST_ID', 'SUBJECT', 'ATTEMPTS', 'ERROR', 'DEAD_LETTERED_AT', 'STATE']];
+  for (const e of entries)
+    rows.push([e.id, e.requestId, e.subject, String(e.attempts), e.errorCode, e.deadLetteredAt, e.state]);
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  return rows
+    .map((r) =>
+      r
+        .map((c, i) => c.padEnd(widths[i]))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+export class ListDeadLettersCommand extends DeadLetterCommand {
+  static override paths = [['dead-letter', 'list']];
+  static override usage = Command.Usage({
+    category: 'Dead letters',
+    description: 'List billing events that exhausted their delivery attempts',
+    examples: [
+      ['List them', '$0 dead-letter list --config router.yaml'],
+      ['As JSON', '$0 dead-letter list --config router.yaml --json'],
+    ],
+  });
+
+  json = Option.Boolean('--json', false, { description: 'One JSON array of the whole records' });
+
+  async run(backend: DeadLetterBackend): Promise<number> {
+    const entries = await backend.list();
+    if (this.json) this.out(JSON.stringify(entries.map((e) => ({ id: e.id, state: e.state, ...e.record }))));
+    else if (entries.length === 0) this.out(`no dead letters in the ${backend.where}`);
+    else this.out(formatDeadLetterTable(entries));
+    return EXIT.ok;
+  }
+}
