@@ -328,7 +328,7 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
    * one more event sent as a probe. Undefined when there is no other event to ask with.
    */
   async function othersAccepted(head: Slot): Promise<boolean | undefined> {
-    let probe = window.find((s) => s !== head && s.item.kind === 'event' && s.state === 'new');
+    let probe = window.find((s) => s !== head && s.item.kind === 'event' && s.state !== 'done');
     while (probe === undefined && window.length < windowSize * 4) {
       const item = await reader.next();
       if (!item) return undefined;
