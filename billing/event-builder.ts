@@ -132,7 +132,8 @@ function stringChars(value: unknown): number {
   if (typeof value === 'string') return value.length;
   if (typeof value !== 'object' || value === null) return 0;
   let n = 0;
-  for (const v of Array.isArray(value) ? value : Object.values(value)) n += stringChars(v);
+  if (Array.isArray(value)) for (const v of value) n += stringChars(v);
+  else for (const k in value) n += stringChars((value as Record<string, unknown>)[k]);
   return n;
 }
 
