@@ -29,10 +29,11 @@ export async function createBillingParts(
   const unpriced = unpricedModels(config.models.entries, pricing);
   metrics.unpricedServedModels.set(unpriced.length);
   for (const warning of pricingWarnings(unpriced, pricing)) log.warn(warning);
-  // The queue: the billing stream in shared-store mode (any sidecar of the group delivers it), else the
-  // outbox file that this host's sidecar delivers.
+  // The queue: the billing stream in shared-store mode (any sidecar of the group delivers it; what it
+  // cannot take waits in a spool under the outbox directory), else the outbox file that this host's
+  // sidecar delivers.
   const sink = config.store.enabled
-    ? await openRedisBillingSink(config.store, log)
+    ? await openRedisBillingSink(config.store, { spoolRoot: config.billing.outboxDir, logger: log })
     : await openOutboxSink(config.billing.outboxDir, log);
   const hook = createBillingEnqueueHook({
     billing: config.billing,

@@ -1,11 +1,15 @@
 // The usage-event queue of shared-store mode: one XADD per event onto the billing stream (field
-// `payload`, conventions.md). It runs after the response (the enqueue hook's onComplete), so a failed
-// write is the caller's to log and count; the response is never touched (spec 3, 7).
+// `payload`, conventions.md). It runs after the response (the enqueue hook's onComplete), so the response
+// is never touched (spec 3, 7). An event the stream cannot take (Redis down, a refused or timed-out
+// XADD) goes to the local spool (store/event-spool.ts), which moves it to the stream once Redis answers.
+// A timed-out XADD may still have been applied: the event can then reach the stream twice, and the
+// billing service counts it once by its idempotency key (docs/billing.md "When Redis is away").
 
 import type { Logger } from 'pino';
 import { createTurnBatch } from '../billing/turn-batch.ts';
 import type { UsageEvent } from '../billing/types.ts';
 import type { StoreConfig } from '../proxy/config/types.ts';
+import { acquireEventSpool, type EventSpool } from './event-spool.ts';
 import {
   closeRedisClient,
   createKeyLayout,
@@ -21,8 +25,8 @@ import { type EventQueue, StoreUnavailableError } from './types.ts';
 // of one per event. Sent with EVAL, not EVALSHA: Redis caches the compiled script either way, and EVAL
 // never needs the second round trip of a NOSCRIPT miss (after a Redis restart), which would leave the
 // batch off the wire when the replies waiting for it end. A script is not a transaction: after an error
-// mid-way the events before it stay on the stream (and are delivered) although the whole batch is
-// reported as not queued.
+// mid-way the events before it stay on the stream although the whole batch is spooled (they are
+// delivered twice and billed once).
 const XADD_BATCH = `
 for i = 1, #ARGV do
   redis.call('XADD', KEYS[1], '*', 'payload', ARGV[i])
@@ -30,37 +34,98 @@ end
 return #ARGV
 `;
 
-export function createRedisEventQueue(client: Redis, keys: Pick<KeyLayout, 'stream'>): EventQueue {
+export interface RedisEventQueue extends EventQueue {
+  /** Resolves once every event handed over so far is on the stream, in the spool or reported failed. */
+  settled(): Promise<void>;
+}
+
+export function createRedisEventQueue(
+  client: Redis,
+  keys: Pick<KeyLayout, 'stream'>,
+  spool?: EventSpool,
+  logger?: Logger,
+): RedisEventQueue {
+  let sending = 0;
+  let idle: (() => void)[] = [];
+  // Logged once per outage: the first event spooled after a write that reached the stream.
+  let spooling = false;
+
+  function toSpool(events: PendingEvent[], cause: unknown): void {
+    if (spool === undefined) {
+      const failure = asQueueError(cause);
+      for (const e of events) e.reject(failure);
+      return;
+    }
+    if (!spooling) {
+      spooling = true;
+      logger?.warn(
+        { err: cause instanceof Error ? cause.message : String(cause), spool: spool.dir },
+        'billing stream unavailable: usage events go to the local spool',
+      );
+    }
+    for (const e of events) spool.append(e.event).then(e.resolve, e.reject);
+  }
+
   // The events completed in one event-loop turn go out together: a lone event as a plain XADD, several
   // as one script call. The gateway sends a reply's last byte after recorded(); by then the command has
   // been written to the socket (the queue's connection does not auto-pipeline, which would defer the
-  // write to the next turn), or, while the connection is down, has failed at once (ioredis keeps no
-  // offline queue here): the failure is logged and counted (spec 7: the reply stands).
+  // write to the next turn), or, while the connection is down, the events are in the spool's write of
+  // the next turn, which recorded() waits for too.
   const turn = createTurnBatch<PendingEvent>((events) => {
+    if (client.status !== 'ready') {
+      toSpool(events, new StoreUnavailableError('enqueue'));
+      return;
+    }
     const sent =
       events.length === 1
         ? client.xadd(keys.stream, '*', 'payload', events[0].payload)
         : client.eval(XADD_BATCH, 1, keys.stream, ...events.map((e) => e.payload));
-    sent.then(
-      () => {
-        for (const e of events) e.resolve();
-      },
-      (err: unknown) => {
-        const failure = asQueueError(err);
-        for (const e of events) e.reject(failure);
-      },
-    );
+    sending++;
+    sent
+      .then(
+        () => {
+          spooling = false;
+          for (const e of events) e.resolve();
+        },
+        (err: unknown) => toSpool(events, err),
+      )
+      .finally(() => {
+        if (--sending > 0) return;
+        const waiting = idle;
+        idle = [];
+        for (const wake of waiting) wake();
+      });
   });
+
+  // One chained promise per turn, not per reply.
+  let lastTurn: Promise<void> | undefined;
+  let chained: Promise<void> | undefined;
+  function recorded(): Promise<void> | undefined {
+    const pending = turn.settled();
+    if (spool === undefined) return pending;
+    if (pending === undefined) return spool.recorded();
+    if (pending !== lastTurn) {
+      lastTurn = pending;
+      chained = pending.then(() => spool.recorded());
+    }
+    return chained;
+  }
+
   return {
     enqueue(event: UsageEvent): Promise<void> {
       const payload = JSON.stringify(event);
-      return new Promise<void>((resolve, reject) => turn.add({ payload, resolve, reject }));
+      return new Promise<void>((resolve, reject) => turn.add({ event, payload, resolve, reject }));
     },
-    recorded: () => turn.settled(),
-  } satisfies EventQueue;
+    recorded,
+    async settled() {
+      await turn.settled();
+      if (sending > 0) await new Promise<void>((resolve) => idle.push(resolve));
+    },
+  };
 }
 
 interface PendingEvent {
+  event: UsageEvent;
   payload: string;
   resolve: () => void;
   reject: (err: unknown) => void;
@@ -77,8 +142,16 @@ export interface BillingSink {
   close(): Promise<void>;
 }
 
-/** The gateway's side of the stream: its own connection, the queue and the counts /readyz shows. */
-export async function openRedisBillingSink(store: StoreConfig, logger?: Logger): Promise<BillingSink> {
+/**
+ * The gateway's side of the stream: its own connection, the queue, the spool under
+ * `<spoolRoot>/spool` (billing.outbox_dir) and the counts /readyz shows.
+ */
+export async function openRedisBillingSink(
+  store: StoreConfig,
+  opts: { spoolRoot?: string; logger?: Logger } = {},
+): Promise<BillingSink> {
+  const { spoolRoot, logger } = opts;
+  const shared = spoolRoot === undefined ? undefined : await acquireEventSpool(spoolRoot, store, logger);
   // Its own connection, written at once: the queue batches per turn itself (createRedisEventQueue).
   const client = createRedisClient(store, {
     logger,
@@ -87,14 +160,21 @@ export async function openRedisBillingSink(store: StoreConfig, logger?: Logger):
   });
   await waitReady(client, Math.max(1000, store.operationTimeoutMs * 4));
   const keys = createKeyLayout(store);
+  const queue = createRedisEventQueue(client, keys, shared?.spool, logger);
   return {
-    queue: createRedisEventQueue(client, keys),
+    queue,
     async readiness() {
       const reply = await client.pipeline().xlen(keys.stream).xlen(keys.deadLetter).exec();
       if (reply === null) throw new StoreUnavailableError('readiness');
       for (const [err] of reply) if (err) throw new StoreUnavailableError('readiness', err);
-      return { pending: Number(reply[0][1]), dead_letter: Number(reply[1][1]) };
+      const spooled = shared === undefined ? 0 : await shared.spool.pending();
+      return { pending: Number(reply[0][1]) + spooled, dead_letter: Number(reply[1][1]) };
     },
-    close: () => closeRedisClient(client),
+    async close() {
+      // Events still on their way end on the stream or in the spool before either closes.
+      await queue.settled();
+      await closeRedisClient(client);
+      await shared?.release();
+    },
   };
 }

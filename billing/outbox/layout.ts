@@ -14,6 +14,8 @@
 //   quarantine.jsonl          lines that are not usage events (bad JSON, wrong shape, torn tails).
 //   dead-letter.jsonl         events that exhausted their delivery attempts.
 //   *.tmp                     in-progress atomic replacements; ignored and removed on open.
+//   spool/<slot>/             shared-store mode only: the gateway's spool of events the Redis stream could
+//                             not take, each slot an outbox of this same layout (store/event-spool.ts).
 //
 // The full design and its crash-safety argument are in billing/outbox-reader.ts.
 
@@ -29,6 +31,7 @@ export const QUARANTINE_FILE = 'quarantine.jsonl';
 export const DEAD_LETTER_FILE = 'dead-letter.jsonl';
 export const WRITER_LOCK = 'writer.lock';
 export const READER_LOCK = 'reader.lock';
+export const SPOOL_DIR = 'spool';
 
 const SEGMENT_RE = /^segment-(\d+)\.jsonl$/;
 const SEQ_DIGITS = 12;

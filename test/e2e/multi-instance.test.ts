@@ -15,6 +15,7 @@ import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts
 import {
   type ChildGateway,
   capturingLogger,
+  eventFor,
   type LogLine,
   spawnLogged,
   waitUntil,
@@ -342,7 +343,7 @@ test('poison events are dead-lettered after billing_max_attempts; /readyz shows 
   assert.equal(gw.store.connected, true);
 });
 
-test('store outage: 503 authentication_unavailable; balance asked directly (open); stream write failure logged, response kept', async () => {
+test('store outage: 503 authentication_unavailable; balance asked directly (open); usage event spooled, response kept', async () => {
   await redis.stop();
   try {
     for (const g of gateways) {
@@ -354,15 +355,18 @@ test('store outage: 503 authentication_unavailable; balance asked directly (open
     }
     // The master key needs no store; it bills the fallback subject. The subject state and cached balance
     // cannot be read: failure_mode open asks billing directly (and caches nothing), and the response is
-    // kept although its usage event cannot be written to the stream.
+    // kept; its usage event waits in the gateway's spool until the stream takes it.
     const logged = logs.length;
     const lookups = billing.lookups;
     const master = await chat(gateways[0], MASTER_KEY, 'outage-master');
     assert.equal(master.status, 200, 'the response is kept');
     assert.equal(billing.lookups, lookups + 1, 'balance asked directly');
     await waitUntil(
-      () => logs.slice(logged).some((l) => l.msg === 'usage event could not be queued'),
-      'the failed stream write is logged',
+      () =>
+        logs
+          .slice(logged)
+          .some((l) => l.msg === 'billing stream unavailable: usage events go to the local spool'),
+      'the spooled event is logged',
     );
     const ready = (await (await fetch(`${gateways[0].url}/readyz`)).json()) as {
       store: { connected?: boolean };
@@ -376,4 +380,5 @@ test('store outage: 503 authentication_unavailable; balance asked directly (open
   for (const g of gateways) {
     await waitUntil(async () => (await chat(g, ACCESS_KEY)).status === 200, 'recovery', 10_000);
   }
+  await eventFor(billing, 'outage-master', 15_000);
 });

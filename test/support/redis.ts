@@ -1,6 +1,6 @@
-// Test support: a private redis-server on a free port, no persistence, in a temporary directory. Tests
-// stop and restart it (same port) to exercise outages. Never a mock: when redis-server is missing the
-// test fails with a message saying how to get it (.ci/run installs it).
+// Test support: a private redis-server on a free port in a temporary directory, without persistence
+// unless asked. Tests stop and restart it (same port) to exercise outages. Never a mock: when
+// redis-server is missing the test fails with a message saying how to get it (.ci/run installs it).
 
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -56,7 +56,11 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-export async function startRedis(): Promise<RedisServer> {
+/**
+ * `persist`: append-only file fsync'ed on every write, so a SIGKILL keeps every acknowledged write (as a
+ * production Redis with `appendfsync always` would) and a restart on the same port finds them.
+ */
+export async function startRedis(opts: { persist?: boolean } = {}): Promise<RedisServer> {
   const bin = findRedisServer();
   const dir = await mkdtemp(join(tmpdir(), 'router-redis-'));
   const port = await freePort();
@@ -73,7 +77,8 @@ export async function startRedis(): Promise<RedisServer> {
         '--save',
         '',
         '--appendonly',
-        'no',
+        opts.persist ? 'yes' : 'no',
+        ...(opts.persist ? ['--appendfsync', 'always'] : []),
         '--dir',
         dir,
         '--protected-mode',
