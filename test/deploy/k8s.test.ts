@@ -1,7 +1,8 @@
 // deploy/k8s: every manifest validates against the focused Kubernetes schemas (test/deploy/schemas),
 // and the pieces fit together: the billing sidecar is the pod's second container, probes hit /readyz and
 // /healthz on the right ports, non-root everywhere, resources set, selectors and references resolve,
-// the grace period covers the drain, and the ConfigMap's configuration loads with the Secret's values.
+// the grace period covers the drain, the spool is on a writable volume, and the ConfigMap's configuration
+// loads with the Secret's values.
 
 import assert from 'node:assert/strict';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -127,7 +128,8 @@ test('Deployment: gateway and billing sidecar containers with probes, ports, res
   const delayMs = Number(gwArgs[gwArgs.indexOf('--shutdown-delay-ms') + 1]);
   const config = routerYaml();
   const drainMs = Number(get(config, 'limits.drain_timeout_ms'));
-  assert.ok(Number(pod.terminationGracePeriodSeconds) * 1000 > delayMs + drainMs);
+  // Plus up to 5 s for requests cut at the drain timeout to complete and 2 s moving the spool to Redis.
+  assert.ok(Number(pod.terminationGracePeriodSeconds) * 1000 > delayMs + drainMs + 7000);
   // Volumes mounted exist; the ConfigMap and Secret referenced are shipped.
   const volumes = new Set(arr(pod, 'volumes').map((v) => v.name));
   for (const c of containers)
@@ -216,4 +218,19 @@ test("the ConfigMap's router.yaml loads with the Secret's values (paths mapped t
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+});
+
+test("Redis mode: the gateway's spool (<billing.outbox_dir>/spool) is on a writable volume on disk", () => {
+  const pod = get(one('Deployment', 'router'), 'spec.template.spec') as Obj;
+  const gateway = arr(pod, 'containers').find((c) => c.name === 'gateway');
+  assert.ok(gateway);
+  const config = routerYaml();
+  assert.equal(get(config, 'store.enabled'), true);
+  const spool = `${String(get(config, 'billing.outbox_dir'))}/spool`;
+  const mount = arr(gateway, 'volumeMounts').find((m) => spool.startsWith(`${String(m.mountPath)}/`));
+  assert.ok(mount, `a volume of the gateway holds ${spool} (the root filesystem is read-only)`);
+  assert.notEqual(mount.readOnly, true);
+  const volume = arr(pod, 'volumes').find((v) => v.name === mount.name);
+  assert.ok(volume?.emptyDir !== undefined || volume?.persistentVolumeClaim !== undefined);
+  assert.notEqual(get(volume, 'emptyDir.medium'), 'Memory', 'on disk, not in the memory limit');
 });
