@@ -81,21 +81,25 @@ export function createRedisEventQueue(
         ? client.xadd(keys.stream, '*', 'payload', events[0].payload)
         : client.eval(XADD_BATCH, 1, keys.stream, ...events.map((e) => e.payload));
     sending++;
-    sent
-      .then(
-        () => {
-          spooling = false;
-          for (const e of events) e.resolve();
-        },
-        (err: unknown) => toSpool(events, err),
-      )
-      .finally(() => {
-        if (--sending > 0) return;
-        const waiting = idle;
-        idle = [];
-        for (const wake of waiting) wake();
-      });
+    sent.then(
+      () => {
+        spooling = false;
+        for (const e of events) e.resolve();
+        answered();
+      },
+      (err: unknown) => {
+        toSpool(events, err);
+        answered();
+      },
+    );
   });
+
+  function answered(): void {
+    if (--sending > 0) return;
+    const waiting = idle;
+    idle = [];
+    for (const wake of waiting) wake();
+  }
 
   // One chained promise per turn, not per reply.
   let lastTurn: Promise<void> | undefined;
