@@ -465,6 +465,10 @@ async function proxyRequest(
     ctx.error = { code: gwErr.code, message: gwErr.message };
     if (!res.headersSent) {
       ctx.status = gwErr.status;
+      // A request that reached a provider is reported even when it failed: its event goes on record
+      // before the error reply leaves, as a served reply's does (docs/billing.md "The guarantees").
+      const recorded = ctx.provider === undefined ? undefined : completeNow();
+      if (recorded !== undefined) await recorded;
       sendError(res, ctx.clientFormat, gwErr, id);
     } else if (!res.writableEnded) {
       res.end();
