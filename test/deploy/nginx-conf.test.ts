@@ -77,7 +77,8 @@ test('router.conf body limits, webhook path and timeouts match the gateway defau
   assert.equal(directive(server, 'proxy_http_version'), '1.1');
   assert.match(server, /proxy_set_header Connection "";/);
   assert.match(server, /proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;/);
-  assert.match(server, /proxy_set_header X-Router-Request-Id \$router_request_id;/);
+  assert.match(server, /proxy_set_header X-Router-Request-Id \$request_id;/);
+  assert.match(server, /proxy_set_header X-Router-Correlation-Id \$http_x_router_request_id;/);
   const upstream = block(conf, /^upstream router_gateway \{/m);
   assert.ok(Number(directive(upstream, 'keepalive')) > 0);
   // The gateway keeps idle connections 65 s (proxy/server.ts): nginx must give up on them first.
