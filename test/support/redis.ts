@@ -3,7 +3,7 @@
 // redis-server is missing the test fails with a message saying how to get it (.ci/run installs it).
 
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,12 +48,32 @@ function findRedisServer(): string {
   );
 }
 
+/**
+ * A free port below the kernel's ephemeral range. Tests stop and restart Redis on the same port; a port
+ * the OS handed out (port 0) is in the ephemeral range, where another test's outgoing connection can take
+ * it as its local port while Redis is down, and the restart then fails with EADDRINUSE.
+ */
 async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
+  let low = 32768;
+  try {
+    low = Number((await readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')).trim().split(/\s+/)[0]);
+  } catch {
+    // not Linux: keep the usual default
+  }
+  const floor = 10_000;
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = floor + Math.floor(Math.random() * Math.max(1, low - floor));
+    const server = createServer();
+    const bound = await new Promise<boolean>((resolve) => {
+      server.once('error', () => resolve(false));
+      server.listen(port, '127.0.0.1', () => resolve(true));
+    });
+    if (bound) {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      return port;
+    }
+  }
+  throw new Error('no free port below the ephemeral range');
 }
 
 /**
