@@ -82,7 +82,9 @@ type Action =
   /** Redis is killed now and started again after `downFor` further requests. */
   | { readonly kind: 'kill-redis'; readonly downFor: number }
   /** Redis is killed while this request's stream is being relayed. */
-  | { readonly kind: 'kill-redis-mid-request'; readonly downFor: number; readonly request: RequestAction };
+  | { readonly kind: 'kill-redis-mid-request'; readonly downFor: number; readonly request: RequestAction }
+  /** Requests sent at once (their events share the queue's batches). */
+  | { readonly kind: 'burst'; readonly requests: readonly RequestAction[] };
 
 const FAMILY: Record<Family, { model: string; provider: string }> = {
   'chat-openai': { model: 'gpt-5.4-mini', provider: 'openai' },
@@ -140,7 +142,19 @@ function scenarioArb(mode: Mode): fc.Arbitrary<Action[]> {
   }
   return fc
     .record({
-      requests: fc.array(requestArb, { minLength: 10, maxLength: 14 }),
+      requests: fc.array(
+        fc.oneof(
+          { weight: 4, arbitrary: requestArb },
+          {
+            weight: 1,
+            arbitrary: fc.record({
+              kind: fc.constant('burst' as const),
+              requests: fc.array(requestArb, { minLength: 2, maxLength: 4 }),
+            }),
+          },
+        ),
+        { minLength: 10, maxLength: 14 },
+      ),
       // One of each disruption for sure, plus a few more drawn at random, each with a position.
       forced: fc.tuple(...disruptions.map((d) => fc.tuple(d, fc.nat()))),
       extra: fc.array(fc.tuple(fc.oneof(...disruptions), fc.nat()), { maxLength: 2 }),
@@ -337,6 +351,7 @@ async function treeText(dir: string): Promise<string> {
 }
 
 function label(action: Action): string {
+  if (action.kind === 'burst') return `burst(${action.requests.map(label).join('; ')})`;
   if (action.kind === 'kill-redis') return `kill-redis(down for ${action.downFor})`;
   if (action.kind === 'kill-redis-mid-request')
     return `kill-redis-mid-request(down for ${action.downFor}, ${label(action.request)})`;
@@ -396,6 +411,7 @@ async function runScenario(mode: Mode, actions: readonly Action[], run: number):
     let redisDown = false;
     let downLeft = 0;
     const served: Served[] = [];
+    let seq = 0;
 
     const redisStart = async (): Promise<void> => {
       if (redis !== undefined && redisDown) {
@@ -427,7 +443,7 @@ async function runScenario(mode: Mode, actions: readonly Action[], run: number):
       }
     };
     const request = async (action: RequestAction, onHeaders?: () => Promise<void>): Promise<void> => {
-      const nonce = `r${run}n${served.length}z`;
+      const nonce = `r${run}n${seq++}z`;
       const s = await send(gateway?.url ?? '', action, nonce, epoch, onHeaders);
       served.push(s);
       trace.push(`${label(action)} -> ${s.status ?? s.error} ${s.rid ?? ''}`);
@@ -437,6 +453,10 @@ async function runScenario(mode: Mode, actions: readonly Action[], run: number):
       switch (action.kind) {
         case 'request':
           await request(action);
+          await afterRequest();
+          break;
+        case 'burst':
+          await Promise.all(action.requests.map((r) => request(r)));
           await afterRequest();
           break;
         case 'kill-gateway': {
