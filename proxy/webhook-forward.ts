@@ -11,9 +11,6 @@ import { errorBody, GatewayError } from './errors.ts';
 import { describeError } from './pipeline.ts';
 import type { SidecarStatus } from './sidecar-status.ts';
 
-/** How long a webhook waits for a supervised sidecar that is starting or restarting. */
-export const SIDECAR_WAIT_MS = 5000;
-
 const HOP_BY_HOP = new Set([
   'connection',
   'expect',
@@ -60,8 +57,9 @@ export async function forwardToSidecar(
     res.end(text);
     return;
   }
-  if (sidecar?.supervised === true && sidecar.state !== 'up' && !(await sidecar.whenUp(SIDECAR_WAIT_MS))) {
-    log.warn({ waitedMs: SIDECAR_WAIT_MS }, 'webhook refused: the supervised billing sidecar is not up');
+  const waitMs = config.sidecar.webhookWaitMs;
+  if (sidecar?.supervised === true && sidecar.state !== 'up' && !(await sidecar.whenUp(waitMs))) {
+    log.warn({ waitedMs: waitMs }, 'webhook refused: the supervised billing sidecar is not up');
     req.resume();
     return unavailable(res, requestId, 'The billing sidecar is not running yet');
   }

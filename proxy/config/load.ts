@@ -70,7 +70,7 @@ interface RawConfig {
   request_id: { trusted_sources: string[] };
   log: { level: RouterConfig['log']['level'] };
   hooks: { module: string; options: Record<string, JsonValue> }[];
-  sidecar: { enabled: boolean };
+  sidecar: { enabled: boolean; webhook_wait_ms: number };
   billing: {
     enabled: boolean;
     base_url?: string;
@@ -362,7 +362,7 @@ function toConfig(
     requestId: { trustedSources: raw.request_id.trusted_sources },
     log: { level: raw.log.level },
     hooks,
-    sidecar: { enabled: raw.sidecar.enabled },
+    sidecar: { enabled: raw.sidecar.enabled, webhookWaitMs: raw.sidecar.webhook_wait_ms },
     billing: toBilling(raw.billing, dir, env),
     store: toStore(raw.store),
     keys,

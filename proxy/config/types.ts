@@ -115,6 +115,8 @@ export interface StoreConfig {
 export interface SidecarConfig {
   /** Whether `router` starts `router-billing` as a supervised child (`--no-sidecar` turns it off). */
   readonly enabled: boolean;
+  /** How long a webhook on the gateway's port waits for a starting supervised sidecar. */
+  readonly webhookWaitMs: number;
 }
 
 export interface AccessKeyEntry {

@@ -50,6 +50,8 @@ async function writeConfig(name: string, sidecarPort: number): Promise<string> {
       `providers_dir: ${PROVIDERS_DIR}`,
       `models: ${MODELS_FILE}`,
       `pricing: ${PRICING_FILE}`,
+      // Long enough for a restart under a loaded CI machine: the test asserts the wait, not its length.
+      'sidecar: { webhook_wait_ms: 60000 }',
       'billing:',
       '  enabled: true',
       `  base_url: ${billing.url}`,
