@@ -350,6 +350,15 @@ async function treeText(dir: string): Promise<string> {
   return text;
 }
 
+/** Requests a gateway has finished with, by its metrics: usage events by result, and unreported ones. */
+async function settledCount(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  let total = 0;
+  for (const m of text.matchAll(/^router_(?:billing_events|unreported_requests)_total\{[^}]*\} (\d+)$/gm))
+    total += Number(m[1]);
+  return total;
+}
+
 function label(action: Action): string {
   if (action.kind === 'burst') return `burst(${action.requests.map(label).join('; ')})`;
   if (action.kind === 'kill-redis') return `kill-redis(down for ${action.downFor})`;
@@ -430,11 +439,19 @@ async function runScenario(mode: Mode, actions: readonly Action[], run: number):
     const afterRequest = async (): Promise<void> => {
       if (redisDown && --downLeft <= 0) await redisStart();
     };
-    /** On record: accepted, or in a file of the outbox directory, or on the Redis stream. */
+    /**
+     * On record: accepted, or in a file of the outbox directory (or spool), or on the Redis stream.
+     * While Redis is down its stream cannot be read: then it is enough that this gateway has settled
+     * every request it served (its usage events counted as queued or refused).
+     */
     const onRecord = async (rid: string): Promise<boolean> => {
       if (stack.billing.events.some((e) => e.external_event_id === rid)) return true;
       if ((await treeText(stack.outboxDir)).includes(rid)) return true;
-      if (redis === undefined || redisDown) return false;
+      if (redis === undefined) return false;
+      if (redisDown) {
+        const settled = await settledCount(gateway?.url ?? '').catch(() => -1);
+        return settled >= served.filter((s) => s.epoch === epoch && s.status !== undefined).length;
+      }
       try {
         const entries = await redis.admin.xrange(streamKey, '-', '+');
         return entries.some(([, fields]) => fields.some((f) => f.includes(rid)));
