@@ -4,6 +4,8 @@
 // before it can serve a request.
 
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
 import {
@@ -135,12 +137,29 @@ export interface BuildResult {
   readonly diagnostics: string[];
 }
 
+/**
+ * A hook module's URL: a file path as it is, a bare package name resolved the way Node resolves it
+ * from `fromFile`'s folder (the configuration or provider file naming it), not from the gateway's.
+ */
+export function hookModuleUrl(module: string, fromFile: string): string {
+  if (isAbsolute(module)) return pathToFileURL(module).href;
+  try {
+    return pathToFileURL(createRequire(resolve(fromFile)).resolve(module)).href;
+  } catch (err) {
+    // Node's message goes on with a require stack; a diagnostic is one line.
+    throw new Error(
+      `${describeError(err).message.split('\n')[0]} (looked up from ${dirname(resolve(fromFile))})`,
+    );
+  }
+}
+
 /** Load a custom hook module: `createHook(options)` (named or default export). */
 export async function loadHookModule(
   module: string,
   options: Readonly<Record<string, JsonValue>>,
+  fromFile: string,
 ): Promise<Hook> {
-  const mod = (await import(pathToFileURL(module).href)) as Partial<HookModule> & {
+  const mod = (await import(hookModuleUrl(module, fromFile))) as Partial<HookModule> & {
     default?: Partial<HookModule>;
   };
   const create = mod.createHook ?? mod.default?.createHook;
@@ -225,7 +244,7 @@ async function compileRuntime(
   const globalCustom: Hook[] = [];
   for (const ref of config.hooks) {
     try {
-      globalCustom.push(await loadHookModule(ref.module, ref.options));
+      globalCustom.push(await loadHookModule(ref.module, ref.options, config.file));
     } catch (err) {
       diagnostics.push(`${config.file}:0:0: hook ${ref.module}: ${describeError(err).message}`);
     }
@@ -236,7 +255,7 @@ async function compileRuntime(
       for (const ref of rule.hooks) {
         if (ruleCustom.has(ref)) continue;
         try {
-          ruleCustom.set(ref, await loadHookModule(ref.module, ref.options));
+          ruleCustom.set(ref, await loadHookModule(ref.module, ref.options, ref.loc.file));
         } catch (err) {
           diagnostics.push(
             `${ref.loc.file}:${ref.loc.line}:${ref.loc.col}: hook ${ref.module}: ${describeError(err).message}`,
