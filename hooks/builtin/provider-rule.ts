@@ -8,11 +8,12 @@ import { providerKeyEnvName } from '../../proxy/config/keys.ts';
 import type { UpstreamKey } from '../../proxy/config/types.ts';
 import { GatewayError } from '../../proxy/errors.ts';
 import { splitBaseUrl } from '../../proxy/upstream.ts';
+import { jsonDeleteCopy, jsonSetCopy } from '../dsl/json-path.ts';
 import { renderHeaderTemplate, renderTemplate } from '../dsl/template.ts';
-import type { CompiledRule, CompiledTemplate, JsonPath } from '../dsl/types.ts';
+import type { CompiledRule, CompiledTemplate } from '../dsl/types.ts';
 import type { StreamTransform, StreamTransformFactory } from '../transforms/types.ts';
 import { TranslationError, type Translator, type TranslatorFactory } from '../translators/types.ts';
-import type { Hook, JsonObject, JsonValue, RequestContext, ResponsePart, UpstreamRequest } from '../types.ts';
+import type { Hook, JsonObject, RequestContext, ResponsePart, UpstreamRequest } from '../types.ts';
 
 type TemplateVars = Parameters<typeof renderTemplate>[1];
 
@@ -33,40 +34,6 @@ interface StreamStep {
 interface RuleState {
   translators: Map<string, Translator>;
   steps: StreamStep[] | undefined;
-}
-
-function copyOnWriteSet(root: JsonObject, path: JsonPath, value: JsonValue): JsonObject {
-  const out: JsonObject = { ...root };
-  let node: { [key: string]: JsonValue } | JsonValue[] = out;
-  for (let i = 0; i < path.length - 1; i++) {
-    const seg = path[i];
-    const next: JsonValue | undefined = (node as Record<string | number, JsonValue>)[seg];
-    const copy: JsonObject | JsonValue[] = Array.isArray(next)
-      ? [...next]
-      : next !== null && typeof next === 'object'
-        ? { ...next }
-        : {};
-    (node as Record<string | number, JsonValue>)[seg] = copy;
-    node = copy;
-  }
-  (node as Record<string | number, JsonValue>)[path[path.length - 1]] = value;
-  return out;
-}
-
-function copyOnWriteDelete(root: JsonObject, path: JsonPath): JsonObject {
-  const out: JsonObject = { ...root };
-  let node: { [key: string]: JsonValue } | JsonValue[] = out;
-  for (let i = 0; i < path.length - 1; i++) {
-    const next: JsonValue | undefined = (node as Record<string | number, JsonValue>)[path[i]];
-    if (next === null || typeof next !== 'object') return root;
-    const copy: JsonObject | JsonValue[] = Array.isArray(next) ? [...next] : { ...next };
-    (node as Record<string | number, JsonValue>)[path[i]] = copy;
-    node = copy;
-  }
-  const last = path[path.length - 1];
-  if (Array.isArray(node) && typeof last === 'number') node.splice(last, 1);
-  else delete (node as Record<string | number, JsonValue>)[last];
-  return out;
 }
 
 export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
@@ -200,11 +167,11 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
           case 'json_set':
             if (isJsonObject(body)) {
               const value = isTemplate(op.value) ? renderTemplate(op.value, v) : op.value;
-              body = copyOnWriteSet(body, op.path, value);
+              body = jsonSetCopy(body, op.path, value);
             }
             break;
           case 'json_del':
-            if (isJsonObject(body)) body = copyOnWriteDelete(body, op.path);
+            if (isJsonObject(body)) body = jsonDeleteCopy(body, op.path);
             break;
           case 'req_map':
             if (isJsonObject(body)) {

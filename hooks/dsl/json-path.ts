@@ -144,3 +144,35 @@ export function jsonDelete(root: JsonValue | undefined, path: JsonPath): boolean
   }
   return false;
 }
+
+/**
+ * `root` with the containers on the way to `path`'s last step (the first `depth` steps) copied, so
+ * writing along that path leaves the original document untouched.
+ */
+function copyAlong(root: JsonObject, path: JsonPath, depth: number): JsonObject {
+  const out: JsonObject = { ...root };
+  let container: JsonObject | JsonValue[] = out;
+  for (let k = 0; k < depth; k += 1) {
+    const existing = child(container, path[k]);
+    if (existing === null || typeof existing !== 'object') break;
+    const copy: JsonObject | JsonValue[] = Array.isArray(existing) ? [...existing] : { ...existing };
+    put(container, path[k], copy);
+    container = copy;
+  }
+  return out;
+}
+
+/** jsonSet without mutating `root`: returns a new document sharing every part off the path. */
+export function jsonSetCopy(root: JsonObject, path: JsonPath, value: JsonValue): JsonObject {
+  const out = copyAlong(root, path, path.length - 1);
+  jsonSet(out, path, value);
+  return out;
+}
+
+/** jsonDelete without mutating `root`: `root` itself when there is nothing to remove. */
+export function jsonDeleteCopy(root: JsonObject, path: JsonPath): JsonObject {
+  if (path.length === 0 || jsonGet(root, path) === undefined) return root;
+  const out = copyAlong(root, path, path.length - 1);
+  jsonDelete(out, path);
+  return out;
+}

@@ -3,8 +3,10 @@ import { test } from 'node:test';
 import {
   compileJsonPath,
   jsonDelete,
+  jsonDeleteCopy,
   jsonGet,
   jsonSet,
+  jsonSetCopy,
   parseJsonPath,
 } from '../../../hooks/dsl/json-path.ts';
 import type { JsonObject } from '../../../hooks/types.ts';
@@ -65,4 +67,20 @@ test('jsonDelete removes keys and splices array items', () => {
   assert.equal(jsonDelete(doc, ['x', 'y']), false);
   assert.equal(jsonDelete(doc, []), false);
   assert.deepEqual(doc, { a: { c: 2 }, l: [1, 3] });
+});
+
+test('jsonSetCopy and jsonDeleteCopy leave the original intact and share what is off the path', () => {
+  const doc: JsonObject = { a: { list: ['x'] }, other: { big: true }, drop: { k: 1 } };
+  const snapshot = structuredClone(doc);
+  const set = jsonSetCopy(doc, ['a', 'list', 1], 'y');
+  assert.deepEqual(set.a, { list: ['x', 'y'] });
+  assert.deepEqual(jsonSetCopy(doc, ['extra', 0], 'x').extra, ['x']);
+  assert.equal(set.other, doc.other);
+  const del = jsonDeleteCopy(doc, ['drop', 'k']);
+  assert.deepEqual(del.drop, {});
+  assert.equal(jsonDeleteCopy(doc, ['drop', 'missing']), doc);
+  assert.deepEqual(doc, snapshot);
+  const polluted = jsonSetCopy({}, ['__proto__', 'polluted'], true);
+  assert.equal(Object.getPrototypeOf(polluted), Object.prototype);
+  assert.equal(({} as Record<string, unknown>).polluted, undefined);
 });
