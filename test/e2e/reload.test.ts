@@ -12,30 +12,40 @@ import { pino } from 'pino';
 import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
 import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
 import { ACCESS_KEY, type GatewayFiles, type LogLine, writeGatewayFiles } from '../deploy/support.ts';
+import { type HeldStreamUpstream, startHeldStreamUpstream } from '../support/held-stream.ts';
 import { simProvider } from '../support/sim-providers.ts';
 
 const V1 = simProvider('pacer');
+const STRIP = '    response { sse_parse openai_usage_strip; }\n';
 /** v2 tags upstream requests differently and no longer strips the usage-only chunk from streams. */
 function pacerVersion(tag: string): string {
-  const strip = '    response { sse_parse openai_usage_strip; }\n';
-  assert.ok(V1.includes(strip) && V1.includes('"x-test-provider" "pacer"'));
-  return V1.replace(strip, '').replace('"x-test-provider" "pacer"', `"x-test-provider" "${tag}"`);
+  assert.ok(V1.includes(STRIP) && V1.includes('"x-test-provider" "pacer"'));
+  return V1.replace(STRIP, '').replace('"x-test-provider" "pacer"', `"x-test-provider" "${tag}"`);
 }
+/** The provider of the long stream: the held upstream, changed at the first reload as pacer is. */
+const HOLDER_V1 = simProvider('holder');
+const HOLDER_V2 = HOLDER_V1.replace(STRIP, '');
+/** Deltas the long stream sends before it is held, and after it is released. */
+const HELD_BEFORE = 4;
+const HELD_AFTER = 8;
 const BROKEN =
   'syntax "next-router/0.1";\nprovider "pacer" {\n  defaults { upstream_config { base_url = ; }\n';
 
 let sim: UpstreamSim;
+let holder: HeldStreamUpstream;
 let files: GatewayFiles;
 let gw: RunningGateway;
 const logs: LogLine[] = [];
 
 before(async () => {
   sim = await startUpstreamSim({ maxRecorded: 2000 });
+  holder = await startHeldStreamUpstream(HELD_BEFORE, HELD_AFTER);
   files = await writeGatewayFiles({
     simUrl: sim.url,
-    providers: { pacer: V1 },
+    providers: { pacer: V1, holder: HOLDER_V1 },
     extraYaml: '',
   });
+  files.env.ROUTER_PROVIDER_HOLDER_BASE_URL = holder.url;
   await writeFile(
     files.configFile,
     `${await readFile(files.configFile, 'utf8')}
@@ -62,6 +72,7 @@ billing:
 after(async () => {
   await gw?.close();
   await sim?.close();
+  await holder?.close();
   await files?.remove();
 });
 
@@ -111,9 +122,9 @@ async function call(id: string, stream: boolean, extra: Record<string, string> =
 }
 
 test('reloads under load: no request fails, a broken file is refused, streams finish on their config', async () => {
-  // A long stream started on v1, kept in flight across every reload.
-  const longStream = call('long-stream', true, { 'x-sim-chunks': '12', 'x-sim-chunk-delay-ms': '100' });
-  await sim.waitFor((s) => s.requests.length >= 1);
+  // A long stream started on v1, held open by its upstream across every reload.
+  const longStream = call('long-stream', true, { 'x-router-provider': 'holder' });
+  await holder.held(1);
   let longDone = false;
   void longStream.then(() => {
     longDone = true;
@@ -156,8 +167,8 @@ test('reloads under load: no request fails, a broken file is refused, streams fi
   const providerFile = join(files.providersDir, 'pacer.conf');
   await reached(20);
   await writeFile(providerFile, pacerVersion('pacer-v2'));
+  await writeFile(join(files.providersDir, 'holder.conf'), HOLDER_V2);
   assert.deepEqual(await gw.reload(), []);
-  assert.equal(longDone, false, 'the long stream ended before the first reload');
   await reached(50);
   await writeFile(providerFile, BROKEN);
   const refused = await gw.reload();
@@ -172,6 +183,8 @@ test('reloads under load: no request fails, a broken file is refused, streams fi
   await reached(110);
   assert.deepEqual(await gw.reload(), []);
   await load;
+  assert.equal(longDone, false, 'the held stream ended before it was released');
+  holder.release();
 
   const failed = outcomes.filter((o) => !o.ok);
   assert.deepEqual(failed, [], `${failed.length} requests failed across the reloads`);
@@ -195,10 +208,14 @@ test('reloads under load: no request fails, a broken file is refused, streams fi
     { ok: long.ok, deltas: long.deltas, usageChunk: long.usageChunk },
     {
       ok: true,
-      deltas: 12,
+      deltas: HELD_BEFORE + HELD_AFTER,
       usageChunk: false,
     },
   );
+
+  // A stream started on the holder's v2 passes the usage chunk on: the long stream kept v1.
+  const holderV2 = await call('holder-v2', true, { 'x-router-provider': 'holder' });
+  assert.ok(holderV2.ok && holderV2.usageChunk);
 
   // After the load: the broken file is refused again and v3 still serves.
   await writeFile(providerFile, BROKEN);
