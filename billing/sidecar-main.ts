@@ -3,84 +3,104 @@
 // in-flight delivery end, write the checkpoint, exit 0 (a second signal exits 1 at once).
 // Exit codes: 0 stopped by signal, 1 failed to start, 2 usage or configuration error.
 
-import { parseArgs } from 'node:util';
-import { pino } from 'pino';
-import { loadConfig } from '../proxy/config/load.ts';
-import { GATEWAY_URL_ENV, SUPERVISED_ENV } from '../proxy/internal-notify.ts';
-import { startSidecar } from './sidecar.ts';
+import { Command, Option } from 'clipanion';
+import { EXIT_USAGE, runSingleCommand } from '../proxy/single-command-cli.ts';
 
-const USAGE = 'usage: router-billing -c <config.yaml>';
+export class RouterBillingCommand extends Command {
+  static override usage = Command.Usage({
+    description: 'the billing sidecar: delivers the outbox to the billing service, takes its webhooks',
+    details: `
+      \`router\` runs it as a supervised child unless started with --no-sidecar; run it yourself beside
+      such a gateway, with the same configuration file.
 
-export async function runSidecarMain(argv: readonly string[]): Promise<void> {
-  let configFile: string | undefined;
-  try {
-    const { values } = parseArgs({
-      args: [...argv],
-      options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
-      strict: true,
-    });
-    if (values.help) {
-      console.log(USAGE);
-      return;
+      Signals: SIGTERM/SIGINT finish the in-flight delivery, write the checkpoint and exit 0 (a second
+      one exits 1 at once).
+
+      Exit codes: 0 stopped by signal, 1 failed to start, 2 usage or configuration error.
+    `,
+    examples: [
+      ['Run the sidecar of a gateway started with --no-sidecar', '$0 -c router.yaml'],
+      [
+        'The same on another address than billing.listen (health and webhooks)',
+        'ROUTER_BILLING_LISTEN=0.0.0.0:8081 $0 -c router.yaml',
+      ],
+    ],
+  });
+
+  config = Option.String('-c,--config', {
+    description: 'The main configuration file (the same as the gateway’s)',
+  });
+
+  async execute(): Promise<number> {
+    if (!this.config) {
+      this.context.stderr.write(
+        'router-billing: -c <config> is required (router-billing --help shows the usage)\n',
+      );
+      return EXIT_USAGE;
     }
-    configFile = values.config;
-  } catch (err) {
-    console.error(`router-billing: ${err instanceof Error ? err.message : String(err)}\n${USAGE}`);
-    process.exitCode = 2;
-    return;
-  }
-  if (!configFile) {
-    console.error(`router-billing: -c <config> is required\n${USAGE}`);
-    process.exitCode = 2;
-    return;
-  }
+    // Loaded here, not at the top, so --help and --version do not compile the sidecar.
+    const [{ pino }, { loadConfig }, { GATEWAY_URL_ENV, SUPERVISED_ENV }, { startSidecar }] =
+      await Promise.all([
+        import('pino'),
+        import('../proxy/config/load.ts'),
+        import('../proxy/internal-notify.ts'),
+        import('./sidecar.ts'),
+      ]);
+    const { config, diagnostics } = await loadConfig(this.config);
+    for (const d of diagnostics) this.context.stderr.write(`${d.file}:${d.line}:${d.col}: ${d.message}\n`);
+    if (!config) return EXIT_USAGE;
 
-  const { config, diagnostics } = await loadConfig(configFile);
-  for (const d of diagnostics) console.error(`${d.file}:${d.line}:${d.col}: ${d.message}`);
-  if (!config) {
-    process.exitCode = 2;
-    return;
-  }
-
-  const logger = pino({ name: 'router-billing', level: config.log.level });
-  let sidecar: Awaited<ReturnType<typeof startSidecar>>;
-  try {
-    // A supervising gateway names its real address (it may listen on port 0).
-    const gatewayUrl = process.env[GATEWAY_URL_ENV] || undefined;
-    sidecar = await startSidecar(config, { logger, ...(gatewayUrl ? { webhook: { gatewayUrl } } : {}) });
-  } catch (err) {
-    logger.fatal({ err: err instanceof Error ? err.message : String(err) }, 'router-billing failed to start');
-    process.exitCode = 1;
-    return;
-  }
-
-  let stopping = false;
-  function onSignal(signal: NodeJS.Signals): void {
-    if (stopping) {
-      logger.warn({ signal }, 'second signal: exiting without waiting');
-      process.exit(1);
+    const logger = pino({ name: 'router-billing', level: config.log.level });
+    let sidecar: Awaited<ReturnType<typeof startSidecar>>;
+    try {
+      // A supervising gateway names its real address (it may listen on port 0).
+      const gatewayUrl = process.env[GATEWAY_URL_ENV] || undefined;
+      sidecar = await startSidecar(config, { logger, ...(gatewayUrl ? { webhook: { gatewayUrl } } : {}) });
+    } catch (err) {
+      logger.fatal(
+        { err: err instanceof Error ? err.message : String(err) },
+        'router-billing failed to start',
+      );
+      return 1;
     }
-    stopping = true;
-    logger.info({ signal }, 'stopping: finishing in-flight delivery');
-    sidecar.close().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        logger.error({ err: err instanceof Error ? err.message : String(err) }, 'error while stopping');
+
+    let stopping = false;
+    function onSignal(signal: NodeJS.Signals): void {
+      if (stopping) {
+        logger.warn({ signal }, 'second signal: exiting without waiting');
         process.exit(1);
-      },
-    );
-  }
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
-  // Supervised by `router`: stdin is a pipe from it that closes when it dies, however it dies.
-  if (process.env[SUPERVISED_ENV] === '1') {
-    process.stdin.on('error', () => {});
-    process.stdin.once('close', () => {
-      logger.warn('the supervising gateway is gone: stopping');
-      onSignal('SIGTERM');
-    });
-    process.stdin.resume();
+      }
+      stopping = true;
+      logger.info({ signal }, 'stopping: finishing in-flight delivery');
+      sidecar.close().then(
+        () => process.exit(0),
+        (err: unknown) => {
+          logger.error({ err: err instanceof Error ? err.message : String(err) }, 'error while stopping');
+          process.exit(1);
+        },
+      );
+    }
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    // Supervised by `router`: stdin is a pipe from it that closes when it dies, however it dies.
+    if (process.env[SUPERVISED_ENV] === '1') {
+      process.stdin.on('error', () => {});
+      process.stdin.once('close', () => {
+        logger.warn('the supervising gateway is gone: stopping');
+        onSignal('SIGTERM');
+      });
+      process.stdin.resume();
+    }
+    return -1;
   }
 }
 
-if (import.meta.main) await runSidecarMain(process.argv.slice(2));
+/** The exit code, or -1 while the sidecar runs (it exits on its own after a signal). */
+export function runSidecarMain(argv: readonly string[]): Promise<number> {
+  return runSingleCommand('router-billing', RouterBillingCommand, argv);
+}
+
+if (import.meta.main) {
+  const code = await runSidecarMain(process.argv.slice(2));
+  if (code >= 0) process.exitCode = code;
+}

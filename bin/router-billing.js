@@ -5,4 +5,5 @@
 // load .ts files.
 import { runSidecarMain } from '../billing/sidecar-main.ts';
 
-await runSidecarMain(process.argv.slice(2));
+const code = await runSidecarMain(process.argv.slice(2));
+if (code >= 0) process.exitCode = code;

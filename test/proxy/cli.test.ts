@@ -183,3 +183,62 @@ test('router -t on a broken keys file: exit 2, file:line:col, no stack trace', a
   assert.doesNotMatch(r.stderr, /\n\s+at /);
   assert.equal(r.stdout, '');
 });
+
+/** A program of the repository run as a child with the given arguments, whatever its exit code. */
+async function runProgram(
+  file: string,
+  args: string[],
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [join(ROOT, file), ...args], {
+      env: { PATH: process.env.PATH ?? '' },
+      timeout: 30_000,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+test('router --help (bin/router.js) shows every flag and the examples, exit 0', async () => {
+  const r = await runProgram('bin/router.js', ['--help']);
+  assert.equal(r.code, 0, r.stderr);
+  for (const flag of ['-c,--config', '-t,--test', '--no-sidecar', '--shutdown-delay-ms'])
+    assert.ok(r.stdout.includes(flag), `${flag} missing from:\n${r.stdout}`);
+  assert.match(r.stdout, /Examples/);
+  assert.match(r.stdout, /\$ router -t router\.yaml\n/);
+  assert.match(r.stdout, /\$ router -c router\.yaml --no-sidecar --shutdown-delay-ms 5000\n/);
+  assert.ok(!r.stdout.includes('\u001b['), 'no colour codes when stdout is not a terminal');
+  assert.equal((await runProgram('proxy/cli.ts', ['-h'])).stdout, r.stdout);
+});
+
+test('router --version prints the package version', async () => {
+  const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+  const r = await runProgram('proxy/cli.ts', ['--version']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout.trim(), pkg.version);
+});
+
+test('router usage errors: one line on stderr naming the problem, exit 2, no stack', async () => {
+  const cases: [string[], RegExp][] = [
+    [['-c', 'x.yaml', '--no-such-flag'], /--no-such-flag/],
+    [['-t'], /cannot parse the arguments: -t/],
+    [['-c', 'x.yaml', 'extra'], /extra/],
+    [[], /-c <config\.yaml> or -t <config\.yaml> is required/],
+    [
+      ['-c', 'x.yaml', '--shutdown-delay-ms', 'soon'],
+      /--shutdown-delay-ms wants a whole number of milliseconds/,
+    ],
+  ];
+  for (const [args, problem] of cases) {
+    const r = await runProgram('proxy/cli.ts', args);
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.equal(r.stdout, '');
+    const lines = r.stderr.split('\n').filter((l) => l !== '');
+    assert.equal(lines.length, 1, `${args.join(' ')}:\n${r.stderr}`);
+    assert.match(lines[0], /^router: /);
+    assert.match(lines[0], problem);
+    assert.match(lines[0], /router --help/);
+  }
+});
