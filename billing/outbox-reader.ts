@@ -59,7 +59,6 @@ import {
 import { acquirePidLock } from './outbox/lock.ts';
 import type { UsageEvent } from './types.ts';
 
-export { OutboxLockedError } from './outbox/lock.ts';
 export { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
 
 export interface OutboxPosition {

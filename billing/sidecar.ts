@@ -14,8 +14,6 @@ import { createSidecarMetrics, streamConsumerSources } from './sidecar-metrics.t
 import { type StreamConsumer, startStreamConsumer } from './stream-consumer.ts';
 import { createWebhookRoute, type WebhookRoute, type WebhookRouteOptions } from './webhook-handler.ts';
 
-export { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
-
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
 
 /** Keyed `"GET /healthz"`: method, one space, exact path (query string ignored). */

@@ -103,18 +103,6 @@ export async function runOnComplete(hooks: readonly Hook[], ctx: RequestContext)
   }
 }
 
-/** True when every response hook only observes, so upstream bytes may be forwarded untouched. */
-export function observesOnly(hooks: readonly Hook[]): boolean {
-  for (const hook of hooks) {
-    const touchesResponse =
-      hook.onResponseChunk !== undefined ||
-      hook.onResponseEnd !== undefined ||
-      hook.onResponseHead !== undefined;
-    if (touchesResponse && hook.responseMode !== 'observe') return false;
-  }
-  return true;
-}
-
 /** A loggable description of an error: name, code and message, never a stack of secrets. */
 export function describeError(err: unknown): { name: string; code?: string; message: string } {
   if (err instanceof Error) {

@@ -1,7 +1,6 @@
 // Usage estimation for replies that report none (some OpenAI-compatible servers, aborted streams,
 // Gemini embeddings). Counts tokens with gpt-tokenizer; its encodings load lazily on first use (each
-// takes ~0.2 s to load), so start-up stays fast. Call preloadEncodings() after start to take that cost
-// off the first estimated request.
+// takes ~0.2 s to load), so start-up stays fast; the first estimate with an encoding pays that load.
 //
 // Encoding by model family:
 // - cl100k_base: gpt-3.5*, gpt-4 / gpt-4-turbo / gpt-4-32k (not gpt-4o / gpt-4.1 / gpt-4.5),
@@ -42,12 +41,6 @@ function loadEncoding(name: EncodingName): EncodingModule {
     encodings.set(name, encoding);
   }
   return encoding;
-}
-
-/** Load both encodings now (e.g. right after the server listens) instead of on the first estimate. */
-export function preloadEncodings(): void {
-  loadEncoding('o200k_base');
-  loadEncoding('cl100k_base');
 }
 
 const CL100K_MODEL =
