@@ -15,7 +15,7 @@
 // - Dropped, since the upstream has no counterpart: top_k, thinking, cache_control markers, upstream
 //   reasoning deltas. tool_result `is_error` has no OpenAI field and is not rewritten into the content.
 
-import type { JsonObject, JsonValue, Usage } from '../types.ts';
+import type { JsonObject, JsonValue } from '../types.ts';
 import {
   anthropicTypeForOpenaiError,
   anthropicTypeForStatus,
@@ -293,18 +293,6 @@ function anthropicUsage(counts: UsageCounts | undefined): JsonObject {
   };
 }
 
-function normalizedUsage(counts: UsageCounts | undefined): Usage | undefined {
-  if (!counts) return undefined;
-  const usage: Usage = {
-    inputTokens: counts.prompt,
-    outputTokens: counts.completion,
-    totalTokens: counts.total ?? counts.prompt + counts.completion,
-  };
-  if (counts.cached !== undefined) usage.cacheReadTokens = counts.cached;
-  if (counts.reasoning !== undefined) usage.reasoningTokens = counts.reasoning;
-  return usage;
-}
-
 function messageId(upstreamId: string | undefined, requestId: string): string {
   const base = (upstreamId ?? requestId).replace(/^chatcmpl-/, '').replace(/[^A-Za-z0-9_-]/g, '');
   return `msg_${base === '' ? requestId.replace(/[^A-Za-z0-9_-]/g, '') : base}`;
@@ -516,10 +504,6 @@ function createAnthropicToOpenai(init: TranslatorInit): Translator {
         return errorBody(anthropicTypeForStatus(status), genericUpstreamMessage(status));
       }
       return errorBody(anthropicTypeForStatus(status), message);
-    },
-
-    usage() {
-      return normalizedUsage(counts);
     },
   };
 }

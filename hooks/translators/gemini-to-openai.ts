@@ -7,7 +7,7 @@
 // first served. Streamed tool-call argument fragments are the one thing accumulated here: Gemini sends
 // a function call as one whole part, so each call's arguments are held until the choice finishes.
 
-import type { JsonObject, JsonValue, Usage } from '../types.ts';
+import type { JsonObject, JsonValue } from '../types.ts';
 import {
   asArray,
   asNumber,
@@ -471,11 +471,7 @@ function createGeminiToOpenai(init: TranslatorInit): Translator {
     if (failed || data === '[DONE]') return failed ? [] : finalChunk();
     const body = parseJson(data);
     if (!isObject(body)) return [];
-    if (finalSent) {
-      // A later usage chunk (upstreams that report usage on every chunk) still counts for billing.
-      if (isObject(body.usage)) lastUsage = body.usage;
-      return [];
-    }
+    if (finalSent) return [];
     if (isObject(body.error)) {
       failed = true;
       return [{ data: JSON.stringify(geminiErrorFromOpenai(0, body, init.requestId)) }];
@@ -526,9 +522,6 @@ function createGeminiToOpenai(init: TranslatorInit): Translator {
     streamEnd,
     error(status: number, body: JsonValue | string): JsonValue {
       return geminiErrorFromOpenai(status, body, init.requestId);
-    },
-    usage(): Usage | undefined {
-      return lastUsage ? usageFromOpenai(lastUsage) : undefined;
     },
   };
 }

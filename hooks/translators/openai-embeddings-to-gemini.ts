@@ -1,12 +1,12 @@
 // A completion-style embeddings client talking to Gemini's batchEmbedContents (the provider file sets
 // the path `models/<m>:batchEmbedContents`).
 //
-// Usage: Gemini reports no token counts for embeddings, so usage() returns undefined and the gateway
-// estimates usage for billing as it does for any upstream that reports none. The client still gets a
-// `usage` object (SDKs expect one): its counts are a local o200k token estimate of the input, not an
-// upstream figure. Should the upstream ever send `usageMetadata`, that is used instead.
+// Usage: Gemini reports no token counts for embeddings, so the gateway estimates usage for billing as
+// it does for any upstream that reports none. The client still gets a `usage` object (SDKs expect
+// one): its counts are a local o200k token estimate of the input, not an upstream figure. Should the
+// upstream ever send `usageMetadata`, that is used instead.
 
-import type { JsonObject, JsonValue, Usage } from '../types.ts';
+import type { JsonObject, JsonValue } from '../types.ts';
 // The shared counter loads its encoding on first use: importing gpt-tokenizer's default entry here
 // would load a whole encoding (about 70 MB) into every gateway at start.
 import { countTokens } from '../usage/estimate.ts';
@@ -38,7 +38,6 @@ function base64Floats(values: JsonValue[]): string {
 function createOpenaiEmbeddingsToGemini(init: TranslatorInit): Translator {
   let base64 = false;
   let estimatedTokens = 0;
-  let upstreamUsage: Usage | undefined;
 
   function request(body: JsonObject): JsonObject {
     const texts = inputTexts(body.input);
@@ -67,9 +66,6 @@ function createOpenaiEmbeddingsToGemini(init: TranslatorInit): Translator {
     if (!isObject(body)) throw new TranslationError('upstream reply is not a JSON object');
     const meta = field(body, 'usageMetadata');
     const reported = isObject(meta) ? asNumber(field(meta, 'promptTokenCount')) : undefined;
-    if (reported !== undefined) {
-      upstreamUsage = { inputTokens: reported, outputTokens: 0, totalTokens: reported };
-    }
     const data = asArray(body.embeddings).map((entry, index): JsonObject => {
       const values = isObject(entry) ? asArray(entry.values) : [];
       return { object: 'embedding', index, embedding: base64 ? base64Floats(values) : values };
@@ -94,9 +90,6 @@ function createOpenaiEmbeddingsToGemini(init: TranslatorInit): Translator {
     },
     error(status: number, body: JsonValue | string): JsonValue {
       return openaiErrorFromGemini(status, body, init.requestId);
-    },
-    usage(): Usage | undefined {
-      return upstreamUsage;
     },
   };
 }

@@ -15,7 +15,7 @@
 //   modalities, legacy functions, temperature or top_p above 1 (Anthropic's range is 0..1).
 // - `user` (or `safety_identifier`, or `metadata.user`) becomes Anthropic's metadata.user_id.
 
-import type { JsonObject, JsonValue, Usage } from '../types.ts';
+import type { JsonObject, JsonValue } from '../types.ts';
 import {
   anthropicTypeForStatus,
   asCount,
@@ -339,15 +339,6 @@ function openaiUsage(counts: UsageCounts): JsonObject {
   };
 }
 
-function normalizedUsage(counts: UsageCounts | undefined): Usage | undefined {
-  if (!counts) return undefined;
-  const inputTokens = promptTokens(counts);
-  const usage: Usage = { inputTokens, outputTokens: counts.output, totalTokens: inputTokens + counts.output };
-  if (counts.cacheRead !== undefined) usage.cacheReadTokens = counts.cacheRead;
-  if (counts.cacheCreation !== undefined) usage.cacheCreationTokens = counts.cacheCreation;
-  return usage;
-}
-
 function completionId(upstreamId: string | undefined, requestId: string): string {
   return `chatcmpl-${upstreamId === undefined ? requestId : upstreamId.replace(/^msg_/, '')}`;
 }
@@ -550,10 +541,6 @@ function createOpenaiToAnthropic(init: TranslatorInit): Translator {
         return errorPayload(anthropicTypeForStatus(status), genericUpstreamMessage(status));
       }
       return errorPayload(asString(error.type) ?? anthropicTypeForStatus(status), message);
-    },
-
-    usage() {
-      return normalizedUsage(counts);
     },
   };
 }

@@ -8,7 +8,7 @@
 // Gemini 3 thought signatures ride along in `tool_calls[].extra_content.google.thought_signature` (the
 // field Google's own OpenAI-compatible endpoint uses) and go back as `thoughtSignature` on the part.
 
-import type { JsonObject, JsonValue, Usage } from '../types.ts';
+import type { JsonObject, JsonValue } from '../types.ts';
 import {
   asArray,
   asNumber,
@@ -542,9 +542,6 @@ function createOpenaiToGemini(init: TranslatorInit): Translator {
     streamEnd,
     error(status: number, body: JsonValue | string): JsonValue {
       return openaiErrorFromGemini(status, body, init.requestId);
-    },
-    usage(): Usage | undefined {
-      return lastUsage ? usageFromGemini(lastUsage) : undefined;
     },
   };
 }

@@ -8,7 +8,7 @@
 // UTF-8 decoded by the proxy's SSE parser) and returns the client events to emit now. Memory per stream
 // stays constant: keep counters and the few ids needed, never the accumulated text.
 
-import type { JsonObject, JsonValue, Usage, WireFormat } from '../types.ts';
+import type { JsonObject, JsonValue, WireFormat } from '../types.ts';
 
 /** One server-sent event to write to the client. `data` is the text after `data: ` ("[DONE]" included). */
 export interface SseOut {
@@ -41,8 +41,6 @@ export interface Translator {
   streamEnd(complete: boolean): SseOut[];
   /** Map an upstream error body (status >= 400) to the client's error shape; status is kept. */
   error(status: number, body: JsonValue | string): JsonValue;
-  /** Usage seen in the upstream reply so far (normalized), if any. */
-  usage(): Usage | undefined;
 }
 
 export interface TranslatorFactory {
