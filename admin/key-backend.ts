@@ -1,5 +1,5 @@
 // Where `router-admin access-key` keeps keys: the shared store when `store.enabled` (only the HMAC of a
-// secret is written, spec 2.1), else the keys file the main configuration names (a hash when
+// secret is written, docs/operations.md "Keys in Redis"), else the keys file the main configuration names (a hash when
 // store.access_key_hash_secret is set, else the plaintext value, which is all the file format allows
 // without that secret). Both are behind one small interface so each command is written once.
 
@@ -67,7 +67,7 @@ export interface KeyBackend {
   close(): Promise<void>;
 }
 
-/** `ak_` + base64url(32 random bytes) (conventions.md). */
+/** `ak_` + base64url(32 random bytes) (docs/configuration.md "Keys file"). */
 export function generateSecret(): string {
   return `ak_${randomBytes(32).toString('base64url')}`;
 }
@@ -210,7 +210,7 @@ interface RawKey {
   created_at?: string;
 }
 
-/** What proxy/keys-watch.ts does with the keys file; docs/operations.md "Access keys". */
+/** What proxy/keys-watch.ts does with the keys file; docs/operations.md "Reload and drain". */
 export const FILE_PICKUP =
   'a running gateway applies it from the keys file within about 0.1 s, without a reload ' +
   '(it logs "access keys reloaded from the keys file" and counts router_access_keys_reloads_total{result="applied"})';

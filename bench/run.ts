@@ -1,5 +1,5 @@
 // `npm run bench`: starts the upstream simulator, nginx, Portkey and the gateway variants, each in its own
-// process on a free port, runs the scenarios of the benchmark issue against each of them, and writes
+// process on a free port, runs the scenarios of docs/benchmarks.md against each of them, and writes
 // bench/results/<timestamp>.json plus docs/benchmarks.md.
 //
 //   npm run bench                      full run (about 10 minutes), rewrites docs/benchmarks.md

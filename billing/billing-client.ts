@@ -1,4 +1,4 @@
-// HTTP client of the billing service (Meterry, spec 4.3 and conventions.md): usage ingest and the realtime
+// HTTP client of the billing service (docs/billing.md): usage ingest and the realtime
 // wallet amount. One undici Pool per billing origin, kept alive, so delivery pipelining reuses sockets.
 // Never logs the api key or event contents: log lines carry ids, statuses and error codes only.
 
@@ -109,8 +109,8 @@ export function createBillingClient(
   const balancePath = `${prefix}/v1/projects/${project}/wallets/realtime/amount`;
   const authorization = `Bearer ${config.apiKey}`;
   // The pool's own timers bound every ingest (connect, then headers, then each body read): a per-call
-  // AbortSignal.timeout costed a timer that always fires and a DOMException per event, about 14% of the
-  // sidecar's CPU while draining (bench profile).
+  // AbortSignal.timeout costs a timer that always fires and a DOMException per event, which showed in
+  // the sidecar's drain profile (docs/architecture.md).
   const pool = new Pool(base.origin, {
     connections: opts.connections ?? 16,
     headersTimeout: config.requestTimeoutMs,

@@ -1,4 +1,4 @@
-// Builds the usage event of spec 2.3 with the billing service's conventions (conventions.md). The event
+// Builds the usage event (docs/billing.md "The usage event"). The event
 // is made only from the fields below (counts, names, ids, status), so it cannot carry prompts, outputs,
 // headers or keys.
 //

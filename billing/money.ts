@@ -30,7 +30,7 @@ export function toWireNumber(value: Decimal): number {
   return value.toNumber();
 }
 
-/** Amount = quantity / pricing_unit x unit_price (spec 2.3), exactly. */
+/** Amount = quantity / pricing_unit x unit_price, exactly. */
 export function amountOf(quantity: number, unitPrice: Decimal, pricingUnit: number): Decimal {
   return new Money(quantity).div(pricingUnit).mul(unitPrice);
 }

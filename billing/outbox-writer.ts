@@ -8,8 +8,8 @@
 //   hands out the promise of that write. The gateway appends just before a reply's last byte and sends
 //   that byte once recorded() has resolved, so a client that saw its reply has an event on record with
 //   the kernel, whatever happens to the process afterwards. One write per turn instead of one per event:
-//   at 64 concurrent clients a turn completes about 20 requests, and a write(2) per event was 10% of the
-//   gateway's CPU. Nothing waits on the disk.
+//   under load a turn completes many requests, and a write(2) per event cost noticeable CPU
+//   (docs/architecture.md). Nothing waits on the disk.
 // - Against power loss: group commit. One flush loop runs fdatasync() for everything written since the
 //   last one and then resolves those appends; appends that arrive meanwhile share the next fdatasync,
 //   so the fsync rate is bounded by disk latency, not by the request rate.

@@ -1,5 +1,5 @@
 // Pricing files -> a compiled price table, looked up per request to fill the usage event's
-// pricing_hints (spec 2.3). Format (conventions.md, docs/configuration.md):
+// pricing_hints. Format (docs/billing.md "Pricing files"):
 //
 //   currency: USD                 # default USD
 //   pricing_unit: 1000000         # token and character prices are per this many; default 1,000,000

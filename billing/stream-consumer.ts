@@ -10,7 +10,7 @@
 //   keeps its count); at billing_max_attempts counted attempts the entry is moved to
 //   `<stream>:dead-letter` atomically.
 //
-// Group semantics (spec 3, 6.3): all sidecars read with XREADGROUP in `billing_consumer_group` under a
+// Group semantics (docs/operations.md "Billing stream delivery"): all sidecars read with XREADGROUP in `billing_consumer_group` under a
 // name unique per process. An entry stays in its consumer's pending list until it is delivered
 // (XACK + XDEL + HDEL in one MULTI) or dead-lettered. A consumer that dies leaves its entries pending;
 // once idle for reclaim_idle_ms another consumer takes them with XAUTOCLAIM. A live consumer refreshes

@@ -1,8 +1,8 @@
 // Items collected during one event-loop turn, flushed together in that turn's check phase
 // (setImmediate). The usage-event queues use it to put all the events completed in one turn on record
 // with one write, and the gateway sends a reply's last byte once `settled()` has resolved: many
-// replies complete per turn under load (about 20 at 64 clients), and one write per event was a tenth
-// of the gateway's CPU. At concurrency 1 the wait is the rest of the current turn: microseconds.
+// replies complete per turn under load, and one write per event cost the gateway noticeable CPU
+// (docs/architecture.md). At concurrency 1 the wait is the rest of the current turn.
 
 export interface TurnBatch<T> {
   add(item: T): void;

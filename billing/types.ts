@@ -1,4 +1,4 @@
-// The usage event of spec 2.3 with the billing service's conventions (conventions.md).
+// The usage event sent to the billing service (docs/billing.md "The usage event").
 
 import type { ApiName } from '../hooks/types.ts';
 

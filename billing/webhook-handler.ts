@@ -1,6 +1,6 @@
-// The billing webhook listener (spec 5.3, 6.2; conventions.md "Billing webhooks"), served by the
-// sidecar at billing.balance_enforcement.webhook_path (the gateway forwards the same path to it). Order,
-// as the spec states it: verify the signature, reject a stale timestamp, deduplicate the event id
+// The billing webhook listener (docs/billing.md "Webhooks"), served by the
+// sidecar at billing.balance_enforcement.webhook_path (the gateway forwards the same path to it). Order:
+// verify the signature, reject a stale timestamp, deduplicate the event id
 // (claimed before the state change, released again if the change fails so the sender's retry is
 // processed), update the subject state, invalidate the balance cache, tell the gateway (file mode's
 // stale window), and only then answer 204. A duplicate answers 204 and changes nothing.
@@ -55,7 +55,7 @@ function nonEmpty(v: unknown): string | undefined {
   return typeof v === 'string' && v !== '' ? v : undefined;
 }
 
-/** Id, type and subject per conventions.md; `headerId` is X-Billing-Webhook-ID. */
+/** Id, type and subject as docs/billing.md "Webhooks" lists them; `headerId` is X-Billing-Webhook-ID. */
 export function parseWebhookEvent(raw: Buffer, headerId: string | undefined): ParsedWebhook {
   let body: Record<string, unknown> | undefined;
   try {

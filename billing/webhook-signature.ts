@@ -1,4 +1,4 @@
-// Billing webhook signatures (conventions.md "Billing webhooks"): `X-Billing-Webhook-Signature` holds
+// Billing webhook signatures (docs/billing.md "Webhooks"): `X-Billing-Webhook-Signature` holds
 // `v1=` + lowercase hex HMAC-SHA256(secret, "<timestamp>.<raw body bytes>"), possibly several
 // comma-separated values while the sender rotates its secret; `X-Billing-Webhook-Timestamp` is Unix
 // seconds and must be within the tolerance either way. The HMAC is computed over the raw bytes as

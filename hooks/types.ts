@@ -5,7 +5,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
 
-/** The api identifiers of spec 4.4. */
+/** The api identifiers that match rules test (docs/dsl.md). */
 export const API_NAMES = [
   'completions',
   'chat.completions',
@@ -28,7 +28,7 @@ export type WireFormat = 'openai' | 'anthropic' | 'gemini';
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
 
-/** Normalized token counts (spec 2.3). Optional fields are present only when the upstream reported them. */
+/** Normalized token counts (docs/billing.md "The usage event"). Optional fields are present only when the upstream reported them. */
 export interface Usage {
   inputTokens: number;
   outputTokens: number;
@@ -53,7 +53,7 @@ export interface Principal {
   /** Access key name; undefined for the master key. */
   readonly keyName: string | undefined;
   readonly isMaster: boolean;
-  /** Billing subject; subjectId is '' when the request maps to no subject (spec 2.2). */
+  /** Billing subject; subjectId is '' when the request maps to no subject. */
   readonly subjectType: string;
   readonly subjectId: string;
 }
@@ -135,7 +135,7 @@ export interface RequestContext {
   readonly receivedAt: number;
   /** Monotonic clock at arrival (performance.now()). */
   readonly startedAt: number;
-  /** Aborted when the client goes away or the request is finished. */
+  /** Aborted when the client goes away before the reply is finished; a completed request never aborts it. */
   readonly signal: AbortSignal;
   readonly log: Logger;
   /** Parsed JSON body, when the endpoint takes JSON. */

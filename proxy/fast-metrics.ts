@@ -1,6 +1,5 @@
 // Request-path counters and histograms for prom-client's registry. prom-client's own metrics hash their
-// label set on every observation; measured on this gateway that was about 15 µs of CPU per request (a
-// tenth of the whole request). These keep one plain record per label set, resolved once per request
+// label set on every observation, a measurable share of a request's CPU (docs/architecture.md). These keep one plain record per label set, resolved once per request
 // through a cached series, and render through the same registry (`registerMetric` takes any object
 // with prom-client's `get()` shape), so /metrics output and the default process metrics are unchanged.
 

@@ -1,5 +1,5 @@
 // Prometheus metrics of the gateway (prom-client), one registry per process. Label sets are small and
-// bounded (provider, api, status class, stream) so cardinality stays flat whatever clients send.
+// bounded (provider, api, HTTP status code, stream) so cardinality stays flat whatever clients send.
 
 import client from 'prom-client';
 import type { RequestContext } from '../hooks/types.ts';

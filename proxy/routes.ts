@@ -1,5 +1,5 @@
 // Endpoint table: method + path -> what the gateway does. Proxy routes carry their api identifier
-// (spec 4.4) and the wire family of the client, which decides error and reply shapes.
+// (docs/dsl.md) and the wire family of the client, which decides error and reply shapes.
 
 import type { ApiName, WireFormat } from '../hooks/types.ts';
 import { SUBJECT_STATE_PATH } from './internal-notify.ts';

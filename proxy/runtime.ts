@@ -67,7 +67,7 @@ export interface ReadyReport {
   [key: string]: JsonValue;
 }
 
-/** Pieces the billing issue plugs in (outbox, enqueue hook, readiness counts); absent when billing is off. */
+/** Pieces billing plugs in (outbox, enqueue hook, readiness counts); absent when billing is off. */
 export interface BillingParts {
   readonly hooks: readonly Hook[];
   /** The queue's pending batch of events (EventQueue.recorded), which a reply's last byte waits for. */
@@ -234,7 +234,8 @@ async function compileRuntime(
     }
   }
 
-  // Shared-store mode looks access keys up in the store (spec 5.4); redis_only ignores the file's keys.
+  // Shared-store mode looks access keys up in the store (docs/operations.md "Managing access keys");
+  // redis_only ignores the file's keys.
   const storeKeys = config.store.enabled && config.store.accessKeyMode !== 'file_only';
   const authenticator = fileAuthenticator(config, config.keys);
   if (!authenticator.configured && !storeKeys) {

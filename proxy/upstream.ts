@@ -1,9 +1,8 @@
-// The hot path's upstream leg: an undici Agent (one keep-alive pool per origin). The benchmark issue
-// measured undici's Pool at about twice the requests/s of http-proxy-3's http.Agent path on this machine
-// kind; docs/architecture.md records the choice. http-proxy-3 remains for transparent upgrades.
-// Calls go through `Agent.dispatch` with the gateway's own handler and body (UpstreamBody), not
-// `request()`: its per-call Readable, AsyncResource and abort plumbing cost about a fifth of the
-// gateway's CPU per small reply (A/B in interleaved rounds: 1.22x requests/s, 77 -> 60 µs CPU each).
+// The hot path's upstream leg: an undici Agent (one keep-alive pool per origin), chosen over
+// http-proxy-3 for throughput (docs/architecture.md "Choices and why" has the measurements); no request
+// path uses http-proxy-3. Calls go through `Agent.dispatch` with the gateway's own handler and body
+// (UpstreamBody), not `request()`, whose per-call Readable, AsyncResource and abort plumbing cost a
+// large share of the gateway's CPU per small reply.
 
 import { Agent, type Dispatcher, errors as undiciErrors } from 'undici';
 import type { UpstreamRequest } from '../hooks/types.ts';

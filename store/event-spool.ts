@@ -1,4 +1,4 @@
-// The local spool of shared-store mode (docs/billing.md "When Redis is away"): usage events the
+// The local spool of shared-store mode (docs/operations.md "The spool (Redis away)"): usage events the
 // billing stream could not take (Redis down, or an XADD whose outcome is unknown) are appended to a file
 // outbox of their own, <outbox_dir>/spool/<slot>/ (billing/outbox/layout.ts), and this process moves them
 // to the stream once Redis answers again.

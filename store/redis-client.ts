@@ -1,7 +1,7 @@
-// The Redis connection of shared-store mode, built from the `store` block (spec 2.5): one endpoint,
+// The Redis connection of shared-store mode, built from the `store` block (docs/configuration.md): one endpoint,
 // redis:// or rediss:// (TLS), optional ACL user and password, `operation_timeout_ms` on every command
 // and reconnection with capped, jittered backoff. Every key the adapters touch goes through
-// `createKeyLayout`, so `key_prefix` is applied in exactly one place (conventions.md "Redis key layout").
+// `createKeyLayout`, so `key_prefix` is applied in exactly one place (docs/operations.md "Keys in Redis").
 //
 // Commands fail fast while the connection is down (no offline queue, no resend after reconnect): the hot
 // path must answer 503 within the operation timeout instead of queueing behind an outage, and a write
@@ -134,12 +134,12 @@ export function redactAddr(addr: string): string {
   }
 }
 
-/** Consumer name when billing_consumer_name is empty: unique per process (spec 2.5). */
+/** Consumer name when billing_consumer_name is empty: unique per process. */
 export function defaultConsumerName(): string {
   return `${hostname()}-${process.pid}`;
 }
 
-/** The key layout of conventions.md, all under key_prefix. */
+/** The key layout (docs/operations.md "Keys in Redis"), all under key_prefix. */
 export interface KeyLayout {
   readonly prefix: string;
   accessKey(name: string): string;

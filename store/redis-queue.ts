@@ -1,9 +1,10 @@
-// The usage-event queue of shared-store mode: one XADD per event onto the billing stream (field
-// `payload`, conventions.md). It runs after the response (the enqueue hook's onComplete), so the response
-// is never touched (spec 3, 7). An event the stream cannot take (Redis down, a refused or timed-out
+// The usage-event queue of shared-store mode: the billing stream (field `payload`, docs/operations.md
+// "Keys in Redis"). The enqueue hook calls it just before a reply's last byte, which waits only until the
+// turn's command is written (recorded(), below), never for Redis's answer; a failure never changes the
+// response. An event the stream cannot take (Redis down, a refused or timed-out
 // XADD) goes to the local spool (store/event-spool.ts), which moves it to the stream once Redis answers.
 // A timed-out XADD may still have been applied: the event can then reach the stream twice, and the
-// billing service counts it once by its idempotency key (docs/billing.md "When Redis is away").
+// billing service counts it once by its idempotency key (docs/operations.md "The spool (Redis away)").
 
 import type { Logger } from 'pino';
 import { createTurnBatch } from '../billing/turn-batch.ts';

@@ -1,5 +1,5 @@
 // The Redis adapter of the store interface (store/types.ts): access keys, subject state, webhook ids and
-// the balance cache, shared by every instance (spec 1.7, 5.4, 6.3). Key layout: conventions.md, built by
+// the balance cache, shared by every instance. Key layout: docs/operations.md "Keys in Redis", built by
 // createKeyLayout. The hot-path read (`view`) is ONE EVALSHA: index hash -> name, the key record, the
 // subject state and the cached balance, so a request costs one round trip however much it needs.
 //
@@ -148,7 +148,7 @@ const REVOKE = defineScript(REVOKE_LUA);
 const ROTATE = defineScript(ROTATE_LUA);
 const REHASH = defineScript(REHASH_LUA);
 
-/** The record fields as stored (conventions.md "Access keys in the shared store"). */
+/** The record fields as stored (docs/operations.md "Keys in Redis"). */
 export function accessKeyFields(key: StoredAccessKey): string[] {
   const fields = [
     'name',

@@ -1,6 +1,6 @@
-// The one store interface (ARCHITECTURE.md): access keys, subject state, webhook ids, the balance cache
+// The one store interface (docs/architecture.md): access keys, subject state, webhook ids, the balance cache
 // and the usage-event queue. File mode and Redis mode are two adapters of it; nothing above an adapter
-// knows which one it has. Key layout of the Redis adapter: conventions.md ("Redis key layout").
+// knows which one it has. Key layout of the Redis adapter: docs/operations.md "Keys in Redis".
 
 import type { UsageEvent } from '../billing/types.ts';
 
@@ -9,7 +9,7 @@ export interface SubjectRef {
   readonly id: string;
 }
 
-/** Subject state driven by billing webhooks (spec 3, 6.2). */
+/** Subject state driven by billing webhooks (docs/billing.md "Webhooks"). */
 export interface SubjectState {
   readonly blocked: boolean;
   /** Type of the webhook event that last changed the state. */
@@ -36,7 +36,7 @@ export interface BalanceDecision {
 
 export type StoredKeyStatus = 'active' | 'revoked';
 
-/** An access key in the shared store: only the HMAC of the secret is kept (spec 2.1, 5.4). */
+/** An access key in the shared store: only the HMAC of the secret is kept. */
 export interface StoredAccessKey {
   readonly name: string;
   /** base64url(HMAC-SHA256(access_key_hash_secret, secret)). */

@@ -6,7 +6,7 @@
 // request paid an EVALSHA round trip for data that changes a few times a day (bench: about a third of
 // Redis mode's cost).
 //
-// Why it stays correct (spec 5.4: a key revoked on one instance is refused by all of them at once):
+// Why it stays correct (a key revoked on one instance is refused by all of them at once):
 // - Redis queues the invalidation to this connection while it executes the write and sends it in the
 //   same turn of its event loop as the writer's reply: every instance hears of a revoke or a block within
 //   microseconds of the writer itself (not strictly before it: Redis may flush the writer's reply first).

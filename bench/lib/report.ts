@@ -1,5 +1,5 @@
 // docs/benchmarks.md from one run's results: machine, raw numbers per peer, ratios against the targets
-// of the benchmark issue with PASS / FAIL, and notes.
+// (docs/benchmarks.md "Targets") with PASS / FAIL, and notes.
 
 import type { AbuseResult } from '../scenarios/abuse.ts';
 import type { BacklogResult } from '../scenarios/backlog.ts';
@@ -83,7 +83,7 @@ export function pairedRatio(
   return b.requestsPerSec === 0 ? undefined : a.requestsPerSec / b.requestsPerSec;
 }
 
-/** Evaluates the targets of the issue; a target without both numbers is n/a. */
+/** Evaluates the targets; a target without both numbers is n/a. */
 export function evaluateTargets(r: BenchResults): TargetRow[] {
   const rows: TargetRow[] = [];
   const tp = r.chat?.throughput ?? {};

@@ -2,7 +2,7 @@
 // with a configured key, and the master key is compared with timingSafeEqual on digests of equal length.
 // Digests of recently presented secrets are remembered (a bounded map keyed by the secret, as the store
 // mode's HMAC memo is), which spares the hash on repeat requests.
-// Accepted carriers (conventions.md): `Authorization: Bearer`, `x-api-key` (Anthropic SDKs),
+// Accepted carriers (docs/configuration.md "Keys file"): `Authorization: Bearer`, `x-api-key` (Anthropic SDKs),
 // `x-goog-api-key` and `?key=` (Google SDKs).
 
 import { createHmac, hash, timingSafeEqual } from 'node:crypto';
@@ -50,7 +50,7 @@ function sha256(value: string): Buffer {
   return hash('sha256', value, 'buffer');
 }
 
-/** base64url(HMAC-SHA256(secret, key)): the stored form of an access key (conventions.md). */
+/** base64url(HMAC-SHA256(secret, key)): the stored form of an access key (docs/operations.md "Keys in Redis"). */
 export function hashAccessKey(hashSecret: string, key: string): string {
   return createHmac('sha256', hashSecret).update(key).digest('base64url');
 }
@@ -188,7 +188,7 @@ export interface StoreAuthOptions {
 }
 
 /**
- * Shared-store authentication (spec 5.4): the HMAC of the presented secret is looked up in the store;
+ * Shared-store authentication (docs/operations.md "Managing access keys"): the HMAC of the presented secret is looked up in the store;
  * redis_preferred falls back to the keys file (`file`) when the store has no such key; the store being
  * unreachable answers 503 authentication_unavailable whatever the mode (a revoked key must never pass
  * because the store was down). The master key is checked locally and needs no store.

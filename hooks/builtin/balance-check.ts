@@ -1,4 +1,4 @@
-// Balance pre-check (onRequest, after auth; spec 4.3 and 7): a best-effort check of the payer wallet
+// Balance pre-check (onRequest, after auth; docs/billing.md "The pre-check"): a best-effort check of the payer wallet
 // before a request is served. It reserves nothing, so concurrent requests can briefly overspend
 // (docs/billing.md). Order of answers:
 //   1. no subject (master key or fallback '' subject) or enforcement off -> skip;

@@ -1,7 +1,8 @@
-// Usage reporting (onComplete): once the reply is over, build the usage event (spec 2.3) from the
-// request's metered facts and hand it to the queue (the outbox file, or the Redis stream in shared-store
-// mode). It runs after the client has its response, so billing never delays or alters a reply; a queue
-// failure is logged and counted, and the response stands (spec 7).
+// Usage reporting (onComplete): when the reply is complete, just before its last byte, build the usage
+// event (docs/billing.md "The usage event") from the request's metered facts and hand it to the queue
+// (the outbox file, or the Redis stream in shared-store mode). The last byte then waits only for the
+// queue's write of the current event-loop turn, never for the network, an fsync or the billing service;
+// a queue failure is logged and counted, and the response stands (docs/lifecycle.md).
 
 import type { Logger } from 'pino';
 import { buildUsageEvent, reportDecision } from '../../billing/event-builder.ts';
@@ -84,9 +85,8 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
         completionStyle: ctx.clientFormat === 'openai',
         price,
       });
-      // Not awaited: the queue's synchronous part has already put the event on record (the outbox
-      // line is written, the XADD is on the wire), and waiting for the fsync or the Redis reply here
-      // would keep the whole request (context, bodies) alive for that long, which showed up as old-space
+      // Not awaited: the reply's last byte already waits for the queue's write of this turn
+      // (recorded(), proxy/server.ts), and waiting for the fsync or the Redis reply here would keep the whole request (context, bodies) alive for that long, which showed up as old-space
       // garbage collection under load. The outcome is counted when it arrives.
       const requestId = ctx.id;
       queue.enqueue(event).then(

@@ -1,4 +1,4 @@
-// Target selection (selectTarget). Spec 1.2: `x-router-provider` names the provider and bypasses the
+// Target selection (selectTarget; docs/lifecycle.md). `x-router-provider` names the provider and bypasses the
 // model registry entirely; otherwise the registry maps the model to an ordered list of candidates
 // (round robin rotates the start, priority keeps the file order). Later candidates are retries.
 

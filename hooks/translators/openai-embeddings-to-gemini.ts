@@ -8,7 +8,7 @@
 
 import type { JsonObject, JsonValue } from '../types.ts';
 // The shared counter loads its encoding on first use: importing gpt-tokenizer's default entry here
-// would load a whole encoding (about 70 MB) into every gateway at start.
+// would load a whole encoding (docs/architecture.md has its memory cost) into every gateway at start.
 import { countTokens } from '../usage/estimate.ts';
 import { asArray, asNumber, asString, field, isObject, openaiErrorFromGemini } from './gemini-shared.ts';
 import type { SseOut, Translator, TranslatorFactory, TranslatorInit } from './types.ts';

@@ -1,6 +1,7 @@
 // Usage estimation for replies that report none (some OpenAI-compatible servers, aborted streams,
 // Gemini embeddings). Counts tokens with gpt-tokenizer; its encodings load lazily on first use (each
-// takes ~0.2 s to load), so start-up stays fast; the first estimate with an encoding pays that load.
+// takes a noticeable time to load, docs/billing.md), so start-up stays fast; the first estimate with an
+// encoding pays that load.
 //
 // Encoding by model family:
 // - cl100k_base: gpt-3.5*, gpt-4 / gpt-4-turbo / gpt-4-32k (not gpt-4o / gpt-4.1 / gpt-4.5),

@@ -1,5 +1,5 @@
-// ROUTER_* environment variables that override keys of the main file (env > file > default). The first
-// fifteen names are fixed by spec 2.5; the rest follow the same pattern. An empty variable counts as
+// ROUTER_* environment variables that override keys of the main file (env > file > default). Every name is
+// listed in docs/configuration.md "Environment variables". An empty variable counts as
 // unset, so `ROUTER_X=` in a container manifest never blanks a value by accident.
 
 import { displayPath, pointerOf } from './diagnostics.ts';

@@ -1,4 +1,4 @@
-// What one usage event costs, the way the billing-side rule set prices it (spec 2.3): each x-billing item
+// What one usage event costs, the way the billing-side rule set prices it: each x-billing item
 // is charged quantity / pricing_unit * unit_price with the pricing hint of the same metric.
 
 import type { UsageEvent } from '../../billing/types.ts';

@@ -1,5 +1,5 @@
-// The billing service simulator: a node:http stand-in for Meterry's ingest, wallet and usage endpoints
-// (spec 4.3, conventions.md), with signed webhooks, failure injection and state accessors for tests.
+// The billing service simulator: a node:http stand-in for the billing service's ingest, wallet and usage
+// endpoints (docs/billing.md), with signed webhooks, failure injection and state accessors for tests.
 // It is on the benchmark's hot path (100,000 ingests), so the ingest route avoids needless work.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';

@@ -1,4 +1,4 @@
-// Public types of the billing service simulator (a stand-in for Meterry, see conventions.md).
+// Public types of the billing service simulator (a stand-in for the billing service, docs/billing.md).
 
 import type { UsageEvent } from '../../billing/types.ts';
 
@@ -13,7 +13,7 @@ export type IngestFailureMode = 'error500' | 'hang' | 'reset' | `slow:${number}`
 export type LookupFailureMode = 'lookup-error' | 'lookup-hang';
 export type FailureMode = 'none' | IngestFailureMode | LookupFailureMode;
 
-/** The webhook kinds of spec 6.2. Tests may send any other string too (sendWebhook). */
+/** The webhook kinds of docs/billing.md "Webhooks". Tests may send any other string too (sendWebhook). */
 export type WebhookType =
   | 'wallet.insufficient_balance'
   | 'wallet.balance_changed'

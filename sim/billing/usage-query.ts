@@ -1,5 +1,5 @@
 // Aggregate usage queries: `filter=metric=<m>; provider=<p>; model=<exact model>` grouped by metric.
-// Like the real service, a metric measure needs an explicit metric (spec 4.3, spec 7).
+// Like the real service, a metric measure needs an explicit metric.
 
 import type { UsageEvent } from '../../billing/types.ts';
 import { formatMoney, Money } from './ledger.ts';

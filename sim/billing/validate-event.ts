@@ -1,5 +1,5 @@
 // Checks an ingest body the way the billing service does before accepting it: the top-level fields of
-// spec 2.3 and a well-formed x-billing block. raw_json's inside belongs to the extractor rule set and is
+// docs/billing.md "The usage event" and a well-formed x-billing block. raw_json's inside belongs to the extractor rule set and is
 // only required to be an object.
 
 import type { UsageEvent } from '../../billing/types.ts';

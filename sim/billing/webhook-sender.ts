@@ -1,4 +1,4 @@
-// Signed webhook delivery, as the billing service does it (conventions.md "Billing webhooks"):
+// Signed webhook delivery, as the billing service does it (docs/billing.md "Webhooks"):
 // X-Billing-Webhook-Timestamp, X-Billing-Webhook-Signature `v1=<hex hmac>` over "<ts>.<raw body>", and
 // X-Billing-Webhook-ID. Failed deliveries are retried a few times after a short delay.
 

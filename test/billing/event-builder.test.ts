@@ -40,7 +40,7 @@ function base(overrides: Partial<UsageEventInput> = {}): UsageEventInput {
   };
 }
 
-test('builds exactly the example event of conventions.md', () => {
+test("builds exactly the billing service's example event", () => {
   const expected =
     JSON.parse(`{"source":"router","external_event_id":"<rid>","idempotency_key":"router:<rid>","occurred_at":1760000000,
  "subject_type":"api_key","subject_id":"client-a",

@@ -1,5 +1,5 @@
 // Billing end to end, one served request at a time: every request through the gateway yields exactly
-// one accepted usage event at the billing simulator, field by field as spec 2.3 + conventions.md say,
+// one accepted usage event at the billing simulator, field by field as docs/billing.md "The usage event" says,
 // with the usage the upstream reported (also after translation), prices from deploy/config/pricing.yaml,
 // and a wallet debit of exactly sum(quantity / pricing_unit * unit_price). Aborted streams and replies
 // without usage are estimated.

@@ -1,7 +1,7 @@
-// Balance enforcement end to end (issue "Done when"): gateway + sidecar + billing simulator + upstream
+// Balance enforcement end to end (docs/billing.md "Balance enforcement"): gateway + sidecar + billing simulator + upstream
 // simulator in file mode. A subject spends its wallet down with real chat requests; the simulator's
 // insufficient_balance webhook reaches the gateway's port; the very next request is 402 with the exact
-// spec 7 body. A credit sends balance_changed and the subject is served again. Forged, stale, replayed,
+// documented body. A credit sends balance_changed and the subject is served again. Forged, stale, replayed,
 // oversized and malformed webhooks are refused and change nothing. Lookup outages in both modes, and a
 // burst of 200 requests making one lookup.
 
@@ -64,7 +64,7 @@ describe('spend down, block, credit, unblock', () => {
     assert.equal(blockedDelivery.attempts.length, 1);
     assert.ok(new Decimal(sim.balance('api_key', SUBJECT_A)).lte(0), 'the wallet is spent');
 
-    // The very next request: 402 with the exact body of spec 7, though its "allowed" answer was cached.
+    // The very next request: 402 with the exact body of docs/billing.md, though its "allowed" answer was cached.
     const refused = await chat(stack, 'req-after-block');
     assert.equal(refused.status, 402);
     assert.deepEqual(refused.json, {

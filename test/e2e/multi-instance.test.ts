@@ -1,6 +1,6 @@
 // Shared-store mode end to end: one real redis-server, two gateways (in this process), two billing
 // sidecars (child processes, so one can be killed -9), the upstream and billing simulators. Steps run in
-// order against the same stack; each asserts what the issue's "done when" names.
+// order against the same stack; each asserts one behaviour of docs/operations.md "Several instances on Redis".
 
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -350,7 +350,7 @@ test('store outage: 503 authentication_unavailable; balance asked directly (open
       const r = await chat(g, secret);
       assert.equal(r.status, 503);
       assert.equal(r.body.error?.code, 'authentication_unavailable');
-      // redis_preferred: a keys-file key is refused too while the store cannot be asked (spec 5.4).
+      // redis_preferred: a keys-file key is refused too while the store cannot be asked.
       assert.equal((await chat(g, ACCESS_KEY)).status, 503);
     }
     // The master key needs no store; it bills the fallback subject. The subject state and cached balance

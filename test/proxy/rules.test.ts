@@ -1,5 +1,5 @@
-// The routing rules of the spec, one test each: match rules (4.4), the x-router-provider override (1.2),
-// the registry, alt=sse (4.2), retries before the first byte only, client disconnects, mid-stream
+// The routing rules, one test each: match rules (docs/dsl.md), the x-router-provider override, the
+// registry, alt=sse, retries before the first byte only, client disconnects, mid-stream
 // failures as SDK-visible error events, and the request id.
 
 import assert from 'node:assert/strict';
@@ -299,7 +299,7 @@ describe('mid-stream upstream failure ends the stream with an SDK-visible error'
           (err: unknown) => {
             assert.ok(err instanceof OpenAI.APIError, String(err));
             if (mode === 'midstream-reset') {
-              // The gateway itself saw the upstream drop: its error, so its request id (conventions.md).
+              // The gateway itself saw the upstream drop: its error, so its request id (docs/lifecycle.md).
               const body = err.error as { message?: string } | undefined;
               assert.match(body?.message ?? '', new RegExp(`\\(request id: ${rid}\\)`));
             }

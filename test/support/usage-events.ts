@@ -1,4 +1,4 @@
-// Test support: usage events as the gateway writes them (spec 2.3 + conventions), numbered so that
+// Test support: usage events as the gateway writes them (docs/billing.md "The usage event"), numbered so that
 // tests can assert order and exactly-once delivery by request id.
 
 import type { UsageEvent } from '../../billing/types.ts';

@@ -45,11 +45,8 @@ function mean(values: number[]): number {
   return values.reduce((a, b) => a + b, 0) / values.length;
 }
 
-// Measured when written: MAPE 7.25% over all 22 counts and 5.98% over the 13 counts of real recorded
-// exchanges. OpenAI text prompts are exact; Claude is over-counted by 11% on a multi-turn prompt and
-// under-counted by 12-17% on replies (its tokenizer is not public); Gemini replies by 9%. The one large
-// miss (82%) is the constructed vision request: image tokens are not estimated. The bounds leave a small
-// margin so a change that makes estimation worse fails here.
+// docs/billing.md "Where the counts come from" has the error measured when this was written. The
+// bounds leave a small margin so a change that makes estimation worse fails here.
 const MAPE_BOUND_ALL = 0.09;
 const MAPE_BOUND_RECORDED = 0.075;
 

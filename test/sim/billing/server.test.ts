@@ -42,7 +42,7 @@ async function startReceiver(): Promise<{
   return { url: `http://127.0.0.1:${port}/webhooks/billing`, received, replies, server };
 }
 
-/** The receiving side's check, written from conventions.md (not using the simulator's signer). */
+/** The receiving side's check, written from docs/billing.md "Webhooks" (not using the simulator's signer). */
 function verifySignature(secret: string, headers: IncomingHttpHeaders, rawBody: string): boolean {
   const timestamp = headers['x-billing-webhook-timestamp'];
   const signature = headers['x-billing-webhook-signature'];
