@@ -37,7 +37,7 @@ export function presentedSecret(headers: IncomingHttpHeaders, query: URLSearchPa
   const auth = headers.authorization;
   if (auth !== undefined) {
     const match = /^Bearer\s+(.+)$/i.exec(auth);
-    if (match !== null) return match[1].trim();
+    if (match !== null) return match[1]!.trim();
   }
   const apiKey = headers['x-api-key'] ?? headers['x-goog-api-key'];
   if (typeof apiKey === 'string' && apiKey !== '') return apiKey;

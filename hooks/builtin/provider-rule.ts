@@ -112,7 +112,7 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
           `The provider '${deps.provider}' is not available: the gateway has no upstream key for it`,
         );
       }
-      const key = deps.keys[keyCursor++ % deps.keys.length];
+      const key = deps.keys[keyCursor++ % deps.keys.length]!;
       ctx.channel = key.name;
       if (op.op === 'auth_bearer') req.headers.authorization = `Bearer ${key.value}`;
       else if (op.op === 'auth_header_key') req.headers[op.header.toLowerCase()] = key.value;
@@ -224,7 +224,7 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
         if (steps.length === 1) {
           // The common case (one transform): no intermediate arrays, and an event passed on unchanged
           // keeps its part object, which keeps per-event garbage down on busy streams.
-          for (const ev of steps[0].event(part.event, part.data)) {
+          for (const ev of steps[0]!.event(part.event, part.data)) {
             out.push(
               ev.data === part.data && ev.event === part.event
                 ? part
@@ -251,10 +251,10 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
       const out: ResponsePart[] = [];
       // Each step's trailing events pass through the steps after it.
       for (let i = 0; i < steps.length; i++) {
-        let events = steps[i].end(complete);
+        let events = steps[i]!.end(complete);
         for (let j = i + 1; j < steps.length && events.length > 0; j++) {
           const next: { event?: string | undefined; data: string }[] = [];
-          for (const ev of events) next.push(...steps[j].event(ev.event, ev.data));
+          for (const ev of events) next.push(...steps[j]!.event(ev.event, ev.data));
           events = next;
         }
         for (const ev of events) out.push({ type: 'event', event: ev.event, data: ev.data });

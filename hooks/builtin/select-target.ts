@@ -55,7 +55,8 @@ export function createSelectTargetHook(registry: ModelResolver, providers: Reado
         index = cursors.get(entry) ?? 0;
         cursors.set(entry, (index + 1) % options.length);
       }
-      return { via: 'registry', candidates: options[index] };
+      // The models schema requires at least one route, so every entry has a rotation at `index`.
+      return { via: 'registry', candidates: options[index]! };
     },
   } satisfies Hook;
 }

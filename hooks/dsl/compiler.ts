@@ -150,22 +150,28 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
 
   // ---- argument helpers ---------------------------------------------------------------------------
 
-  /** Checks the argument count; reports at the first extra argument or at the directive. */
-  function arity(d: DirectiveNode, names: readonly string[], optional = 0): boolean {
-    const min = names.length - optional;
-    if (d.args.length > names.length) {
+  /**
+   * The directive's arguments, one per name, typed as a tuple of that length; undefined when the count
+   * is wrong, reported at the first extra argument or at the directive.
+   */
+  function arity<const N extends readonly string[]>(
+    d: DirectiveNode,
+    names: N,
+  ): { readonly [K in keyof N]: ArgNode } | undefined {
+    const extra = d.args[names.length];
+    if (extra !== undefined) {
       const what = names.length === 0 ? 'no arguments' : `at most ${plural(names.length, 'argument')}`;
-      error(d.args[names.length].loc, `"${d.name}" takes ${what} (${names.join(', ') || 'none'})`);
-      return false;
+      error(extra.loc, `"${d.name}" takes ${what} (${names.join(', ') || 'none'})`);
+      return undefined;
     }
-    if (d.args.length < min) {
+    if (d.args.length < names.length) {
       error(
         d.loc,
-        `"${d.name}" expects ${plural(min, 'argument')} (${names.join(', ')}), got ${d.args.length}`,
+        `"${d.name}" expects ${plural(names.length, 'argument')} (${names.join(', ')}), got ${d.args.length}`,
       );
-      return false;
+      return undefined;
     }
-    return true;
+    return d.args as unknown as { readonly [K in keyof N]: ArgNode };
   }
   function noBlock(d: DirectiveNode): boolean {
     if (!d.block) return true;
@@ -197,11 +203,11 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
       error(c.loc, `unknown function "${c.name}" (only template("...") is known)`);
       return undefined;
     }
-    if (c.args.length !== 1 || c.args[0].kind !== 'string') {
+    const s = c.args[0];
+    if (c.args.length !== 1 || s?.kind !== 'string') {
       error(c.loc, 'template(...) takes exactly one string');
       return undefined;
     }
-    const s = c.args[0];
     const r = compileTemplate(s.value, env);
     if (r.ok) return r.template;
     for (const e of r.errors) error(inString(s, e.index), e.message);
@@ -320,11 +326,11 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
         continue;
       }
       seen.add(item.name);
-      if (!noBlock(item) || !keyValue(item)) {
+      const v = noBlock(item) ? keyValue(item) : undefined;
+      if (v === undefined) {
         body.failed = true;
         continue;
       }
-      const v = item.args[1];
       if (item.name === 'base_url') {
         body.baseUrlInvalid = true;
         const t = stringOrTemplate(v, 'base_url');
@@ -349,17 +355,19 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
         body.failed = true;
         continue;
       }
-      cfg[TIMEOUT_KEYS[item.name]] = v.value;
+      // Every upstream_config directive other than base_url is a timeout.
+      cfg[TIMEOUT_KEYS[item.name]!] = v.value;
     }
     body.upstreamConfig = cfg;
   }
 
-  /** `key = value;` */
-  function keyValue(d: DirectiveNode): boolean {
-    if (d.args.length === 2 && d.args[0].kind === 'equals') return true;
+  /** `key = value;`: the value, or undefined when the directive has another shape (reported). */
+  function keyValue(d: DirectiveNode): ArgNode | undefined {
+    const [first, value] = d.args;
+    if (d.args.length === 2 && first?.kind === 'equals') return value;
     const at = d.args.find((a, k) => (k === 0 ? a.kind !== 'equals' : k > 1))?.loc ?? d.loc;
     error(at, `expected "${d.name} = <value>;"`);
-    return false;
+    return undefined;
   }
 
   function compileAuth(d: DirectiveNode, body: BodyParts): void {
@@ -386,13 +394,15 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
       case 'auth_none':
         return noBlock(d) && arity(d, []) ? { op: d.name } : undefined;
       case 'auth_header_key': {
-        if (!noBlock(d) || !arity(d, ['header name'])) return undefined;
-        const header = headerName(d.args[0]);
+        const args = noBlock(d) ? arity(d, ['header name']) : undefined;
+        if (!args) return undefined;
+        const header = headerName(args[0]);
         return header ? { op: 'auth_header_key', header } : undefined;
       }
       case 'auth_query_key': {
-        if (!noBlock(d) || !arity(d, ['query parameter'])) return undefined;
-        const s = str(d.args[0], 'the query parameter');
+        const args = noBlock(d) ? arity(d, ['query parameter']) : undefined;
+        if (!args) return undefined;
+        const s = str(args[0], 'the query parameter');
         if (s && s.value === '') error(s.loc, 'the query parameter name must not be empty');
         return s && s.value !== '' ? { op: 'auth_query_key', param: s.value } : undefined;
       }
@@ -433,39 +443,44 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
     if (!noBlock(d)) return undefined;
     switch (d.name) {
       case 'set_header': {
-        if (!arity(d, ['name', 'value'])) return undefined;
-        const header = headerName(d.args[0]);
-        const value = stringOrTemplate(d.args[1], 'the header value');
+        const args = arity(d, ['name', 'value']);
+        if (!args) return undefined;
+        const header = headerName(args[0]);
+        const value = stringOrTemplate(args[1], 'the header value');
         if (header && MANAGED_HEADERS.has(header)) {
-          error(d.args[0].loc, `header "${header}" is managed by the gateway and cannot be set`);
+          error(args[0].loc, `header "${header}" is managed by the gateway and cannot be set`);
           return undefined;
         }
         if (value && /[\r\n\0]/.test(value.source)) {
-          error(d.args[1].loc, 'a header value must not contain line breaks or NUL');
+          error(args[1].loc, 'a header value must not contain line breaks or NUL');
           return undefined;
         }
         return header && value ? { op: 'set_header', name: header, value } : undefined;
       }
       case 'pass_header':
       case 'del_header': {
-        if (!arity(d, ['name'])) return undefined;
-        const header = headerName(d.args[0]);
+        const args = arity(d, ['name']);
+        if (!args) return undefined;
+        const header = headerName(args[0]);
         return header ? { op: d.name, name: header } : undefined;
       }
       case 'json_set': {
-        if (!arity(d, ['path', 'value'])) return undefined;
-        const path = jsonPath(d.args[0], false);
-        const value = literal(d.args[1], true);
+        const args = arity(d, ['path', 'value']);
+        if (!args) return undefined;
+        const path = jsonPath(args[0], false);
+        const value = literal(args[1], true);
         return path && value !== undefined ? { op: 'json_set', path, value } : undefined;
       }
       case 'json_del': {
-        if (!arity(d, ['path'])) return undefined;
-        const path = jsonPath(d.args[0], false);
+        const args = arity(d, ['path']);
+        if (!args) return undefined;
+        const path = jsonPath(args[0], false);
         return path ? { op: 'json_del', path } : undefined;
       }
       default: {
-        if (!arity(d, ['translator'])) return undefined;
-        const translator = registryName(d.args[0], 'translator', registries.translators);
+        const args = arity(d, ['translator']);
+        if (!args) return undefined;
+        const translator = registryName(args[0], 'translator', registries.translators);
         return translator ? { op: 'req_map', translator } : undefined;
       }
     }
@@ -488,29 +503,32 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
     if (!noBlock(d)) return undefined;
     switch (d.name) {
       case 'set_path': {
-        if (!arity(d, ['path'])) return undefined;
-        const value = stringOrTemplate(d.args[0], 'the path');
+        const args = arity(d, ['path']);
+        if (!args) return undefined;
+        const value = stringOrTemplate(args[0], 'the path');
         if (!value) return undefined;
         if (!value.source.startsWith('/')) {
-          error(d.args[0].loc, 'set_path must start with "/"');
+          error(args[0].loc, 'set_path must start with "/"');
           return undefined;
         }
         if (/[?#\s]/.test(value.source)) {
-          error(d.args[0].loc, 'set_path must not contain "?", "#" or spaces; use set_query for parameters');
+          error(args[0].loc, 'set_path must not contain "?", "#" or spaces; use set_query for parameters');
           return undefined;
         }
         return { op: 'set_path', value };
       }
       case 'set_query': {
-        if (!arity(d, ['name', 'value'])) return undefined;
-        const n = str(d.args[0], 'the query parameter');
-        const value = stringOrTemplate(d.args[1], 'the query value');
+        const args = arity(d, ['name', 'value']);
+        if (!args) return undefined;
+        const n = str(args[0], 'the query parameter');
+        const value = stringOrTemplate(args[1], 'the query value');
         if (n && n.value === '') error(n.loc, 'the query parameter name must not be empty');
         return n && n.value !== '' && value ? { op: 'set_query', name: n.value, value } : undefined;
       }
       default: {
-        if (!arity(d, ['name'])) return undefined;
-        const n = str(d.args[0], 'the query parameter');
+        const args = arity(d, ['name']);
+        if (!args) return undefined;
+        const n = str(args[0], 'the query parameter');
         return n ? { op: 'del_query', name: n.value } : undefined;
       }
     }
@@ -551,12 +569,14 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
     if (!noBlock(d)) return undefined;
     if (d.name === 'resp_passthrough') return arity(d, []) ? { op: 'resp_passthrough' } : undefined;
     if (d.name === 'resp_map') {
-      if (!arity(d, ['translator'])) return undefined;
-      const translator = registryName(d.args[0], 'translator', registries.translators);
+      const args = arity(d, ['translator']);
+      if (!args) return undefined;
+      const translator = registryName(args[0], 'translator', registries.translators);
       return translator ? { op: 'resp_map', translator } : undefined;
     }
-    if (!arity(d, ['transform'])) return undefined;
-    const transform = registryName(d.args[0], 'transform', registries.transforms);
+    const args = arity(d, ['transform']);
+    if (!args) return undefined;
+    const transform = registryName(args[0], 'transform', registries.transforms);
     return transform ? { op: 'sse_parse', transform } : undefined;
   }
 
@@ -599,13 +619,15 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
     }
     if (!noBlock(d)) return undefined;
     if (d.name === 'usage_extract') {
-      if (!arity(d, ['preset'])) return undefined;
-      const preset = registryName(d.args[0], 'usage preset', registries.usagePresets);
+      const args = arity(d, ['preset']);
+      if (!args) return undefined;
+      const preset = registryName(args[0], 'usage preset', registries.usagePresets);
       return preset ? { op: 'usage_extract', preset } : undefined;
     }
-    if (!arity(d, ['field', 'path'])) return undefined;
-    const f = name(d.args[0], 'the usage field');
-    const path = jsonPath(d.args[1], false);
+    const args = arity(d, ['field', 'path']);
+    if (!args) return undefined;
+    const f = name(args[0], 'the usage field');
+    const path = jsonPath(args[1], false);
     if (f && !(USAGE_FIELDS as readonly string[]).includes(f.value)) {
       error(f.loc, `unknown usage field ${JSON.stringify(f.value)} (known: ${USAGE_FIELDS.join(', ')})`);
       return undefined;
@@ -614,8 +636,9 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
   }
 
   function compileHook(d: DirectiveNode): HookRef | undefined {
-    if (!arity(d, ['module path'])) return undefined;
-    const s = str(d.args[0], 'the hook module path');
+    const args = arity(d, ['module path']);
+    if (!args) return undefined;
+    const s = str(args[0], 'the hook module path');
     if (!s) return undefined;
     if (s.value.trim() === '') {
       error(s.loc, 'the hook module path must not be empty');
@@ -629,11 +652,12 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
         ok = false;
         continue;
       }
-      if (!noBlock(item) || !keyValue(item)) {
+      const arg = noBlock(item) ? keyValue(item) : undefined;
+      if (arg === undefined) {
         ok = false;
         continue;
       }
-      const v = literal(item.args[1], false) as JsonValue | undefined;
+      const v = literal(arg, false) as JsonValue | undefined;
       if (v === undefined) ok = false;
       else
         Object.defineProperty(options, item.name, {
@@ -725,13 +749,15 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
     const args = d.args;
     let k = 0;
     while (k < args.length) {
-      const key = args[k];
+      const key = args[k]!;
       if (key.kind !== 'word' || (key.value !== 'api' && key.value !== 'stream')) {
         error(key.loc, 'expected api = "<api>" or stream = true|false');
         return { api, stream, ok: false };
       }
-      if (args[k + 1]?.kind !== 'equals' || args[k + 2] === undefined) {
-        error(args[k + 1]?.loc ?? key.loc, `expected ${key.value} = <value>`);
+      const eq = args[k + 1];
+      const v = args[k + 2];
+      if (eq?.kind !== 'equals' || v === undefined) {
+        error(eq?.loc ?? key.loc, `expected ${key.value} = <value>`);
         return { api, stream, ok: false };
       }
       if (seen.has(key.value)) {
@@ -739,7 +765,6 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
         ok = false;
       }
       seen.add(key.value);
-      const v = args[k + 2];
       if (key.value === 'api') {
         if (v.kind !== 'string') {
           error(v.loc, 'api must be a string in double quotes');
@@ -776,8 +801,9 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
       }
       syntaxSeen = true;
       if (providerDirective) error(d.loc, 'syntax must come before the provider block');
-      if (!noBlock(d) || !arity(d, ['version'])) continue;
-      const s = str(d.args[0], 'the syntax version');
+      const args = noBlock(d) ? arity(d, ['version']) : undefined;
+      if (!args) continue;
+      const s = str(args[0], 'the syntax version');
       if (!s) continue;
       if (s.value !== SYNTAX_VERSION) {
         error(s.loc, `unsupported syntax ${JSON.stringify(s.value)} (expected "${SYNTAX_VERSION}")`);
@@ -805,8 +831,10 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
 
   const pd = providerDirective;
   let providerName: string | undefined;
-  if (arity(pd, ['name'])) {
-    const s = str(pd.args[0], 'the provider name');
+  let providerNameAt: Pos = pd.loc;
+  const pdArgs = arity(pd, ['name']);
+  if (pdArgs) {
+    const s = str(pdArgs[0], 'the provider name');
     if (s && !PROVIDER_NAME.test(s.value)) {
       error(
         s.loc,
@@ -814,6 +842,7 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
       );
     } else if (s) {
       providerName = s.value;
+      providerNameAt = s.loc;
       const base = basename(file);
       if (base.endsWith('.conf') && base.slice(0, -'.conf'.length) !== s.value) {
         error(s.loc, `provider name ${JSON.stringify(s.value)} does not match the file name "${base}"`);
@@ -829,7 +858,7 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
     if (raw !== undefined && raw !== '') {
       const r = normalizeBaseUrl(raw);
       if (r.ok) envBaseUrl = r.url;
-      else error(pd.args[0].loc, `${envName}: ${r.message}`);
+      else error(providerNameAt, `${envName}: ${r.message}`);
     }
   }
 
@@ -860,8 +889,7 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
   }
 
   const rules: CompiledRule[] = [];
-  for (let j = 0; j < matches.length; j += 1) {
-    const { d, head, body } = matches[j];
+  for (const [j, { d, head, body }] of matches.entries()) {
     const shadow = head.ok
       ? matches
           .slice(0, j)

@@ -107,7 +107,7 @@ export function jsonSet(root: JsonObject, path: JsonPath, value: JsonValue): voi
   if (path.length === 0) throw new Error('cannot set the root of a JSON document');
   let container: JsonObject | JsonValue[] = root;
   for (let k = 0; k < path.length - 1; k += 1) {
-    const seg = path[k];
+    const seg = path[k]!;
     const wantArray = typeof path[k + 1] === 'number';
     const existing = Array.isArray(container) && typeof seg === 'string' ? undefined : child(container, seg);
     let nextContainer: JsonObject | JsonValue[];
@@ -119,7 +119,7 @@ export function jsonSet(root: JsonObject, path: JsonPath, value: JsonValue): voi
     }
     container = nextContainer;
   }
-  putInto(container, path[path.length - 1], value);
+  putInto(container, path[path.length - 1]!, value);
 }
 
 /** Writes into a container; a string key on an array is ignored rather than turning it into an object. */
@@ -153,10 +153,11 @@ function copyAlong(root: JsonObject, path: JsonPath, depth: number): JsonObject 
   const out: JsonObject = { ...root };
   let container: JsonObject | JsonValue[] = out;
   for (let k = 0; k < depth; k += 1) {
-    const existing = child(container, path[k]);
+    const seg = path[k]!;
+    const existing = child(container, seg);
     if (existing === null || typeof existing !== 'object') break;
     const copy: JsonObject | JsonValue[] = Array.isArray(existing) ? [...existing] : { ...existing };
-    put(container, path[k], copy);
+    put(container, seg, copy);
     container = copy;
   }
   return out;

@@ -87,7 +87,7 @@ export function tokenize(source: string): { tokens: Token[]; errors: LexError[] 
   }
 
   while (i < source.length) {
-    const c = source[i];
+    const c = source.charAt(i);
     if (c === '\n') {
       newline(i);
       i += 1;
@@ -132,8 +132,8 @@ export function tokenize(source: string): { tokens: Token[]; errors: LexError[] 
       NUMBER.lastIndex = i;
       const m = NUMBER.exec(source);
       let j = i + (m ? m[0].length : 1);
-      if (j < source.length && (isWordChar(source[j]) || source[j] === '.')) {
-        while (j < source.length && (isWordChar(source[j]) || source[j] === '.')) j += 1;
+      if (j < source.length && (isWordChar(source.charAt(j)) || source[j] === '.')) {
+        while (j < source.length && (isWordChar(source.charAt(j)) || source[j] === '.')) j += 1;
         errors.push({ pos: start, message: `invalid number "${source.slice(i, j)}"` });
         i = j;
         continue;
@@ -145,7 +145,7 @@ export function tokenize(source: string): { tokens: Token[]; errors: LexError[] 
     if (isWordStart(c)) {
       const start = pos(i);
       let j = i + 1;
-      while (j < source.length && isWordChar(source[j])) j += 1;
+      while (j < source.length && isWordChar(source.charAt(j))) j += 1;
       tokens.push({ kind: 'word', text: source.slice(i, j), pos: start, end: pos(j) });
       i = j;
       continue;

@@ -145,11 +145,12 @@ export function parse(file: string, source: string): ParseResult {
   const diagnostics: DslDiagnostic[] = errors.map((e) => ({ file, ...e.pos, message: e.message }));
   let i = 0;
 
+  // tokenize always ends the list with `eof`, so it is never empty and `i` never passes its end.
   function peek(offset = 0): Token {
-    return tokens[Math.min(i + offset, tokens.length - 1)];
+    return tokens[Math.min(i + offset, tokens.length - 1)]!;
   }
   function next(): Token {
-    const t = tokens[i];
+    const t = tokens[i]!;
     if (i < tokens.length - 1) i += 1;
     return t;
   }
@@ -158,7 +159,7 @@ export function parse(file: string, source: string): ParseResult {
   }
   /** End position of the last consumed token (where a missing `;` belongs). */
   function prevEnd(): Pos {
-    return i > 0 ? tokens[i - 1].end : tokens[0].pos;
+    return i > 0 ? tokens[i - 1]!.end : tokens[0]!.pos;
   }
 
   /** Skips to just after the next `;` of this level, or stops before a `}` that closes it. */

@@ -242,8 +242,8 @@ const MAX_REF_DEPTH = 8;
 function resolveRef(ref: string, root: JsonObject): JsonObject | undefined {
   const match = /^#\/(\$defs|definitions)\/(.+)$/.exec(ref);
   if (!match) return undefined;
-  const defs = root[match[1]];
-  const target = isObject(defs) ? defs[match[2].replace(/~1/g, '/').replace(/~0/g, '~')] : undefined;
+  const defs = root[match[1]!];
+  const target = isObject(defs) ? defs[match[2]!.replace(/~1/g, '/').replace(/~0/g, '~')] : undefined;
   return isObject(target) ? target : undefined;
 }
 
@@ -269,7 +269,7 @@ function convertToGemini(schema: JsonObject, root: JsonObject, depth: number): J
   if (Array.isArray(type)) {
     const concrete = type.filter((entry) => entry !== 'null');
     if (concrete.length < type.length) out.nullable = true;
-    if (concrete.length === 1) out.type = concrete[0];
+    if (concrete.length === 1) out.type = concrete[0]!;
     else if (concrete.length > 1) out.anyOf = concrete.map((entry) => ({ type: entry }));
   } else if (typeof type === 'string') {
     out.type = type;

@@ -135,7 +135,8 @@ function turnParts(parts: JsonValue[], path: string, ids: CallIds): TurnParts {
 
 /** A single text part goes as a plain string: the widest-supported form across compatible upstreams. */
 function messageContent(parts: JsonObject[]): JsonValue {
-  if (parts.length === 1 && parts[0].type === 'text') return parts[0].text ?? '';
+  const only = parts[0];
+  if (parts.length === 1 && only?.type === 'text') return only.text ?? '';
   return parts;
 }
 
@@ -223,7 +224,7 @@ function applyToolConfig(toolConfig: JsonValue | undefined, out: JsonObject): vo
   if (mode !== 'ANY') return;
   const allowed = asArray(field(calling, 'allowedFunctionNames')).filter((name) => typeof name === 'string');
   if (allowed.length === 1) {
-    out.tool_choice = { type: 'function', function: { name: allowed[0] } };
+    out.tool_choice = { type: 'function', function: { name: allowed[0]! } };
     return;
   }
   out.tool_choice = 'required';

@@ -73,7 +73,7 @@ function imageBlock(part: JsonObject, path: string): JsonObject {
   const url = isObject(image) ? asString(image.url) : asString(image);
   if (url === undefined) throw new TranslationError(`${path}.image_url.url must be a string`, path);
   const data = /^data:([^;,]+);base64,(.*)$/s.exec(url);
-  if (data) return { type: 'image', source: { type: 'base64', media_type: data[1], data: data[2] } };
+  if (data) return { type: 'image', source: { type: 'base64', media_type: data[1]!, data: data[2]! } };
   if (/^https?:\/\//i.test(url)) return { type: 'image', source: { type: 'url', url } };
   throw new TranslationError(`${path}.image_url.url must be a base64 data URL or an http(s) URL`, path);
 }
@@ -248,7 +248,9 @@ function translateRequest(body: JsonObject, init: TranslatorInit): JsonObject {
     throw new TranslationError('max_tokens must be a positive number', 'max_tokens');
   }
   out.max_tokens = typeof maxTokens === 'number' ? maxTokens : DEFAULT_MAX_TOKENS;
-  if (system.length === 1 && system[0].cache_control === undefined) out.system = system[0].text ?? '';
+  const onlySystem = system[0];
+  if (system.length === 1 && onlySystem !== undefined && onlySystem.cache_control === undefined)
+    out.system = onlySystem.text ?? '';
   else if (system.length > 0) out.system = system;
   out.messages = turns.map((turn) => {
     const only = turn.content.length === 1 ? turn.content[0] : undefined;

@@ -47,11 +47,14 @@ function inlineDataFromDataUrl(url: string, path: string): JsonObject {
   const match = /^data:([^;,]*)((?:;[^;,]*)*),(.*)$/s.exec(url);
   if (!match) throw new TranslationError('malformed data URL', path);
   const mimeType = match[1] || 'application/octet-stream';
-  const isBase64 = match[2].split(';').includes('base64');
-  if (isBase64) return { inlineData: { mimeType, data: match[3] } };
+  // Every group of the pattern takes part in any match, so each is a string (maybe empty).
+  const params = match[2]!;
+  const payload = match[3]!;
+  const isBase64 = params.split(';').includes('base64');
+  if (isBase64) return { inlineData: { mimeType, data: payload } };
   let text: string;
   try {
-    text = decodeURIComponent(match[3]);
+    text = decodeURIComponent(payload);
   } catch {
     throw new TranslationError('malformed data URL', path);
   }

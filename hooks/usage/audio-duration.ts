@@ -38,11 +38,12 @@ function wavSeconds(data: Buffer): number | undefined {
 
 function flacSeconds(data: Buffer): number | undefined {
   // "fLaC", then the first metadata block (4-byte header) is STREAMINFO.
-  if (data.length < 8 + 18 || data.toString('latin1', 0, 4) !== 'fLaC' || (data[4] & 0x7f) !== 0)
+  if (data.length < 8 + 18 || data.toString('latin1', 0, 4) !== 'fLaC' || (data.readUInt8(4) & 0x7f) !== 0)
     return undefined;
   const info = 8;
-  const sampleRate = (data[info + 10] << 12) | (data[info + 11] << 4) | (data[info + 12] >> 4);
-  const totalSamples = (data[info + 13] & 0x0f) * 2 ** 32 + data.readUInt32BE(info + 14);
+  const sampleRate =
+    (data.readUInt8(info + 10) << 12) | (data.readUInt8(info + 11) << 4) | (data.readUInt8(info + 12) >> 4);
+  const totalSamples = (data.readUInt8(info + 13) & 0x0f) * 2 ** 32 + data.readUInt32BE(info + 14);
   if (sampleRate === 0 || totalSamples === 0) return undefined;
   return totalSamples / sampleRate;
 }
@@ -56,17 +57,21 @@ function mp3Seconds(data: Buffer): number | undefined {
   // An ID3v2 tag first: 10-byte header, then a size in four 7-bit bytes.
   if (data.length >= 10 && data.toString('latin1', 0, 3) === 'ID3') {
     at =
-      10 + ((data[6] & 0x7f) << 21) + ((data[7] & 0x7f) << 14) + ((data[8] & 0x7f) << 7) + (data[9] & 0x7f);
+      10 +
+      ((data.readUInt8(6) & 0x7f) << 21) +
+      ((data.readUInt8(7) & 0x7f) << 14) +
+      ((data.readUInt8(8) & 0x7f) << 7) +
+      (data.readUInt8(9) & 0x7f);
   }
   const limit = Math.min(data.length - 4, at + 4096);
   for (let i = at; i < limit; i++) {
-    if (data[i] !== 0xff || (data[i + 1] & 0xe0) !== 0xe0) continue;
-    const version = (data[i + 1] >> 3) & 0x03; // 3 = MPEG-1, 2 = MPEG-2, 0 = MPEG-2.5, 1 reserved
-    const layer = (data[i + 1] >> 1) & 0x03; // 1 = layer III
-    const index = data[i + 2] >> 4;
+    if (data[i] !== 0xff || (data.readUInt8(i + 1) & 0xe0) !== 0xe0) continue;
+    const version = (data.readUInt8(i + 1) >> 3) & 0x03; // 3 = MPEG-1, 2 = MPEG-2, 0 = MPEG-2.5, 1 reserved
+    const layer = (data.readUInt8(i + 1) >> 1) & 0x03; // 1 = layer III
+    const index = data.readUInt8(i + 2) >> 4;
     if (version === 1 || layer !== 1) continue;
     const kbps = (version === 3 ? MP3_BITRATES_V1 : MP3_BITRATES_V2)[index];
-    if (kbps === 0) continue;
+    if (kbps === undefined || kbps === 0) continue;
     return ((data.length - i) * 8) / (kbps * 1000);
   }
   return undefined;

@@ -36,7 +36,7 @@ export function chunkEnd(text: string, start: number): number {
   if (limit >= text.length) return text.length;
   let at = text.lastIndexOf(' ', limit);
   while (at > start + CUT_FROM) {
-    if (!WHITESPACE.test(text[at - 1])) return at;
+    if (!WHITESPACE.test(text.charAt(at - 1))) return at;
     at = text.lastIndexOf(' ', at - 1);
   }
   const code = text.charCodeAt(limit);
