@@ -43,7 +43,7 @@ export class FastCounter {
     if (s === undefined) {
       const labels: Record<string, string> = {};
       this.#labelNames.forEach((n, i) => {
-        labels[n] = values[i];
+        labels[n] = values[i] ?? '';
       });
       s = { labels, value: 0 };
       this.#series.set(key, s);
@@ -103,7 +103,7 @@ export class FastHistogram {
     if (s === undefined) {
       const labels: Record<string, string> = {};
       this.#labelNames.forEach((n, i) => {
-        labels[n] = values[i];
+        labels[n] = values[i] ?? '';
       });
       s = { labels, counts: new Float64Array(this.#buckets.length + 1), sum: 0, count: 0 };
       this.#series.set(key, s);
@@ -113,8 +113,8 @@ export class FastHistogram {
     return {
       observe(v: number) {
         let i = 0;
-        while (i < buckets.length && v > buckets[i]) i++;
-        record.counts[i]++;
+        while (i < buckets.length && v > buckets[i]!) i++;
+        record.counts[i]!++;
         record.sum += v;
         record.count++;
       },
@@ -126,7 +126,7 @@ export class FastHistogram {
     for (const s of this.#series.values()) {
       let cumulative = 0;
       this.#buckets.forEach((le, i) => {
-        cumulative += s.counts[i];
+        cumulative += s.counts[i]!;
         values.push({
           value: cumulative,
           labels: { le: String(le), ...s.labels },

@@ -20,7 +20,7 @@ export function recordDelivered(ctx: RequestContext, data: string, size: { bytes
 // Fields that carry generated text in the completion-style, Anthropic and Gemini shapes (deltas too).
 const TEXT_KEYS = new Set(['content', 'text', 'arguments', 'partial_json', 'delta', 'refusal', 'thinking']);
 
-function collectText(value: JsonValue, out: string[], key: string | undefined): void {
+function collectText(value: JsonValue | undefined, out: string[], key: string | undefined): void {
   if (typeof value === 'string') {
     if (key !== undefined && TEXT_KEYS.has(key)) out.push(value);
     return;

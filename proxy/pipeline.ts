@@ -70,7 +70,7 @@ export function runResponseChunk(
 ): readonly ResponsePart[] {
   let current = parts;
   for (let i = from; i < hooks.length && current.length > 0; i++) {
-    const hook = hooks[i];
+    const hook = hooks[i]!;
     if (hook.onResponseChunk !== undefined) current = hook.onResponseChunk(ctx, current);
   }
   return current;
@@ -83,7 +83,7 @@ export function runResponseChunk(
 export function runResponseEnd(hooks: readonly Hook[], ctx: RequestContext): ResponsePart[] {
   const out: ResponsePart[] = [];
   for (let i = 0; i < hooks.length; i++) {
-    const hook = hooks[i];
+    const hook = hooks[i]!;
     if (hook.onResponseEnd === undefined) continue;
     const parts = hook.onResponseEnd(ctx);
     if (parts.length > 0) out.push(...runResponseChunk(hooks, ctx, parts, i + 1));

@@ -55,7 +55,7 @@ export function readBody(req: IncomingMessage, limit: number, idleTimeoutMs = 0)
     req.on('data', onData);
     req.on('end', () => {
       clearTimeout(timer);
-      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     });
     req.on('error', (err) => {
       clearTimeout(timer);

@@ -567,7 +567,7 @@ async function forward(
   const attempts = Math.min(choice.candidates.length, rt.config.limits.maxRetries + 1);
   let lastError: unknown;
   for (let i = 0; i < attempts; i++) {
-    const candidate = choice.candidates[i];
+    const candidate = choice.candidates[i]!;
     const provider = rt.providers.get(candidate.provider);
     if (provider === undefined) {
       lastError = new GatewayError('unknown_provider', `Unknown provider '${candidate.provider}'`);

@@ -44,7 +44,7 @@ export async function runSingleCommand(
 }
 
 function usageProblem(err: unknown, argv: readonly string[]): string {
-  const first = (err instanceof Error ? err.message : String(err)).split('\n')[0];
+  const [first = ''] = (err instanceof Error ? err.message : String(err)).split('\n');
   // The parser's guess when no command matches lists every form; an option missing its value lands here.
   if (first.startsWith('Command not found')) return `cannot parse the arguments: ${argv.join(' ')}`;
   return first.replace(/\.$/, '');

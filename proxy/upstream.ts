@@ -101,7 +101,7 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
     const chunks = this.#chunks;
     this.#chunks = [];
     this.#queued = 0;
-    return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
   }
 
   /** Discard the body (the connection is reused once it has been read to its end). */

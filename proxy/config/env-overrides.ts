@@ -66,6 +66,8 @@ function parseInteger(text: string): number | undefined {
 
 /** Writes `value` at `path`, creating missing parents (a non-mapping parent is replaced). */
 export function setPath(root: Record<string, unknown>, path: readonly string[], value: unknown): void {
+  const leaf = path.at(-1);
+  if (leaf === undefined) throw new Error('setPath needs a non-empty path');
   let node = root;
   for (const segment of path.slice(0, -1)) {
     const next = node[segment];
@@ -77,7 +79,7 @@ export function setPath(root: Record<string, unknown>, path: readonly string[], 
       node = created;
     }
   }
-  node[path[path.length - 1]] = value;
+  node[leaf] = value;
 }
 
 /**

@@ -35,8 +35,10 @@ export function parseIsoInstant(text: string): number | undefined {
   // Date.UTC rolls 2027-02-30 over into March; refuse instead.
   if (date.getUTCMonth() !== Number(month) - 1 || date.getUTCDate() !== Number(day)) return undefined;
   if (hour === undefined) return date.getTime();
+  // ISO_DATE makes the zone mandatory once a time is present.
+  const tz = zone!;
   if (Number(hour) > 23 || Number(minute) > 59 || Number(second ?? 0) > 59) return undefined;
-  const normalizedZone = zone.length === 5 ? `${zone.slice(0, 3)}:${zone.slice(3)}` : zone.toUpperCase();
+  const normalizedZone = tz.length === 5 ? `${tz.slice(0, 3)}:${tz.slice(3)}` : tz.toUpperCase();
   const millis = fraction === undefined ? '' : fraction.slice(0, 4);
   const iso = `${year}-${month}-${day}T${hour}:${minute}:${second ?? '00'}${millis}${normalizedZone}`;
   const ms = Date.parse(iso);
@@ -131,7 +133,7 @@ export function envAccessKeyNames(env: Env): string[] {
   for (const [variable, secret] of Object.entries(env)) {
     const match = ACCESS_KEY_ENV.exec(variable);
     if (match === null || RESERVED_ENV.has(variable) || secret === undefined || secret === '') continue;
-    names.push(match[1].toLowerCase());
+    names.push(match[1]!.toLowerCase());
   }
   return names.sort();
 }
@@ -142,7 +144,7 @@ function applyAccessKeyEnv(keys: Located[], env: Env): Located[] {
   for (const [variable, secret] of Object.entries(env)) {
     const match = ACCESS_KEY_ENV.exec(variable);
     if (match === null || RESERVED_ENV.has(variable) || secret === undefined || secret === '') continue;
-    const name = match[1].toLowerCase();
+    const name = match[1]!.toLowerCase();
     const index = out.findIndex((located) => located.entry.name === name);
     if (index === -1) {
       out.push({
@@ -160,7 +162,7 @@ function applyAccessKeyEnv(keys: Located[], env: Env): Located[] {
         envName: variable,
       });
     } else {
-      const existing = out[index];
+      const existing = out[index]!;
       out[index] = {
         entry: { ...existing.entry, value: secret, hash: undefined },
         pointer: existing.pointer,
@@ -267,7 +269,7 @@ function applyProviderKeyEnv(providers: Map<string, UpstreamKey[]>, env: Env): v
     const match = PROVIDER_KEY_ENV.exec(variable);
     if (match === null || secret === undefined || secret === '') continue;
     // A provider the file names keeps its spelling; otherwise the conventional kebab-case name.
-    const provider = byEnvName.get(variable) ?? match[1].toLowerCase().replaceAll('_', '-');
+    const provider = byEnvName.get(variable) ?? match[1]!.toLowerCase().replaceAll('_', '-');
     providers.set(provider, [{ name: ENV_UPSTREAM_KEY_NAME, value: secret }]);
   }
 }

@@ -13,7 +13,7 @@ export function parseListenAddress(text: string): ListenAddress | undefined {
   if (match === null) return undefined;
   const port = Number(match[3]);
   if (port > 65535) return undefined;
-  const host = match[1] ?? (match[2] === '' ? '0.0.0.0' : match[2]);
+  const host = match[1] ?? (match[2] || '0.0.0.0');
   return { host, port };
 }
 

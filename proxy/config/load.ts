@@ -374,11 +374,11 @@ function toConfig(
 /** Checks that need both the main file and the keys file. */
 function checkKeysAgainstConfig(raw: RawConfig, keys: KeysConfig, report: ReturnType<typeof reporter>): void {
   const file = keys.file ?? '(environment)';
-  const hashed = keys.accessKeys.filter((key) => key.hash !== undefined);
-  if (hashed.length > 0 && empty(raw.store.access_key_hash_secret)) {
+  const hashed = keys.accessKeys.find((key) => key.hash !== undefined);
+  if (hashed !== undefined && empty(raw.store.access_key_hash_secret)) {
     report(
       '/store/access_key_hash_secret',
-      `${file}: access key "${hashed[0].name}" is given as a hash, which needs store.access_key_hash_secret`,
+      `${file}: access key "${hashed.name}" is given as a hash, which needs store.access_key_hash_secret`,
       '/keys',
     );
   }

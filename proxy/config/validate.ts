@@ -104,14 +104,14 @@ function editDistance(a: string, b: string): number {
     const current = [i];
     for (let j = 1; j <= b.length; j++) {
       current[j] = Math.min(
-        previous[j] + 1,
-        current[j - 1] + 1,
-        previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1),
+        previous[j]! + 1,
+        current[j - 1]! + 1,
+        previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
       );
     }
     previous = current;
   }
-  return previous[b.length];
+  return previous[b.length]!;
 }
 
 /** The closest known key, for "did you mean" hints on typos. */

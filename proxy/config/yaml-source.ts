@@ -61,10 +61,10 @@ function positionOf(starts: readonly number[], offset: number): SourcePosition {
   let high = starts.length - 1;
   while (low < high) {
     const mid = (low + high + 1) >> 1;
-    if (starts[mid] <= offset) low = mid;
+    if (starts[mid]! <= offset) low = mid;
     else high = mid - 1;
   }
-  return { line: low + 1, col: offset - starts[low] + 1 };
+  return { line: low + 1, col: offset - starts[low]! + 1 };
 }
 
 function eventOffset(event: Event): number {
