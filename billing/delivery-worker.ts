@@ -264,7 +264,7 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
   }
 
   function advance(): void {
-    while (window.length > 0 && window[0].state === 'done') {
+    while (window[0]?.state === 'done') {
       const slot = window.shift() as Slot;
       committed = positionAfter(slot.item);
       if (doneSinceCheckpoint === 0) firstUncheckpointedAt = Date.now();
@@ -416,7 +416,7 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
             if (slot.state === 'new') dispatch(slot);
           }
         }
-        if (window.length > 0 && window[0].state === 'done') continue;
+        if (window[0]?.state === 'done') continue;
         if (window.length === 0 && exhausted) {
           if (doneSinceCheckpoint > 0 || attemptsDirty) await checkpoint();
           settleDrainWaiters(scanGen);
@@ -455,7 +455,8 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
       } catch (err) {
         logger?.error({ err: errorText(err) }, 'could not read the dead letter for replay');
       }
-      if (queued.length === 0 || failures > 0) {
+      const record = queued[0];
+      if (record === undefined || failures > 0) {
         if (failures > 0) {
           const wait = backoffDelay(failures, config.retryIntervalMs, config.maxRetryIntervalMs, random);
           await sleep(wait, stopController.signal);
@@ -465,9 +466,8 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
           });
         }
         replayPoked = false;
-        if (queued.length === 0) continue;
+        if (record === undefined) continue;
       }
-      const record = queued[0];
       const id = deadLetterId(record);
       const result = await Promise.resolve()
         .then(() => client.ingest(record.event, inflightAbort.signal))

@@ -292,7 +292,7 @@ export async function openOutboxReader(dir: string, opts: OutboxReaderOptions = 
       { version: 1, segment: pos.segment, offset: pos.offset, attempts },
       opts.onFsync,
     );
-    while (sealedSeen.length > 0 && sealedSeen[0] < pos.segment) {
+    while (sealedSeen.length > 0 && sealedSeen[0]! < pos.segment) {
       const seq = sealedSeen.shift() as number;
       await removeIfExists(join(dir, segmentFileName(seq)));
     }

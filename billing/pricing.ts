@@ -224,10 +224,10 @@ function positionAt(starts: readonly number[], offset: number): { line: number; 
   let high = starts.length - 1;
   while (low < high) {
     const mid = (low + high + 1) >> 1;
-    if (starts[mid] <= offset) low = mid;
+    if (starts[mid]! <= offset) low = mid;
     else high = mid - 1;
   }
-  return { line: low + 1, col: offset - starts[low] + 1 };
+  return { line: low + 1, col: offset - starts[low]! + 1 };
 }
 
 // ---------------------------------------------------------------------------------------------------

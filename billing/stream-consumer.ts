@@ -208,7 +208,7 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
       if (next.ok || blamesService(next)) return next.ok;
     }
     for (let i = outcomes.length - 1; i >= 0; i--) {
-      const o = outcomes[i];
+      const o = outcomes[i]!;
       if (o.id !== id && (o.ok || blamesService(o))) return o.ok;
     }
     return undefined;
@@ -520,7 +520,7 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
       | [string, StreamEntries][]
       | null;
     if (reply === null || reply.length === 0) return [];
-    return reply[0][1];
+    return reply[0]![1];
   }
 
   const heartbeatTimer = setInterval(() => {
@@ -544,8 +544,10 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
         .xpending(keys.stream, group)
         .xlen(keys.deadLetter)
         .exec();
-      if (reply === null) throw new Error('store did not answer');
-      const [lenR, pendR, deadR] = reply;
+      const [lenR, pendR, deadR] = reply ?? [];
+      if (reply === null || lenR === undefined || pendR === undefined || deadR === undefined) {
+        throw new Error('store did not answer');
+      }
       for (const [err] of reply) {
         if (err && !err.message.startsWith('NOGROUP')) throw err;
       }

@@ -158,7 +158,8 @@ export async function openEventSpool(
         ...events.map((e) => JSON.stringify(e.event)),
       );
     }
-    await src.reader.commit(positionAfter(batch[batch.length - 1]), {});
+    // A held batch is never empty (see above).
+    await src.reader.commit(positionAfter(batch[batch.length - 1]!), {});
     src.held = undefined;
     moved += events.length;
     return true;

@@ -79,7 +79,7 @@ export function createRedisEventQueue(
     }
     const sent =
       events.length === 1
-        ? client.xadd(keys.stream, '*', 'payload', events[0].payload)
+        ? client.xadd(keys.stream, '*', 'payload', events[0]!.payload)
         : client.eval(XADD_BATCH, 1, keys.stream, ...events.map((e) => e.payload));
     sending++;
     sent.then(
@@ -170,10 +170,13 @@ export async function openRedisBillingSink(
     queue,
     async readiness() {
       const reply = await client.pipeline().xlen(keys.stream).xlen(keys.deadLetter).exec();
-      if (reply === null) throw new StoreUnavailableError('readiness');
+      const [lenR, deadR] = reply ?? [];
+      if (reply === null || lenR === undefined || deadR === undefined) {
+        throw new StoreUnavailableError('readiness');
+      }
       for (const [err] of reply) if (err) throw new StoreUnavailableError('readiness', err);
       const spooled = shared === undefined ? 0 : await shared.spool.pending();
-      return { pending: Number(reply[0][1]) + spooled, dead_letter: Number(reply[1][1]) };
+      return { pending: Number(lenR[1]) + spooled, dead_letter: Number(deadR[1]) };
     },
     async close() {
       // Events still on their way end on the stream or in the spool before either closes.

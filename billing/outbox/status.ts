@@ -86,7 +86,7 @@ export function openOutboxStatus(dir: string): OutboxStatusView {
       let lines = 0;
       if (firstBlock < completeBlocks) {
         lines += await countRange(fh, buf, start, (firstBlock + 1) * BLOCK - start);
-        for (let b = firstBlock + 1; b < completeBlocks; b++) lines += counts.blocks[b];
+        for (let b = firstBlock + 1; b < completeBlocks; b++) lines += counts.blocks[b]!;
         lines += await countRange(fh, buf, completeBlocks * BLOCK, size - completeBlocks * BLOCK);
       } else {
         lines += await countRange(fh, buf, start, size - start);
