@@ -31,7 +31,7 @@ export function readBody(
     });
     req.on('end', function onEnd() {
       if (size > limit) reject(new BodyTooLargeError(`body larger than ${limit} bytes`));
-      else resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     });
     req.on('error', reject);
   });

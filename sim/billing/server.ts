@@ -80,7 +80,7 @@ function decodeSegment(segment: string): string | undefined {
 function matchRoute(path: string): Route | undefined {
   const parts = path.split('/');
   if (parts[0] !== '' || parts[1] !== 'v1' || parts[2] !== 'projects' || parts.length < 5) return undefined;
-  const projectId = decodeSegment(parts[3]);
+  const projectId = decodeSegment(parts[3]!);
   if (projectId === undefined) return undefined;
   const rest = parts.slice(4).join('/');
   if (
@@ -89,7 +89,7 @@ function matchRoute(path: string): Route | undefined {
     parts[6] === 'events' &&
     parts[7] === 'ingest'
   ) {
-    const ruleSetId = decodeSegment(parts[5]);
+    const ruleSetId = decodeSegment(parts[5]!);
     return ruleSetId === undefined ? undefined : { kind: 'ingest', method: 'POST', projectId, ruleSetId };
   }
   if (rest === 'wallets/realtime/amount') return { kind: 'balance', method: 'GET', projectId };
@@ -341,7 +341,7 @@ class BillingSimulator implements BillingSim {
   #notify(list: Waiter[], current: number): void {
     if (list.length === 0) return;
     for (let i = list.length - 1; i >= 0; i -= 1) {
-      const waiter = list[i];
+      const waiter = list[i]!;
       if (current >= waiter.count) {
         list.splice(i, 1);
         clearTimeout(waiter.timer);
@@ -648,11 +648,11 @@ class BillingSimulator implements BillingSim {
     }
     const data: Array<Record<string, unknown>> = [];
     for (let i = this.#events.length - 1; i >= 0 && data.length < limit; i -= 1) {
-      const event = this.#events[i];
+      const event = this.#events[i]!;
       const amounts: Record<string, string> = {};
       for (const [currency, amount] of chargeTotals(chargeItems(event)))
         amounts[currency] = formatMoney(amount);
-      data.push({ ...event, received_at: Math.floor(this.#receivedAt[i] / 1000), amounts });
+      data.push({ ...event, received_at: Math.floor(this.#receivedAt[i]! / 1000), amounts });
     }
     sendJson(res, 200, { data, limit, total: this.#accepted, has_more: this.#events.length > data.length });
   }

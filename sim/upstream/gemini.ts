@@ -212,8 +212,8 @@ function generate(req: SimRequest, stream: boolean): SimReply {
   };
 }
 
-function embeddingDims(model: string, requested: unknown): number {
-  return asNumber(requested) ?? (model.includes('gemini-embedding') ? 3072 : 768);
+function embeddingDims(model: string | undefined, requested: unknown): number {
+  return asNumber(requested) ?? (model?.includes('gemini-embedding') ? 3072 : 768);
 }
 
 function embedContent(req: SimRequest): SimReply {

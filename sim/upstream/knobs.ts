@@ -61,10 +61,10 @@ export function readKnobs(headers: IncomingHttpHeaders, model: string, defaultCh
 function applyModelKnobs(knobs: Knobs, model: string, headers: IncomingHttpHeaders): void {
   if (knobs.fail === undefined) {
     const m = MODEL_FAIL_RE.exec(model);
-    if (m) knobs.fail = parseFailMode(m[1]);
+    if (m) knobs.fail = parseFailMode(m[1]!);
   }
   for (const m of model.matchAll(MODEL_NUM_RE)) {
-    const n = Number.parseInt(m[2], 10);
+    const n = Number.parseInt(m[2]!, 10);
     if (m[1] === 'chunks' && headers['x-sim-chunks'] === undefined) knobs.chunks = Math.max(1, n);
     else if (m[1] === 'delay' && headers['x-sim-chunk-delay-ms'] === undefined) knobs.chunkDelayMs = n;
     else if (m[1] === 'latency' && headers['x-sim-latency-ms'] === undefined) knobs.latencyMs = n;

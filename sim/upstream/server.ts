@@ -94,19 +94,24 @@ function resolveRoute(
   if (exact) return exact;
   if (method === 'POST') {
     const m = GEMINI_PATH.exec(pathname);
-    const handler = m ? geminiMethods[m[2]] : undefined;
-    if (m && handler) return { dialect: geminiDialect, handler, params: { model: decodeURIComponent(m[1]) } };
+    const handler = m ? geminiMethods[m[2]!] : undefined;
+    if (m && handler)
+      return { dialect: geminiDialect, handler, params: { model: decodeURIComponent(m[1]!) } };
   } else if (method === 'GET') {
     const g = GEMINI_MODEL_PATH.exec(pathname);
     if (g)
       return {
         dialect: geminiDialect,
         handler: geminiModelInfo,
-        params: { model: decodeURIComponent(g[1]) },
+        params: { model: decodeURIComponent(g[1]!) },
       };
     const o = OPENAI_MODEL_PATH.exec(pathname);
     if (o)
-      return { dialect: openaiDialect, handler: openaiGetModel, params: { model: decodeURIComponent(o[1]) } };
+      return {
+        dialect: openaiDialect,
+        handler: openaiGetModel,
+        params: { model: decodeURIComponent(o[1]!) },
+      };
   }
   return undefined;
 }
@@ -418,7 +423,7 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
       chunks.push(chunk);
     });
     req.on('end', function onEnd() {
-      onBody(req, res, ex, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+      onBody(req, res, ex, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
     });
   });
   server.keepAliveTimeout = 30_000;

@@ -96,7 +96,7 @@ export function replyText(userText: string, knobs: Knobs): string {
   if (knobs.unicode || /unicode/i.test(userText)) out += ` ${UNICODE_SAMPLE}.`;
   if (knobs.words > 0) {
     const filler: string[] = new Array(knobs.words);
-    for (let i = 0; i < knobs.words; i++) filler[i] = FILLER[i % FILLER.length];
+    for (let i = 0; i < knobs.words; i++) filler[i] = FILLER[i % FILLER.length]!;
     out += ` ${filler.join(' ')}.`;
   }
   return out;
@@ -127,7 +127,7 @@ export function toolCall(name: string, userText: string): ToolCallPlan {
   const m =
     /weather (?:in|for|at) (\p{Lu}[\p{L}'-]*(?: \p{Lu}[\p{L}'-]*)*)/u.exec(userText) ??
     /weather (?:in|for|at) ([\p{L}'-]+)/iu.exec(userText);
-  const args = { location: m ? m[1] : 'Paris', unit: 'celsius' };
+  const args = { location: m?.[1] ?? 'Paris', unit: 'celsius' };
   return { name, args, argsJson: JSON.stringify(args) };
 }
 
@@ -182,7 +182,7 @@ export function embeddingVector(text: string, dims: number): Float32Array {
     norm += v * v;
   }
   const scale = norm > 0 ? 1 / Math.sqrt(norm) : 1;
-  for (let i = 0; i < dims; i++) out[i] *= scale;
+  for (let i = 0; i < dims; i++) out[i]! *= scale;
   return out;
 }
 

@@ -10,7 +10,8 @@ function day(ms: number | undefined): string {
 }
 
 export function formatKeyTable(keys: readonly AdminKey[], now = Date.now()): string {
-  const rows = [['NAME', 'SUBJECT', 'STATUS', 'EXPIRES', 'CREATED']];
+  const header = ['NAME', 'SUBJECT', 'STATUS', 'EXPIRES', 'CREATED'];
+  const rows = [header];
   for (const k of keys) {
     const expired = k.status === 'active' && k.expiresAt !== undefined && k.expiresAt <= now;
     rows.push([
@@ -21,11 +22,11 @@ export function formatKeyTable(keys: readonly AdminKey[], now = Date.now()): str
       day(k.createdAt),
     ]);
   }
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  const widths = header.map((_, i) => Math.max(...rows.map((r) => r[i]?.length ?? 0)));
   return rows
     .map((r) =>
       r
-        .map((c, i) => c.padEnd(widths[i]))
+        .map((c, i) => c.padEnd(widths[i] ?? 0))
         .join('  ')
         .trimEnd(),
     )

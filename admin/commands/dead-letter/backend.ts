@@ -122,7 +122,7 @@ async function openStoreBackend(config: RouterConfig): Promise<DeadLetterBackend
 
   function toStoreEntry([id, flat]: [string, string[]]): DeadLetterEntry {
     const fields: Record<string, unknown> = {};
-    for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]] = flat[i + 1];
+    for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1];
     let event: unknown = fields.payload;
     try {
       event = JSON.parse(String(fields.payload));

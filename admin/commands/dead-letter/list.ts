@@ -7,14 +7,15 @@ import type { DeadLetterBackend, DeadLetterEntry } from './backend.ts';
 import { DeadLetterCommand } from './base.ts';
 
 export function formatDeadLetterTable(entries: readonly DeadLetterEntry[]): string {
-  const rows = [['ID', 'REQUEST_ID', 'SUBJECT', 'ATTEMPTS', 'ERROR', 'DEAD_LETTERED_AT', 'STATE']];
+  const header = ['ID', 'REQUEST_ID', 'SUBJECT', 'ATTEMPTS', 'ERROR', 'DEAD_LETTERED_AT', 'STATE'];
+  const rows = [header];
   for (const e of entries)
     rows.push([e.id, e.requestId, e.subject, String(e.attempts), e.errorCode, e.deadLetteredAt, e.state]);
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  const widths = header.map((_, i) => Math.max(...rows.map((r) => r[i]?.length ?? 0)));
   return rows
     .map((r) =>
       r
-        .map((c, i) => c.padEnd(widths[i]))
+        .map((c, i) => c.padEnd(widths[i] ?? 0))
         .join('  ')
         .trimEnd(),
     )
