@@ -35,7 +35,7 @@ async function cpuTicks(pid: number): Promise<number> {
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
 }
 
 async function main(): Promise<void> {
@@ -78,35 +78,35 @@ async function main(): Promise<void> {
       stops.push(() => redis.service.stop());
       variant.redisUrl = redis.url;
     }
-    const gateways: Peer[] = [];
-    for (const [name, repo] of [
-      ['a', resolve(values.base)],
-      ['b', REPO],
-    ] as const) {
+    const start = async (name: 'a' | 'b', repo: string): Promise<Peer> => {
       // Each in its own folder, so each has its own outbox; in Redis mode each its own key prefix.
       const peer = await startGatewayProcess(await workspace(repo, name), up.url, {
         ...variant,
         id: values.mode === 'redis' ? (`gateway-redis-${name}` as GatewayVariant['id']) : 'gateway',
       });
       stops.push(() => peer.service.stop());
-      gateways.push(peer);
-    }
-    const targets = gateways.map((g) => chatTarget(g, up.url));
+      return peer;
+    };
+    const gateways: [Peer, Peer] = [await start('a', resolve(values.base)), await start('b', REPO)];
+    const targets = [chatTarget(gateways[0], up.url), chatTarget(gateways[1], up.url)] as const;
     for (const t of targets) await throughput(t, 64, 2); // warm-up (JIT)
     const ratios: number[] = [];
-    const cpu: number[][] = [[], []];
+    const cpu: [number[], number[]] = [[], []];
     for (let round = 0; round < rounds; round++) {
-      const rps: number[] = [0, 0];
-      for (const i of round % 2 === 0 ? [0, 1] : [1, 0]) {
+      const rps: [number, number] = [0, 0];
+      const roundCpu: [number, number] = [0, 0];
+      const order: readonly (0 | 1)[] = round % 2 === 0 ? [0, 1] : [1, 0];
+      for (const i of order) {
         const before = await cpuTicks(gateways[i].service.pid);
         const r = await throughput(targets[i], 64, seconds);
         const ticks = (await cpuTicks(gateways[i].service.pid)) - before;
         rps[i] = r.requestsPerSec;
-        cpu[i].push((ticks * 10_000) / Math.max(1, r.total2xx)); // µs per request
+        roundCpu[i] = (ticks * 10_000) / Math.max(1, r.total2xx); // µs per request
+        cpu[i].push(roundCpu[i]);
       }
       ratios.push(rps[1] / rps[0]);
       console.log(
-        `round ${round + 1}: A ${Math.round(rps[0])} req/s, B ${Math.round(rps[1])} req/s, B/A ${(rps[1] / rps[0]).toFixed(3)}; CPU per request A ${cpu[0][round].toFixed(1)} µs, B ${cpu[1][round].toFixed(1)} µs`,
+        `round ${round + 1}: A ${Math.round(rps[0])} req/s, B ${Math.round(rps[1])} req/s, B/A ${(rps[1] / rps[0]).toFixed(3)}; CPU per request A ${roundCpu[0].toFixed(1)} µs, B ${roundCpu[1].toFixed(1)} µs`,
       );
     }
     console.log(

@@ -56,7 +56,7 @@ async function main(): Promise<void> {
       const s = summarize(Float64Array.from(samples.get(name)?.flatMap((a) => [...a]) ?? []));
       const r = [...(rates.get(name) ?? [])].sort((a, b) => a - b);
       console.log(
-        `${name.padEnd(30)} c=1 p50 ${s.p50.toFixed(3)} ms (added ${(s.p50 - base).toFixed(3)}), p99 ${s.p99.toFixed(3)} ms; c=64 median ${Math.round(r[2])} req/s`,
+        `${name.padEnd(30)} c=1 p50 ${s.p50.toFixed(3)} ms (added ${(s.p50 - base).toFixed(3)}), p99 ${s.p99.toFixed(3)} ms; c=64 median ${Math.round(r[2] ?? Number.NaN)} req/s`,
       );
     }
   } finally {

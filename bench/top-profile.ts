@@ -37,7 +37,8 @@ export function topSelfTime(profile: CpuProfile, top = 10, root = process.cwd())
   // timeDeltas[i] is the time before sample i; the time spent in sample i is the next delta.
   for (let i = 0; i < samples.length; i++) {
     const dt = deltas[i + 1] ?? 0;
-    selfUs.set(samples[i], (selfUs.get(samples[i]) ?? 0) + dt);
+    const id = samples[i]!;
+    selfUs.set(id, (selfUs.get(id) ?? 0) + dt);
   }
   const totals = new Map<string, SelfTime>();
   let busyUs = 0;
@@ -72,7 +73,7 @@ async function newestProfile(dir: string): Promise<string> {
   if (pool.length === 0) throw new Error(`no .cpuprofile in ${dir}`);
   const withTimes = await Promise.all(pool.map(async (f) => ({ f, t: (await stat(join(dir, f))).mtimeMs })));
   withTimes.sort((a, b) => b.t - a.t);
-  return join(dir, withTimes[0].f);
+  return join(dir, withTimes[0]!.f);
 }
 
 if (import.meta.main) {

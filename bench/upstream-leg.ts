@@ -84,10 +84,10 @@ async function main(): Promise<void> {
   const simUrl = await new Promise<string>((resolve) => {
     sim.stdout?.on('data', (d: Buffer) => {
       const m = /(http:\/\/\S+)/.exec(d.toString());
-      if (m) resolve(m[1]);
+      if (m) resolve(m[1]!);
     });
   });
-  const results: Record<string, number[]> = { undici: [], 'http-proxy-3': [] };
+  const results: Record<'undici' | 'http-proxy-3', number[]> = { undici: [], 'http-proxy-3': [] };
   for (const kind of ['undici', 'http-proxy-3'] as const) {
     const f = await start(['--serve', kind, simUrl]);
     const url = `http://127.0.0.1:${f.port}/v1/chat/completions`;
@@ -96,7 +96,7 @@ async function main(): Promise<void> {
     f.child.kill();
   }
   sim.kill();
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[1];
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[1] ?? Number.NaN;
   const u = median(results.undici);
   const h = median(results['http-proxy-3']);
   console.log(JSON.stringify({ undici: results.undici, httpProxy3: results['http-proxy-3'] }));
@@ -106,5 +106,8 @@ async function main(): Promise<void> {
 }
 
 const i = process.argv.indexOf('--serve');
-if (i >= 0) await serve(process.argv[i + 1], process.argv[i + 2]);
-else await main();
+if (i >= 0) {
+  const [kind, target] = process.argv.slice(i + 1);
+  if (kind === undefined || target === undefined) throw new Error('usage: --serve <kind> <upstream url>');
+  await serve(kind, target);
+} else await main();

@@ -20,7 +20,7 @@ export async function machineInfo(): Promise<MachineInfo> {
   let cpuModel = 'unknown';
   try {
     const m = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'));
-    if (m) cpuModel = m[1].trim();
+    if (m) cpuModel = m[1]!.trim();
   } catch {
     // not Linux
   }
@@ -34,10 +34,11 @@ export async function machineInfo(): Promise<MachineInfo> {
     kernel: release(),
     node: process.version,
     nginx,
-    loadAvgStart: Math.round(loadavg()[0] * 100) / 100,
+    loadAvgStart: loadAverage(),
   };
 }
 
 export function loadAverage(): number {
-  return Math.round(loadavg()[0] * 100) / 100;
+  // loadavg() always has the 1, 5 and 15 minute figures.
+  return Math.round(loadavg()[0]! * 100) / 100;
 }

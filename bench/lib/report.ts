@@ -72,12 +72,14 @@ export function pairedRatio(
   if (ra.length > 1 && ra.length === rb.length) {
     const ratios: number[] = [];
     for (let i = 0; i < ra.length; i++) {
-      if (Number.isFinite(ra[i]) && Number.isFinite(rb[i]) && rb[i] > 0) ratios.push(ra[i] / rb[i]);
+      const x = ra[i]!;
+      const y = rb[i]!;
+      if (Number.isFinite(x) && Number.isFinite(y) && y > 0) ratios.push(x / y);
     }
     if (ratios.length > 0) {
       ratios.sort((x, y) => x - y);
       const mid = Math.floor(ratios.length / 2);
-      return ratios.length % 2 === 1 ? ratios[mid] : (ratios[mid - 1] + ratios[mid]) / 2;
+      return ratios.length % 2 === 1 ? ratios[mid]! : (ratios[mid - 1]! + ratios[mid]!) / 2;
     }
   }
   return b.requestsPerSec === 0 ? undefined : a.requestsPerSec / b.requestsPerSec;

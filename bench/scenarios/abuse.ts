@@ -183,7 +183,7 @@ async function gatewayCounters(origin: string): Promise<Record<string, number>> 
       /^(router_(?:connections_shed_total|client_timeouts_total|client_connections_max)\S*) (\S+)$/.exec(
         line,
       );
-    if (m) out[m[1]] = Number(m[2]);
+    if (m) out[m[1]!] = Number(m[2]);
   }
   return out;
 }

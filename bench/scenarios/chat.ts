@@ -71,7 +71,7 @@ export async function runChat(ctx: BenchContext): Promise<ChatResult> {
       const x = r[id];
       return x === undefined || isError(x) ? Number.NaN : x.requestsPerSec;
     });
-    tp[id] = { ...sorted[Math.floor(sorted.length / 2)], rounds: inOrder };
+    tp[id] = { ...sorted[Math.floor(sorted.length / 2)]!, rounds: inOrder };
   }
   // Latency at c=1 in the same interleaved rounds, every sample pooled per peer: a slow minute of the
   // machine then lands on every peer alike instead of on whichever peer it happened to meet.
