@@ -98,9 +98,9 @@ test('store mode: create prints the secret once and stores only its HMAC; list, 
   const listed = await admin('access-key', 'list', '--config', config);
   assert.equal(listed.code, 0);
   const lines = listed.out.trim().split('\n');
-  assert.match(lines[0], /^NAME\s+SUBJECT\s+STATUS\s+EXPIRES\s+CREATED$/);
-  assert.match(lines[1], /^ci\s+team:team-x\s+active\s+-\s+\d{4}-/);
-  assert.match(lines[2], /^client-a\s+api_key:client-a\s+active/);
+  assert.match(lines[0]!, /^NAME\s+SUBJECT\s+STATUS\s+EXPIRES\s+CREATED$/);
+  assert.match(lines[1]!, /^ci\s+team:team-x\s+active\s+-\s+\d{4}-/);
+  assert.match(lines[2]!, /^client-a\s+api_key:client-a\s+active/);
   assert.equal(listed.out.includes(secret), false);
 
   const rotated = await admin('access-key', 'rotate', '--config', config, '--name', 'client-a');
@@ -220,7 +220,7 @@ test('file mode: the commands edit the keys file, storing hashes when a hash sec
   // The gateway's own loader accepts what was written, and the key authenticates by hash.
   const loaded = await loadConfig(config, { env: {} });
   assert.deepEqual(loaded.diagnostics, []);
-  assert.equal(loaded.config?.keys.accessKeys[0].hash, hashAccessKey(HASH_SECRET, secret));
+  assert.equal(loaded.config?.keys.accessKeys[0]?.hash, hashAccessKey(HASH_SECRET, secret));
 
   assert.equal((await admin('access-key', 'revoke', '--config', config, '--name', 'local')).code, 0);
   const listed = await admin('access-key', 'list', '--config', config);

@@ -56,7 +56,7 @@ const idsOf = (listOut: string): string[] =>
     .trim()
     .split('\n')
     .slice(1)
-    .map((l) => l.split(/\s+/)[0]);
+    .map((l) => l.split(/\s+/)[0]!);
 
 test('file mode: list, show, dry run, replay through the running sidecar exactly once (also twice at once)', async (t) => {
   const stack = await startBillingStack({
@@ -80,7 +80,7 @@ test('file mode: list, show, dry run, replay through the running sidecar exactly
   const ids = idsOf(listed.out);
   assert.equal(ids.length, 3);
 
-  const shown = await admin('dead-letter', 'show', ...cfg, ids[1]);
+  const shown = await admin('dead-letter', 'show', ...cfg, ids[1]!);
   assert.equal(shown.code, 0, shown.err);
   const record = JSON.parse(shown.out);
   assert.equal(record.event.idempotency_key, 'router:req-1');
@@ -101,8 +101,8 @@ test('file mode: list, show, dry run, replay through the running sidecar exactly
 
   // Twice at once: one of them queues it, the other finds it queued (or already delivered and gone).
   const [a, b] = await Promise.all([
-    admin('dead-letter', 'replay', ...cfg, ids[0]),
-    admin('dead-letter', 'replay', ...cfg, ids[0]),
+    admin('dead-letter', 'replay', ...cfg, ids[0]!),
+    admin('dead-letter', 'replay', ...cfg, ids[0]!),
   ]);
   const outcomes = [a.out, b.out].map((o) => o.split(' ')[0] + (o.startsWith('already') ? ' queued' : ''));
   assert.equal(outcomes.filter((o) => o === 'queued').length, 1, `${a.out} / ${b.out}`);
@@ -111,7 +111,7 @@ test('file mode: list, show, dry run, replay through the running sidecar exactly
     async () => idsOf((await admin('dead-letter', 'list', ...cfg)).out).length === 2,
     'record removed',
   );
-  const again = await admin('dead-letter', 'replay', ...cfg, ids[0]);
+  const again = await admin('dead-letter', 'replay', ...cfg, ids[0]!);
   assert.equal(again.code, 1);
   assert.match(again.out, /^not found /);
 
@@ -209,8 +209,8 @@ test('store mode: list, show, dry run, atomic replay (twice at once queues once)
   assert.match(listed.out, /req-2\s+api_key:client-a\s+2\s+rule_set_not_published/);
   const ids = idsOf(listed.out);
   assert.equal(ids.length, 3);
-  const shown = JSON.parse((await admin('dead-letter', 'show', ...cfg, ids[0])).out);
-  const firstRequest = listed.out.trim().split('\n')[1].split(/\s+/)[1];
+  const shown = JSON.parse((await admin('dead-letter', 'show', ...cfg, ids[0]!)).out);
+  const firstRequest = listed.out.trim().split('\n')[1]?.split(/\s+/)[1];
   assert.equal(shown.payload.idempotency_key, `router:${firstRequest}`);
   assert.equal(shown.error_code, 'rule_set_not_published');
 
@@ -220,8 +220,8 @@ test('store mode: list, show, dry run, atomic replay (twice at once queues once)
   assert.equal(await redis.admin.xlen(keys.stream), 0);
 
   const [a, b] = await Promise.all([
-    admin('dead-letter', 'replay', ...cfg, ids[0]),
-    admin('dead-letter', 'replay', ...cfg, ids[0]),
+    admin('dead-letter', 'replay', ...cfg, ids[0]!),
+    admin('dead-letter', 'replay', ...cfg, ids[0]!),
   ]);
   assert.deepEqual([a.code, b.code].sort(), [0, 1], `${a.out} / ${b.out}`);
   assert.equal(await redis.admin.xlen(keys.stream), 1, 'queued once');
@@ -232,7 +232,7 @@ test('store mode: list, show, dry run, atomic replay (twice at once queues once)
   assert.match(rest.out, /^queued \S+ \(request req-\d\) -> \d+-\d+$/m);
   assert.equal(await redis.admin.xlen(keys.stream), 3);
   assert.equal(await redis.admin.xlen(keys.deadLetter), 0);
-  assert.equal((await admin('dead-letter', 'replay', ...cfg, ids[1])).code, 1, 'gone: not found');
+  assert.equal((await admin('dead-letter', 'replay', ...cfg, ids[1]!)).code, 1, 'gone: not found');
 
   sim.setRuleSet('rs_router', 'published');
   consumer = await startStreamConsumer({ store, billing, client });

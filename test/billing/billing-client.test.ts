@@ -74,12 +74,14 @@ test('ingest: path, bearer, idempotency key and JSON body; 202 is ok', async (t)
   const c = client(`${s.url}/api/`);
   t.after(() => c.close());
   assert.deepEqual(await c.ingest(EVENT), { kind: 'ok', status: 202 });
-  assert.equal(s.seen[0].method, 'POST');
-  assert.equal(s.seen[0].url, '/api/v1/projects/proj%201/extractor-rule-sets/rs_router/events/ingest');
-  assert.equal(s.seen[0].headers.authorization, 'Bearer sk-secret');
-  assert.equal(s.seen[0].headers['idempotency-key'], 'router:rid-1');
-  assert.equal(s.seen[0].headers['content-type'], 'application/json');
-  assert.deepEqual(JSON.parse(s.seen[0].body), EVENT);
+  const [seen] = s.seen;
+  assert.ok(seen);
+  assert.equal(seen.method, 'POST');
+  assert.equal(seen.url, '/api/v1/projects/proj%201/extractor-rule-sets/rs_router/events/ingest');
+  assert.equal(seen.headers.authorization, 'Bearer sk-secret');
+  assert.equal(seen.headers['idempotency-key'], 'router:rid-1');
+  assert.equal(seen.headers['content-type'], 'application/json');
+  assert.deepEqual(JSON.parse(seen.body), EVENT);
 });
 
 test('ingest classifies failures', async (t) => {
@@ -164,14 +166,16 @@ test('getBalance: query, exact decimal string, timeout and errors', async (t) =>
     balance: '0.000000000000000001',
     currency: 'USD',
   });
-  const url = new URL(s.seen[0].url, 'http://x');
+  const [seen] = s.seen;
+  assert.ok(seen);
+  const url = new URL(seen.url, 'http://x');
   assert.equal(url.pathname, '/v1/projects/proj%201/wallets/realtime/amount');
   assert.deepEqual(Object.fromEntries(url.searchParams), {
     subject_type: 'api_key',
     subject_id: 'client a',
     currency: 'USD',
   });
-  assert.equal(s.seen[0].headers.authorization, 'Bearer sk-secret');
+  assert.equal(seen.headers.authorization, 'Bearer sk-secret');
 
   mode = 'missing';
   await assert.rejects(c.getBalance('api_key', 'x', 'USD'), (err: unknown) => {

@@ -158,7 +158,7 @@ test('Anthropic cache writes and reads get their own items at their own prices',
     'cache_read_tokens',
     'cache_creation_tokens',
   ]);
-  assert.equal(event['x-billing']?.pricing_hints?.['cache_creation_tokens'].unit_price, 3.75);
+  assert.equal(event['x-billing']?.pricing_hints?.['cache_creation_tokens']?.unit_price, 3.75);
 });
 
 test('no price: items without pricing_hints; no usage: no x-billing at all', () => {

@@ -66,7 +66,7 @@ test('group commit: concurrent appends share fsyncs; appends during an fsync sha
 
   const lines = (await readFile(join(dir, 'events.jsonl'), 'utf8')).trimEnd().split('\n');
   assert.equal(lines.length, 1101, 'header + one line per event');
-  assert.equal(JSON.parse(lines[0]).outbox_segment, 1);
+  assert.equal(JSON.parse(lines[0]!).outbox_segment, 1);
   assert.deepEqual(
     lines.slice(1).map((l) => (JSON.parse(l) as UsageEvent).external_event_id),
     Array.from({ length: 1100 }, (_, i) => `req-${i}`),
@@ -132,7 +132,9 @@ test('rotation seals segments; the reader reads across them in order and commit 
   );
   const sealed = items.filter((i) => i.kind === 'sealed').length;
   assert.equal(sealed, writer.stats().rotations);
-  await reader.commit(positionAfter(items[items.length - 1]), {});
+  const last = items.at(-1);
+  assert.ok(last);
+  await reader.commit(positionAfter(last), {});
   assert.deepEqual(
     (await readdir(dir)).filter((n) => n.startsWith('segment-')),
     [],
@@ -232,7 +234,7 @@ test('torn last line of a dead writer is quarantined once the next writer seals 
   assert.deepEqual(eventIds(items), ['req-1', 'req-2']);
   const q = (await readFile(join(dir, 'quarantine.jsonl'), 'utf8')).trim().split('\n');
   assert.equal(q.length, 1);
-  assert.equal(JSON.parse(q[0]).reason, 'torn last line');
+  assert.equal(JSON.parse(q[0]!).reason, 'torn last line');
   await reader.close();
   await w2.close();
 });
@@ -304,6 +306,7 @@ test('status view counts pending and dead-lettered events without owning the rea
   const reader = await openOutboxReader(dir);
   const items = await drainReader(reader);
   const tenth = items.filter((i) => i.kind === 'event')[9];
+  assert.ok(tenth);
   await reader.commit(positionAfter(tenth), {});
   assert.equal((await view.read()).pendingEvents, 15);
   for (let i = 25; i < 30; i++) await writer.append(makeEvent(i));

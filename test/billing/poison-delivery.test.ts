@@ -127,6 +127,7 @@ for (const poison of POISONS) {
     gate.release();
     await waitUntil(() => sidecar.worker?.counters().deadLettered === 1, 'the poison event dead-lettered');
     const [record] = await deadLetters(stack);
+    assert.ok(record);
     assert.equal(record.event.external_event_id, 'req-0');
     assert.equal(record.attempts, MAX_ATTEMPTS);
     assert.equal(record.last_error.code, poison.code);
@@ -159,6 +160,7 @@ test('poison event across a sidecar restart: counted attempts persist, it is dea
   await waitUntil(() => again.worker?.counters().deadLettered === 1, 'the poison event dead-lettered');
   await again.worker?.waitForDrain();
   const [record] = await deadLetters(stack);
+  assert.ok(record);
   assert.equal(record.attempts, MAX_ATTEMPTS);
   assert.equal(record.last_error.code, 'connection_reset');
   // The events behind it were sent again after the restart (the checkpoint waited at the poison) and

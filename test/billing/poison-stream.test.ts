@@ -88,7 +88,7 @@ function oversized(i: number): UsageEvent {
 async function deadLetterFields(p: Parts): Promise<Record<string, string>[]> {
   return (await redis.admin.xrange(p.keys.deadLetter, '-', '+')).map(([, f]) => {
     const o: Record<string, string> = {};
-    for (let i = 0; i + 1 < f.length; i += 2) o[f[i]] = f[i + 1];
+    for (let i = 0; i + 1 < f.length; i += 2) o[f[i]!] = f[i + 1]!;
     return o;
   });
 }
@@ -103,9 +103,10 @@ test('poison entry dropped mid-upload: dead-lettered after billing_max_attempts,
   await waitUntil(async () => (await redis.admin.xlen(p.keys.deadLetter)) === 1, 'one dead letter');
   await waitUntil(async () => (await redis.admin.xlen(p.keys.stream)) === 0, 'stream emptied');
   const [dead] = await deadLetterFields(p);
+  assert.ok(dead);
   assert.equal(dead.attempts, String(MAX_ATTEMPTS));
   assert.equal(dead.error_code, 'connection_reset');
-  assert.equal((JSON.parse(dead.payload) as UsageEvent).external_event_id, 'req-0');
+  assert.equal((JSON.parse(dead.payload!) as UsageEvent).external_event_id, 'req-0');
   assert.equal(p.sim.accepted, EVENTS - 1);
   assert.equal(p.sim.ingestCalls, EVENTS - 1 + MAX_ATTEMPTS);
   assert.equal(consumer.counters().deadLettered, 1);
@@ -114,6 +115,7 @@ test('poison entry dropped mid-upload: dead-lettered after billing_max_attempts,
 test('poison entry across a consumer restart: its count persists, max_attempts sends in total', async (t) => {
   const p = await parts(t, { ingestBodyLimitBytes: BODY_LIMIT, oversize: '413' });
   const [poisonId] = await enqueue(p, [oversized(0), ...others()]);
+  assert.ok(poisonId);
   // The first consumer's retry waits far longer than the test: it stops after one counted attempt.
   const first = await p.start({ retryIntervalMs: 600_000, maxRetryIntervalMs: 600_000 });
   await p.sim.waitForEvents(EVENTS - 1, 15_000);
@@ -122,6 +124,7 @@ test('poison entry across a consumer restart: its count persists, max_attempts s
   await p.start(); // same consumer name: takes its pending entry back with its count
   await waitUntil(async () => (await redis.admin.xlen(p.keys.deadLetter)) === 1, 'one dead letter');
   const [dead] = await deadLetterFields(p);
+  assert.ok(dead);
   assert.equal(dead.attempts, String(MAX_ATTEMPTS));
   assert.equal(dead.error_code, 'http_413');
   const poisonCalls = p.sim.ingestCalls - p.sim.accepted - p.sim.duplicates;

@@ -59,7 +59,7 @@ test('reference_prices: true is a notice naming the file; false or absent is non
     { file: 'local.yaml', text: 'reference_prices: false\nprices: []\n' },
   ]);
   assert.deepEqual(pricing.referenceFiles, ['shipped.yaml']);
-  assert.match(pricingWarnings([], pricing)[0], /^shipped\.yaml: holds reference prices/);
+  assert.match(pricingWarnings([], pricing)[0]!, /^shipped\.yaml: holds reference prices/);
   const bad = compilePricing([{ file: 'b.yaml', text: 'reference_prices: yes please\nprices: []\n' }]);
   assert.deepEqual(
     bad.diagnostics.map((d) => d.message),

@@ -62,12 +62,12 @@ test('channel entry beats the model entry, keeps unnamed components, and the cha
   assert.equal(price.channel, 'key1');
   const hints = pricing.hints(price);
   // 0.12 x 0.8 and 0.5 x 0.8, exactly; cache_read comes from the model entry, times 0.8.
-  assert.equal(hints['prompt_tokens'].unit_price, 0.096);
-  assert.equal(hints['completion_tokens'].unit_price, 0.4);
-  assert.equal(hints['cache_read_tokens'].unit_price, 0.06);
+  assert.equal(hints['prompt_tokens']?.unit_price, 0.096);
+  assert.equal(hints['completion_tokens']?.unit_price, 0.4);
+  assert.equal(hints['cache_read_tokens']?.unit_price, 0.06);
   // Another key of the same provider gets the ordinary price.
   assert.equal(
-    pricing.hints(pricing.lookup('openai', 'gpt-5.4-mini', 'key2')!)['prompt_tokens'].unit_price,
+    pricing.hints(pricing.lookup('openai', 'gpt-5.4-mini', 'key2')!)['prompt_tokens']?.unit_price,
     0.15,
   );
 });
@@ -99,8 +99,8 @@ multipliers:
   // Float arithmetic would give 0.06600000000000002 and 0.46199999999999997.
   assert.notEqual(0.1 * 3 * 1.1 * 0.2, 0.066);
   assert.equal(price.unitPrices.input?.toString(), '0.066');
-  assert.equal(pricing.hints(price)['prompt_tokens'].unit_price, 0.066);
-  assert.equal(pricing.hints(price)['completion_tokens'].unit_price, 0.462);
+  assert.equal(pricing.hints(price)['prompt_tokens']?.unit_price, 0.066);
+  assert.equal(pricing.hints(price)['completion_tokens']?.unit_price, 0.462);
   assert.equal(price.multiplier.toString(), '0.66');
 });
 
@@ -142,15 +142,19 @@ test('later files override earlier ones; duplicates within a file are flagged', 
     },
   ]);
   assert.equal(pricing.lookup('p', 'm')?.unitPrices.input?.toNumber(), 5);
+  const [duplicate] = diagnostics;
   assert.equal(diagnostics.length, 1);
-  assert.equal(diagnostics[0].file, 'local.yaml');
-  assert.equal(diagnostics[0].line, 3);
-  assert.match(diagnostics[0].message, /duplicate price for p\/m; this entry replaces the one on line 2/);
+  assert.ok(duplicate);
+  assert.equal(duplicate.file, 'local.yaml');
+  assert.equal(duplicate.line, 3);
+  assert.match(duplicate.message, /duplicate price for p\/m; this entry replaces the one on line 2/);
 });
 
 function only(diagnostics: PricingDiagnostic[]): PricingDiagnostic {
+  const [diagnostic] = diagnostics;
   assert.equal(diagnostics.length, 1, JSON.stringify(diagnostics));
-  return diagnostics[0];
+  assert.ok(diagnostic);
+  return diagnostic;
 }
 
 test('bad entries are skipped with line and column', () => {

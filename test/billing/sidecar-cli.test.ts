@@ -63,8 +63,8 @@ test('router-billing usage errors: one line on stderr naming the problem, exit 2
     assert.equal(r.stdout, '');
     const lines = r.stderr.split('\n').filter((l) => l !== '');
     assert.equal(lines.length, 1, `${args.join(' ')}:\n${r.stderr}`);
-    assert.match(lines[0], /^router-billing: /);
-    assert.match(lines[0], problem);
+    assert.match(lines[0]!, /^router-billing: /);
+    assert.match(lines[0]!, problem);
   }
 });
 

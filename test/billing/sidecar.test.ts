@@ -291,7 +291,7 @@ test('bin/router-billing.js -c <config>: delivers, answers /readyz, exits 0 on S
     child.stdout!.on('data', (d: Buffer) => {
       logs += d.toString();
       const m = /"url":"([^"]+)"/.exec(logs);
-      if (m) resolve(m[1]);
+      if (m) resolve(m[1]!);
     });
     child.stderr!.on('data', (d: Buffer) => {
       logs += d.toString();

@@ -149,7 +149,7 @@ test('counted failures dead-letter at billing_max_attempts; outage failures are 
     const dead = await redis.admin.xrange(k.deadLetter, '-', '+');
     const fields = dead.map(([, f]) => {
       const o: Record<string, string> = {};
-      for (let i = 0; i + 1 < f.length; i += 2) o[f[i]] = f[i + 1];
+      for (let i = 0; i + 1 < f.length; i += 2) o[f[i]!] = f[i + 1]!;
       return o;
     });
     const byCode = new Map(fields.map((f) => [f.error_code, f]));
