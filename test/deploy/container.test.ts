@@ -34,7 +34,7 @@ function parseDockerfile(text: string): Instruction[] {
     }
     current += line;
     const m = /^(\S+)\s*(.*)$/s.exec(current);
-    if (m) out.push({ op: m[1].toUpperCase(), args: m[2] });
+    if (m) out.push({ op: m[1]!.toUpperCase(), args: m[2]! });
     current = '';
   }
   return out;
@@ -52,10 +52,12 @@ test('Dockerfile: multi-stage on node:24-slim, non-root, health check, sources p
     'the final stage copies a build',
   );
   const users = final.filter((s) => s.op === 'USER');
+  const [user] = users;
   assert.equal(users.length, 1);
-  assert.ok(!['root', '0', '0:0'].includes(users[0].args), 'non-root user');
+  assert.ok(user);
+  assert.ok(!['root', '0', '0:0'].includes(user.args), 'non-root user');
   // The process starts after the switch to the unprivileged user.
-  assert.ok(final.indexOf(users[0]) < final.findIndex((s) => s.op === 'CMD'));
+  assert.ok(final.indexOf(user) < final.findIndex((s) => s.op === 'CMD'));
   const health = final.find((s) => s.op === 'HEALTHCHECK');
   assert.ok(health, 'HEALTHCHECK in the final stage');
   assert.match(health.args, /\/healthz/);
@@ -66,7 +68,7 @@ test('Dockerfile: multi-stage on node:24-slim, non-root, health check, sources p
   assert.ok(cmd);
   const cmdArgs = JSON.parse(cmd.args) as string[];
   assert.equal(cmdArgs[0], 'proxy/cli.ts');
-  assert.ok(existsSync(join(ROOT, cmdArgs[0])) && existsSync(join(ROOT, cmdArgs[2])));
+  assert.ok(existsSync(join(ROOT, cmdArgs[0]!)) && existsSync(join(ROOT, cmdArgs[2]!)));
   // Every COPY source from the build context exists.
   for (const s of steps.filter((x) => x.op === 'COPY' && !x.args.startsWith('--from='))) {
     const parts = s.args.split(/\s+/);
@@ -92,8 +94,8 @@ test('compose: nginx, gateway, sidecar and redis, each with a health check', asy
     const hc = svc.healthcheck as { test?: string[] } | undefined;
     assert.ok(Array.isArray(hc?.test) && hc.test[0] === 'CMD', `${name} has a health check`);
   }
-  const gateway = services.gateway;
-  const sidecar = services.sidecar;
+  const { gateway, sidecar, nginx, redis } = services;
+  assert.ok(gateway && sidecar && nginx && redis);
   assert.deepEqual((gateway.command as string[]).slice(0, 1), ['proxy/cli.ts']);
   assert.ok((gateway.command as string[]).includes('--no-sidecar'));
   assert.deepEqual((sidecar.command as string[]).slice(0, 1), ['billing/sidecar-main.ts']);
@@ -107,20 +109,22 @@ test('compose: nginx, gateway, sidecar and redis, each with a health check', asy
     assert.equal(svc.read_only, true);
   }
   assert.ok(Number.parseInt(String(gateway.stop_grace_period), 10) > 30, 'grace period > drain timeout');
-  assert.deepEqual(services.nginx.volumes, ['../nginx/router.conf:/etc/router/router.conf:ro']);
+  assert.deepEqual(nginx.volumes, ['../nginx/router.conf:/etc/router/router.conf:ro']);
   assert.ok(existsSync(join(DIR, '../nginx/router.conf')));
-  assert.match(String((services.redis.command as string[]).join(' ')), /--appendonly yes/);
+  assert.match(String((redis.command as string[]).join(' ')), /--appendonly yes/);
 });
 
 test("compose's nginx command rewrites the marked lines of router.conf", async () => {
   const compose = loadCompose(await readFile(join(DIR, 'compose.yaml'), 'utf8')) as {
     services: Record<string, Obj>;
   };
-  const command = compose.services.nginx.command as string[];
+  const nginx = compose.services.nginx;
+  assert.ok(nginx);
+  const command = nginx.command as string[];
   assert.deepEqual(command.slice(0, 2), ['/bin/sh', '-c']);
   const dir = await mkdtemp(join(tmpdir(), 'router-compose-'));
   try {
-    const script = command[2]
+    const script = command[2]!
       .replace('/etc/router/router.conf', join(ROOT, 'deploy/nginx/router.conf'))
       .replace('/etc/nginx/conf.d/default.conf', join(dir, 'default.conf'))
       .replace(/&& exec nginx.*$/, '');

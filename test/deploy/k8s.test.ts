@@ -25,8 +25,11 @@ interface Doc {
 const DIR = join(ROOT, 'deploy/k8s');
 const docs: Doc[] = [];
 /** The main configuration shipped in the ConfigMap (key `router.yaml`), parsed. */
-const routerYaml = (): Obj =>
-  loadYaml((one('ConfigMap', 'router-config').data as Record<string, string>)['router.yaml']) as Obj;
+const routerYaml = (): Obj => {
+  const text = (one('ConfigMap', 'router-config').data as Record<string, string>)['router.yaml'];
+  assert.ok(text, 'router.yaml in the ConfigMap');
+  return loadYaml(text) as Obj;
+};
 
 const get = (o: unknown, path: string): unknown =>
   path
@@ -35,8 +38,10 @@ const get = (o: unknown, path: string): unknown =>
 const arr = (o: unknown, path: string): Obj[] => (get(o, path) as Obj[] | undefined) ?? [];
 const one = (kind: string, name?: string): Obj => {
   const found = docs.filter((d) => d.kind === kind && (name === undefined || d.name === name));
+  const [doc] = found;
   assert.equal(found.length, 1, `exactly one ${kind}${name ? ` ${name}` : ''}`);
-  return found[0].body;
+  assert.ok(doc);
+  return doc.body;
 };
 
 before(async () => {
@@ -83,7 +88,7 @@ test('the schemas reject what they should (a misspelt probe field, a missing sel
   const good = structuredClone(one('Deployment'));
   assert.equal(validate(good), true);
   const typo = structuredClone(good);
-  (arr(typo, 'spec.template.spec.containers')[0].readinessProbe as Obj).periodSecond = 5;
+  (arr(typo, 'spec.template.spec.containers')[0]!.readinessProbe as Obj).periodSecond = 5;
   assert.equal(validate(typo), false);
   const noSelector = structuredClone(good);
   delete (noSelector.spec as Obj).selector;
@@ -118,6 +123,7 @@ test('Deployment: gateway and billing sidecar containers with probes, ports, res
     );
   }
   const [gateway, billing] = containers;
+  assert.ok(gateway && billing);
   const gwArgs = gateway.args as string[];
   assert.equal(gwArgs[0], 'proxy/cli.ts');
   assert.ok(gwArgs.includes('--no-sidecar'), 'the sidecar is the second container, not a child process');
@@ -177,7 +183,7 @@ test('Redis for shared-store mode: a StatefulSet and its Service, named by the c
   const labels = get(sts, 'spec.template.metadata.labels') as Record<string, string>;
   for (const [k, v] of Object.entries(get(svc, 'spec.selector') as Record<string, string>))
     assert.equal(labels[k], v);
-  assert.ok((arr(sts, 'spec.template.spec.containers')[0].args as string[]).includes('--appendonly'));
+  assert.ok((arr(sts, 'spec.template.spec.containers')[0]!.args as string[]).includes('--appendonly'));
   const config = routerYaml();
   assert.equal(get(config, 'store.enabled'), true);
   assert.equal(get(config, 'store.addr'), 'redis://router-redis:6379');

@@ -23,7 +23,7 @@ async function schemaDefault(path: string): Promise<unknown> {
 function bytes(size: string): number {
   const m = /^(\d+)([kKmMgG]?)$/.exec(size);
   assert.ok(m, size);
-  return Number(m[1]) * ({ '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2].toLowerCase()] ?? 1);
+  return Number(m[1]) * ({ '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2]!.toLowerCase()] ?? 1);
 }
 
 function seconds(value: string): number {
@@ -45,7 +45,7 @@ function block(conf: string, opener: RegExp): string {
 }
 
 const directive = (text: string, name: string): string | undefined =>
-  new RegExp(`^\\s*${name}\\s+([^;]+);`, 'm').exec(text)?.[1].trim();
+  new RegExp(`^\\s*${name}\\s+([^;]+);`, 'm').exec(text)?.[1]?.trim();
 
 test('router.conf body limits, webhook path and timeouts match the gateway defaults', async () => {
   const conf = await readFile(ROUTER_CONF, 'utf8');

@@ -24,15 +24,16 @@ function parseUnit(text: string): Unit {
     if (line === '' || line.startsWith('#') || line.startsWith(';')) continue;
     const header = /^\[(\w+)\]$/.exec(line);
     if (header) {
-      section = header[1];
+      section = header[1]!;
       unit[section] ??= {};
       continue;
     }
     const eq = line.indexOf('=');
     assert.ok(section !== '' && eq > 0, `unparsable line: ${line}`);
+    const entries = unit[section] ?? {};
+    unit[section] = entries;
     const key = line.slice(0, eq);
-    unit[section][key] ??= [];
-    unit[section][key].push(line.slice(eq + 1));
+    entries[key] = [...(entries[key] ?? []), line.slice(eq + 1)];
   }
   return unit;
 }
@@ -79,17 +80,21 @@ for (const name of UNITS) {
 test('router.service: sidecar as its own unit, SIGHUP reload, stop timeout covers the drain', async () => {
   const unit = parseUnit(await readFile(join(DIR, 'router.service'), 'utf8'));
   const svc = unit.Service;
-  assert.match(svc.ExecStart[0], /--no-sidecar/);
+  assert.ok(svc && unit.Unit);
+  assert.match(svc.ExecStart?.[0] ?? '', /--no-sidecar/);
   assert.match(svc.ExecStartPre?.[0] ?? '', /proxy\/cli\.ts -t /);
   assert.deepEqual(svc.ExecReload, ['/bin/kill -HUP $MAINPID']);
   const drainS =
     Number(
       /drain_timeout_ms:\s*(\d+)/.exec(await readFile(join(ROOT, 'deploy/config/router.yaml'), 'utf8'))?.[1],
     ) / 1000;
-  assert.ok(Number.parseInt(svc.TimeoutStopSec[0], 10) > drainS, 'TimeoutStopSec > drain timeout');
+  assert.ok(Number.parseInt(svc.TimeoutStopSec?.[0] ?? '', 10) > drainS, 'TimeoutStopSec > drain timeout');
   assert.match(unit.Unit.Wants?.[0] ?? '', /router-billing\.service/);
   const billing = parseUnit(await readFile(join(DIR, 'router-billing.service'), 'utf8'));
-  assert.match(billing.Service.ExecStart[0], /billing\/sidecar-main\.ts -c \/etc\/router\/router\.yaml$/);
+  assert.match(
+    billing.Service?.ExecStart?.[0] ?? '',
+    /billing\/sidecar-main\.ts -c \/etc\/router\/router\.yaml$/,
+  );
   const env = await readFile(join(DIR, 'router.env.example'), 'utf8');
   assert.match(env, /^ROUTER_BILLING_LISTEN=127\.0\.0\.1:8081$/m);
 });
