@@ -48,9 +48,10 @@ function headingsOf(doc: string): Set<string> {
   for (const line of readFileSync(join(ROOT, doc), 'utf8').split('\n')) {
     const m = /^#{1,6}\s+(.*?)\s*$/.exec(line);
     if (m === null) continue;
-    headings.add(m[1]);
+    const heading = m[1]!;
+    headings.add(heading);
     // A quote may leave out a trailing parenthesis: "Kubernetes" for "Kubernetes (`deploy/k8s/`)".
-    headings.add(m[1].replace(/ \(.*\)$/, ''));
+    headings.add(heading.replace(/ \(.*\)$/, ''));
   }
   return headings;
 }
@@ -65,13 +66,14 @@ function problemsOf(comment: Comment): string[] {
     if (word.includes('://')) continue;
     const m = /([\w./-]+\.md)\b/.exec(word);
     if (m === null) continue;
-    const name = m[1].replace(/^\.\//, '');
+    const name = m[1]!.replace(/^\.\//, '');
     if (!existsSync(join(ROOT, name)) && !existsSync(join(ROOT, 'docs', name))) {
       problems.push(`names ${name}, which is not in the repository`);
     }
   }
   for (const m of comment.text.matchAll(/\b(docs\/[\w-]+\.md) "([^"]+)"/g)) {
-    const [, doc, section] = m;
+    const doc = m[1]!;
+    const section = m[2]!;
     if (existsSync(join(ROOT, doc)) && !headingsOf(doc).has(section)) {
       problems.push(`quotes section "${section}", which is not a heading of ${doc}`);
     }

@@ -228,9 +228,12 @@ test('a hanging billing service never delays or alters a reply', async (t) => {
     assert.equal(billed.billing.accepted, 0, 'the billing service has accepted nothing yet');
     assert.equal(billed.sidecar?.worker?.counters().delivered, 0);
   }
-  for (let i = 0; i < got.length; i++) {
-    assert.equal(got[i].status, expected[i].status);
-    assert.equal(normalized(got[i].body), normalized(expected[i].body), `reply ${i} is identical`);
+  assert.equal(got.length, expected.length);
+  for (const [i, reply] of got.entries()) {
+    const want = expected[i];
+    assert.ok(want);
+    assert.equal(reply.status, want.status);
+    assert.equal(normalized(reply.body), normalized(want.body), `reply ${i} is identical`);
   }
   assert.ok(
     got.some((r) => r.body.startsWith('data:')),

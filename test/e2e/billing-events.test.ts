@@ -140,8 +140,10 @@ function expectedXBilling(counts: Counts, cost: Record<string, number> | undefin
   if (cost === undefined) return { items };
   const hints: Record<string, { unit_price: number; pricing_unit: number; currency: string }> = {};
   for (const item of items) {
+    const unitPrice = cost[COST_OF_METRIC[item.metric] ?? ''];
+    assert.ok(unitPrice !== undefined, `the pricing file prices ${item.metric}`);
     hints[item.metric] = {
-      unit_price: cost[COST_OF_METRIC[item.metric]],
+      unit_price: unitPrice,
       pricing_unit: pricingFile.pricing_unit,
       currency: pricingFile.currency,
     };
@@ -285,10 +287,11 @@ async function assertCharged(event: UsageEvent): Promise<void> {
   assert.equal(stack.billing.duplicates, 0);
 }
 
-const MESSAGES = [
-  { role: 'system', content: 'You are terse.' },
-  { role: 'user', content: 'Tell me about the weather patterns over the Atlantic in autumn.' },
-];
+const USER_MESSAGE = {
+  role: 'user',
+  content: 'Tell me about the weather patterns over the Atlantic in autumn.',
+};
+const MESSAGES = [{ role: 'system', content: 'You are terse.' }, USER_MESSAGE];
 
 // --- plain and streaming, each provider family ------------------------------------------------------
 
@@ -316,7 +319,7 @@ test('OpenAI chat, streaming: the usage chunk the gateway asked for is billed (a
 });
 
 test('Anthropic native messages, plain and streaming: no completion-style aliases', async () => {
-  const body = { model: 'claude-sonnet-5', max_tokens: 200, messages: [MESSAGES[1]] };
+  const body = { model: 'claude-sonnet-5', max_tokens: 200, messages: [USER_MESSAGE] };
   const plain = await call('/v1/messages', body);
   await assertBilled(plain, {
     provider: 'anthropic',
@@ -336,7 +339,7 @@ test('Anthropic native messages, plain and streaming: no completion-style aliase
 });
 
 test('Gemini native generateContent and streamGenerateContent: model from the path', async () => {
-  const body = { contents: [{ role: 'user', parts: [{ text: MESSAGES[1].content }] }] };
+  const body = { contents: [{ role: 'user', parts: [{ text: USER_MESSAGE.content }] }] };
   const plain = await call('/v1beta/models/gemini-3.8-flash:generateContent', body);
   await assertBilled(plain, {
     provider: 'gemini',

@@ -226,7 +226,7 @@ function buildRequest(action: RequestAction, nonce: string): Built {
   else if (action.oversize === 'caller-id-overlong') headers['x-router-request-id'] = 'c'.repeat(300);
   // Kept short beside a long model name, so that only the poison's event exceeds BODY_LIMIT.
   else if (action.callerId !== undefined && action.oversize !== 'model')
-    headers['x-router-request-id'] = CALLER_IDS[action.callerId];
+    headers['x-router-request-id'] = CALLER_IDS[action.callerId]!;
   const prompt =
     action.oversize === 'prompt'
       ? `Request ${nonce}: ${'x'.repeat(HUGE_PROMPT_CHARS)}`
@@ -593,7 +593,7 @@ async function runScenario(mode: Mode, actions: readonly Action[], run: number):
         );
         continue;
       }
-      const event = events[0];
+      const event = events[0]!;
       if (event.idempotency_key !== `router:${s.rid}`)
         violations.push(`${s.rid}: idempotency key ${event.idempotency_key}`);
       const estimate = countTokens(s.text, s.model);

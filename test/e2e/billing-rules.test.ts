@@ -78,7 +78,7 @@ test('only_billable_success: true reports 2xx only; master key without fallback 
   assert.equal(await metricValue(stack, 'router_billing_events_total', 'result="queued"'), 1);
   const warned = stack.logs.filter((l) => l.msg.includes('maps to no billing subject'));
   assert.equal(warned.length, 1, 'the unattributable request is logged');
-  assert.equal(warned[0].reqId, 'rule-master');
+  assert.equal(warned[0]?.reqId, 'rule-master');
 });
 
 test('only_billable_success: false reports failed replies too (nothing charged); master key bills fallback_subject_id', async (t) => {
@@ -142,7 +142,7 @@ test('a model without a price is metered and reported without pricing_hints, cou
   assert.equal(stack.debited(), '0');
   const warnings = stack.logs.filter((l) => l.msg.startsWith('model has no price'));
   assert.equal(warnings.length, 1, 'warned once per model');
-  assert.equal(warnings[0].model, 'gpt-4o-legacy');
+  assert.equal(warnings[0]?.model, 'gpt-4o-legacy');
   assert.equal(await metricValue(stack, 'router_unpriced_requests_total', 'provider="openai"'), 2);
 });
 

@@ -59,6 +59,7 @@ describe('spend down, block, credit, unblock', () => {
     }
     assert.ok(served >= 2, `spent down over several requests (${served})`);
     const [blockedDelivery] = await sim.waitForWebhooks(1, 10_000);
+    assert.ok(blockedDelivery);
     assert.equal(blockedDelivery.type, 'wallet.insufficient_balance');
     assert.equal(blockedDelivery.status, 204, 'the gateway port answered the webhook 2xx');
     assert.equal(blockedDelivery.attempts.length, 1);
@@ -102,8 +103,8 @@ describe('spend down, block, credit, unblock', () => {
     // Credit through the billing API -> balance_changed -> served again on the very next request.
     assert.equal(await stack.credit(SUBJECT_A, '10'), 200);
     const deliveries = await sim.waitForWebhooks(2, 10_000);
-    assert.equal(deliveries[1].type, 'wallet.balance_changed');
-    assert.equal(deliveries[1].status, 204);
+    assert.equal(deliveries[1]?.type, 'wallet.balance_changed');
+    assert.equal(deliveries[1]?.status, 204);
     const again = await chat(stack);
     assert.equal(again.status, 200);
     const state = JSON.parse(await subjectsOnDisk(stack)) as {

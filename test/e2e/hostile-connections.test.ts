@@ -58,7 +58,7 @@ interface RawReply {
 }
 
 function parseReply(text: string): RawReply {
-  const [head, body = ''] = text.split('\r\n\r\n', 2);
+  const [head = '', body = ''] = text.split('\r\n\r\n', 2);
   const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0);
   let json: RawReply['json'];
   try {
@@ -233,9 +233,11 @@ describe('connection cap', () => {
     try {
       const reply = await call('POST', '/v1/chat/completions', CHAT_BODY('gpt-5.4-mini'));
       assert.equal(reply.status, 200, reply.text);
-      assert.equal(await idle[0].closed, '', 'the oldest idle connection is closed without a reply');
-      assert.equal(idle[1].socket.destroyed, false);
-      assert.equal(idle[2].socket.destroyed, false);
+      const [oldest, second, third] = idle;
+      assert.ok(oldest && second && third);
+      assert.equal(await oldest.closed, '', 'the oldest idle connection is closed without a reply');
+      assert.equal(second.socket.destroyed, false);
+      assert.equal(third.socket.destroyed, false);
       const metrics = await call('GET', '/metrics');
       assert.match(metrics.text, /^router_connections_shed_total\{reason="idle"\} 1$/m);
       assert.match(metrics.text, /^router_client_connections 3$/m);

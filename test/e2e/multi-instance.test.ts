@@ -47,6 +47,17 @@ let env: Record<string, string>;
 const logs: LogLine[] = [];
 const gateways: RunningGateway[] = [];
 const sidecars: ChildGateway[] = [];
+/** The i-th instance of the pair started in before(). */
+const gatewayAt = (i: number): RunningGateway => {
+  const g = gateways[i];
+  assert.ok(g, `gateway ${i} is running`);
+  return g;
+};
+const sidecarAt = (i: number): ChildGateway => {
+  const s = sidecars[i];
+  assert.ok(s, `sidecar ${i} is running`);
+  return s;
+};
 let secret = '';
 
 before(async () => {
@@ -198,7 +209,7 @@ async function invalidationsOf(g: RunningGateway): Promise<number> {
 }
 
 test('hot path: one XADD per request; the key, subject state and balance are read in one round trip, then held until Redis reports a change', async () => {
-  const g = gateways[0];
+  const g = gatewayAt(0);
   assert.equal((await chat(g, secret)).status, 200); // balance now cached for this subject
   const accepted = billing.accepted;
   await billing.waitForEvents(accepted, 10_000);
@@ -232,13 +243,13 @@ test('hot path: one XADD per request; the key, subject state and balance are rea
 test('a key revoked through one instance is refused by the other on its next request', async () => {
   const created = await admin('access-key', 'create', '--name', 'shared-b');
   const other = created.out.trim();
-  assert.equal((await chat(gateways[0], other)).status, 200);
-  assert.equal((await chat(gateways[1], other)).status, 200);
+  assert.equal((await chat(gatewayAt(0), other)).status, 200);
+  assert.equal((await chat(gatewayAt(1), other)).status, 200);
   assert.equal((await admin('access-key', 'revoke', '--name', 'shared-b')).code, 0);
-  const refused = await chat(gateways[1], other);
+  const refused = await chat(gatewayAt(1), other);
   assert.equal(refused.status, 401);
   assert.equal(refused.body.error?.code, 'invalid_api_key');
-  assert.equal((await chat(gateways[0], other)).status, 401);
+  assert.equal((await chat(gatewayAt(0), other)).status, 401);
   // Rotation: the old secret is refused everywhere at once, the new one accepted.
   const rotated = await admin('access-key', 'rotate', '--name', 'shared-a');
   const fresh = rotated.out.trim();
@@ -251,7 +262,7 @@ test('a key revoked through one instance is refused by the other on its next req
 
 test('a webhook received by one instance blocks the subject on both, and a credit unblocks it', async () => {
   const subject = { subject_type: 'api_key', subject_id: 'shared-a' };
-  const url = `${sidecars[0].url}/internal/billing/webhook`;
+  const url = `${sidecarAt(0).url}/internal/billing/webhook`;
   const blocked = await billing.sendWebhook('wallet.insufficient_balance', subject, {
     url,
     secret: WEBHOOK_SECRET,
@@ -265,11 +276,11 @@ test('a webhook received by one instance blocks the subject on both, and a credi
   // The same webhook id again (a retry, to the other sidecar) is a duplicate and changes nothing.
   const again = await billing.replayWebhook({
     ...blocked,
-    url: `${sidecars[1].url}/internal/billing/webhook`,
+    url: `${sidecarAt(1).url}/internal/billing/webhook`,
   });
   assert.equal(again.status, 204);
   const lifted = await billing.sendWebhook('wallet.balance_changed', subject, {
-    url: `${sidecars[1].url}/internal/billing/webhook`,
+    url: `${sidecarAt(1).url}/internal/billing/webhook`,
     secret: WEBHOOK_SECRET,
   });
   assert.equal(lifted.status, 204);
@@ -281,7 +292,7 @@ test('killing one sidecar mid-delivery leaves its entries to the other; each eve
   const before = billing.accepted;
   billing.setFailure('hang');
   const ids = Array.from({ length: 8 }, (_, i) => `kill-${i}`);
-  for (const [i, id] of ids.entries()) assert.equal((await chat(gateways[i % 2], secret, id)).status, 200);
+  for (const [i, id] of ids.entries()) assert.equal((await chat(gatewayAt(i % 2), secret, id)).status, 200);
   // Every entry is held (pending, in flight against the hanging billing service); the sidecar holding
   // the most is killed (consumer names are <hostname>-<pid>).
   let holders: [string, string][] = [];
@@ -296,9 +307,9 @@ test('killing one sidecar mid-delivery leaves its entries to the other; each eve
     return p[0] === ids.length;
   }, 'all entries held by sidecars');
   holders.sort((a, b) => Number(b[1]) - Number(a[1]));
-  const victimIndex = sidecars.findIndex((s) => `${hostname()}-${s.child.pid}` === holders[0][0]);
+  const victimIndex = sidecars.findIndex((s) => `${hostname()}-${s.child.pid}` === holders[0]?.[0]);
   assert.ok(victimIndex >= 0, 'the holder is one of our sidecars');
-  const victim = sidecars[victimIndex];
+  const victim = sidecarAt(victimIndex);
   victim.child.kill('SIGKILL');
   await victim.exited;
   billing.setFailure('none');
@@ -323,19 +334,20 @@ test('killing one sidecar mid-delivery leaves its entries to the other; each eve
 
 test('poison events are dead-lettered after billing_max_attempts; /readyz shows the counts', async () => {
   billing.setFailure('error500');
-  assert.equal((await chat(gateways[0], secret, 'poison-1')).status, 200);
+  assert.equal((await chat(gatewayAt(0), secret, 'poison-1')).status, 200);
   await waitUntil(async () => (await redis.admin.xlen(`${STREAM}:dead-letter`)) === 1, 'dead letter', 20_000);
   billing.setFailure('none');
   const [entry] = await redis.admin.xrange(`${STREAM}:dead-letter`, '-', '+');
+  assert.ok(entry);
   const fields = entry[1];
   assert.equal(fields[fields.indexOf('attempts') + 1], '3');
-  assert.equal(JSON.parse(fields[fields.indexOf('payload') + 1]).external_event_id, 'poison-1');
+  assert.equal(JSON.parse(fields[fields.indexOf('payload') + 1]!).external_event_id, 'poison-1');
   for (const s of sidecars) {
     const ready = await sidecarReady(s);
     assert.equal(ready.delivery?.dead_lettered, 1);
     assert.equal(ready.delivery?.pending, 0);
   }
-  const gw = (await (await fetch(`${gateways[1].url}/readyz`)).json()) as {
+  const gw = (await (await fetch(`${gatewayAt(1).url}/readyz`)).json()) as {
     billing: { dead_letter?: number; pending?: number };
     store: { connected?: boolean };
   };
@@ -358,7 +370,7 @@ test('store outage: 503 authentication_unavailable; balance asked directly (open
     // kept; its usage event waits in the gateway's spool until the stream takes it.
     const logged = logs.length;
     const lookups = billing.lookups;
-    const master = await chat(gateways[0], MASTER_KEY, 'outage-master');
+    const master = await chat(gatewayAt(0), MASTER_KEY, 'outage-master');
     assert.equal(master.status, 200, 'the response is kept');
     assert.equal(billing.lookups, lookups + 1, 'balance asked directly');
     await waitUntil(
@@ -368,7 +380,7 @@ test('store outage: 503 authentication_unavailable; balance asked directly (open
           .some((l) => l.msg === 'billing stream unavailable: usage events go to the local spool'),
       'the spooled event is logged',
     );
-    const ready = (await (await fetch(`${gateways[0].url}/readyz`)).json()) as {
+    const ready = (await (await fetch(`${gatewayAt(0).url}/readyz`)).json()) as {
       store: { connected?: boolean };
     };
     assert.equal(ready.store.connected, false);

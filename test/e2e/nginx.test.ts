@@ -110,9 +110,11 @@ describe('nginx in front of the gateway', {
     assert.ok(deltas.length >= chunks, `got ${deltas.length} content deltas`);
     // The simulator counts a response as served once it has written the last byte: the first delta
     // reached the client through nginx while the upstream was still producing.
-    assert.equal(deltas[0].servedByUpstream, 0, 'first delta arrived after the upstream had finished');
+    const [first] = deltas;
+    assert.ok(first);
+    assert.equal(first.servedByUpstream, 0, 'first delta arrived after the upstream had finished');
     // Paced deltas were not batched: the first and last are at least (chunks - 2) pauses apart.
-    const spread = (deltas.at(-1)?.at ?? 0) - deltas[0].at;
+    const spread = (deltas.at(-1)?.at ?? 0) - first.at;
     assert.ok(spread >= (chunks - 2) * delayMs, `deltas spread over ${spread} ms only`);
     const distinct = new Set(deltas.map((d) => Math.round(d.at / (delayMs / 2))));
     assert.ok(distinct.size >= chunks - 1, 'deltas arrived in bursts, not one by one');
@@ -189,11 +191,13 @@ describe('nginx in front of the gateway', {
       body,
     });
     assert.equal(res.status, 204);
+    const [webhook] = webhooks;
     assert.equal(webhooks.length, 1);
-    assert.equal(webhooks[0].body, body);
-    assert.equal(webhooks[0].headers['x-billing-webhook-signature'], 'v1=abc123');
-    assert.equal(webhooks[0].headers['x-billing-webhook-timestamp'], '1760000000');
-    assert.equal(webhooks[0].headers['x-forwarded-for'], '198.51.100.4, 127.0.0.1');
+    assert.ok(webhook);
+    assert.equal(webhook.body, body);
+    assert.equal(webhook.headers['x-billing-webhook-signature'], 'v1=abc123');
+    assert.equal(webhook.headers['x-billing-webhook-timestamp'], '1760000000');
+    assert.equal(webhook.headers['x-forwarded-for'], '198.51.100.4, 127.0.0.1');
     assert.equal(seenByGateway.length, before, 'the webhook went through the gateway');
   });
 

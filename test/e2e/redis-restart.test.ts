@@ -104,10 +104,10 @@ test('three SIGKILLs of Redis mid-run: every event reaches billing once', async 
     while (next < TOTAL) {
       const i = next++;
       const wasDown = down;
-      statuses[i] = await serve(url, rids[i], i);
+      statuses[i] = await serve(url, rids[i]!, i);
       done++;
       if (wasDown && down) servedDuringOutage++;
-      if (outages < kills.length && done >= kills[outages] && !down && restarting === undefined) {
+      if (outages < kills.length && done >= kills[outages]! && !down && restarting === undefined) {
         outages++;
         down = true;
         const target = done + OUTAGE_REQUESTS;
@@ -158,8 +158,9 @@ test('XADDs whose outcome is unknown (timed out while Redis held them) are spool
   await stack.startSidecar();
   const rids: string[] = [];
   for (let i = 0; i < 5; i++) {
-    rids.push(`unknown-${i}`);
-    assert.equal(await serve(gw.url, rids[i], i), 200);
+    const rid = `unknown-${i}`;
+    rids.push(rid);
+    assert.equal(await serve(gw.url, rid, i), 200);
   }
   await stack.billing.waitForEvents(5, 15_000);
 

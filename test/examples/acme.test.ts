@@ -49,7 +49,7 @@ test('a provider added as a DSL file plus a hook module serves the openai SDK', 
     model: 'acme-large',
     messages: [{ role: 'user', content: 'hello acme' }],
   });
-  assert.equal(reply.choices[0].message.content, 'acme says: 16 chars');
+  assert.equal(reply.choices[0]?.message.content, 'acme says: 16 chars');
   assert.deepEqual(reply.usage, { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 });
   const sent = seen.at(-1);
   assert.equal(sent?.headers['x-acme-key'], 'sim-acme-key');
