@@ -3,8 +3,8 @@
 // (0 ok, 1 failed, 2 usage or configuration error, 3 store unreachable). Secrets never reach stderr.
 
 import { Command, Option } from 'clipanion';
+import type { RouterConfig } from '../common/config-types.ts';
 import { loadConfig } from '../proxy/config/load.ts';
-import type { RouterConfig } from '../proxy/config/types.ts';
 import { AdminError, EXIT, type KeyBackend, openKeyBackend } from './key-backend.ts';
 
 export abstract class AccessKeyCommand extends Command {

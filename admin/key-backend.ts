@@ -6,12 +6,12 @@
 import { randomBytes } from 'node:crypto';
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { dump as dumpYaml, load as loadYaml } from 'js-yaml';
+import type { AccessKeyEntry, RouterConfig } from '../common/config-types.ts';
+import type { StoredAccessKey } from '../common/store-types.ts';
 import { hashAccessKey, hashSecretId } from '../hooks/builtin/auth.ts';
 import { parseIsoInstant } from '../proxy/config/keys.ts';
-import type { AccessKeyEntry, RouterConfig } from '../proxy/config/types.ts';
 import { redactAddr } from '../store/redis-client.ts';
 import { openRedisStores } from '../store/redis-store.ts';
-import type { StoredAccessKey } from '../store/types.ts';
 
 /** Exit codes of router-admin. */
 export const EXIT = { ok: 0, failed: 1, usage: 2, unavailable: 3 } as const;

@@ -4,8 +4,8 @@
 
 import type { Logger } from 'pino';
 import { Pool } from 'undici';
-import type { BillingConfig } from '../proxy/config/types.ts';
-import type { UsageEvent } from './types.ts';
+import type { BillingConfig } from '../common/config-types.ts';
+import type { UsageEvent } from '../common/usage-event.ts';
 
 export type IngestResult =
   | { kind: 'ok'; status: number }

@@ -11,8 +11,9 @@
 
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { appendDurable, DEAD_LETTER_FILE, isErrno, isUsageEvent, writeFileAtomic } from './outbox/layout.ts';
-import type { UsageEvent } from './types.ts';
+import { appendDurable, isErrno, writeFileAtomic } from '../common/durable-fs.ts';
+import type { UsageEvent } from '../common/usage-event.ts';
+import { DEAD_LETTER_FILE, isUsageEvent } from './outbox/layout.ts';
 
 export interface DeadLetterError {
   kind: string;

@@ -4,7 +4,7 @@
 // listener also takes the billing service's webhooks from outside.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isLoopback } from '../proxy/internal-notify.ts';
+import { isLoopback } from '../common/internal-notify.ts';
 import type { DeliveryWorker } from './delivery-worker.ts';
 
 export const REPLAY_PATH = '/dead-letter/replay';

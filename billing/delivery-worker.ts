@@ -19,7 +19,8 @@
 
 import { type FSWatcher, watch } from 'node:fs';
 import type { Logger } from 'pino';
-import type { BillingConfig } from '../proxy/config/types.ts';
+import type { BillingConfig } from '../common/config-types.ts';
+import type { UsageEvent } from '../common/usage-event.ts';
 import type { IngestResult } from './billing-client.ts';
 import {
   DeadLetterFile,
@@ -44,7 +45,6 @@ import {
   openOutboxReader,
   positionAfter,
 } from './outbox-reader.ts';
-import type { UsageEvent } from './types.ts';
 
 export interface DeliveryWorkerOptions {
   config: Pick<BillingConfig, 'outboxDir' | 'retryIntervalMs' | 'maxRetryIntervalMs' | 'maxAttempts'> &

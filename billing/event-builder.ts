@@ -18,9 +18,9 @@
 // bodies, and one event it can never take must not cost the request its charge.
 
 import { createHash } from 'node:crypto';
-import type { ApiName, Usage, UsageStage } from '../hooks/types.ts';
+import type { ApiName, Usage, UsageStage } from '../common/types.ts';
+import type { BillingItem, PricingHint, UsageCounts, UsageEvent } from '../common/usage-event.ts';
 import { IMAGES_METRIC, imageHint, type ModelPrice, priceHints } from './pricing.ts';
-import type { BillingItem, PricingHint, UsageCounts, UsageEvent } from './types.ts';
 
 export interface UsageEventInput {
   requestId: string;

@@ -37,14 +37,14 @@
 
 import { mkdir, open, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { appendDurable, isErrno, removeIfExists } from '../common/durable-fs.ts';
+import type { UsageEvent } from '../common/usage-event.ts';
 import {
   ACTIVE_FILE,
-  appendDurable,
   CHECKPOINT_FILE,
   type Checkpoint,
   DEAD_LETTER_FILE,
   type FileHandle,
-  isErrno,
   isHeader,
   isUsageEvent,
   listOutbox,
@@ -52,12 +52,10 @@ import {
   READER_LOCK,
   readCheckpoint,
   readHeaderFromHandle,
-  removeIfExists,
   segmentFileName,
   writeCheckpoint,
 } from './outbox/layout.ts';
 import { acquirePidLock } from './outbox/lock.ts';
-import type { UsageEvent } from './types.ts';
 
 export { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
 

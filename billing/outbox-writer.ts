@@ -23,21 +23,20 @@ import { writeSync } from 'node:fs';
 import { mkdir, open, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { fsyncDir, removeIfExists } from '../common/durable-fs.ts';
+import { createTurnBatch } from '../common/turn-batch.ts';
+import type { UsageEvent } from '../common/usage-event.ts';
 import {
   ACTIVE_FILE,
   type FileHandle,
-  fsyncDir,
   headerLine,
   listOutbox,
   readCheckpoint,
   readHeader,
-  removeIfExists,
   segmentFileName,
   WRITER_LOCK,
 } from './outbox/layout.ts';
 import { acquirePidLock } from './outbox/lock.ts';
-import { createTurnBatch } from './turn-batch.ts';
-import type { UsageEvent } from './types.ts';
 
 export { OutboxLockedError } from './outbox/lock.ts';
 

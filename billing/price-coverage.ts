@@ -3,7 +3,7 @@
 // pricing files that still hold unreviewed reference prices. Reported at start-up (log), by
 // `router -t` (warning lines) and as the router_unpriced_models gauge.
 
-import type { ModelEntry } from '../proxy/config/types.ts';
+import type { ModelEntry } from '../common/config-types.ts';
 import type { Pricing } from './pricing.ts';
 
 export interface UnpricedModel {

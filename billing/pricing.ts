@@ -31,8 +31,8 @@ import {
   parseEvents,
   YAMLException,
 } from 'js-yaml';
+import type { PricingHint } from '../common/usage-event.ts';
 import { Money, parseMoney, toWireNumber } from './money.ts';
-import type { PricingHint } from './types.ts';
 
 export const TOKEN_COMPONENTS = ['input', 'output', 'cache_read', 'cache_creation'] as const;
 /**

@@ -4,7 +4,7 @@
 // Exit codes: 0 stopped by signal, 1 failed to start, 2 usage or configuration error.
 
 import { Command, Option } from 'clipanion';
-import { EXIT_USAGE, runSingleCommand } from '../proxy/single-command-cli.ts';
+import { EXIT_USAGE, runSingleCommand } from '../common/single-command-cli.ts';
 
 export class RouterBillingCommand extends Command {
   static override usage = Command.Usage({
@@ -43,7 +43,7 @@ export class RouterBillingCommand extends Command {
       await Promise.all([
         import('pino'),
         import('../proxy/config/load.ts'),
-        import('../proxy/internal-notify.ts'),
+        import('../common/internal-notify.ts'),
         import('./sidecar.ts'),
       ]);
     const { config, diagnostics } = await loadConfig(this.config);

@@ -5,7 +5,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import type { BillingConfig, ListenAddress, RouterConfig } from '../proxy/config/types.ts';
+import type { BillingConfig, ListenAddress, RouterConfig } from '../common/config-types.ts';
 import { type BillingClient, createBillingClient } from './billing-client.ts';
 import { createReplayRoute } from './dead-letter-route.ts';
 import { type DeliveryWorker, type DeliveryWorkerOptions, startDeliveryWorker } from './delivery-worker.ts';

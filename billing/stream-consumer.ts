@@ -19,7 +19,8 @@
 // Idempotency-Key makes the billing service count it once.
 
 import type { Logger } from 'pino';
-import type { BillingConfig, StoreConfig } from '../proxy/config/types.ts';
+import type { BillingConfig, StoreConfig } from '../common/config-types.ts';
+import type { UsageEvent } from '../common/usage-event.ts';
 import {
   closeRedisClient,
   createKeyLayout,
@@ -39,7 +40,6 @@ import {
   thrownFailure,
 } from './delivery-policy.ts';
 import { abortableSleep, errorText } from './delivery-worker.ts';
-import type { UsageEvent } from './types.ts';
 
 export interface StreamConsumerOptions {
   readonly store: StoreConfig;

@@ -7,16 +7,16 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { BalanceEnforcementConfig, RouterConfig } from '../proxy/config/types.ts';
+import type { BalanceEnforcementConfig, RouterConfig } from '../common/config-types.ts';
 import {
   createStateNotifier,
   loopbackUrl,
   readCapped,
   replyTooLarge,
   type StateNotifier,
-} from '../proxy/internal-notify.ts';
+} from '../common/internal-notify.ts';
+import type { StateStore, SubjectRef, SubjectState } from '../common/store-types.ts';
 import { openStateStore } from '../store/index.ts';
-import type { StateStore, SubjectRef, SubjectState } from '../store/types.ts';
 import { countWebhook } from './sidecar-metrics.ts';
 import {
   SIGNATURE_HEADER,

@@ -2,14 +2,14 @@
 // sidecar (router-billing) delivers what this writes. Shared-store mode swaps the queue for the stream.
 
 import type { Logger } from 'pino';
+import { createBillingEnqueueHook } from '../billing/enqueue-hook.ts';
 import { openOutboxStatus } from '../billing/outbox/status.ts';
 import { type OutboxWriter, openOutboxWriter } from '../billing/outbox-writer.ts';
 import { pricingWarnings, unpricedModels } from '../billing/price-coverage.ts';
 import { loadPricing } from '../billing/pricing.ts';
-import { createBillingEnqueueHook } from '../hooks/builtin/billing-enqueue.ts';
-import { type BillingSink, openRedisBillingSink } from '../store/redis-queue.ts';
-import type { RouterConfig } from './config/types.ts';
-import type { GatewayMetrics } from './metrics.ts';
+import { type BillingSink, openRedisBillingSink } from '../billing/redis-queue.ts';
+import type { RouterConfig } from '../common/config-types.ts';
+import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import type { BillingParts } from './runtime.ts';
 
 export async function createBillingParts(

@@ -4,7 +4,7 @@
 // Exit codes: 0 ok, 1 runtime failure, 2 invalid configuration or usage.
 
 import { Command, Option } from 'clipanion';
-import { EXIT_USAGE, runSingleCommand } from './single-command-cli.ts';
+import { EXIT_USAGE, runSingleCommand } from '../common/single-command-cli.ts';
 
 export class RouterCommand extends Command {
   static override usage = Command.Usage({

@@ -4,7 +4,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
-import { type ErrorCode, errorBody, GatewayError } from './errors.ts';
+import { type ErrorCode, errorBody, GatewayError } from '../common/errors.ts';
 
 /** What clientError hands over: Node's error, with the parser's position in the packet it read. */
 export interface ParserError extends Error {

@@ -1,18 +1,18 @@
 // Balance enforcement on the gateway side: the state store (file mode: a reader of the sidecar's state
 // files), the balance pre-check hook with its billing client, and the handler of the sidecar's subject
-// state notice (proxy/internal-notify.ts). Plugged into the runtime as extra billing parts, so the
+// state notice (common/internal-notify.ts). Plugged into the runtime as extra billing parts, so the
 // pre-check runs right after auth (proxy/runtime.ts requestHooks).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { createBillingClient } from '../billing/billing-client.ts';
+import type { RouterConfig } from '../common/config-types.ts';
+import type { GatewayMetrics } from '../common/gateway-metrics.ts';
+import { createNoticeHandler } from '../common/internal-notify.ts';
+import type { StateStore, SubjectRef } from '../common/store-types.ts';
+import type { Hook } from '../common/types.ts';
 import { type BalanceLookup, createBalanceCheckHook } from '../hooks/builtin/balance-check.ts';
-import type { Hook } from '../hooks/types.ts';
 import { openStateStore } from '../store/index.ts';
-import type { StateStore, SubjectRef } from '../store/types.ts';
-import type { RouterConfig } from './config/types.ts';
-import { createNoticeHandler } from './internal-notify.ts';
-import type { GatewayMetrics } from './metrics.ts';
 import type { BillingParts, BuildOptions } from './runtime.ts';
 
 export interface EnforcementParts {

@@ -10,10 +10,10 @@ import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import client from 'prom-client';
-import { formatDiagnostic } from './config/diagnostics.ts';
+import { formatDiagnostic } from '../common/config-diagnostics.ts';
+import type { KeysConfig } from '../common/config-types.ts';
 import type { Env } from './config/interpolate.ts';
 import { keysConfigProblems, parseKeysSource } from './config/keys.ts';
-import type { KeysConfig } from './config/types.ts';
 
 /** Quiet time after the last event in the directory before the file is read (editors write in bursts). */
 export const KEYS_WATCH_DEBOUNCE_MS = 100;

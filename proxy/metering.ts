@@ -3,8 +3,8 @@
 // (usage is estimated when the upstream returns none; an aborted stream is billed for what was
 // delivered). docs/billing.md "Where the counts come from" states the rule.
 
+import type { JsonValue, RequestContext, Usage } from '../common/types.ts';
 import { streamUsage } from '../hooks/builtin/usage-meter.ts';
-import type { JsonValue, RequestContext, Usage } from '../hooks/types.ts';
 import { runInSlices, runToEnd, type SliceBudget } from '../hooks/usage/token-slices.ts';
 
 /** Most output text the gateway keeps per request for estimation; beyond it the estimate is capped. */

@@ -2,32 +2,11 @@
 // bounded (provider, api, HTTP status code, stream) so cardinality stays flat whatever clients send.
 
 import client from 'prom-client';
-import type { RequestContext } from '../hooks/types.ts';
+import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import { FastCounter, FastHistogram } from './fast-metrics.ts';
 
 /** Label sets kept ready; statuses and providers are few, this only bounds pathological cases. */
 const MAX_CACHED_SERIES = 2048;
-
-export interface GatewayMetrics {
-  readonly registry: client.Registry;
-  observeRequest(ctx: RequestContext, durationMs: number): void;
-  readonly activeStreams: client.Gauge;
-  readonly billingEnqueued: client.Counter<'result'>;
-  readonly balanceChecks: client.Counter<'result'>;
-  readonly storeErrors: client.Counter<'operation'>;
-  readonly unpricedModels: client.Counter<'provider'>;
-  /** Served models (registry routes) without a price, counted when billing starts or reloads. */
-  readonly unpricedServedModels: client.Gauge;
-  readonly unmeteredRequests: client.Counter<'reason'>;
-  /** Client connections closed to make room (idle) or turned away (refused) at limits.max_connections. */
-  readonly connectionsShed: client.Counter<'reason'>;
-  /** Client timeouts that fired: header, body, keepalive. */
-  readonly clientTimeouts: client.Counter<'kind'>;
-  /** Requests refused before they were parsed: header_too_large, url_too_long, malformed. */
-  readonly clientRejected: client.Counter<'reason'>;
-  /** Where the open-connections gauge reads from, and the cap in force. */
-  trackConnections(open: () => number, max: number): void;
-}
 
 export function createGatewayMetrics(): GatewayMetrics {
   const registry = new client.Registry();

@@ -1,6 +1,7 @@
 // Stage runners: one named runner per stage, each with its rule stated once (like yarn berry's
 // triggerHook / reduceHook / firstHook). The server calls these; nothing else iterates hooks.
 
+import { describeError } from '../common/errors.ts';
 import type {
   Hook,
   OnRequestResult,
@@ -9,8 +10,8 @@ import type {
   ResponsePart,
   TargetChoice,
   UpstreamRequest,
-} from '../hooks/types.ts';
-import { CONTINUE } from '../hooks/types.ts';
+} from '../common/types.ts';
+import { CONTINUE } from '../common/types.ts';
 
 /** onRequest: in order; the first `respond` answers the client and stops the chain. */
 export async function runOnRequest(hooks: readonly Hook[], ctx: RequestContext): Promise<OnRequestResult> {
@@ -101,13 +102,4 @@ export async function runOnComplete(hooks: readonly Hook[], ctx: RequestContext)
       ctx.log.error({ hook: hook.name, err: describeError(err) }, 'onComplete hook failed');
     }
   }
-}
-
-/** A loggable description of an error: name, code and message, never a stack of secrets. */
-export function describeError(err: unknown): { name: string; code?: string; message: string } {
-  if (err instanceof Error) {
-    const code = (err as { code?: unknown }).code;
-    return { name: err.name, code: typeof code === 'string' ? code : undefined, message: err.message };
-  }
-  return { name: 'unknown', message: String(err) };
 }

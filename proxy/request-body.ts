@@ -5,8 +5,8 @@
 import type { IncomingMessage } from 'node:http';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import busboy from 'busboy';
-import type { ApiName, JsonObject } from '../hooks/types.ts';
-import { GatewayError } from './errors.ts';
+import { GatewayError } from '../common/errors.ts';
+import type { ApiName, JsonObject } from '../common/types.ts';
 import { jsonDeeperThan } from './json-depth.ts';
 
 /** Requests whose body stopped arriving for longer than the body timeout (readBody failed it with 408). */

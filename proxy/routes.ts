@@ -1,8 +1,8 @@
 // Endpoint table: method + path -> what the gateway does. Proxy routes carry their api identifier
 // (docs/dsl.md) and the wire family of the client, which decides error and reply shapes.
 
-import type { ApiName, WireFormat } from '../hooks/types.ts';
-import { SUBJECT_STATE_PATH } from './internal-notify.ts';
+import { SUBJECT_STATE_PATH } from '../common/internal-notify.ts';
+import type { ApiName, WireFormat } from '../common/types.ts';
 
 export type BodyKind = 'json' | 'multipart';
 

@@ -8,6 +8,19 @@ import { createRequire } from 'node:module';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
+import type { RouterConfig } from '../common/config-types.ts';
+import { describeError } from '../common/errors.ts';
+import type { GatewayMetrics } from '../common/gateway-metrics.ts';
+import type { StoreHealth } from '../common/store-types.ts';
+import type {
+  ApiName,
+  Hook,
+  HookModule,
+  JsonValue,
+  Principal,
+  RequestContext,
+  WireFormat,
+} from '../common/types.ts';
 import {
   type Authenticator,
   createAuthenticator,
@@ -23,25 +36,13 @@ import { formatDiagnostic, loadProviderDir, matchRule } from '../hooks/dsl/index
 import type { CompiledProvider, CompiledRule, HookRef } from '../hooks/dsl/types.ts';
 import { TRANSFORMS } from '../hooks/transforms/index.ts';
 import { TRANSLATORS } from '../hooks/translators/index.ts';
-import type {
-  ApiName,
-  Hook,
-  HookModule,
-  JsonValue,
-  Principal,
-  RequestContext,
-  WireFormat,
-} from '../hooks/types.ts';
 import { estimateUsageSteps } from '../hooks/usage/estimate.ts';
 import { createPathExtractor, USAGE_PRESETS } from '../hooks/usage/presets.ts';
 import { openStateStore } from '../store/index.ts';
-import type { StoreHealth } from '../store/types.ts';
 import { compileRegistry, type ModelRegistry } from './config/models.ts';
-import type { RouterConfig } from './config/types.ts';
 import { watchKeysFile } from './keys-watch.ts';
 import { settleUsage } from './metering.ts';
-import { createGatewayMetrics, type GatewayMetrics } from './metrics.ts';
-import { describeError } from './pipeline.ts';
+import { createGatewayMetrics } from './metrics.ts';
 import type { SidecarStatus } from './sidecar-status.ts';
 import { UpstreamClient, type UpstreamTimeouts } from './upstream.ts';
 import { forwardToSidecar } from './webhook-forward.ts';
@@ -73,7 +74,7 @@ export interface BillingParts {
   /** The queue's pending batch of events (EventQueue.recorded), which a reply's last byte waits for. */
   readonly recorded?: () => Promise<void> | undefined;
   readiness(): Promise<{ pending: number; dead_letter: number } | undefined>;
-  /** Balance enforcement: the sidecar's subject state notice (proxy/internal-notify.ts). */
+  /** Balance enforcement: the sidecar's subject state notice (common/internal-notify.ts). */
   readonly stateNotice?: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   close(): Promise<void>;
 }

@@ -6,8 +6,16 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { escapePathSegment } from '../hooks/dsl/template.ts';
-import type { CompiledRule } from '../hooks/dsl/types.ts';
+import { splitBaseUrl } from '../common/base-url.ts';
+import {
+  clip,
+  describeError,
+  type ErrorCode,
+  errorBody,
+  errorEvent,
+  GatewayError,
+  toGatewayError,
+} from '../common/errors.ts';
 import type {
   Hook,
   JsonObject,
@@ -17,14 +25,14 @@ import type {
   ResponsePart,
   UpstreamRequest,
   WireFormat,
-} from '../hooks/types.ts';
+} from '../common/types.ts';
+import { escapePathSegment } from '../hooks/dsl/template.ts';
+import type { CompiledRule } from '../hooks/dsl/types.ts';
 import { clientErrorCode, type ParserError, rawErrorResponse } from './client-errors.ts';
 import { ConnectionGuard, fitToDescriptors, readNofile } from './connection-guard.ts';
-import { clip, type ErrorCode, errorBody, errorEvent, GatewayError, toGatewayError } from './errors.ts';
 import { DELIVERED_TEXT_LIMIT, recordDelivered } from './metering.ts';
 import { MODEL_NAME_RULE, modelNameProblem } from './model-name.ts';
 import {
-  describeError,
   runOnComplete,
   runOnRequest,
   runResponseChunk,
@@ -42,7 +50,6 @@ import {
   Cancellation,
   classifyUpstreamError,
   forwardableHeaders,
-  splitBaseUrl,
   type UpstreamResponse,
 } from './upstream.ts';
 

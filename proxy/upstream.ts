@@ -5,8 +5,8 @@
 // large share of the gateway's CPU per small reply.
 
 import { Agent, type Dispatcher, errors as undiciErrors } from 'undici';
-import type { UpstreamRequest } from '../hooks/types.ts';
-import { GatewayError } from './errors.ts';
+import { GatewayError } from '../common/errors.ts';
+import type { UpstreamRequest } from '../common/types.ts';
 
 export interface UpstreamTimeouts {
   readonly headersTimeoutMs: number;
@@ -312,20 +312,4 @@ export function forwardableHeaders(
     out[name] = Array.isArray(value) ? value.join(', ') : value;
   }
   return out;
-}
-
-const baseUrls = new Map<string, { origin: string; prefix: string }>();
-
-/**
- * Origin and path prefix of a provider base URL (`http://h:8000/openai/` -> `http://h:8000`, `/openai`),
- * parsed once per distinct URL: base URLs come from configuration, so the map stays small.
- */
-export function splitBaseUrl(baseUrl: string): { origin: string; prefix: string } {
-  let hit = baseUrls.get(baseUrl);
-  if (hit === undefined) {
-    const url = new URL(baseUrl);
-    hit = { origin: url.origin, prefix: url.pathname.replace(/\/+$/, '') };
-    baseUrls.set(baseUrl, hit);
-  }
-  return hit;
 }

@@ -6,9 +6,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { request } from 'undici';
-import type { RouterConfig } from './config/types.ts';
-import { errorBody, GatewayError } from './errors.ts';
-import { describeError } from './pipeline.ts';
+import type { RouterConfig } from '../common/config-types.ts';
+import { describeError, errorBody, GatewayError } from '../common/errors.ts';
 import type { SidecarStatus } from './sidecar-status.ts';
 
 const HOP_BY_HOP = new Set([

@@ -3,14 +3,14 @@
 // rename + fsync dir) so a reader never sees a torn file; processed webhook ids are appended to
 // `<dir>/webhook-ids.jsonl` (fsync'ed before the claim counts) so deduplication survives a restart. The
 // gateway opens the same directory as a reader: it answers view() from memory (no I/O on the hot path)
-// and reloads the subjects file when the sidecar tells it to (proxy/internal-notify.ts), with fs.watch
+// and reloads the subjects file when the sidecar tells it to (common/internal-notify.ts), with fs.watch
 // as a fallback. The balance cache and the refresh lock are per process: in file mode there is one
 // gateway, so per-process single flight is already global.
 
 import { type FSWatcher, watch } from 'node:fs';
 import { mkdir, open, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isErrno, writeFileAtomic } from '../billing/outbox/layout.ts';
+import { isErrno, writeFileAtomic } from '../common/durable-fs.ts';
 import type {
   BalanceDecision,
   RequestView,
@@ -18,7 +18,7 @@ import type {
   StateStore,
   SubjectRef,
   SubjectState,
-} from './types.ts';
+} from '../common/store-types.ts';
 
 export const SUBJECTS_FILE = 'subjects.json';
 export const WEBHOOK_IDS_FILE = 'webhook-ids.jsonl';

@@ -3,10 +3,10 @@
 // interface and never learn which one they have.
 
 import type { Logger } from 'pino';
-import type { RouterConfig } from '../proxy/config/types.ts';
+import type { RouterConfig } from '../common/config-types.ts';
+import type { StateStore } from '../common/store-types.ts';
 import { openFileStore } from './file-store.ts';
 import { openRedisStores } from './redis-store.ts';
-import type { StateStore } from './types.ts';
 
 export interface OpenStateStoreOptions {
   /**

@@ -10,7 +10,7 @@
 import { hostname } from 'node:os';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
-import type { StoreConfig } from '../proxy/config/types.ts';
+import type { StoreConfig } from '../common/config-types.ts';
 
 export type { Redis } from 'ioredis';
 

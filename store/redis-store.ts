@@ -1,4 +1,4 @@
-// The Redis adapter of the store interface (store/types.ts): access keys, subject state, webhook ids and
+// The Redis adapter of the store interface (common/store-types.ts): access keys, subject state, webhook ids and
 // the balance cache, shared by every instance. Key layout: docs/operations.md "Keys in Redis", built by
 // createKeyLayout. The hot-path read (`view`) is ONE EVALSHA: index hash -> name, the key record, the
 // subject state and the cached balance, so a request costs one round trip however much it needs.
@@ -8,16 +8,7 @@
 
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { StoreConfig } from '../proxy/config/types.ts';
-import {
-  closeRedisClient,
-  createKeyLayout,
-  createRedisClient,
-  isConnectionError,
-  type KeyLayout,
-  type Redis,
-  waitReady,
-} from './redis-client.ts';
+import type { StoreConfig } from '../common/config-types.ts';
 import {
   type AccessKeyStore,
   type BalanceDecision,
@@ -27,7 +18,16 @@ import {
   type StoredAccessKey,
   StoreUnavailableError,
   type SubjectState,
-} from './types.ts';
+} from '../common/store-types.ts';
+import {
+  closeRedisClient,
+  createKeyLayout,
+  createRedisClient,
+  isConnectionError,
+  type KeyLayout,
+  type Redis,
+  waitReady,
+} from './redis-client.ts';
 import { invalidateLocally, openViewCache, type ViewCache, viewCacheKey } from './view-cache.ts';
 
 /** A Lua script run by EVALSHA; loaded on first use and again after a server restart (NOSCRIPT). */

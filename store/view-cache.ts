@@ -1,4 +1,4 @@
-// A process-local copy of request views (store/request-view.ts) in Redis mode, kept exact by Redis
+// A process-local copy of request views (hooks/builtin/request-view.ts) in Redis mode, kept exact by Redis
 // itself: server-assisted client-side caching (CLIENT TRACKING, broadcast mode). A dedicated connection
 // turns tracking on for the prefixes a view reads (access keys, subject state, cached balances), redirected
 // to itself, and subscribes to `__redis__:invalidate`; from then on Redis pushes the name of every such
@@ -22,9 +22,9 @@
 // entries go first.
 
 import type { Logger } from 'pino';
-import type { StoreConfig } from '../proxy/config/types.ts';
+import type { StoreConfig } from '../common/config-types.ts';
+import type { RequestView } from '../common/store-types.ts';
 import { createRedisClient, type Redis } from './redis-client.ts';
-import type { RequestView } from './types.ts';
 
 export interface ViewCacheOptions {
   /** Longest life of an entry, ms. */

@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { openOutboxWriter } from '../../billing/outbox-writer.ts';
-import type { UsageEvent } from '../../billing/types.ts';
+import type { UsageEvent } from '../../common/usage-event.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { SIDECAR_V8_FLAGS, startBillingSimProcess, writeGatewayConfig } from '../lib/peers.ts';
 import { freePort, hwmMb, rssMb, startService } from '../lib/proc.ts';

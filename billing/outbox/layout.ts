@@ -15,13 +15,14 @@
 //   dead-letter.jsonl         events that exhausted their delivery attempts.
 //   *.tmp                     in-progress atomic replacements; ignored and removed on open.
 //   spool/<slot>/             shared-store mode only: the gateway's spool of events the Redis stream could
-//                             not take, each slot an outbox of this same layout (store/event-spool.ts).
+//                             not take, each slot an outbox of this same layout (billing/event-spool.ts).
 //
 // The full design and its crash-safety argument are in billing/outbox-reader.ts.
 
-import { open, readdir, rename, unlink } from 'node:fs/promises';
+import { open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { UsageEvent } from '../types.ts';
+import { isErrno, writeFileAtomic } from '../../common/durable-fs.ts';
+import type { UsageEvent } from '../../common/usage-event.ts';
 
 export type FileHandle = Awaited<ReturnType<typeof open>>;
 
@@ -126,60 +127,6 @@ export async function writeCheckpoint(dir: string, cp: Checkpoint, fsyncHook?: (
   await writeFileAtomic(dir, CHECKPOINT_FILE, `${JSON.stringify(cp)}\n`, fsyncHook);
 }
 
-let tmpCounter = 0;
-
-export async function writeFileAtomic(
-  dir: string,
-  name: string,
-  content: string,
-  fsyncHook?: () => void,
-): Promise<void> {
-  // A unique temporary name: two replacements of the same file in flight must not rename each
-  // other's temporary file away (the loser would fail with ENOENT).
-  const tmp = join(dir, `${name}.${process.pid}.${++tmpCounter}.tmp`);
-  const fh = await open(tmp, 'w');
-  try {
-    await fh.writeFile(content);
-    await fh.sync();
-    fsyncHook?.();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, join(dir, name));
-  await fsyncDir(dir);
-  fsyncHook?.();
-}
-
-/** Makes renames, creations and unlinks in `dir` durable. */
-export async function fsyncDir(dir: string): Promise<void> {
-  const fh = await open(dir, 'r');
-  try {
-    await fh.sync();
-  } catch (err) {
-    // Some filesystems refuse fsync on a directory; the rename itself is still atomic there.
-    if (!isErrno(err, 'EINVAL') && !isErrno(err, 'EISDIR') && !isErrno(err, 'EPERM')) throw err;
-  } finally {
-    await fh.close();
-  }
-}
-
-/** Appends whole lines and fsyncs: used for quarantine and dead-letter records. */
-export async function appendDurable(
-  dir: string,
-  name: string,
-  lines: string,
-  fsyncHook?: () => void,
-): Promise<void> {
-  const fh = await open(join(dir, name), 'a');
-  try {
-    await fh.write(lines);
-    await fh.sync();
-    fsyncHook?.();
-  } finally {
-    await fh.close();
-  }
-}
-
 export interface DirListing {
   /** Sealed segment sequence numbers, ascending. */
   segments: number[];
@@ -236,16 +183,4 @@ export async function readHeaderFromHandle(fh: FileHandle): Promise<HeaderInfo |
   } catch {
     return undefined;
   }
-}
-
-export async function removeIfExists(path: string): Promise<void> {
-  try {
-    await unlink(path);
-  } catch (err) {
-    if (!isErrno(err, 'ENOENT')) throw err;
-  }
-}
-
-export function isErrno(err: unknown, code: string): boolean {
-  return typeof err === 'object' && err !== null && (err as NodeJS.ErrnoException).code === code;
 }

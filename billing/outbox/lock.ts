@@ -9,7 +9,7 @@
 import { open, readFile, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { isErrno } from './layout.ts';
+import { isErrno } from '../../common/durable-fs.ts';
 
 export class OutboxLockedError extends Error {
   readonly code = 'OUTBOX_LOCKED';

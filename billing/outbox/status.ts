@@ -8,11 +8,11 @@
 
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
+import { isErrno } from '../../common/durable-fs.ts';
 import {
   ACTIVE_FILE,
   DEAD_LETTER_FILE,
   type FileHandle,
-  isErrno,
   listOutbox,
   QUARANTINE_FILE,
   readCheckpoint,

@@ -10,7 +10,7 @@ import type {
   RequestContext,
   ResponsePart,
   UpstreamRequest,
-} from '../../hooks/types.ts';
+} from '../../common/types.ts';
 
 interface AcmeReply {
   output?: unknown;

@@ -7,18 +7,18 @@
 
 import { createHmac, hash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { AccessKeyEntry, AccessKeyMode, KeysConfig } from '../../proxy/config/types.ts';
-import { GatewayError } from '../../proxy/errors.ts';
-import { requestView } from '../../store/request-view.ts';
+import type { AccessKeyEntry, AccessKeyMode, KeysConfig } from '../../common/config-types.ts';
+import { GatewayError } from '../../common/errors.ts';
 import type {
   RehashedKey,
   RequestView,
   RequestViewQuery,
   StateStore,
   StoredAccessKey,
-} from '../../store/types.ts';
-import type { Hook, OnRequestResult, Principal, RequestContext } from '../types.ts';
-import { CONTINUE } from '../types.ts';
+} from '../../common/store-types.ts';
+import type { Hook, OnRequestResult, Principal, RequestContext } from '../../common/types.ts';
+import { CONTINUE } from '../../common/types.ts';
+import { requestView } from './request-view.ts';
 
 export interface AuthOptions {
   readonly keys: KeysConfig;
@@ -181,7 +181,7 @@ export interface StoreAuthOptions {
   readonly subjectType: string;
   /**
    * Balance currency to read in the same round trip (balance enforcement on): the balance hook then
-   * finds the key's subject state and cached balance already read (store/request-view.ts).
+   * finds the key's subject state and cached balance already read (hooks/builtin/request-view.ts).
    */
   readonly currency: string | undefined;
   readonly now?: () => number;

@@ -12,12 +12,12 @@
 // refused with 402 in both modes and cached like a denial (an SDK retries a 503 forever).
 
 import { Decimal } from 'decimal.js';
-import type { BalanceEnforcementConfig } from '../../proxy/config/types.ts';
-import { GatewayError } from '../../proxy/errors.ts';
-import type { GatewayMetrics } from '../../proxy/metrics.ts';
-import { requestView } from '../../store/request-view.ts';
-import type { BalanceDecision, StateStore, SubjectRef, SubjectState } from '../../store/types.ts';
-import { CONTINUE, type Hook, type OnRequestResult, type RequestContext } from '../types.ts';
+import type { BalanceEnforcementConfig } from '../../common/config-types.ts';
+import { GatewayError } from '../../common/errors.ts';
+import type { GatewayMetrics } from '../../common/gateway-metrics.ts';
+import type { BalanceDecision, StateStore, SubjectRef, SubjectState } from '../../common/store-types.ts';
+import { CONTINUE, type Hook, type OnRequestResult, type RequestContext } from '../../common/types.ts';
+import { requestView } from './request-view.ts';
 
 /** The realtime wallet amount (BillingClient.getBalance). Must honour the signal. */
 export type BalanceLookup = (

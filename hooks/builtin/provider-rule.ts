@@ -4,16 +4,16 @@
 // translators and transforms. Rules that only pass responses through get no response methods at all,
 // so the proxy can forward upstream bytes untouched.
 
-import { providerKeyEnvName } from '../../proxy/config/keys.ts';
-import type { UpstreamKey } from '../../proxy/config/types.ts';
-import { GatewayError } from '../../proxy/errors.ts';
-import { splitBaseUrl } from '../../proxy/upstream.ts';
+import { splitBaseUrl } from '../../common/base-url.ts';
+import type { UpstreamKey } from '../../common/config-types.ts';
+import { GatewayError } from '../../common/errors.ts';
+import { providerKeyEnvName } from '../../common/provider-key-env.ts';
+import type { Hook, JsonObject, RequestContext, ResponsePart, UpstreamRequest } from '../../common/types.ts';
 import { jsonDeleteCopy, jsonSetCopy } from '../dsl/json-path.ts';
 import { renderHeaderTemplate, renderTemplate } from '../dsl/template.ts';
 import type { CompiledRule, CompiledTemplate } from '../dsl/types.ts';
 import type { StreamTransform, StreamTransformFactory } from '../transforms/types.ts';
 import { TranslationError, type Translator, type TranslatorFactory } from '../translators/types.ts';
-import type { Hook, JsonObject, RequestContext, ResponsePart, UpstreamRequest } from '../types.ts';
 
 type TemplateVars = Parameters<typeof renderTemplate>[1];
 

@@ -2,9 +2,9 @@
 // model registry entirely; otherwise the registry maps the model to an ordered list of candidates
 // (round robin rotates the start, priority keeps the file order). Later candidates are retries.
 
-import type { ModelEntry } from '../../proxy/config/types.ts';
-import { clip, GatewayError } from '../../proxy/errors.ts';
-import type { Hook, RequestContext, TargetCandidate, TargetChoice } from '../types.ts';
+import type { ModelEntry } from '../../common/config-types.ts';
+import { clip, GatewayError } from '../../common/errors.ts';
+import type { Hook, RequestContext, TargetCandidate, TargetChoice } from '../../common/types.ts';
 
 export interface ModelResolver {
   resolve(model: string): ModelEntry | undefined;

@@ -2,8 +2,8 @@
 // rule's preset (`usage_extract`) or JSON paths (`usage_path`), without delaying or changing a byte. It
 // sits first among the response hooks, so it sees the upstream's own format before any translator.
 
+import type { Hook, RequestContext, ResponseHead, ResponsePart, Usage } from '../../common/types.ts';
 import type { CompiledRule } from '../dsl/types.ts';
-import type { Hook, RequestContext, ResponseHead, ResponsePart, Usage } from '../types.ts';
 import type { RequestUsage, UsagePreset, UsageSniffer } from '../usage/types.ts';
 import { mergeRequestUsage } from '../usage/unit-presets.ts';
 

@@ -5,7 +5,7 @@
 
 import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { API_NAMES, type ApiName, type JsonValue } from '../types.ts';
+import { API_NAMES, type ApiName, type JsonValue } from '../../common/types.ts';
 import { parseJsonPath } from './json-path.ts';
 import type { ArgNode, CallArg, DirectiveNode, FileNode, Pos, StringArg } from './parser.ts';
 import { compileTemplate, constantTemplate } from './template.ts';

@@ -3,7 +3,7 @@
 
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { ApiName } from '../types.ts';
+import type { ApiName } from '../../common/types.ts';
 import { type CompileOptions, compileAst } from './compiler.ts';
 import { parse } from './parser.ts';
 import type { CompiledProvider, CompiledRule, DslDiagnostic, DslRegistries } from './types.ts';

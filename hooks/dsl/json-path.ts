@@ -2,7 +2,7 @@
 // compiled once; get/set/delete walk plain JSON values. Keys are only ever read as own properties and
 // written with defineProperty, so `__proto__` in a path cannot reach or change a prototype.
 
-import type { JsonObject, JsonValue } from '../types.ts';
+import type { JsonObject, JsonValue } from '../../common/types.ts';
 import type { JsonPath } from './types.ts';
 
 export type JsonPathParse =

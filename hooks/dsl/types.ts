@@ -2,7 +2,7 @@
 // validates it against the registries of translators, transforms, usage presets and hook modules and
 // produces these plain objects once per configuration load. Requests only read them.
 
-import type { ApiName, JsonValue } from '../types.ts';
+import type { ApiName, JsonValue } from '../../common/types.ts';
 
 export interface SourceLoc {
   readonly file: string;

@@ -1,7 +1,6 @@
 // SSE transforms named by `sse_parse <name>;` that are not translators: small per-request stream filters.
 
-import type { SseOut } from '../translators/types.ts';
-import type { RequestContext } from '../types.ts';
+import type { RequestContext, SseOut } from '../../common/types.ts';
 
 export interface StreamTransform {
   event(event: string | undefined, data: string): SseOut[];

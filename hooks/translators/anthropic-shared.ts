@@ -1,7 +1,7 @@
 // Helpers shared by the two translators between the completion-style (OpenAI) wire format and the
 // Anthropic Messages wire format: safe JSON access and the error-type tables of both vendors.
 
-import type { JsonObject, JsonValue } from '../types.ts';
+import type { JsonObject, JsonValue } from '../../common/types.ts';
 
 export function isObject(value: JsonValue | undefined): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);

@@ -15,7 +15,7 @@
 // - Dropped, since the upstream has no counterpart: top_k, thinking, cache_control markers, upstream
 //   reasoning deltas. tool_result `is_error` has no OpenAI field and is not rewritten into the content.
 
-import type { JsonObject, JsonValue } from '../types.ts';
+import type { JsonObject, JsonValue, SseOut } from '../../common/types.ts';
 import {
   anthropicTypeForOpenaiError,
   anthropicTypeForStatus,
@@ -26,13 +26,7 @@ import {
   parseArguments,
   parseJsonObject,
 } from './anthropic-shared.ts';
-import {
-  type SseOut,
-  TranslationError,
-  type Translator,
-  type TranslatorFactory,
-  type TranslatorInit,
-} from './types.ts';
+import { TranslationError, type Translator, type TranslatorFactory, type TranslatorInit } from './types.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Request

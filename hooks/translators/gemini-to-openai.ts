@@ -7,7 +7,7 @@
 // first served. Streamed tool-call argument fragments are the one thing accumulated here: Gemini sends
 // a function call as one whole part, so each call's arguments are held until the choice finishes.
 
-import type { JsonObject, JsonValue } from '../types.ts';
+import type { JsonObject, JsonValue, SseOut } from '../../common/types.ts';
 import {
   asArray,
   asNumber,
@@ -19,7 +19,7 @@ import {
   parseJson,
   usageFromOpenai,
 } from './gemini-shared.ts';
-import type { SseOut, Translator, TranslatorFactory, TranslatorInit } from './types.ts';
+import type { Translator, TranslatorFactory, TranslatorInit } from './types.ts';
 import { TranslationError } from './types.ts';
 
 // ---------------------------------------------------------------------------------------------------

@@ -6,12 +6,12 @@
 // one): its counts are a local o200k token estimate of the input, not an upstream figure. Should the
 // upstream ever send `usageMetadata`, that is used instead.
 
-import type { JsonObject, JsonValue } from '../types.ts';
+import type { JsonObject, JsonValue, SseOut } from '../../common/types.ts';
 // The shared counter loads its encoding on first use: importing gpt-tokenizer's default entry here
 // would load a whole encoding (docs/architecture.md has its memory cost) into every gateway at start.
 import { countTokens } from '../usage/estimate.ts';
 import { asArray, asNumber, asString, field, isObject, openaiErrorFromGemini } from './gemini-shared.ts';
-import type { SseOut, Translator, TranslatorFactory, TranslatorInit } from './types.ts';
+import type { Translator, TranslatorFactory, TranslatorInit } from './types.ts';
 import { TranslationError } from './types.ts';
 
 function inputTexts(input: JsonValue | undefined): string[] {

@@ -15,7 +15,7 @@
 //   modalities, legacy functions, temperature or top_p above 1 (Anthropic's range is 0..1).
 // - `user` (or `safety_identifier`, or `metadata.user`) becomes Anthropic's metadata.user_id.
 
-import type { JsonObject, JsonValue } from '../types.ts';
+import type { JsonObject, JsonValue, SseOut } from '../../common/types.ts';
 import {
   anthropicTypeForStatus,
   asCount,
@@ -26,13 +26,7 @@ import {
   parseArguments,
   parseJsonObject,
 } from './anthropic-shared.ts';
-import {
-  type SseOut,
-  TranslationError,
-  type Translator,
-  type TranslatorFactory,
-  type TranslatorInit,
-} from './types.ts';
+import { TranslationError, type Translator, type TranslatorFactory, type TranslatorInit } from './types.ts';
 
 /** Anthropic requires max_tokens; completion-style clients may omit it. */
 export const DEFAULT_MAX_TOKENS = 4096;

@@ -8,7 +8,7 @@
 // Gemini 3 thought signatures ride along in `tool_calls[].extra_content.google.thought_signature` (the
 // field Google's own OpenAI-compatible endpoint uses) and go back as `thoughtSignature` on the part.
 
-import type { JsonObject, JsonValue } from '../types.ts';
+import type { JsonObject, JsonValue, SseOut } from '../../common/types.ts';
 import {
   asArray,
   asNumber,
@@ -20,7 +20,7 @@ import {
   parseJson,
   usageFromGemini,
 } from './gemini-shared.ts';
-import type { SseOut, Translator, TranslatorFactory, TranslatorInit } from './types.ts';
+import type { Translator, TranslatorFactory, TranslatorInit } from './types.ts';
 import { TranslationError } from './types.ts';
 
 // ---------------------------------------------------------------------------------------------------

@@ -8,13 +8,7 @@
 // UTF-8 decoded by the proxy's SSE parser) and returns the client events to emit now. Memory per stream
 // stays constant: keep counters and the few ids needed, never the accumulated text.
 
-import type { JsonObject, JsonValue, WireFormat } from '../types.ts';
-
-/** One server-sent event to write to the client. `data` is the text after `data: ` ("[DONE]" included). */
-export interface SseOut {
-  readonly event?: string | undefined;
-  readonly data: string;
-}
+import type { JsonObject, JsonValue, SseOut, WireFormat } from '../../common/types.ts';
 
 export interface TranslatorInit {
   readonly requestId: string;

@@ -24,7 +24,7 @@
 // with estimateUsageInSlices, so a huge prompt never holds the event loop for long.
 
 import { createRequire } from 'node:module';
-import type { ApiName, JsonObject, JsonValue, Usage } from '../types.ts';
+import type { ApiName, JsonObject, JsonValue, Usage } from '../../common/types.ts';
 import { countSteps, runInSlices, runToEnd, type SliceBudget } from './token-slices.ts';
 
 type EncodingName = 'o200k_base' | 'cl100k_base';

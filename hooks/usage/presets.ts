@@ -8,8 +8,8 @@
 //   never parsed;
 // - never throw: malformed JSON, wrong types and negative or fractional counts are ignored.
 
+import type { JsonValue, Usage } from '../../common/types.ts';
 import type { UsageField } from '../dsl/types.ts';
-import type { JsonValue, Usage } from '../types.ts';
 import type { UsagePreset, UsageSniffer } from './types.ts';
 import { UNIT_PRESETS } from './unit-presets.ts';
 

@@ -1,7 +1,7 @@
 // Usage presets: how to read token counts from one provider family's replies, JSON or streamed.
 // Named in provider files as `metrics { usage_extract <preset>; }`.
 
-import type { JsonObject, JsonValue, Usage } from '../types.ts';
+import type { JsonObject, JsonValue, Usage } from '../../common/types.ts';
 
 /** Per-request, incremental reader of usage from SSE events (constant memory). */
 export interface UsageSniffer {

@@ -3,7 +3,7 @@
 // seconds of audio (and tokens where the upstream reports them). Quantities the reply does not carry
 // come from the request (fromRequest).
 
-import type { JsonObject, JsonValue, Usage } from '../types.ts';
+import type { JsonObject, JsonValue, Usage } from '../../common/types.ts';
 import { audioFileSeconds } from './audio-duration.ts';
 import { multipartParts } from './multipart-parts.ts';
 import type { RequestUsage, UsagePreset, UsageRequest, UsageSniffer } from './types.ts';

@@ -2,9 +2,9 @@
 // listed in docs/configuration.md "Environment variables". An empty variable counts as
 // unset, so `ROUTER_X=` in a container manifest never blanks a value by accident.
 
-import { displayPath, pointerOf } from './diagnostics.ts';
+import { displayPath, pointerOf } from '../../common/config-diagnostics.ts';
+import type { ConfigDiagnostic } from '../../common/config-types.ts';
 import type { Env } from './interpolate.ts';
-import type { ConfigDiagnostic } from './types.ts';
 
 export interface EnvOverride {
   readonly name: string;

@@ -4,12 +4,13 @@
 // Environment wins over the file, as everywhere in the configuration. Diagnostics name keys by name
 // and position, never by secret.
 
-import { childPointer, displayPath } from './diagnostics.ts';
+import { childPointer, displayPath } from '../../common/config-diagnostics.ts';
+import type { AccessKeyEntry, ConfigDiagnostic, KeysConfig, UpstreamKey } from '../../common/config-types.ts';
+import { providerKeyEnvName } from '../../common/provider-key-env.ts';
+import { isPlainObject, parseYaml, readYaml, type YamlFile } from '../../common/yaml-source.ts';
 import { type Env, interpolateDocument } from './interpolate.ts';
 import schema from './keys.schema.json' with { type: 'json' };
-import type { AccessKeyEntry, ConfigDiagnostic, KeysConfig, UpstreamKey } from './types.ts';
 import { compileSchema } from './validate.ts';
-import { isPlainObject, parseYaml, readYaml, type YamlFile } from './yaml-source.ts';
 
 const ACCESS_KEY_ENV = /^ROUTER_ACCESS_KEY_([A-Za-z0-9][A-Za-z0-9_]*)$/;
 const PROVIDER_KEY_ENV = /^ROUTER_PROVIDER_([A-Za-z0-9][A-Za-z0-9_]*)_API_KEY$/;
@@ -48,11 +49,6 @@ export function parseIsoInstant(text: string): number | undefined {
 /** The environment variable that defines access key `name` (the reverse of the lower-casing). */
 export function accessKeyEnvName(name: string): string {
   return `ROUTER_ACCESS_KEY_${name.toUpperCase()}`;
-}
-
-/** The environment variable holding provider `name`'s upstream key (`azure-openai` -> ..._AZURE_OPENAI_...). */
-export function providerKeyEnvName(provider: string): string {
-  return `ROUTER_PROVIDER_${provider.toUpperCase().replaceAll('-', '_').replaceAll('.', '_')}_API_KEY`;
 }
 
 interface RawAccessKey {

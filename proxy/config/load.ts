@@ -7,15 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
-import type { JsonValue } from '../../hooks/types.ts';
-import { parseSource } from '../request-id.ts';
-import { displayPath } from './diagnostics.ts';
-import { applyEnvOverrides, applyObjectOverrides, type ConfigOverrides } from './env-overrides.ts';
-import { type Env, interpolateDocument } from './interpolate.ts';
-import { loadKeysFile } from './keys.ts';
-import { parseListenAddress } from './listen.ts';
-import { loadModelsFile } from './models.ts';
-import schema from './schema.json' with { type: 'json' };
+import { displayPath } from '../../common/config-diagnostics.ts';
 import type {
   AccessKeyMode,
   BillingConfig,
@@ -26,9 +18,17 @@ import type {
   ModelRegistryConfig,
   RouterConfig,
   StoreConfig,
-} from './types.ts';
+} from '../../common/config-types.ts';
+import type { JsonValue } from '../../common/types.ts';
+import { isPlainObject, parseYaml, type YamlFile } from '../../common/yaml-source.ts';
+import { parseSource } from '../request-id.ts';
+import { applyEnvOverrides, applyObjectOverrides, type ConfigOverrides } from './env-overrides.ts';
+import { type Env, interpolateDocument } from './interpolate.ts';
+import { loadKeysFile } from './keys.ts';
+import { parseListenAddress } from './listen.ts';
+import { loadModelsFile } from './models.ts';
+import schema from './schema.json' with { type: 'json' };
 import { compileSchema, type Origins } from './validate.ts';
-import { isPlainObject, parseYaml, type YamlFile } from './yaml-source.ts';
 
 export type { ConfigOverrides } from './env-overrides.ts';
 

@@ -2,12 +2,17 @@
 // then the longest `prefix*` pattern, so `gpt-5.5` can be listed with its own route while `gpt-*`
 // catches every other GPT id without listing it.
 
-import { childPointer, displayPath } from './diagnostics.ts';
+import { childPointer, displayPath } from '../../common/config-diagnostics.ts';
+import type {
+  ConfigDiagnostic,
+  ModelEntry,
+  ModelRegistryConfig,
+  ModelRoute,
+} from '../../common/config-types.ts';
+import { isPlainObject, parseYaml, readYaml, type YamlFile } from '../../common/yaml-source.ts';
 import { type Env, interpolateDocument } from './interpolate.ts';
 import schema from './models.schema.json' with { type: 'json' };
-import type { ConfigDiagnostic, ModelEntry, ModelRegistryConfig, ModelRoute } from './types.ts';
 import { compileSchema } from './validate.ts';
-import { isPlainObject, parseYaml, readYaml, type YamlFile } from './yaml-source.ts';
 
 export interface ModelRegistry {
   /** The entry routing `model`: the exact id, else the longest matching prefix pattern. */

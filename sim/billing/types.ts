@@ -1,6 +1,6 @@
 // Public types of the billing service simulator (a stand-in for the billing service, docs/billing.md).
 
-import type { UsageEvent } from '../../billing/types.ts';
+import type { UsageEvent } from '../../common/usage-event.ts';
 
 export type RuleSetStatus = 'published' | 'draft';
 

@@ -16,7 +16,7 @@ import {
   positionAfter,
 } from '../../billing/outbox-reader.ts';
 import { OutboxLockedError, openOutboxWriter } from '../../billing/outbox-writer.ts';
-import type { UsageEvent } from '../../billing/types.ts';
+import type { UsageEvent } from '../../common/usage-event.ts';
 import { makeEvent } from '../support/usage-events.ts';
 
 async function tempDir(t: { after: (fn: () => Promise<void>) => void }): Promise<string> {

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { openOutboxWriter } from '../../billing/outbox-writer.ts';
-import type { UsageEvent } from '../../billing/types.ts';
+import type { UsageEvent } from '../../common/usage-event.ts';
 import { type BillingSimOptions, startBillingSim } from '../../sim/billing/server.ts';
 import {
   BILLING_API_KEY,

@@ -6,8 +6,8 @@ import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
 import { pricingWarnings, unpricedModels } from '../../billing/price-coverage.ts';
 import { compilePricing, loadPricing } from '../../billing/pricing.ts';
+import type { ModelEntry } from '../../common/config-types.ts';
 import { loadModelsFile } from '../../proxy/config/models.ts';
-import type { ModelEntry } from '../../proxy/config/types.ts';
 import { MODELS_FILE, PRICING_FILE } from '../support/stack.ts';
 
 function entry(id: string, ...routes: [string, string?][]): ModelEntry {

@@ -10,7 +10,7 @@ import type { IngestResult } from '../../billing/billing-client.ts';
 import { openOutboxWriter } from '../../billing/outbox-writer.ts';
 import { startSidecar } from '../../billing/sidecar.ts';
 import { countWebhook, createSidecarMetrics, streamConsumerSources } from '../../billing/sidecar-metrics.ts';
-import type { UsageEvent } from '../../billing/types.ts';
+import type { UsageEvent } from '../../common/usage-event.ts';
 import { loadConfig } from '../../proxy/config/load.ts';
 import { makeEvent } from '../support/usage-events.ts';
 

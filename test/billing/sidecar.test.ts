@@ -9,8 +9,8 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { openOutboxWriter } from '../../billing/outbox-writer.ts';
 import { startSidecar } from '../../billing/sidecar.ts';
-import type { UsageEvent } from '../../billing/types.ts';
-import type { BillingConfig } from '../../proxy/config/types.ts';
+import type { BillingConfig } from '../../common/config-types.ts';
+import type { UsageEvent } from '../../common/usage-event.ts';
 import { startBillingSim } from '../../sim/billing/server.ts';
 import { makeEvent as makeEventWithAliases } from '../support/usage-events.ts';
 

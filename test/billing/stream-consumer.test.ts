@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { IngestResult } from '../../billing/billing-client.ts';
 import { createBillingClient } from '../../billing/billing-client.ts';
+import { createRedisEventQueue } from '../../billing/redis-queue.ts';
 import { type StreamConsumer, startStreamConsumer } from '../../billing/stream-consumer.ts';
-import type { UsageEvent } from '../../billing/types.ts';
-import type { StoreConfig } from '../../proxy/config/types.ts';
+import type { StoreConfig } from '../../common/config-types.ts';
+import type { UsageEvent } from '../../common/usage-event.ts';
 import { startBillingSim } from '../../sim/billing/server.ts';
 import { createKeyLayout, createRedisClient, waitReady } from '../../store/redis-client.ts';
-import { createRedisEventQueue } from '../../store/redis-queue.ts';
 import { countDelta, type RedisServer, startRedis, testStoreConfig } from '../support/redis.ts';
 import { makeEvent as makeEventWithAliases } from '../support/usage-events.ts';
 

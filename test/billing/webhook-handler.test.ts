@@ -7,10 +7,10 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { createWebhookHandler, nextSubjectState, parseWebhookEvent } from '../../billing/webhook-handler.ts';
 import { signWebhookBody } from '../../billing/webhook-signature.ts';
-import type { SubjectStateNotice } from '../../proxy/internal-notify.ts';
+import type { SubjectStateNotice } from '../../common/internal-notify.ts';
+import type { StateStore, SubjectRef } from '../../common/store-types.ts';
 import { type BillingSim, startBillingSim } from '../../sim/billing/server.ts';
 import { type FileStateStore, openFileStore } from '../../store/file-store.ts';
-import type { StateStore, SubjectRef } from '../../store/types.ts';
 
 const SECRET = 'whsec_handler_test';
 const SUBJECT = { subject_type: 'api_key', subject_id: 'client-a' };

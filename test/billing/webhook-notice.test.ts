@@ -1,4 +1,4 @@
-// The sidecar -> gateway subject state notice (proxy/internal-notify.ts): signed, loopback only, applied
+// The sidecar -> gateway subject state notice (common/internal-notify.ts): signed, loopback only, applied
 // before the answer; and the gateway's route for it, which reloads the state file.
 
 import assert from 'node:assert/strict';
@@ -18,9 +18,9 @@ import {
   NOTICE_TIMESTAMP_HEADER,
   SUBJECT_STATE_PATH,
   signNotice,
-} from '../../proxy/internal-notify.ts';
+} from '../../common/internal-notify.ts';
+import type { SubjectRef } from '../../common/store-types.ts';
 import { openFileStore } from '../../store/file-store.ts';
-import type { SubjectRef } from '../../store/types.ts';
 
 const SECRET = 'whsec_notice';
 const NOTICE = { subject_type: 'api_key', subject_id: 'client-a', event_id: 'evt_1', event_type: 'x' };

@@ -8,7 +8,7 @@ import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { Decimal } from 'decimal.js';
-import type { UsageEvent } from '../../billing/types.ts';
+import type { UsageEvent } from '../../common/usage-event.ts';
 import {
   type BillingStack,
   type ChildGateway,

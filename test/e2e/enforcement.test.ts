@@ -10,7 +10,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Decimal } from 'decimal.js';
-import { GATEWAY_URL_ENV } from '../../proxy/internal-notify.ts';
+import { GATEWAY_URL_ENV } from '../../common/internal-notify.ts';
 import { SUBJECTS_FILE } from '../../store/file-store.ts';
 import { type ChildGateway, spawnLogged } from '../support/billing-stack.ts';
 import {

@@ -6,8 +6,8 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import type { Dispatcher } from 'undici';
-import type { UpstreamRequest } from '../../hooks/types.ts';
-import { GatewayError } from '../../proxy/errors.ts';
+import { GatewayError } from '../../common/errors.ts';
+import type { UpstreamRequest } from '../../common/types.ts';
 import { Cancellation, UpstreamBody, UpstreamClient } from '../../proxy/upstream.ts';
 
 let server: Server;

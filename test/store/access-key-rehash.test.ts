@@ -5,9 +5,9 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import type { RehashedKey } from '../../common/store-types.ts';
 import { hashAccessKey, hashSecretId } from '../../hooks/builtin/auth.ts';
 import { openRedisStores, type RedisStores } from '../../store/redis-store.ts';
-import type { RehashedKey } from '../../store/types.ts';
 import { waitUntil } from '../support/billing-stack.ts';
 import { type RedisServer, startRedis, testKeyRecord, testStoreConfig } from '../support/redis.ts';
 

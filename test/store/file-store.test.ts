@@ -3,8 +3,8 @@ import { appendFile, mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import type { BalanceDecision, SubjectRef, SubjectState } from '../../common/store-types.ts';
 import { openFileStore, SUBJECTS_FILE, WEBHOOK_IDS_FILE } from '../../store/file-store.ts';
-import type { BalanceDecision, SubjectRef, SubjectState } from '../../store/types.ts';
 
 const A: SubjectRef = { type: 'api_key', id: 'client-a' };
 const B: SubjectRef = { type: 'api_key', id: 'client:b' };

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { StoreUnavailableError } from '../../common/store-types.ts';
 import { hashAccessKey } from '../../hooks/builtin/auth.ts';
 import { openRedisStores, type RedisStores } from '../../store/redis-store.ts';
-import { StoreUnavailableError } from '../../store/types.ts';
 import { type RedisServer, startRedis, testKeyRecord, testStoreConfig } from '../support/redis.ts';
 
 let redis: RedisServer;

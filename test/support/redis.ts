@@ -8,9 +8,9 @@ import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import type { StoreConfig } from '../../common/config-types.ts';
+import type { StoredAccessKey } from '../../common/store-types.ts';
 import { hashAccessKey } from '../../hooks/builtin/auth.ts';
-import type { StoreConfig } from '../../proxy/config/types.ts';
-import type { StoredAccessKey } from '../../store/types.ts';
 
 export interface RedisServer {
   readonly port: number;

@@ -1,7 +1,7 @@
 // Test support: usage events as the gateway writes them (docs/billing.md "The usage event"), numbered so that
 // tests can assert order and exactly-once delivery by request id.
 
-import type { UsageEvent } from '../../billing/types.ts';
+import type { UsageEvent } from '../../common/usage-event.ts';
 
 /** Event number `i` (request id `req-<i>`); `aliases` adds the completion-style usage aliases. */
 export function makeEvent(i: number, opts: { aliases?: boolean } = {}): UsageEvent {

@@ -1,7 +1,7 @@
 // `router-admin access-key create`: a new key with a fresh secret, printed once and never stored.
 
 import { Command, Option } from 'clipanion';
-import type { RouterConfig } from '../../../proxy/config/types.ts';
+import type { RouterConfig } from '../../../common/config-types.ts';
 import { AccessKeyCommand } from '../../command-base.ts';
 import { AdminError, EXIT, generateSecret, type KeyBackend, parseExpiry } from '../../key-backend.ts';
 

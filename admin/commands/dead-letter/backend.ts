@@ -17,8 +17,8 @@ import {
 import { REPLAY_PATH } from '../../../billing/dead-letter-route.ts';
 import { READER_LOCK } from '../../../billing/outbox/layout.ts';
 import { acquirePidLock, OutboxLockedError } from '../../../billing/outbox/lock.ts';
-import type { RouterConfig } from '../../../proxy/config/types.ts';
-import { loopbackUrl } from '../../../proxy/internal-notify.ts';
+import type { RouterConfig } from '../../../common/config-types.ts';
+import { loopbackUrl } from '../../../common/internal-notify.ts';
 import {
   closeRedisClient,
   createKeyLayout,

@@ -3,8 +3,8 @@
 // 2 usage or configuration error, 3 store or sidecar unreachable).
 
 import { Command, Option } from 'clipanion';
+import type { RouterConfig } from '../../../common/config-types.ts';
 import { loadConfig } from '../../../proxy/config/load.ts';
-import type { RouterConfig } from '../../../proxy/config/types.ts';
 import { AdminError, EXIT } from '../../key-backend.ts';
 import { type DeadLetterBackend, openDeadLetterBackend } from './backend.ts';
 

@@ -4,9 +4,9 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { AccessKeyEntry } from '../../../common/config-types.ts';
+import { GatewayError } from '../../../common/errors.ts';
 import { createAuthenticator, hashAccessKey } from '../../../hooks/builtin/auth.ts';
-import type { AccessKeyEntry } from '../../../proxy/config/types.ts';
-import { GatewayError } from '../../../proxy/errors.ts';
 
 function entry(name: string, over: Partial<AccessKeyEntry> = {}): AccessKeyEntry {
   return {

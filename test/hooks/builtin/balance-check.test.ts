@@ -5,18 +5,18 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { pino } from 'pino';
 import { createBillingClient } from '../../../billing/billing-client.ts';
+import type { BalanceEnforcementConfig } from '../../../common/config-types.ts';
+import { GatewayError } from '../../../common/errors.ts';
+import { type StateStore, StoreUnavailableError, type SubjectRef } from '../../../common/store-types.ts';
+import type { Hook, OnRequestResult, Principal, RequestContext } from '../../../common/types.ts';
 import {
   type BalanceCheckOptions,
   type BalanceLookup,
   createBalanceCheckHook,
   isPositiveBalance,
 } from '../../../hooks/builtin/balance-check.ts';
-import type { Hook, OnRequestResult, Principal, RequestContext } from '../../../hooks/types.ts';
-import type { BalanceEnforcementConfig } from '../../../proxy/config/types.ts';
-import { GatewayError } from '../../../proxy/errors.ts';
 import { type BillingSim, startBillingSim } from '../../../sim/billing/server.ts';
 import { type FileStateStore, openFileStore } from '../../../store/file-store.ts';
-import { type StateStore, StoreUnavailableError, type SubjectRef } from '../../../store/types.ts';
 
 const API_KEY = 'sk_balance_test';
 const SUBJECT: SubjectRef = { type: 'api_key', id: 'client-a' };

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { JsonObject } from '../../../common/types.ts';
 import {
   compileJsonPath,
   jsonDelete,
@@ -9,7 +10,6 @@ import {
   jsonSetCopy,
   parseJsonPath,
 } from '../../../hooks/dsl/json-path.ts';
-import type { JsonObject } from '../../../hooks/types.ts';
 
 test('compileJsonPath: dots, indexes and quoted keys', () => {
   assert.deepEqual(compileJsonPath('$'), []);

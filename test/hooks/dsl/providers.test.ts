@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import type { ApiName } from '../../../common/types.ts';
 import {
   defaultRegistries,
   formatDiagnostic,
@@ -11,7 +12,6 @@ import {
   renderTemplate,
 } from '../../../hooks/dsl/index.ts';
 import type { CompiledProvider } from '../../../hooks/dsl/types.ts';
-import type { ApiName } from '../../../hooks/types.ts';
 
 const DIR = fileURLToPath(new URL('../../../deploy/config/providers/', import.meta.url));
 const EXPECTED = [

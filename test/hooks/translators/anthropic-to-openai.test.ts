@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { JsonObject } from '../../../common/types.ts';
 import { anthropicToOpenai } from '../../../hooks/translators/anthropic-to-openai.ts';
 import { TranslationError } from '../../../hooks/translators/types.ts';
-import type { JsonObject } from '../../../hooks/types.ts';
 import { caseDir, listCases, makeInit, runGoldenCase } from '../../fixtures/translators/anthropic/harness.ts';
 
 const DIRECTION = 'anthropic-to-openai';

@@ -15,10 +15,10 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ApiError, GoogleGenAI, Type } from '@google/genai';
 import OpenAI, { APIError } from 'openai';
+import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { geminiToOpenai } from '../../../hooks/translators/gemini-to-openai.ts';
 import { openaiToGemini } from '../../../hooks/translators/openai-to-gemini.ts';
 import type { TranslatorFactory } from '../../../hooks/translators/types.ts';
-import type { JsonObject, JsonValue } from '../../../hooks/types.ts';
 import { FIXTURE_ROOT, replaySse, serializeSse } from '../../fixtures/translators/gemini/golden.ts';
 
 /** Upstream request bodies the translators produced, keyed by `<direction>/<fixture>`, for assertions. */

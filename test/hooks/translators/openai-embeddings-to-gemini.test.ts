@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import type { JsonObject } from '../../../common/types.ts';
 import { openaiEmbeddingsToGemini } from '../../../hooks/translators/openai-embeddings-to-gemini.ts';
 import type { TranslatorInit } from '../../../hooks/translators/types.ts';
 import { TranslationError } from '../../../hooks/translators/types.ts';
-import type { JsonObject } from '../../../hooks/types.ts';
 import { caseNames, checkGolden } from '../../fixtures/translators/gemini/golden.ts';
 
 const DIRECTION = 'openai-embeddings-to-gemini';

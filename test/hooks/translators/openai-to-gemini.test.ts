@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { openaiToGemini } from '../../../hooks/translators/openai-to-gemini.ts';
 import type { TranslatorInit } from '../../../hooks/translators/types.ts';
 import { TranslationError } from '../../../hooks/translators/types.ts';
-import type { JsonObject, JsonValue } from '../../../hooks/types.ts';
 import { caseNames, checkGolden } from '../../fixtures/translators/gemini/golden.ts';
 
 const DIRECTION = 'openai-to-gemini';

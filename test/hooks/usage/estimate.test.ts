@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import type { ApiName, JsonObject } from '../../../hooks/types.ts';
+import type { ApiName, JsonObject } from '../../../common/types.ts';
 import {
   countTokens,
   encodingForModel,

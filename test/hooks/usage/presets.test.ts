@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { createParser } from 'eventsource-parser';
 import fc from 'fast-check';
-import type { JsonValue, Usage } from '../../../hooks/types.ts';
+import type { JsonValue, Usage } from '../../../common/types.ts';
 import { createPathExtractor, hasObjectKey, USAGE_PRESETS } from '../../../hooks/usage/presets.ts';
 import type { UsagePreset } from '../../../hooks/usage/types.ts';
 

@@ -2,15 +2,15 @@
 import assert from 'node:assert/strict';
 import { resolve } from 'node:path';
 import { test } from 'node:test';
-import { formatDiagnostic } from '../../../proxy/config/diagnostics.ts';
+import { formatDiagnostic } from '../../../common/config-diagnostics.ts';
+import type { ConfigDiagnostic } from '../../../common/config-types.ts';
+import { providerKeyEnvName } from '../../../common/provider-key-env.ts';
 import {
   accessKeyEnvName,
   loadKeysFile,
   parseIsoInstant,
   parseKeysSource,
-  providerKeyEnvName,
 } from '../../../proxy/config/keys.ts';
-import type { ConfigDiagnostic } from '../../../proxy/config/types.ts';
 import { tempDir } from './temp-dir.ts';
 
 function found(diagnostics: readonly ConfigDiagnostic[]): string[] {

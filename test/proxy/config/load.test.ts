@@ -3,10 +3,10 @@ import assert from 'node:assert/strict';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
-import { formatDiagnostic } from '../../../proxy/config/diagnostics.ts';
+import { formatDiagnostic } from '../../../common/config-diagnostics.ts';
+import type { ConfigDiagnostic } from '../../../common/config-types.ts';
 import { ENV_OVERRIDES } from '../../../proxy/config/env-overrides.ts';
 import { loadConfig, loadConfigFromString } from '../../../proxy/config/load.ts';
-import type { ConfigDiagnostic } from '../../../proxy/config/types.ts';
 import { tempDir } from './temp-dir.ts';
 
 const REFERENCE = resolve(import.meta.dirname, '../../../deploy/config/router.yaml');

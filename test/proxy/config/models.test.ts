@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import { resolve } from 'node:path';
 import { test } from 'node:test';
+import type { ModelEntry } from '../../../common/config-types.ts';
 import { compileRegistry, loadModelsFile, parseModelsSource } from '../../../proxy/config/models.ts';
-import type { ModelEntry } from '../../../proxy/config/types.ts';
 
 function entry(id: string, provider = 'p'): ModelEntry {
   return {

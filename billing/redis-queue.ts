@@ -2,15 +2,15 @@
 // "Keys in Redis"). The enqueue hook calls it just before a reply's last byte, which waits only until the
 // turn's command is written (recorded(), below), never for Redis's answer; a failure never changes the
 // response. An event the stream cannot take (Redis down, a refused or timed-out
-// XADD) goes to the local spool (store/event-spool.ts), which moves it to the stream once Redis answers.
+// XADD) goes to the local spool (billing/event-spool.ts), which moves it to the stream once Redis answers.
 // A timed-out XADD may still have been applied: the event can then reach the stream twice, and the
 // billing service counts it once by its idempotency key (docs/operations.md "The spool (Redis away)").
 
 import type { Logger } from 'pino';
-import { createTurnBatch } from '../billing/turn-batch.ts';
-import type { UsageEvent } from '../billing/types.ts';
-import type { StoreConfig } from '../proxy/config/types.ts';
-import { acquireEventSpool, type EventSpool } from './event-spool.ts';
+import type { StoreConfig } from '../common/config-types.ts';
+import { type EventQueue, StoreUnavailableError } from '../common/store-types.ts';
+import { createTurnBatch } from '../common/turn-batch.ts';
+import type { UsageEvent } from '../common/usage-event.ts';
 import {
   closeRedisClient,
   createKeyLayout,
@@ -19,8 +19,8 @@ import {
   type KeyLayout,
   type Redis,
   waitReady,
-} from './redis-client.ts';
-import { type EventQueue, StoreUnavailableError } from './types.ts';
+} from '../store/redis-client.ts';
+import { acquireEventSpool, type EventSpool } from './event-spool.ts';
 
 // Several events in one command: one reply to decode and one command for redis-server to parse, instead
 // of one per event. Sent with EVAL, not EVALSHA: Redis caches the compiled script either way, and EVAL

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { createTurnBatch } from '../../billing/turn-batch.ts';
+import { createTurnBatch } from '../../common/turn-batch.ts';
 
 test('items added in one event-loop turn are flushed together, once, before settled() resolves', async () => {
   const flushes: number[][] = [];

@@ -10,7 +10,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { request } from 'undici';
-import type { SubjectRef } from '../store/types.ts';
+import type { SubjectRef } from './store-types.ts';
 
 export const SUBJECT_STATE_PATH = '/internal/router/subject-state';
 export const NOTICE_SIGNATURE_HEADER = 'x-router-notice-signature';

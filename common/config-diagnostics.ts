@@ -1,7 +1,7 @@
 // Helpers around ConfigDiagnostic: JSON-pointer paths (the addressing ajv uses) and how a path is shown
 // to an operator. Messages built here name keys, never values, so secrets cannot leak into them.
 
-import type { ConfigDiagnostic } from './types.ts';
+import type { ConfigDiagnostic } from './config-types.ts';
 
 /** `file:line:col: message`, the format editors and CI annotators understand. */
 export function formatDiagnostic(diagnostic: ConfigDiagnostic): string {

@@ -3,8 +3,7 @@
 // `internal_error` with the request id and no internals. Bodies are shaped for the client's wire family
 // (completion-style, Anthropic or Gemini) so each official SDK raises a proper error.
 
-import type { SseOut } from '../hooks/translators/types.ts';
-import type { JsonObject, WireFormat } from '../hooks/types.ts';
+import type { JsonObject, SseOut, WireFormat } from './types.ts';
 
 interface CatalogueEntry {
   readonly status: number;
@@ -224,4 +223,13 @@ export function errorEvent(format: WireFormat, err: GatewayError, requestId: str
   return format === 'anthropic'
     ? { event: 'error', data: JSON.stringify(body) }
     : { data: JSON.stringify(body) };
+}
+
+/** A loggable description of an error: name, code and message, never a stack of secrets. */
+export function describeError(err: unknown): { name: string; code?: string; message: string } {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    return { name: err.name, code: typeof code === 'string' ? code : undefined, message: err.message };
+  }
+  return { name: 'unknown', message: String(err) };
 }

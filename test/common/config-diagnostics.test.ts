@@ -6,8 +6,8 @@ import {
   formatDiagnostic,
   parentPointer,
   splitPointer,
-} from '../../../proxy/config/diagnostics.ts';
-import { suggestKey } from '../../../proxy/config/validate.ts';
+} from '../../common/config-diagnostics.ts';
+import { suggestKey } from '../../proxy/config/validate.ts';
 
 test('diagnostics print as file:line:col: message', () => {
   assert.equal(formatDiagnostic({ file: 'a.yaml', line: 3, col: 7, message: 'bad' }), 'a.yaml:3:7: bad');

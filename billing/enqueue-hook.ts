@@ -5,13 +5,13 @@
 // a queue failure is logged and counted, and the response stands (docs/lifecycle.md).
 
 import type { Logger } from 'pino';
-import { buildUsageEvent, reportDecision } from '../../billing/event-builder.ts';
-import type { ModelPrice, Pricing } from '../../billing/pricing.ts';
-import type { BillingConfig } from '../../proxy/config/types.ts';
-import type { GatewayMetrics } from '../../proxy/metrics.ts';
-import { describeError } from '../../proxy/pipeline.ts';
-import type { EventQueue } from '../../store/types.ts';
-import type { Hook, RequestContext, Usage } from '../types.ts';
+import type { BillingConfig } from '../common/config-types.ts';
+import { describeError } from '../common/errors.ts';
+import type { GatewayMetrics } from '../common/gateway-metrics.ts';
+import type { EventQueue } from '../common/store-types.ts';
+import type { Hook, RequestContext, Usage } from '../common/types.ts';
+import { buildUsageEvent, reportDecision } from './event-builder.ts';
+import type { ModelPrice, Pricing } from './pricing.ts';
 
 export interface BillingEnqueueDeps {
   readonly billing: BillingConfig;

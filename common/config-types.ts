@@ -3,7 +3,7 @@
 // interpolation and the ROUTER_* environment overrides, and produces these camelCase objects once per
 // load. Nothing reads YAML or the environment after that.
 
-import type { JsonValue } from '../../hooks/types.ts';
+import type { JsonValue } from './types.ts';
 
 export interface ListenAddress {
   readonly host: string;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseYaml } from '../../../proxy/config/yaml-source.ts';
+import { parseYaml } from '../../common/yaml-source.ts';
 
 const SOURCE = [
   'top: 1', // 1

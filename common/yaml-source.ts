@@ -13,8 +13,8 @@ import {
   SCALAR_STYLE,
   YAMLException,
 } from 'js-yaml';
-import { childPointer, parentPointer } from './diagnostics.ts';
-import type { ConfigDiagnostic } from './types.ts';
+import { childPointer, parentPointer } from './config-diagnostics.ts';
+import type { ConfigDiagnostic } from './config-types.ts';
 
 export interface SourcePosition {
   /** 1-based; 0 when unknown. */

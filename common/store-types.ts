@@ -2,7 +2,7 @@
 // and the usage-event queue. File mode and Redis mode are two adapters of it; nothing above an adapter
 // knows which one it has. Key layout of the Redis adapter: docs/operations.md "Keys in Redis".
 
-import type { UsageEvent } from '../billing/types.ts';
+import type { UsageEvent } from './usage-event.ts';
 
 export interface SubjectRef {
   readonly type: string;

@@ -16,18 +16,13 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { SPOOL_DIR } from '../billing/outbox/layout.ts';
-import { openOutboxStatus } from '../billing/outbox/status.ts';
-import {
-  type OutboxItem,
-  type OutboxReader,
-  openOutboxReader,
-  positionAfter,
-} from '../billing/outbox-reader.ts';
-import { OutboxLockedError, type OutboxWriter, openOutboxWriter } from '../billing/outbox-writer.ts';
-import type { UsageEvent } from '../billing/types.ts';
-import type { StoreConfig } from '../proxy/config/types.ts';
-import { closeRedisClient, createKeyLayout, createRedisClient, type Redis } from './redis-client.ts';
+import type { StoreConfig } from '../common/config-types.ts';
+import type { UsageEvent } from '../common/usage-event.ts';
+import { closeRedisClient, createKeyLayout, createRedisClient, type Redis } from '../store/redis-client.ts';
+import { SPOOL_DIR } from './outbox/layout.ts';
+import { openOutboxStatus } from './outbox/status.ts';
+import { type OutboxItem, type OutboxReader, openOutboxReader, positionAfter } from './outbox-reader.ts';
+import { OutboxLockedError, type OutboxWriter, openOutboxWriter } from './outbox-writer.ts';
 
 /** Long enough to outlast any restart of a mover between its script and its checkpoint. */
 export const MOVED_MARKER_TTL_MS = 24 * 60 * 60 * 1000;

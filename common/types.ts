@@ -203,3 +203,9 @@ export interface HookModule {
   /** Called once per configuration load with the options given in configuration. */
   createHook(options: Readonly<Record<string, JsonValue>>): MaybePromise<Hook>;
 }
+
+/** One server-sent event to write to the client. `data` is the text after `data: ` ("[DONE]" included). */
+export interface SseOut {
+  readonly event?: string | undefined;
+  readonly data: string;
+}

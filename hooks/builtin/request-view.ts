@@ -3,8 +3,8 @@
 // for that subject's state and balance and gets the same answer instead of a second round trip. The
 // promise is memoized per request context (a WeakMap, so it goes away with the request).
 
-import type { RequestContext } from '../hooks/types.ts';
-import type { RequestView, RequestViewQuery, StateStore, SubjectRef } from './types.ts';
+import type { RequestView, RequestViewQuery, StateStore, SubjectRef } from '../../common/store-types.ts';
+import type { RequestContext } from '../../common/types.ts';
 
 interface Memo {
   readonly query: RequestViewQuery;

@@ -1,6 +1,6 @@
 // The usage event sent to the billing service (docs/billing.md "The usage event").
 
-import type { ApiName } from '../hooks/types.ts';
+import type { ApiName } from './types.ts';
 
 export interface UsageCounts {
   input_tokens: number;

@@ -1,0 +1,25 @@
+// The gateway's metrics as hooks and wiring see them; proxy/metrics.ts builds them on prom-client.
+
+import type client from 'prom-client';
+import type { RequestContext } from './types.ts';
+
+export interface GatewayMetrics {
+  readonly registry: client.Registry;
+  observeRequest(ctx: RequestContext, durationMs: number): void;
+  readonly activeStreams: client.Gauge;
+  readonly billingEnqueued: client.Counter<'result'>;
+  readonly balanceChecks: client.Counter<'result'>;
+  readonly storeErrors: client.Counter<'operation'>;
+  readonly unpricedModels: client.Counter<'provider'>;
+  /** Served models (registry routes) without a price, counted when billing starts or reloads. */
+  readonly unpricedServedModels: client.Gauge;
+  readonly unmeteredRequests: client.Counter<'reason'>;
+  /** Client connections closed to make room (idle) or turned away (refused) at limits.max_connections. */
+  readonly connectionsShed: client.Counter<'reason'>;
+  /** Client timeouts that fired: header, body, keepalive. */
+  readonly clientTimeouts: client.Counter<'kind'>;
+  /** Requests refused before they were parsed: header_too_large, url_too_long, malformed. */
+  readonly clientRejected: client.Counter<'reason'>;
+  /** Where the open-connections gauge reads from, and the cap in force. */
+  trackConnections(open: () => number, max: number): void;
+}
