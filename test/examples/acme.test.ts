@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -26,14 +25,9 @@ let stack: Stack;
 before(async () => {
   await new Promise<void>((resolve) => acme.listen(0, '127.0.0.1', resolve));
   const port = (acme.address() as AddressInfo).port;
-  // The provider file names its hook relative to itself; the stack copies provider files to a temp
-  // folder, so point the copy at the example module by absolute path.
-  const source = (await readFile(join(ROOT, 'examples/acme/acme.conf'), 'utf8')).replace(
-    '"./acme-hook.ts"',
-    JSON.stringify(join(ROOT, 'examples/acme/acme-hook.ts')),
-  );
   stack = await startStack({
-    providers: { acme: source },
+    // The walkthrough in docs/hooks.md: both files of the example go into the providers folder as they are.
+    providerFiles: [join(ROOT, 'examples/acme/acme.conf'), join(ROOT, 'examples/acme/acme-hook.ts')],
     modelsYaml: 'models:\n  acme-large:\n    providers: [acme]\n',
     baseUrls: { acme: `http://127.0.0.1:${port}` },
   });

@@ -4,7 +4,7 @@
 
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Logger, pino } from 'pino';
 import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
@@ -45,6 +45,8 @@ export interface StackOptions {
   readonly extraYaml?: string;
   /** Extra provider files (name -> DSL source) placed beside copies of the shipped ones. */
   readonly providers?: Readonly<Record<string, string>>;
+  /** Files copied unchanged into the providers folder (a provider file and the hook module beside it). */
+  readonly providerFiles?: readonly string[];
   /** Replace the model registry (YAML text). */
   readonly modelsYaml?: string;
   readonly env?: Readonly<Record<string, string>>;
@@ -95,14 +97,15 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const sim = await startUpstreamSim(opts.sim);
   const dir = await mkdtemp(join(tmpdir(), 'router-test-'));
   let providersDir = PROVIDERS_DIR;
-  if (opts.providers !== undefined) {
+  if (opts.providers !== undefined || opts.providerFiles !== undefined) {
     providersDir = join(dir, 'providers');
     await mkdir(providersDir);
     const { readdir, copyFile } = await import('node:fs/promises');
     for (const f of await readdir(PROVIDERS_DIR))
       await copyFile(join(PROVIDERS_DIR, f), join(providersDir, f));
-    for (const [name, src] of Object.entries(opts.providers))
+    for (const [name, src] of Object.entries(opts.providers ?? {}))
       await writeFile(join(providersDir, `${name}.conf`), src);
+    for (const file of opts.providerFiles ?? []) await copyFile(file, join(providersDir, basename(file)));
   }
   let modelsFile = MODELS_FILE;
   if (opts.modelsYaml !== undefined) {
@@ -122,7 +125,11 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       opts.extraYaml ?? '',
     ].join('\n'),
   );
-  const env = simProviderEnv(sim.url, Object.keys(opts.providers ?? {}), opts.baseUrls);
+  const extraProviders = [
+    ...Object.keys(opts.providers ?? {}),
+    ...(opts.providerFiles ?? []).filter((f) => f.endsWith('.conf')).map((f) => basename(f, '.conf')),
+  ];
+  const env = simProviderEnv(sim.url, extraProviders, opts.baseUrls);
   Object.assign(env, opts.env);
   let gateway: RunningGateway;
   try {
