@@ -8,7 +8,6 @@ import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { Decimal } from 'decimal.js';
-import type { UsageEvent } from '../../common/usage-event.ts';
 import {
   type BillingStack,
   type ChildGateway,
@@ -19,6 +18,7 @@ import {
   waitUntil,
 } from '../support/billing-stack.ts';
 import { ACCESS_KEY, startStack } from '../support/stack.ts';
+import { chargeOf } from '../support/usage-events.ts';
 
 interface Reply {
   status: number;
@@ -64,17 +64,6 @@ async function serve(url: string, rid: string, i: number): Promise<Reply> {
     body: JSON.stringify(body),
   });
   return { status: res.status, body: await res.text() };
-}
-
-function chargeOf(event: UsageEvent): Decimal {
-  let total = new Decimal(0);
-  const billing = event['x-billing'];
-  for (const item of billing?.items ?? []) {
-    const hint = billing?.pricing_hints?.[item.metric];
-    if (hint)
-      total = total.plus(new Decimal(item.quantity).times(hint.unit_price).dividedBy(hint.pricing_unit));
-  }
-  return total;
 }
 
 /** Every id accepted exactly once, nothing else accepted, and the wallet charged once per event. */

@@ -15,6 +15,7 @@ import type { RecordedRequest } from '../../sim/upstream/server.ts';
 import { type BillingStack, SUBJECT_ID, startBillingStack } from '../support/billing-stack.ts';
 import { simProvider } from '../support/sim-providers.ts';
 import { ACCESS_KEY, PRICING_FILE } from '../support/stack.ts';
+import { chargeOf } from '../support/usage-events.ts';
 
 // --- what the upstream reported --------------------------------------------------------------------
 
@@ -149,18 +150,6 @@ function expectedXBilling(counts: Counts, cost: Record<string, number> | undefin
     };
   }
   return { items, pricing_hints: hints };
-}
-
-/** What the billing service charges for an event: sum(quantity / pricing_unit * unit_price). */
-function chargeOf(event: UsageEvent): Decimal {
-  let total = new Decimal(0);
-  const billing = event['x-billing'];
-  for (const item of billing?.items ?? []) {
-    const hint = billing?.pricing_hints?.[item.metric];
-    if (hint)
-      total = total.plus(new Decimal(item.quantity).times(hint.unit_price).dividedBy(hint.pricing_unit));
-  }
-  return total;
 }
 
 // --- the stack -------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ import {
 import { replyText, streamedText, textEventCount } from '../support/client-text.ts';
 import { type RedisServer, startRedis } from '../support/redis.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
+import { chargeOf } from '../support/usage-events.ts';
 
 const SEED = 20261123;
 const RUNS_PER_MODE = 3;
@@ -320,17 +321,6 @@ async function send(
     served.error = String(err);
   }
   return served;
-}
-
-function chargeOf(event: UsageEvent): Decimal {
-  let total = new Decimal(0);
-  const billing = event['x-billing'];
-  for (const item of billing?.items ?? []) {
-    const hint = billing?.pricing_hints?.[item.metric];
-    if (hint)
-      total = total.plus(new Decimal(item.quantity).times(hint.unit_price).dividedBy(hint.pricing_unit));
-  }
-  return total;
 }
 
 /** Text of every file under a directory (outbox segments, dead letter, the shared-store spool). */

@@ -1,6 +1,7 @@
 // Test support: usage events as the gateway writes them (docs/billing.md "The usage event"), numbered so that
 // tests can assert order and exactly-once delivery by request id.
 
+import { Decimal } from 'decimal.js';
 import type { UsageEvent } from '../../common/usage-event.ts';
 
 /** Event number `i` (request id `req-<i>`); `aliases` adds the completion-style usage aliases. */
@@ -26,4 +27,16 @@ export function makeEvent(i: number, opts: { aliases?: boolean } = {}): UsageEve
       meta: { subject_type: 'api_key', subject_id: 'client-a', request_id: rid },
     },
   };
+}
+
+/** What the billing service charges for an event: sum(quantity / pricing_unit * unit_price). */
+export function chargeOf(event: UsageEvent): Decimal {
+  let total = new Decimal(0);
+  const billing = event['x-billing'];
+  for (const item of billing?.items ?? []) {
+    const hint = billing?.pricing_hints?.[item.metric];
+    if (hint)
+      total = total.plus(new Decimal(item.quantity).times(hint.unit_price).dividedBy(hint.pricing_unit));
+  }
+  return total;
 }
