@@ -10,6 +10,7 @@ import { describeError } from '../common/errors.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import type { EventQueue } from '../common/store-types.ts';
 import type { Hook, RequestContext, Usage } from '../common/types.ts';
+import { completionStyleUsage } from '../hooks/families/index.ts';
 import { buildUsageEvent, reportDecision } from './event-builder.ts';
 import type { ModelPrice, Pricing } from './pricing.ts';
 
@@ -82,7 +83,7 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
         subjectType: ctx.principal?.subjectType ?? billing.subjectType,
         subjectId,
         source: billing.source,
-        completionStyle: ctx.clientFormat === 'openai',
+        completionStyle: completionStyleUsage(ctx.clientFormat),
         price,
       });
       // Not awaited: the reply's last byte already waits for the queue's write of this turn

@@ -1,9 +1,9 @@
 // The error catalogue: every error the gateway itself answers has a stable code, an HTTP status, a
 // completion-style `type` and a user-facing message. Anything not in the catalogue becomes
 // `internal_error` with the request id and no internals. Bodies are shaped for the client's wire family
-// (completion-style, Anthropic or Gemini) so each official SDK raises a proper error.
+// by the family's module (hooks/families), so each official SDK raises a proper error.
 
-import type { JsonObject, SseOut, WireFormat } from './types.ts';
+import type { JsonObject, SseOut } from './types.ts';
 
 interface CatalogueEntry {
   readonly status: number;
@@ -142,87 +142,35 @@ export function toGatewayError(err: unknown): GatewayError {
   return err instanceof GatewayError ? err : new GatewayError('internal_error');
 }
 
-const ANTHROPIC_TYPES: Record<number, string> = {
-  400: 'invalid_request_error',
-  401: 'authentication_error',
-  402: 'billing_error',
-  403: 'permission_error',
-  404: 'not_found_error',
-  408: 'timeout_error',
-  413: 'request_too_large',
-  429: 'rate_limit_error',
-  500: 'api_error',
-  502: 'api_error',
-  503: 'overloaded_error',
-  504: 'api_error',
-};
-
-const GOOGLE_STATUS: Record<number, string> = {
-  400: 'INVALID_ARGUMENT',
-  401: 'UNAUTHENTICATED',
-  402: 'FAILED_PRECONDITION',
-  403: 'PERMISSION_DENIED',
-  404: 'NOT_FOUND',
-  405: 'UNIMPLEMENTED',
-  408: 'DEADLINE_EXCEEDED',
-  409: 'ABORTED',
-  413: 'INVALID_ARGUMENT',
-  415: 'INVALID_ARGUMENT',
-  429: 'RESOURCE_EXHAUSTED',
-  499: 'CANCELLED',
-  500: 'INTERNAL',
-  502: 'UNAVAILABLE',
-  503: 'UNAVAILABLE',
-  504: 'DEADLINE_EXCEEDED',
-};
-
-export function googleStatusName(status: number): string {
-  return GOOGLE_STATUS[status] ?? (status >= 500 ? 'INTERNAL' : 'FAILED_PRECONDITION');
+/** Shapes the gateway's own errors for a client's wire family: the family registry supplies it. */
+export interface ErrorShaper {
+  body(format: string, err: GatewayError, requestId: string): JsonObject;
+  event(format: string, err: GatewayError, requestId: string): SseOut;
 }
 
-export function anthropicErrorType(status: number): string {
-  return ANTHROPIC_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error');
+let shaper: ErrorShaper | undefined;
+
+/**
+ * Called once by hooks/families/index.ts as it loads. Only until proxy/server.ts asks the registry
+ * itself: the ground floor cannot import the families, which live above it.
+ */
+export function setErrorShaper(registry: ErrorShaper): void {
+  shaper = registry;
 }
 
-/** The error body for a client of the given wire family. */
-export function errorBody(format: WireFormat, err: GatewayError, requestId: string): JsonObject {
-  const message = `${err.message} (request id: ${requestId})`;
-  switch (format) {
-    case 'anthropic':
-      return {
-        type: 'error',
-        error: {
-          type: err.status === 402 ? err.type : anthropicErrorType(err.status),
-          message,
-          code: err.code,
-        },
-        request_id: requestId,
-      };
-    case 'gemini':
-      return {
-        error: {
-          code: err.status,
-          message,
-          status: googleStatusName(err.status),
-          details: [
-            { '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: err.code, domain: 'router' },
-          ],
-        },
-      };
-    default: {
-      const error: JsonObject = { message, type: err.type, code: err.code };
-      if (err.param !== undefined) error.param = err.param;
-      return { error };
-    }
-  }
+function registeredShaper(): ErrorShaper {
+  if (shaper === undefined) throw new Error('no wire-family registry loaded (hooks/families/index.ts)');
+  return shaper;
 }
 
-/** The SSE event that ends a stream with an error, in the shape the client's SDK raises. */
-export function errorEvent(format: WireFormat, err: GatewayError, requestId: string): SseOut {
-  const body = errorBody(format, err, requestId);
-  return format === 'anthropic'
-    ? { event: 'error', data: JSON.stringify(body) }
-    : { data: JSON.stringify(body) };
+/** The error body for a client of the given wire family (hooks/families/index.ts errorBody). */
+export function errorBody(format: string, err: GatewayError, requestId: string): JsonObject {
+  return registeredShaper().body(format, err, requestId);
+}
+
+/** The SSE event that ends a stream with an error (hooks/families/index.ts errorEvent). */
+export function errorEvent(format: string, err: GatewayError, requestId: string): SseOut {
+  return registeredShaper().event(format, err, requestId);
 }
 
 /** A loggable description of an error: name, code and message, never a stack of secrets. */

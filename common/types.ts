@@ -22,8 +22,11 @@ export const API_NAMES = [
 ] as const;
 export type ApiName = (typeof API_NAMES)[number];
 
-/** The wire family a client speaks; decides the shape of errors and of translated replies. */
-export type WireFormat = 'openai' | 'anthropic' | 'gemini';
+/**
+ * The wire family a client speaks, by its registered name (hooks/families/index.ts); decides the shape
+ * of errors and of translated replies.
+ */
+export type WireFormat = string;
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };

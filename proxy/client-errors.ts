@@ -1,10 +1,12 @@
 // Answers to requests Node's HTTP parser refused or timed out before the gateway saw them (the server's
-// clientError event): a catalogue code per failure, written to the socket as raw HTTP with a small
-// completion-style body, since there is no request, route or client wire family yet.
+// clientError event): a catalogue code per failure, written to the socket as raw HTTP with a small body
+// in the default family's shape (hooks/families/index.ts), since there is no request, route or client
+// wire family yet.
 
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
-import { type ErrorCode, errorBody, GatewayError } from '../common/errors.ts';
+import { type ErrorCode, GatewayError } from '../common/errors.ts';
+import { DEFAULT_FAMILY } from '../hooks/families/index.ts';
 
 /** What clientError hands over: Node's error, with the parser's position in the packet it read. */
 export interface ParserError extends Error {
@@ -43,7 +45,7 @@ function overflowInRequestLine(err: ParserError): boolean {
 export function rawErrorResponse(code: ErrorCode): string {
   const id = randomUUID();
   const err = new GatewayError(code);
-  const body = JSON.stringify(errorBody('openai', err, id));
+  const body = JSON.stringify(DEFAULT_FAMILY.errorBody(err, id));
   return (
     `HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? 'Error'}\r\n` +
     'connection: close\r\ncontent-type: application/json\r\n' +

@@ -13,6 +13,7 @@ import { pricingWarnings, unpricedModels } from '../billing/price-coverage.ts';
 import { loadPricing } from '../billing/pricing.ts';
 import type { ListenAddress, RouterConfig } from '../common/config-types.ts';
 import { GATEWAY_URL_ENV, loopbackUrl, SUPERVISED_ENV } from '../common/internal-notify.ts';
+import { KEY_HEADERS } from '../hooks/families/index.ts';
 import { createBillingParts } from './billing-wiring.ts';
 import { type LoadConfigOptions, loadConfig } from './config/load.ts';
 import { withBalanceEnforcement } from './enforcement-wiring.ts';
@@ -256,8 +257,7 @@ function waitIdle(gateway: GatewayServer, timeoutMs: number): Promise<void> {
 export const REDACT = {
   paths: [
     'req.headers.authorization',
-    'req.headers["x-api-key"]',
-    'req.headers["x-goog-api-key"]',
+    ...KEY_HEADERS.map((name) => `req.headers["${name}"]`),
     'headers.authorization',
     '*.api_key',
     '*.apiKey',

@@ -5,6 +5,7 @@
 
 import type { JsonValue, RequestContext, Usage } from '../common/types.ts';
 import { streamUsage } from '../hooks/builtin/usage-meter.ts';
+import { USAGE_FIELDS } from '../hooks/families/index.ts';
 import { runInSlices, runToEnd, type SliceBudget } from '../hooks/usage/token-slices.ts';
 
 /** Most output text the gateway keeps per request for estimation; beyond it the estimate is capped. */
@@ -17,7 +18,7 @@ export function recordDelivered(ctx: RequestContext, data: string, size: { bytes
   ctx.deliveredText.push(data);
 }
 
-// Fields that carry generated text in the completion-style, Anthropic and Gemini shapes (deltas too).
+// Fields that carry generated text in the families' reply shapes (deltas too).
 const TEXT_KEYS = new Set(['content', 'text', 'arguments', 'partial_json', 'delta', 'refusal', 'thinking']);
 
 function collectText(value: JsonValue | undefined, out: string[], key: string | undefined): void {
@@ -31,7 +32,7 @@ function collectText(value: JsonValue | undefined, out: string[], key: string | 
     return;
   }
   for (const k in value) {
-    if (k === 'usage' || k === 'usageMetadata' || k === 'id') continue;
+    if (k === 'id' || USAGE_FIELDS.has(k)) continue;
     collectText(value[k], out, k);
   }
 }
@@ -51,7 +52,7 @@ function* outputTextSteps(delivered: readonly string[]): Generator<number, strin
   return out.join('');
 }
 
-/** The generated text inside delivered events / bodies (any of the three wire families). */
+/** The generated text inside delivered events / bodies (any wire family). */
 export function deliveredOutputText(delivered: readonly string[]): string {
   return runToEnd(outputTextSteps(delivered));
 }

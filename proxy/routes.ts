@@ -1,10 +1,13 @@
 // Endpoint table: method + path -> what the gateway does. Proxy routes carry their api identifier
-// (docs/dsl.md) and the wire family of the client, which decides error and reply shapes.
+// (docs/dsl.md) and the wire family of the client, which decides error and reply shapes. The families'
+// routes come from the registry (hooks/families/index.ts); this file adds the gateway's own endpoints.
 
 import { SUBJECT_STATE_PATH } from '../common/internal-notify.ts';
 import type { ApiName, WireFormat } from '../common/types.ts';
+import { DEFAULT_FAMILY, FAMILIES } from '../hooks/families/index.ts';
+import { type BodyKind, decodePathPart, type WireFamily } from '../hooks/families/types.ts';
 
-export type BodyKind = 'json' | 'multipart';
+export type { BodyKind };
 
 export type Route =
   | {
@@ -12,10 +15,14 @@ export type Route =
       readonly api: ApiName;
       readonly format: WireFormat;
       readonly body: BodyKind;
-      /** Gemini-native routes carry the model in the path (decoded). */
+      /** Routes that name the model in the path carry it here (decoded). */
       readonly pathModel?: string;
-      /** The action after the model in a Gemini-native path (`generateContent`). */
+      /** The action after the model in such a path (`generateContent`). */
       readonly pathAction?: string;
+      /** The path as it goes upstream when no rule sets one (rebuilt from the decoded model). */
+      readonly upstreamPath?: string;
+      /** The path itself asks for a stream. */
+      readonly pathStream?: boolean;
     }
   | { readonly kind: 'models'; readonly format: WireFormat }
   | { readonly kind: 'model'; readonly format: WireFormat; readonly id: string }
@@ -28,22 +35,19 @@ export type Route =
   | { readonly kind: 'bad_path'; readonly format: WireFormat }
   | { readonly kind: 'method_not_allowed'; readonly format: WireFormat; readonly allow: string };
 
-function proxy(api: ApiName, format: WireFormat, body: BodyKind = 'json'): Route {
-  return { kind: 'proxy', api, format, body };
+/** The families' fixed POST routes; a path two families declare is a registry error. */
+function fixedRoutes(families: readonly WireFamily[]): ReadonlyMap<string, Route> {
+  const table = new Map<string, Route>();
+  for (const family of families) {
+    for (const r of family.routes) {
+      if (table.has(r.path)) throw new Error(`route ${r.path} is declared by two wire families`);
+      table.set(r.path, { kind: 'proxy', api: r.api, format: family.name, body: r.body ?? 'json' });
+    }
+  }
+  return table;
 }
 
-const POST_ROUTES = new Map<string, Route>([
-  ['/v1/chat/completions', proxy('chat.completions', 'openai')],
-  ['/v1/completions', proxy('completions', 'openai')],
-  ['/v1/responses', proxy('responses', 'openai')],
-  ['/v1/messages', proxy('native.messages', 'anthropic')],
-  ['/v1/embeddings', proxy('embeddings', 'openai')],
-  ['/v1/images/generations', proxy('images.generations', 'openai')],
-  ['/v1/images/edits', proxy('images.edits', 'openai', 'multipart')],
-  ['/v1/audio/speech', proxy('audio.speech', 'openai')],
-  ['/v1/audio/transcriptions', proxy('audio.transcriptions', 'openai', 'multipart')],
-  ['/v1/audio/translations', proxy('audio.translations', 'openai', 'multipart')],
-]);
+const POST_ROUTES = fixedRoutes(FAMILIES);
 
 const HEALTHZ: Route = { kind: 'healthz' };
 const READYZ: Route = { kind: 'readyz' };
@@ -51,15 +55,69 @@ const METRICS: Route = { kind: 'metrics' };
 const WEBHOOK: Route = { kind: 'webhook' };
 const SUBJECT_STATE: Route = { kind: 'subject_state' };
 
+/** A POST path a family serves by pattern (the model in the path). */
+function patternRoute(path: string): Route | undefined {
+  for (const family of FAMILIES) {
+    const match = family.matchPath?.(path);
+    if (match === undefined) continue;
+    if (match === 'bad_path') return { kind: 'bad_path', format: family.name };
+    return {
+      kind: 'proxy',
+      api: match.api,
+      format: family.name,
+      body: 'json',
+      pathModel: match.model,
+      pathAction: match.action,
+      upstreamPath: match.upstreamPath,
+      pathStream: match.stream,
+    };
+  }
+  return undefined;
+}
+
 /**
- * Resolve a route. `googleClient` is true when the caller authenticates the Google way
- * (`x-goog-api-key` or `?key=`): GET /v1/models then answers in the Gemini shape, because the current
- * @google/genai SDK lists models under /v1 as well as /v1beta.
+ * The family answering a model-list path: of the families serving it, the one whose SDKs the client's
+ * key carrier identifies, else the first registered.
+ */
+function modelsFamily(
+  served: (family: WireFamily) => boolean,
+  carrier: string | boolean | undefined,
+): WireFamily | undefined {
+  const candidates = FAMILIES.filter((f) => f.models !== undefined && served(f));
+  const byCarrier = candidates.find((f) =>
+    typeof carrier === 'boolean' ? carrier && f.claimsModelPathsByCarrier === true : carrier === f.name,
+  );
+  return byCarrier ?? candidates[0];
+}
+
+function modelRoute(path: string, carrier: string | boolean | undefined): Route | undefined {
+  const list = modelsFamily((f) => f.models?.paths.includes(path) === true, carrier);
+  if (list !== undefined) return { kind: 'models', format: list.name };
+  const prefixOf = (f: WireFamily) => f.models?.paths.find((p) => path.startsWith(`${p}/`));
+  const item = modelsFamily((f) => prefixOf(f) !== undefined, carrier);
+  if (item === undefined) return undefined;
+  const id = decodePathPart(path.slice(prefixOf(item)!.length + 1));
+  if (id === undefined) return { kind: 'bad_path', format: item.name };
+  return { kind: 'model', format: item.name, id };
+}
+
+/** The family whose error shape answers a request to `path` that no route serves. */
+function pathFamily(path: string): WireFamily {
+  return (
+    FAMILIES.find((f) => f.ownsPath?.(path) === true || f.routes.some((r) => r.path === path)) ??
+    DEFAULT_FAMILY
+  );
+}
+
+/**
+ * Resolve a route. `carrier` is the family whose SDKs the client's key carrier identifies
+ * (carrierFamily() of the registry): on a model-list path several families serve, that family answers.
+ * `true` stands for "a family that claims model paths by carrier" (the older boolean form).
  */
 export function resolveRoute(
   method: string,
   path: string,
-  googleClient: boolean,
+  carrier: string | boolean | undefined,
   webhookPath: string,
 ): Route {
   if (method === 'POST') {
@@ -67,9 +125,9 @@ export function resolveRoute(
     if (route !== undefined) return route;
     if (path === webhookPath) return WEBHOOK;
     if (path === SUBJECT_STATE_PATH) return SUBJECT_STATE;
-    const gemini = geminiModelAction(path);
-    if (gemini !== undefined) return gemini;
-  } else if ((method === 'GET' || method === 'HEAD') && geminiModelAction(path) === undefined) {
+    const pattern = patternRoute(path);
+    if (pattern !== undefined) return pattern;
+  } else if ((method === 'GET' || method === 'HEAD') && patternRoute(path) === undefined) {
     switch (path) {
       case '/healthz':
         return HEALTHZ;
@@ -77,60 +135,13 @@ export function resolveRoute(
         return READYZ;
       case '/metrics':
         return METRICS;
-      case '/v1/models':
-        return { kind: 'models', format: googleClient ? 'gemini' : 'openai' };
-      case '/v1beta/models':
-        return { kind: 'models', format: 'gemini' };
     }
-    if (path.startsWith('/v1beta/models/')) {
-      const id = decodePathPart(path.slice('/v1beta/models/'.length));
-      if (id === undefined) return { kind: 'bad_path', format: 'gemini' };
-      return { kind: 'model', format: 'gemini', id };
-    }
-    if (path.startsWith('/v1/models/')) {
-      const format = googleClient ? 'gemini' : 'openai';
-      const id = decodePathPart(path.slice('/v1/models/'.length));
-      if (id === undefined) return { kind: 'bad_path', format };
-      return { kind: 'model', format, id };
-    }
+    const models = modelRoute(path, carrier);
+    if (models !== undefined) return models;
   }
-  const format: WireFormat = path.startsWith('/v1beta/')
-    ? 'gemini'
-    : path === '/v1/messages'
-      ? 'anthropic'
-      : 'openai';
-  if (POST_ROUTES.has(path) || path === webhookPath || geminiModelAction(path) !== undefined) {
+  const format = pathFamily(path).name;
+  if (POST_ROUTES.has(path) || path === webhookPath || patternRoute(path) !== undefined) {
     return { kind: 'method_not_allowed', format, allow: 'POST' };
   }
   return { kind: 'not_found', format };
-}
-
-/** Percent-decoding of client input: undefined for malformed escapes (the client's 400, not a 500). */
-function decodePathPart(text: string): string | undefined {
-  try {
-    return decodeURIComponent(text);
-  } catch {
-    return undefined;
-  }
-}
-
-const GEMINI_ACTIONS: Readonly<Record<string, ApiName>> = {
-  generateContent: 'native.generateContent',
-  streamGenerateContent: 'native.streamGenerateContent',
-};
-
-/** `/v1beta/models/{model}:generateContent` (also under /v1) -> the native route with its model. */
-function geminiModelAction(path: string): Route | undefined {
-  let rest: string;
-  if (path.startsWith('/v1beta/models/')) rest = path.slice('/v1beta/models/'.length);
-  else if (path.startsWith('/v1/models/')) rest = path.slice('/v1/models/'.length);
-  else return undefined;
-  const colon = rest.lastIndexOf(':');
-  if (colon <= 0) return undefined;
-  const action = rest.slice(colon + 1);
-  const api = GEMINI_ACTIONS[action];
-  if (api === undefined) return undefined;
-  const model = decodePathPart(rest.slice(0, colon));
-  if (model === undefined) return { kind: 'bad_path', format: 'gemini' };
-  return { kind: 'proxy', api, format: 'gemini', body: 'json', pathModel: model, pathAction: action };
 }

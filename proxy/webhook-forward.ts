@@ -7,7 +7,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { request } from 'undici';
 import type { RouterConfig } from '../common/config-types.ts';
-import { describeError, errorBody, GatewayError } from '../common/errors.ts';
+import { describeError, GatewayError } from '../common/errors.ts';
+import { DEFAULT_FAMILY } from '../hooks/families/index.ts';
 import type { SidecarStatus } from './sidecar-status.ts';
 
 const HOP_BY_HOP = new Set([
@@ -94,5 +95,5 @@ function unavailable(res: ServerResponse, requestId: string, why: string): void 
     return;
   }
   res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
-  res.end(JSON.stringify(errorBody('openai', e, requestId)));
+  res.end(JSON.stringify(DEFAULT_FAMILY.errorBody(e, requestId)));
 }

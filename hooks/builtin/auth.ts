@@ -2,8 +2,8 @@
 // with a configured key, and the master key is compared with timingSafeEqual on digests of equal length.
 // Digests of recently presented secrets are remembered (a bounded map keyed by the secret, as the store
 // mode's HMAC memo is), which spares the hash on repeat requests.
-// Accepted carriers (docs/configuration.md "Keys file"): `Authorization: Bearer`, `x-api-key` (Anthropic SDKs),
-// `x-goog-api-key` and `?key=` (Google SDKs).
+// Accepted carriers (docs/configuration.md "Keys file"): `Authorization: Bearer`, then the headers and
+// query parameters the wire families declare for their SDKs (hooks/families/index.ts).
 
 import { createHmac, hash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -18,6 +18,7 @@ import type {
 } from '../../common/store-types.ts';
 import type { Hook, OnRequestResult, Principal, RequestContext } from '../../common/types.ts';
 import { CONTINUE } from '../../common/types.ts';
+import { KEY_HEADERS, KEY_QUERY_PARAMS } from '../families/index.ts';
 import { requestView } from './request-view.ts';
 
 export interface AuthOptions {
@@ -39,10 +40,15 @@ export function presentedSecret(headers: IncomingHttpHeaders, query: URLSearchPa
     const match = /^Bearer\s+(.+)$/i.exec(auth);
     if (match !== null) return match[1]!.trim();
   }
-  const apiKey = headers['x-api-key'] ?? headers['x-goog-api-key'];
+  // The first carrier header present decides, even when it is empty.
+  const header = KEY_HEADERS.find((name) => headers[name] !== undefined);
+  const apiKey = header === undefined ? undefined : headers[header];
   if (typeof apiKey === 'string' && apiKey !== '') return apiKey;
-  const q = query.get('key');
-  return q === null || q === '' ? undefined : q;
+  for (const name of KEY_QUERY_PARAMS) {
+    const q = query.get(name);
+    if (q !== null && q !== '') return q;
+  }
+  return undefined;
 }
 
 function sha256(value: string): Buffer {

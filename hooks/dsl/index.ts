@@ -4,6 +4,8 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ApiName } from '../../common/types.ts';
+import { TRANSLATORS, USAGE_PRESETS } from '../families/index.ts';
+import { TRANSFORMS } from '../transforms/index.ts';
 import { type CompileOptions, compileAst } from './compiler.ts';
 import { parse } from './parser.ts';
 import type { CompiledProvider, CompiledRule, DslDiagnostic, DslRegistries } from './types.ts';
@@ -28,37 +30,13 @@ export {
 } from './template.ts';
 
 /**
- * The translator, transform and usage preset names implemented in hooks/translators and hooks/usage.
- * `router -t` validates against these until the real registries are wired in.
+ * The translator, transform and usage preset names the gateway implements: the wire families'
+ * (hooks/families/index.ts) and the transforms (hooks/transforms/index.ts).
  */
 export const DEFAULT_REGISTRY_NAMES = {
-  translators: [
-    'openai_to_anthropic',
-    'openai_to_gemini',
-    'anthropic_to_openai',
-    'gemini_to_openai',
-    'openai_embeddings_to_gemini',
-  ],
-  transforms: [
-    'openai_to_anthropic',
-    'openai_to_gemini',
-    'anthropic_to_openai',
-    'gemini_to_openai',
-    'openai_embeddings_to_gemini',
-    'openai_usage_strip',
-  ],
-  usagePresets: [
-    'openai_chat_completions',
-    'openai_completions',
-    'openai_responses',
-    'openai_embeddings',
-    'anthropic_messages',
-    'gemini_generate_content',
-    'gemini_embed_content',
-    'openai_images',
-    'openai_speech',
-    'openai_audio_transcriptions',
-  ],
+  translators: [...TRANSLATORS.keys()],
+  transforms: [...TRANSLATORS.keys(), ...TRANSFORMS.keys()],
+  usagePresets: [...USAGE_PRESETS.keys()],
 } as const satisfies Record<keyof DslRegistries, readonly string[]>;
 
 /** DEFAULT_REGISTRY_NAMES as the sets the compiler takes. */

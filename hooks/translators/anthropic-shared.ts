@@ -1,5 +1,5 @@
 // Helpers shared by the two translators between the completion-style (OpenAI) wire format and the
-// Anthropic Messages wire format: safe JSON access and the error-type tables of both vendors.
+// Anthropic Messages wire format: safe JSON access and the mapping between the two vendors' error types.
 
 import type { JsonObject, JsonValue } from '../../common/types.ts';
 
@@ -32,33 +32,8 @@ export function parseArguments(text: string): JsonObject | undefined {
   return parseJsonObject(text);
 }
 
-/** Anthropic's error types by HTTP status (https://docs.anthropic.com/en/api/errors). */
-export function anthropicTypeForStatus(status: number): string {
-  switch (status) {
-    case 400:
-      return 'invalid_request_error';
-    case 401:
-      return 'authentication_error';
-    case 402:
-      return 'billing_error';
-    case 403:
-      return 'permission_error';
-    case 404:
-      return 'not_found_error';
-    case 408:
-    case 504:
-      return 'timeout_error';
-    case 413:
-      return 'request_too_large';
-    case 429:
-      return 'rate_limit_error';
-    case 503:
-    case 529:
-      return 'overloaded_error';
-    default:
-      return status >= 500 ? 'api_error' : 'invalid_request_error';
-  }
-}
+/** Anthropic's error type for an HTTP status: the family's one table (hooks/families/anthropic/errors.ts). */
+export { anthropicErrorType as anthropicTypeForStatus } from '../families/anthropic/errors.ts';
 
 /**
  * Anthropic error type -> completion-style `type` and `code`. The code keeps the Anthropic type's

@@ -3,6 +3,8 @@
 // JSON-schema <-> Gemini Schema conversions used by function declarations and structured output.
 
 import type { JsonObject, JsonValue, Usage } from '../../common/types.ts';
+import { googleStatusName } from '../families/gemini/errors.ts';
+import { openaiErrorType } from '../families/openai/errors.ts';
 
 export function isObject(value: JsonValue | undefined): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -79,47 +81,6 @@ export function usageFromOpenai(usage: JsonObject): Usage {
 
 // ---------------------------------------------------------------------------------------------------
 // Errors
-
-/** google.rpc.Code names by HTTP status, as the Gemini API reports them in `error.status`. */
-export function googleStatusName(httpStatus: number): string {
-  switch (httpStatus) {
-    case 400:
-      return 'INVALID_ARGUMENT';
-    case 401:
-      return 'UNAUTHENTICATED';
-    case 403:
-      return 'PERMISSION_DENIED';
-    case 404:
-      return 'NOT_FOUND';
-    case 409:
-      return 'ABORTED';
-    case 412:
-      return 'FAILED_PRECONDITION';
-    case 429:
-      return 'RESOURCE_EXHAUSTED';
-    case 499:
-      return 'CANCELLED';
-    case 501:
-      return 'UNIMPLEMENTED';
-    case 502:
-    case 503:
-      return 'UNAVAILABLE';
-    case 504:
-      return 'DEADLINE_EXCEEDED';
-    default:
-      return httpStatus >= 500 ? 'INTERNAL' : httpStatus >= 400 ? 'INVALID_ARGUMENT' : 'UNKNOWN';
-  }
-}
-
-/** Completion-style error `type` by HTTP status. */
-export function openaiErrorType(httpStatus: number): string {
-  if (httpStatus === 401) return 'authentication_error';
-  if (httpStatus === 403) return 'permission_error';
-  if (httpStatus === 404) return 'not_found_error';
-  if (httpStatus === 429) return 'rate_limit_error';
-  if (httpStatus >= 500) return 'server_error';
-  return 'invalid_request_error';
-}
 
 /** HTTP status guessed from a completion-style error that arrived without one (mid-stream). */
 export function statusFromOpenaiError(error: JsonObject): number {

@@ -8,8 +8,8 @@ import { test } from 'node:test';
 import { pino } from 'pino';
 import type { ApiName, JsonObject, RequestContext } from '../../common/types.ts';
 import { createUsageMeterHook } from '../../hooks/builtin/usage-meter.ts';
+import { USAGE_PRESETS } from '../../hooks/families/index.ts';
 import { countTokens, estimateInputTokens, estimateUsageSteps } from '../../hooks/usage/estimate.ts';
-import { USAGE_PRESETS } from '../../hooks/usage/presets.ts';
 import { deliveredOutputText, settleUsage } from '../../proxy/metering.ts';
 import { type SseEvent, SseReader } from '../../proxy/sse.ts';
 

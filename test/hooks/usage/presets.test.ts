@@ -4,7 +4,9 @@ import { test } from 'node:test';
 import { createParser } from 'eventsource-parser';
 import fc from 'fast-check';
 import type { JsonValue, Usage } from '../../../common/types.ts';
-import { createPathExtractor, hasObjectKey, USAGE_PRESETS } from '../../../hooks/usage/presets.ts';
+import { USAGE_PRESETS } from '../../../hooks/families/index.ts';
+import { createPathExtractor } from '../../../hooks/usage/path-extractor.ts';
+import { hasObjectKey } from '../../../hooks/usage/sniffers.ts';
 import type { UsagePreset } from '../../../hooks/usage/types.ts';
 
 const FIXTURES = new URL('../../fixtures/usage/', import.meta.url);

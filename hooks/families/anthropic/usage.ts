@@ -1,0 +1,75 @@
+// Usage preset of the Anthropic Messages family (`anthropic_messages`).
+
+import type { JsonValue, Usage } from '../../../common/types.ts';
+import { asRecord, buildUsage, count, hasObjectKey, parseJson } from '../../usage/sniffers.ts';
+import type { UsagePreset } from '../../usage/types.ts';
+
+interface AnthropicCounts {
+  input?: number;
+  output?: number;
+  cacheRead?: number;
+  cacheCreation?: number;
+}
+
+function readAnthropicCounts(usageValue: JsonValue | undefined, into: AnthropicCounts): boolean {
+  const usage = asRecord(usageValue);
+  if (!usage) return false;
+  // Later reports win field by field: message_delta's output_tokens is cumulative, and newer API
+  // versions repeat (updated) input and cache counts there too.
+  const input = count(usage['input_tokens']);
+  const output = count(usage['output_tokens']);
+  const cacheRead = count(usage['cache_read_input_tokens']);
+  const cacheCreation = count(usage['cache_creation_input_tokens']);
+  if (input !== undefined) into.input = input;
+  if (output !== undefined) into.output = output;
+  if (cacheRead !== undefined) into.cacheRead = cacheRead;
+  if (cacheCreation !== undefined) into.cacheCreation = cacheCreation;
+  return (
+    input !== undefined || output !== undefined || cacheRead !== undefined || cacheCreation !== undefined
+  );
+}
+
+/**
+ * Anthropic reports `input_tokens` WITHOUT the tokens read from or written to the prompt cache. The
+ * normalized inputTokens is the whole prompt, as in the other families (OpenAI's prompt_tokens and
+ * Gemini's promptTokenCount include cached tokens):
+ *   inputTokens = input_tokens + cache_read_input_tokens + cache_creation_input_tokens
+ * with cacheReadTokens and cacheCreationTokens kept separately so pricing can charge them at their rates.
+ */
+function anthropicUsage(counts: AnthropicCounts): Usage {
+  const input = (counts.input ?? 0) + (counts.cacheRead ?? 0) + (counts.cacheCreation ?? 0);
+  const output = counts.output ?? 0;
+  return buildUsage(input, output, undefined, {
+    cacheRead: counts.cacheRead,
+    cacheCreation: counts.cacheCreation,
+  });
+}
+
+export const anthropicMessages: UsagePreset = {
+  name: 'anthropic_messages',
+  fromJson(body) {
+    const counts: AnthropicCounts = {};
+    return readAnthropicCounts(asRecord(body)?.['usage'], counts) ? anthropicUsage(counts) : undefined;
+  },
+  createSniffer() {
+    const counts: AnthropicCounts = {};
+    let seen = false;
+    // message_start's output_tokens is a placeholder (1); message_delta, sent last, has the final count.
+    let closed = false;
+    return {
+      event(_event, data) {
+        // message_start carries message.usage, message_delta carries usage: one or two parses a stream.
+        if (typeof data !== 'string' || !hasObjectKey(data, '"usage"')) return;
+        const root = asRecord(parseJson(data));
+        if (!root) return;
+        const usage = root['type'] === 'message_start' ? asRecord(root['message'])?.['usage'] : root['usage'];
+        if (readAnthropicCounts(usage, counts)) {
+          seen = true;
+          if (root['type'] === 'message_delta') closed = true;
+        }
+      },
+      result: () => (seen ? anthropicUsage(counts) : undefined),
+      final: () => closed,
+    };
+  },
+};

@@ -1,0 +1,52 @@
+// Errors in the Gemini shape: `{error:{code,message,status,details}}` with a google.rpc.Code name in
+// `status`, and mid-stream the same object as a nameless SSE event.
+
+import type { GatewayError } from '../../../common/errors.ts';
+import type { JsonObject, SseOut } from '../../../common/types.ts';
+
+/**
+ * google.rpc.Code names by HTTP status, as the Gemini API reports them in `error.status`. Statuses
+ * Google's mapping has no row for take the nearest code: 402 (the gateway's balance check) is a failed
+ * precondition, 405 an unimplemented method, 408 and 504 a deadline, 413 and 415 a bad argument.
+ */
+const GOOGLE_STATUS: Readonly<Record<number, string>> = {
+  400: 'INVALID_ARGUMENT',
+  401: 'UNAUTHENTICATED',
+  402: 'FAILED_PRECONDITION',
+  403: 'PERMISSION_DENIED',
+  404: 'NOT_FOUND',
+  405: 'UNIMPLEMENTED',
+  408: 'DEADLINE_EXCEEDED',
+  409: 'ABORTED',
+  412: 'FAILED_PRECONDITION',
+  413: 'INVALID_ARGUMENT',
+  415: 'INVALID_ARGUMENT',
+  429: 'RESOURCE_EXHAUSTED',
+  499: 'CANCELLED',
+  500: 'INTERNAL',
+  501: 'UNIMPLEMENTED',
+  502: 'UNAVAILABLE',
+  503: 'UNAVAILABLE',
+  504: 'DEADLINE_EXCEEDED',
+};
+
+export function googleStatusName(status: number): string {
+  return (
+    GOOGLE_STATUS[status] ?? (status >= 500 ? 'INTERNAL' : status >= 400 ? 'INVALID_ARGUMENT' : 'UNKNOWN')
+  );
+}
+
+export function geminiErrorBody(err: GatewayError, requestId: string): JsonObject {
+  return {
+    error: {
+      code: err.status,
+      message: `${err.message} (request id: ${requestId})`,
+      status: googleStatusName(err.status),
+      details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: err.code, domain: 'router' }],
+    },
+  };
+}
+
+export function geminiErrorEvent(err: GatewayError, requestId: string): SseOut {
+  return { data: JSON.stringify(geminiErrorBody(err, requestId)) };
+}

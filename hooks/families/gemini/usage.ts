@@ -1,0 +1,75 @@
+// Usage presets of the Gemini family: generateContent / streamGenerateContent report `usageMetadata`;
+// embedContent reports none.
+
+import type { JsonValue, Usage } from '../../../common/types.ts';
+import {
+  asRecord,
+  buildUsage,
+  count,
+  hasObjectKey,
+  latestEventSniffer,
+  safeRead,
+} from '../../usage/sniffers.ts';
+import type { UsagePreset } from '../../usage/types.ts';
+
+/**
+ * promptTokenCount (+ toolUsePromptTokenCount, billed as input) -> input; candidatesTokenCount +
+ * thoughtsTokenCount -> output (thinking is billed as output); cachedContentTokenCount (a part of the
+ * prompt) -> cacheRead; thoughtsTokenCount -> reasoning.
+ */
+function readGeminiUsage(metaValue: JsonValue | undefined): Usage | undefined {
+  const meta = asRecord(metaValue);
+  if (!meta) return undefined;
+  const prompt = count(meta['promptTokenCount']);
+  const toolPrompt = count(meta['toolUsePromptTokenCount']);
+  const candidates = count(meta['candidatesTokenCount']);
+  const thoughts = count(meta['thoughtsTokenCount']);
+  if (prompt === undefined && candidates === undefined && thoughts === undefined) return undefined;
+  return buildUsage(
+    (prompt ?? 0) + (toolPrompt ?? 0),
+    (candidates ?? 0) + (thoughts ?? 0),
+    count(meta['totalTokenCount']),
+    {
+      cacheRead: count(meta['cachedContentTokenCount']),
+      reasoning: thoughts,
+    },
+  );
+}
+
+function readGeminiBody(body: JsonValue): Usage | undefined {
+  // streamGenerateContent without alt=sse answers one JSON array of chunks: the last report wins.
+  if (Array.isArray(body)) {
+    for (let i = body.length - 1; i >= 0; i--) {
+      const usage = readGeminiUsage(asRecord(body[i])?.['usageMetadata']);
+      if (usage) return usage;
+    }
+    return undefined;
+  }
+  return readGeminiUsage(asRecord(body)?.['usageMetadata']);
+}
+
+/** The last chunk of a Gemini stream has a finishReason (a blocked prompt answers no candidates). */
+function closesGeminiStream(body: JsonValue): boolean {
+  const candidates = asRecord(body)?.['candidates'];
+  if (!Array.isArray(candidates) || candidates.length === 0) return true;
+  return candidates.some((candidate) => typeof asRecord(candidate)?.['finishReason'] === 'string');
+}
+
+export const geminiGenerateContent: UsagePreset = {
+  name: 'gemini_generate_content',
+  fromJson: (body) => safeRead(readGeminiBody, body),
+  // Every Gemini chunk may carry usageMetadata; counts are cumulative, so only the last is parsed.
+  createSniffer: () =>
+    latestEventSniffer(
+      (_event, data) => hasObjectKey(data, '"usageMetadata"'),
+      readGeminiBody,
+      closesGeminiStream,
+    ),
+};
+
+/** embedContent and batchEmbedContents report no usage; the gateway estimates it. */
+export const geminiEmbedContent: UsagePreset = {
+  name: 'gemini_embed_content',
+  fromJson: () => undefined,
+  createSniffer: () => ({ event() {}, result: () => undefined, final: () => false }),
+};

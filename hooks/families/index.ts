@@ -1,0 +1,91 @@
+// The wire-family registry: one line per family. Everything the proxy core knows about client wire
+// formats (routes, key carriers, forwarded headers, error shapes, model lists, usage presets and
+// fields, translators) is read from here.
+
+import type { IncomingHttpHeaders } from 'node:http';
+import { type GatewayError, setErrorShaper } from '../../common/errors.ts';
+import type { ApiName, JsonObject, SseOut } from '../../common/types.ts';
+import type { TranslatorFactory } from '../translators/types.ts';
+import type { UsagePreset } from '../usage/types.ts';
+import { anthropicFamily } from './anthropic/index.ts';
+import { geminiFamily } from './gemini/index.ts';
+import { openaiFamily } from './openai/index.ts';
+import type { WireFamily } from './types.ts';
+
+/** Registration order decides ties; the first family shapes errors of requests no family claims. */
+export const FAMILIES: readonly WireFamily[] = [openaiFamily, anthropicFamily, geminiFamily];
+
+const BY_NAME: ReadonlyMap<string, WireFamily> = new Map(FAMILIES.map((f) => [f.name, f]));
+
+/** The family that answers requests no family claims (and raw parser errors). */
+export const DEFAULT_FAMILY: WireFamily = FAMILIES[0]!;
+
+/** The family of a client format; the default family for a name no family registered. */
+export function familyOf(name: string): WireFamily {
+  return BY_NAME.get(name) ?? DEFAULT_FAMILY;
+}
+
+/** The body of an error the gateway answers itself, shaped for the client's family. */
+export function errorBody(format: string, err: GatewayError, requestId: string): JsonObject {
+  return familyOf(format).errorBody(err, requestId);
+}
+
+/** The SSE event that ends a stream with an error, in the shape the client's SDK raises. */
+export function errorEvent(format: string, err: GatewayError, requestId: string): SseOut {
+  return familyOf(format).errorEvent(err, requestId);
+}
+
+/** Client headers forwarded upstream: the families' protocol versions and betas, and the user agent. */
+export const FORWARDED_REQUEST_HEADERS: readonly string[] = [
+  ...new Set([...FAMILIES.flatMap((f) => f.forwardedHeaders), 'user-agent']),
+];
+
+/** Query parameters an api's upstream request needs (the client's own query never goes upstream). */
+export function upstreamQuery(api: ApiName): Readonly<Record<string, string>> | undefined {
+  for (const f of FAMILIES) {
+    const query = f.upstreamQuery?.(api);
+    if (query !== undefined) return query;
+  }
+  return undefined;
+}
+
+/** Headers that carry an access key, after `Authorization: Bearer`, in registration order. */
+export const KEY_HEADERS: readonly string[] = [...new Set(FAMILIES.flatMap((f) => f.keyHeaders))];
+
+/** Query parameters that carry an access key. */
+export const KEY_QUERY_PARAMS: readonly string[] = [
+  ...new Set(FAMILIES.flatMap((f) => (f.keyQuery === undefined ? [] : [f.keyQuery]))),
+];
+
+/**
+ * The family whose SDKs the request's key carrier identifies, among those that claim shared model-list
+ * paths that way (GET /v1/models answers in that family's shape); undefined otherwise.
+ */
+export function carrierFamily(headers: IncomingHttpHeaders, query: URLSearchParams): string | undefined {
+  for (const f of FAMILIES) {
+    if (f.claimsModelPathsByCarrier !== true) continue;
+    if (f.keyHeaders.some((h) => headers[h] !== undefined)) return f.name;
+    if (f.keyQuery !== undefined && query.has(f.keyQuery)) return f.name;
+  }
+  return undefined;
+}
+
+/** Every usage preset by its DSL name (`usage_extract <name>`). */
+export const USAGE_PRESETS: ReadonlyMap<string, UsagePreset> = new Map(
+  FAMILIES.flatMap((f) => f.usagePresets).map((p) => [p.name, p] as const),
+);
+
+/** Every translator by its DSL name. */
+export const TRANSLATORS: ReadonlyMap<string, TranslatorFactory> = new Map(
+  FAMILIES.flatMap((f) => f.translators).map((t) => [t.name, t] as const),
+);
+
+/** Top-level reply fields that carry usage counts in some family (never generated text). */
+export const USAGE_FIELDS: ReadonlySet<string> = new Set(FAMILIES.flatMap((f) => f.usageFields));
+
+/** Usage events of the family's requests carry the completion-style aliases. */
+export function completionStyleUsage(format: string): boolean {
+  return familyOf(format).completionStyleUsage;
+}
+
+setErrorShaper({ body: errorBody, event: errorEvent });

@@ -1,0 +1,85 @@
+// Usage presets of the completion-style family: chat.completions, completions and embeddings report
+// `usage` with prompt/completion counts; the Responses API reports input/output counts in its terminal
+// events. Units-priced endpoints (images, speech, transcription) are in hooks/usage/unit-presets.ts.
+
+import type { JsonValue, Usage } from '../../../common/types.ts';
+import {
+  asRecord,
+  buildUsage,
+  count,
+  hasObjectKey,
+  latestEventSniffer,
+  safeRead,
+} from '../../usage/sniffers.ts';
+import type { UsagePreset } from '../../usage/types.ts';
+
+function readOpenAiUsage(usageValue: JsonValue | undefined, embeddings: boolean): Usage | undefined {
+  const usage = asRecord(usageValue);
+  if (!usage) return undefined;
+  const input = count(usage['prompt_tokens']);
+  const output = embeddings ? undefined : count(usage['completion_tokens']);
+  if (input === undefined && output === undefined) return undefined;
+  const promptDetails = asRecord(usage['prompt_tokens_details']);
+  const completionDetails = asRecord(usage['completion_tokens_details']);
+  return buildUsage(input ?? 0, output ?? 0, count(usage['total_tokens']), {
+    cacheRead: count(promptDetails?.['cached_tokens']),
+    reasoning: count(completionDetails?.['reasoning_tokens']),
+  });
+}
+
+/**
+ * The usage chunk ends the stream: OpenAI's include_usage chunk has no choices left, and servers that
+ * report usage in their last content chunk mark it with a finish_reason. Usage on any other chunk
+ * (vLLM's continuous usage) is a running count.
+ */
+function closesOpenAiStream(body: JsonValue): boolean {
+  const choices = asRecord(body)?.['choices'];
+  if (!Array.isArray(choices) || choices.length === 0) return true;
+  return choices.some((choice) => {
+    const reason = asRecord(choice)?.['finish_reason'];
+    return typeof reason === 'string' && reason !== '';
+  });
+}
+
+export function openAiCompletionPreset(name: string, embeddings: boolean): UsagePreset {
+  const read = (body: JsonValue): Usage | undefined => readOpenAiUsage(asRecord(body)?.['usage'], embeddings);
+  return {
+    name,
+    fromJson: (body) => safeRead(read, body),
+    createSniffer: () =>
+      latestEventSniffer((_event, data) => hasObjectKey(data, '"usage"'), read, closesOpenAiStream),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// OpenAI Responses API
+
+function readResponsesUsage(usageValue: JsonValue | undefined): Usage | undefined {
+  const usage = asRecord(usageValue);
+  if (!usage) return undefined;
+  const input = count(usage['input_tokens']);
+  const output = count(usage['output_tokens']);
+  if (input === undefined && output === undefined) return undefined;
+  return buildUsage(input ?? 0, output ?? 0, count(usage['total_tokens']), {
+    cacheRead: count(asRecord(usage['input_tokens_details'])?.['cached_tokens']),
+    reasoning: count(asRecord(usage['output_tokens_details'])?.['reasoning_tokens']),
+  });
+}
+
+/** Terminal Responses events; each carries the final `response.usage` (incomplete and failed are billed too). */
+const RESPONSES_TERMINAL = ['response.completed', 'response.incomplete', 'response.failed'];
+
+function isResponsesTerminal(event: string | undefined, data: string): boolean {
+  if (event !== undefined && event !== '' && event !== 'message') return RESPONSES_TERMINAL.includes(event);
+  // No SSE event name (some proxies strip it): fall back to the `type` inside the data.
+  return RESPONSES_TERMINAL.some((type) => data.includes(`"${type}"`)) && hasObjectKey(data, '"usage"');
+}
+
+export const openAiResponses: UsagePreset = {
+  name: 'openai_responses',
+  fromJson: (body) => safeRead((b) => readResponsesUsage(asRecord(b)?.['usage']), body),
+  createSniffer: () =>
+    latestEventSniffer(isResponsesTerminal, (body) =>
+      readResponsesUsage(asRecord(asRecord(body)?.['response'])?.['usage']),
+    ),
+};

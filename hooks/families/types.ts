@@ -1,0 +1,106 @@
+// A wire family: one client-facing API dialect (completion-style, Anthropic Messages, Gemini, ...) and
+// everything the gateway must know about it. The proxy core asks the registry (hooks/families/index.ts)
+// and never names a family; adding one is a folder here plus one line in the registry.
+
+import type { GatewayError } from '../../common/errors.ts';
+import type { ApiName, JsonObject, JsonValue, SseOut } from '../../common/types.ts';
+import type { TranslatorFactory } from '../translators/types.ts';
+import type { UsagePreset } from '../usage/types.ts';
+
+export type BodyKind = 'json' | 'multipart';
+
+/** An endpoint the family serves at a fixed path (always POST). */
+export interface FixedRoute {
+  readonly path: string;
+  readonly api: ApiName;
+  /** Defaults to 'json'. */
+  readonly body?: BodyKind;
+}
+
+/** What a family reads out of a path it serves by pattern (a model named in the path). */
+export interface PathRoute {
+  readonly api: ApiName;
+  /** The model named in the path, decoded. */
+  readonly model: string;
+  /** The path's action after the model, as the client sent it. */
+  readonly action: string;
+  /** The path as it goes upstream when no rule sets one, rebuilt so client escapes cannot alter it. */
+  readonly upstreamPath: string;
+  /** The path itself asks for a stream (no `stream` field in the body). */
+  readonly stream: boolean;
+}
+
+/** A model as the registry lists it. */
+export interface ListedModel {
+  readonly id: string;
+  readonly ownedBy: string | undefined;
+}
+
+export interface WireFamily {
+  /** The family's name: the client format of its routes (RequestContext.clientFormat) and translators. */
+  readonly name: string;
+
+  // Routes
+  readonly routes: readonly FixedRoute[];
+  /**
+   * POST paths served by pattern: the route, 'bad_path' when the path is the family's but malformed
+   * (undecodable escapes), or undefined when it is not the family's.
+   */
+  matchPath?(path: string): PathRoute | 'bad_path' | undefined;
+  /** Paths of other requests (unknown endpoint, wrong method) whose errors this family shapes. */
+  ownsPath?(path: string): boolean;
+
+  // Model listing (GET/HEAD)
+  readonly models?: {
+    /** Paths that list models; the item paths are `<path>/<id>`. */
+    readonly paths: readonly string[];
+    list(models: readonly ListedModel[], created: number): JsonValue;
+    item(model: ListedModel, created: number): JsonValue;
+  };
+
+  // Credentials and upstream request
+  /** Request headers that carry the client's access key (tried in order after `Authorization: Bearer`). */
+  readonly keyHeaders: readonly string[];
+  /** A query parameter that carries the access key. */
+  readonly keyQuery?: string;
+  /**
+   * The client's key carrier marks it as one of this family's SDKs: on a model-list path several
+   * families serve, this family answers.
+   */
+  readonly claimsModelPathsByCarrier?: boolean;
+  /** Client request headers forwarded upstream: protocol versions and betas, never credentials. */
+  readonly forwardedHeaders: readonly string[];
+  /** Query parameters the upstream request needs for an api of this family (`alt=sse`). */
+  upstreamQuery?(api: ApiName): Readonly<Record<string, string>> | undefined;
+
+  // Errors
+  /** The family's error type (or status name) for an HTTP status: one table, for gateway and translators. */
+  errorType(status: number): string;
+  /** The body of an error the gateway answers itself, in the shape the family's SDKs raise. */
+  errorBody(err: GatewayError, requestId: string): JsonObject;
+  /** The SSE event that ends a stream with that error. */
+  errorEvent(err: GatewayError, requestId: string): SseOut;
+
+  // Usage and billing
+  /** Usage presets that read this family's replies (`usage_extract <name>`). */
+  readonly usagePresets: readonly UsagePreset[];
+  /** Top-level reply fields that carry usage counts, not generated text (skipped by estimation). */
+  readonly usageFields: readonly string[];
+  /** Usage events of its requests carry the completion-style aliases (docs/billing.md "The usage event"). */
+  readonly completionStyleUsage: boolean;
+
+  /**
+   * Translators between this family and the completion-style one, both directions (DSL `req_map`,
+   * `resp_map`, `sse_parse`); they live in the family that is not completion-style.
+   */
+  readonly translators: readonly TranslatorFactory[];
+}
+
+/** Percent-decoding of client input: undefined for malformed escapes (the client's 400, not a 500). */
+export function decodePathPart(text: string): string | undefined {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return undefined;
+  }
+}

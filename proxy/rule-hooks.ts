@@ -1,0 +1,83 @@
+// The hooks of every compiled rule, in stage order, computed once per configuration load: a request
+// looks its rule up and runs arrays (docs/architecture.md "The hook pipeline").
+
+import type { RouterConfig } from '../common/config-types.ts';
+import type { Hook } from '../common/types.ts';
+import { createRuleHook } from '../hooks/builtin/provider-rule.ts';
+import { createUsageMeterHook, rulePreset } from '../hooks/builtin/usage-meter.ts';
+import type { CompiledProvider, CompiledRule, HookRef } from '../hooks/dsl/types.ts';
+import { TRANSLATORS, USAGE_PRESETS } from '../hooks/families/index.ts';
+import { TRANSFORMS } from '../hooks/transforms/index.ts';
+import { createPathExtractor } from '../hooks/usage/path-extractor.ts';
+import type { UpstreamTimeouts } from './upstream.ts';
+
+/** The hooks that apply to one matched rule, in stage order, computed once per rule. */
+export interface RuleHooks {
+  readonly rewrite: readonly Hook[];
+  /** Response hooks: the usage meter first (it reads the upstream's own format), then transforms. */
+  readonly response: readonly Hook[];
+  readonly complete: readonly Hook[];
+  /** Every response hook only observes: upstream bytes go to the client untouched. */
+  readonly observeOnly: boolean;
+  /** Keep delivered output for usage estimation (billing on). */
+  readonly keepDelivered: boolean;
+  readonly timeouts: UpstreamTimeouts;
+}
+
+export interface RuleHookSources {
+  /** Hook modules named by rules, loaded once per reference. */
+  readonly ruleCustom: ReadonlyMap<HookRef, Hook>;
+  /** Hook modules of the configuration's `hooks:` list. */
+  readonly globalCustom: readonly Hook[];
+  /** Billing's onComplete hooks, which run first (proxy/server.ts finish()). */
+  readonly billingComplete: readonly Hook[];
+}
+
+const isResponseHook = (h: Hook) =>
+  h.onResponseChunk !== undefined || h.onResponseEnd !== undefined || h.onResponseHead !== undefined;
+
+export function compileRuleHooks(
+  config: RouterConfig,
+  providers: ReadonlyMap<string, CompiledProvider>,
+  sources: RuleHookSources,
+): Map<CompiledRule, RuleHooks> {
+  const { ruleCustom, globalCustom, billingComplete } = sources;
+  const globalResponse = globalCustom.filter(isResponseHook);
+  const globalRewrite = globalCustom.filter((h) => h.rewriteBody !== undefined);
+  const globalComplete = globalCustom.filter((h) => h.onComplete !== undefined);
+  const perRule = new Map<CompiledRule, RuleHooks>();
+  for (const [name, provider] of providers) {
+    const keys = config.keys.providerKeys.get(name) ?? [];
+    for (const rule of provider.rules) {
+      const ruleHook = createRuleHook(rule, {
+        provider: name,
+        translators: TRANSLATORS,
+        transforms: TRANSFORMS,
+        keys,
+      });
+      const custom = rule.hooks.map((ref) => ruleCustom.get(ref)!);
+      const preset = rulePreset(rule, { presets: USAGE_PRESETS, pathExtractor: createPathExtractor });
+      const response: Hook[] = [];
+      if (preset !== undefined) response.push(createUsageMeterHook(preset));
+      if (ruleHook.onResponseChunk !== undefined) response.push(ruleHook);
+      response.push(...custom.filter(isResponseHook));
+      response.push(...globalResponse);
+      perRule.set(rule, {
+        rewrite: [ruleHook, ...custom.filter((h) => h.rewriteBody !== undefined), ...globalRewrite],
+        response,
+        complete: [
+          ...billingComplete,
+          ...custom.filter((h) => h.onComplete !== undefined),
+          ...globalComplete,
+        ],
+        observeOnly: response.every((h) => h.responseMode === 'observe'),
+        keepDelivered: config.billing.enabled,
+        timeouts: {
+          headersTimeoutMs: rule.upstreamConfig.headersTimeoutMs ?? config.limits.upstreamHeadersTimeoutMs,
+          bodyTimeoutMs: rule.upstreamConfig.bodyTimeoutMs ?? config.limits.upstreamBodyTimeoutMs,
+        },
+      });
+    }
+  }
+  return perRule;
+}

@@ -1,0 +1,83 @@
+// The gateway's own HTTP endpoints that the runtime answers: /readyz's report, the sidecar's subject
+// state notice and billing webhooks forwarded to the sidecar.
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { RouterConfig } from '../common/config-types.ts';
+import type { StateStore, StoreHealth } from '../common/store-types.ts';
+import type { JsonValue } from '../common/types.ts';
+import type { SidecarStatus } from './sidecar-status.ts';
+import { forwardToSidecar } from './webhook-forward.ts';
+
+export interface ReadyReport {
+  ready: boolean;
+  providers: number;
+  billing: { configured: boolean; enabled: boolean; pending?: number; dead_letter?: number };
+  store: { enabled: boolean; connected?: boolean };
+  [key: string]: JsonValue;
+}
+
+/** What billing contributes to the endpoints (BillingParts of proxy/runtime.ts). */
+export interface EndpointBilling {
+  readiness(): Promise<{ pending: number; dead_letter: number } | undefined>;
+  readonly stateNotice?: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+}
+
+export interface RuntimeEndpoints {
+  readiness(): Promise<ReadyReport>;
+  stateNotice(req: IncomingMessage, res: ServerResponse): Promise<void>;
+  forwardWebhook(req: IncomingMessage, res: ServerResponse): Promise<void>;
+}
+
+export function createEndpoints(deps: {
+  readonly config: RouterConfig;
+  readonly log: Logger;
+  readonly providerCount: number;
+  readonly billing: EndpointBilling | undefined;
+  readonly keyStore: StateStore | undefined;
+  readonly sidecar: SidecarStatus | undefined;
+}): RuntimeEndpoints {
+  const { config, log, billing, keyStore, sidecar } = deps;
+  return {
+    async readiness() {
+      const counts = billing === undefined ? undefined : await billing.readiness().catch(() => undefined);
+      const state = sidecar?.supervised === true ? sidecar.state : undefined;
+      return {
+        ready: deps.providerCount > 0 && (state === undefined || state === 'up'),
+        providers: deps.providerCount,
+        ...(state === undefined ? {} : { sidecar: { supervised: true, state } }),
+        billing: {
+          configured: config.billing.enabled && config.billing.baseUrl !== '',
+          enabled: config.billing.enabled,
+          ...(counts === undefined ? {} : { pending: counts.pending, dead_letter: counts.dead_letter }),
+        },
+        store: {
+          enabled: config.store.enabled,
+          ...(keyStore === undefined ? {} : storeReadiness(await keyStore.health())),
+        },
+      };
+    },
+    async stateNotice(req, res) {
+      if (billing?.stateNotice !== undefined) return billing.stateNotice(req, res);
+      req.resume();
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end('{"error":{"message":"Unknown endpoint","type":"invalid_request_error","code":"not_found"}}');
+    },
+    async forwardWebhook(req, res) {
+      await forwardToSidecar(config, req, res, log, sidecar);
+    },
+  };
+}
+
+/** The store block of /readyz: connected, and the view cache's state in Redis mode. */
+function storeReadiness(health: StoreHealth): Record<string, unknown> {
+  if (health.viewCache === undefined) return { connected: health.connected };
+  return {
+    connected: health.connected,
+    view_cache: {
+      live: health.viewCache.live,
+      entries: health.viewCache.entries,
+      invalidations: health.viewCache.invalidations,
+    },
+  };
+}
