@@ -5,6 +5,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { type GatewayError, setErrorShaper } from '../../common/errors.ts';
 import type { ApiName, JsonObject, SseOut } from '../../common/types.ts';
+import type { StreamTransformFactory } from '../transforms/types.ts';
 import type { TranslatorFactory } from '../translators/types.ts';
 import type { UsagePreset } from '../usage/types.ts';
 import { anthropicFamily } from './anthropic/index.ts';
@@ -13,7 +14,12 @@ import { openaiFamily } from './openai/index.ts';
 import type { WireFamily } from './types.ts';
 
 /** Registration order decides ties; the first family shapes errors of requests no family claims. */
-export const FAMILIES: readonly WireFamily[] = [openaiFamily, anthropicFamily, geminiFamily];
+// biome-ignore format: one registration line per family
+export const FAMILIES: readonly WireFamily[] = [
+  openaiFamily,
+  anthropicFamily,
+  geminiFamily,
+];
 
 const BY_NAME: ReadonlyMap<string, WireFamily> = new Map(FAMILIES.map((f) => [f.name, f]));
 
@@ -78,6 +84,11 @@ export const USAGE_PRESETS: ReadonlyMap<string, UsagePreset> = new Map(
 /** Every translator by its DSL name. */
 export const TRANSLATORS: ReadonlyMap<string, TranslatorFactory> = new Map(
   FAMILIES.flatMap((f) => f.translators).map((t) => [t.name, t] as const),
+);
+
+/** Every SSE transform that is not a translator, by its DSL name. */
+export const TRANSFORMS: ReadonlyMap<string, StreamTransformFactory> = new Map(
+  FAMILIES.flatMap((f) => f.transforms ?? []).map((t) => [t.name, t] as const),
 );
 
 /** Top-level reply fields that carry usage counts in some family (never generated text). */

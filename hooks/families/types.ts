@@ -4,6 +4,7 @@
 
 import type { GatewayError } from '../../common/errors.ts';
 import type { ApiName, JsonObject, JsonValue, SseOut } from '../../common/types.ts';
+import type { StreamTransformFactory } from '../transforms/types.ts';
 import type { TranslatorFactory } from '../translators/types.ts';
 import type { UsagePreset } from '../usage/types.ts';
 
@@ -94,6 +95,8 @@ export interface WireFamily {
    * `resp_map`, `sse_parse`); they live in the family that is not completion-style.
    */
   readonly translators: readonly TranslatorFactory[];
+  /** SSE transforms of the family's streams that are not translations (DSL `sse_parse`). */
+  readonly transforms?: readonly StreamTransformFactory[];
 }
 
 /** Percent-decoding of client input: undefined for malformed escapes (the client's 400, not a 500). */

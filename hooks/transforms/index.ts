@@ -1,8 +1,4 @@
-// SSE transforms that are not translators, by their DSL name (`sse_parse <name>;`).
+// SSE transforms that are not translators, by their DSL name (`sse_parse <name>;`): the wire families'
+// (hooks/families/*/index.ts `transforms`).
 
-import { openaiUsageStrip } from './openai-usage-strip.ts';
-import type { StreamTransformFactory } from './types.ts';
-
-export const TRANSFORMS: ReadonlyMap<string, StreamTransformFactory> = new Map([
-  [openaiUsageStrip.name, openaiUsageStrip],
-]);
+export { TRANSFORMS } from '../families/index.ts';

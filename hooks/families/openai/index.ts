@@ -6,6 +6,7 @@ import { UNIT_PRESETS } from '../../usage/unit-presets.ts';
 import type { ListedModel, WireFamily } from '../types.ts';
 import { openaiErrorBody, openaiErrorEvent, openaiErrorType } from './errors.ts';
 import { openAiCompletionPreset, openAiResponses } from './usage.ts';
+import { openaiUsageStrip } from './usage-strip.ts';
 
 const model = (m: ListedModel, created: number) => ({
   id: m.id,
@@ -47,4 +48,5 @@ export const openaiFamily: WireFamily = {
   usageFields: ['usage'],
   completionStyleUsage: true,
   translators: [],
+  transforms: [openaiUsageStrip],
 };

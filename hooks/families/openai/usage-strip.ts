@@ -2,8 +2,8 @@
 // so it can meter; a client that did not ask must not see the extra usage-only chunk (`choices: []`),
 // and the `usage: null` field the upstream then adds to every other chunk is left as the API sends it.
 
-import type { JsonObject, RequestContext, SseOut } from '../../common/types.ts';
-import type { StreamTransform, StreamTransformFactory } from './types.ts';
+import type { JsonObject, RequestContext, SseOut } from '../../../common/types.ts';
+import type { StreamTransform, StreamTransformFactory } from '../../transforms/types.ts';
 
 const PASS: StreamTransform = {
   event: (event, data) => [{ event, data }],
