@@ -3,7 +3,7 @@
 // (package.json engines): `npx router-billing -c config.yaml` or an npm script, both of which put
 // node_modules/.bin (with the pinned `node` package) first on PATH. The machine's own older node cannot
 // load .ts files.
-import { runSidecarMain } from '../billing/sidecar-main.ts';
+import { runSidecarMain } from './sidecar-main.ts';
 
 const code = await runSidecarMain(process.argv.slice(2));
 if (code >= 0) process.exitCode = code;

@@ -303,7 +303,7 @@ const SIDECAR_PROBE_INTERVAL_MS = 20;
 const SIDECAR_LATE_PROBE_INTERVAL_MS = 1000;
 const SIDECAR_LATE_AFTER_MS = 5000;
 
-const SIDECAR_MAIN = fileURLToPath(new URL('../billing/sidecar-main.ts', import.meta.url));
+const SIDECAR_MAIN = fileURLToPath(new URL('../bin/sidecar-main.ts', import.meta.url));
 
 /** Run `router-billing` as a child; restart it with backoff when it dies; stop it on close. */
 function superviseSidecar(

@@ -103,7 +103,7 @@ export async function runBacklog(ctx: BenchContext): Promise<BacklogResult> {
       [
         ...SIDECAR_V8_FLAGS,
         ...ctx.workspace.sidecarNodeFlags('backlog'),
-        join(ctx.workspace.repo, 'billing/sidecar-main.ts'),
+        join(ctx.workspace.repo, 'bin/sidecar-main.ts'),
         '-c',
         configFile,
       ],

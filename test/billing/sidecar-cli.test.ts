@@ -13,7 +13,7 @@ import { ROOT } from '../support/stack.ts';
 const run = promisify(execFile);
 
 async function routerBilling(
-  file: 'bin/router-billing.js' | 'billing/sidecar-main.ts',
+  file: 'bin/router-billing.js' | 'bin/sidecar-main.ts',
   args: string[],
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
@@ -41,12 +41,12 @@ test('router-billing --help (bin/router-billing.js) shows -c and the examples, e
   assert.match(r.stdout, /Examples/);
   assert.match(r.stdout, /\$ router-billing -c router\.yaml\n/);
   assert.ok(!r.stdout.includes('\u001b['), 'no colour codes when stdout is not a terminal');
-  assert.equal((await routerBilling('billing/sidecar-main.ts', ['-h'])).stdout, r.stdout);
+  assert.equal((await routerBilling('bin/sidecar-main.ts', ['-h'])).stdout, r.stdout);
 });
 
 test('router-billing --version prints the package version', async () => {
   const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string };
-  const r = await routerBilling('billing/sidecar-main.ts', ['--version']);
+  const r = await routerBilling('bin/sidecar-main.ts', ['--version']);
   assert.equal(r.code, 0, r.stderr);
   assert.equal(r.stdout.trim(), pkg.version);
 });
@@ -71,7 +71,7 @@ test('router-billing usage errors: one line on stderr naming the problem, exit 2
 test('router-billing -c on an invalid configuration: file:line:col on stderr, exit 2, nothing started', async () => {
   const file = join(dir, 'broken.yaml');
   await writeFile(file, 'listen: 127.0.0.1:0\nbilling:\n  enabeld: true\n');
-  const r = await routerBilling('billing/sidecar-main.ts', ['-c', file]);
+  const r = await routerBilling('bin/sidecar-main.ts', ['-c', file]);
   assert.equal(r.code, 2, r.stderr);
   assert.match(r.stderr, /broken\.yaml:3:\d+: .*enabeld/);
   assert.doesNotMatch(r.stderr, /\n\s+at /);

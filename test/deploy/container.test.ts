@@ -98,7 +98,7 @@ test('compose: nginx, gateway, sidecar and redis, each with a health check', asy
   assert.ok(gateway && sidecar && nginx && redis);
   assert.deepEqual((gateway.command as string[]).slice(0, 1), ['proxy/cli.ts']);
   assert.ok((gateway.command as string[]).includes('--no-sidecar'));
-  assert.deepEqual((sidecar.command as string[]).slice(0, 1), ['billing/sidecar-main.ts']);
+  assert.deepEqual((sidecar.command as string[]).slice(0, 1), ['bin/sidecar-main.ts']);
   assert.match(String((gateway.healthcheck as { test: string[] }).test.join(' ')), /8080\/readyz/);
   assert.match(String((sidecar.healthcheck as { test: string[] }).test.join(' ')), /8081\/healthz/);
   for (const svc of [gateway, sidecar]) {

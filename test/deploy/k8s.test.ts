@@ -127,7 +127,7 @@ test('Deployment: gateway and billing sidecar containers with probes, ports, res
   const gwArgs = gateway.args as string[];
   assert.equal(gwArgs[0], 'proxy/cli.ts');
   assert.ok(gwArgs.includes('--no-sidecar'), 'the sidecar is the second container, not a child process');
-  assert.equal((billing.args as string[])[0], 'billing/sidecar-main.ts');
+  assert.equal((billing.args as string[])[0], 'bin/sidecar-main.ts');
   assert.equal(get(pod, 'securityContext.runAsNonRoot'), true);
   assert.ok(Number(get(pod, 'securityContext.runAsUser')) > 0);
   // The grace period covers the shutdown delay plus the drain timeout of the configuration.

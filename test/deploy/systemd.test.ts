@@ -93,7 +93,7 @@ test('router.service: sidecar as its own unit, SIGHUP reload, stop timeout cover
   const billing = parseUnit(await readFile(join(DIR, 'router-billing.service'), 'utf8'));
   assert.match(
     billing.Service?.ExecStart?.[0] ?? '',
-    /billing\/sidecar-main\.ts -c \/etc\/router\/router\.yaml$/,
+    /bin\/sidecar-main\.ts -c \/etc\/router\/router\.yaml$/,
   );
   const env = await readFile(join(DIR, 'router.env.example'), 'utf8');
   assert.match(env, /^ROUTER_BILLING_LISTEN=127\.0\.0\.1:8081$/m);

@@ -10,6 +10,7 @@ import { type Comment, commentsOf } from '../support/source-comments.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const FOLDERS = [
+  'common',
   'proxy',
   'hooks',
   'billing',

@@ -131,7 +131,7 @@ test('lint:imports reads every product file and sees each relative import, dynam
   const edges = new Set(modules.flatMap((m) => m.dependencies.map((d) => `${m.source} → ${d.resolved}`)));
   assert.ok(edges.has('proxy/server.ts → common/errors.ts'), 'a value import');
   assert.ok(edges.has('common/config-diagnostics.ts → common/config-types.ts'), 'an `import type`');
-  assert.ok(edges.has('billing/sidecar-main.ts → common/internal-notify.ts'), 'a dynamic import()');
+  assert.ok(edges.has('bin/sidecar-main.ts → common/internal-notify.ts'), 'a dynamic import()');
   assert.ok(edges.has('bin/router.js → proxy/cli.ts'), 'a .js entry point importing .ts');
 
   // A parser that cannot read TypeScript skips .ts files or drops imports without an error, and the rules

@@ -206,7 +206,7 @@ describe('file mode across real processes: router-billing as a child of its own'
   let child: ChildGateway | undefined;
   const spawnBilling = () =>
     spawnLogged(
-      'billing/sidecar-main.ts',
+      'bin/sidecar-main.ts',
       ['-c', stack.configFile],
       { ...stack.env, ROUTER_BILLING_LISTEN: '127.0.0.1:0', [GATEWAY_URL_ENV]: stack.url },
       'router-billing listening',

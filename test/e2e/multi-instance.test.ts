@@ -134,7 +134,7 @@ before(async () => {
   }
   for (let i = 0; i < 2; i++) {
     sidecars.push(
-      await spawnLogged('billing/sidecar-main.ts', ['-c', configFile], env, 'router-billing listening'),
+      await spawnLogged('bin/sidecar-main.ts', ['-c', configFile], env, 'router-billing listening'),
     );
   }
 });
@@ -325,7 +325,7 @@ test('killing one sidecar mid-delivery leaves its entries to the other; each eve
   assert.equal(billing.accepted, before + ids.length);
   // The survivor now owns everything; restart a second sidecar for the later steps.
   sidecars[victimIndex] = await spawnLogged(
-    'billing/sidecar-main.ts',
+    'bin/sidecar-main.ts',
     ['-c', configFile],
     env,
     'router-billing listening',

@@ -316,7 +316,7 @@ export function spawnGateway(stack: BillingStack): Promise<ChildGateway> {
 /** `router-billing` as a child process. */
 export function spawnSidecar(stack: BillingStack): Promise<ChildGateway> {
   return spawnLogged(
-    'billing/sidecar-main.ts',
+    'bin/sidecar-main.ts',
     ['-c', stack.configFile],
     stack.env,
     'router-billing listening',

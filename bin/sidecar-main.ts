@@ -44,7 +44,7 @@ export class RouterBillingCommand extends Command {
         import('pino'),
         import('../proxy/config/load.ts'),
         import('../common/internal-notify.ts'),
-        import('./sidecar.ts'),
+        import('../billing/sidecar.ts'),
       ]);
     const { config, diagnostics } = await loadConfig(this.config);
     for (const d of diagnostics) this.context.stderr.write(`${d.file}:${d.line}:${d.col}: ${d.message}\n`);
