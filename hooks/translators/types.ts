@@ -2,7 +2,8 @@
 // small per-request object so that request-time facts (model, stream flag, tool names, whether the
 // client asked for usage) flow into the reply mapping. One file per direction, named by direction:
 // `openai-to-anthropic.ts` (DSL name `openai_to_anthropic`) = a completion-style client talking to an
-// Anthropic upstream.
+// Anthropic upstream. They live in the folder of the family that is not completion-style
+// (hooks/families/anthropic/, hooks/families/gemini/), which registers them.
 //
 // Streams are incremental: `streamEvent` sees one upstream SSE event at a time (already split and
 // UTF-8 decoded by the proxy's SSE parser) and returns the client events to emit now. Memory per stream

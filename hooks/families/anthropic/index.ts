@@ -1,10 +1,10 @@
 // The Anthropic Messages family: POST /v1/messages, the key in `x-api-key`, errors typed by Anthropic's
 // table, and the translators between it and the completion-style family.
 
-import { anthropicToOpenai } from '../../translators/anthropic-to-openai.ts';
-import { openaiToAnthropic } from '../../translators/openai-to-anthropic.ts';
 import type { WireFamily } from '../types.ts';
+import { anthropicToOpenai } from './anthropic-to-openai.ts';
 import { anthropicErrorBody, anthropicErrorEvent, anthropicErrorType } from './errors.ts';
+import { openaiToAnthropic } from './openai-to-anthropic.ts';
 import { anthropicMessages } from './usage.ts';
 
 export const anthropicFamily: WireFamily = {

@@ -4,11 +4,11 @@
 
 import type { ApiName } from '../../../common/types.ts';
 import { escapePathSegment } from '../../dsl/template.ts';
-import { geminiToOpenai } from '../../translators/gemini-to-openai.ts';
-import { openaiEmbeddingsToGemini } from '../../translators/openai-embeddings-to-gemini.ts';
-import { openaiToGemini } from '../../translators/openai-to-gemini.ts';
 import { decodePathPart, type ListedModel, type PathRoute, type WireFamily } from '../types.ts';
 import { geminiErrorBody, geminiErrorEvent, googleStatusName } from './errors.ts';
+import { geminiToOpenai } from './gemini-to-openai.ts';
+import { openaiEmbeddingsToGemini } from './openai-embeddings-to-gemini.ts';
+import { openaiToGemini } from './openai-to-gemini.ts';
 import { geminiEmbedContent, geminiGenerateContent } from './usage.ts';
 
 const ACTIONS: Readonly<Record<string, ApiName>> = {

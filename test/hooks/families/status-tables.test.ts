@@ -5,12 +5,12 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { GatewayError } from '../../../common/errors.ts';
 import type { JsonValue } from '../../../common/types.ts';
+import { anthropicToOpenai } from '../../../hooks/families/anthropic/anthropic-to-openai.ts';
 import { anthropicFamily } from '../../../hooks/families/anthropic/index.ts';
+import { geminiToOpenai } from '../../../hooks/families/gemini/gemini-to-openai.ts';
 import { geminiFamily } from '../../../hooks/families/gemini/index.ts';
 import { errorBody } from '../../../hooks/families/index.ts';
 import { openaiFamily } from '../../../hooks/families/openai/index.ts';
-import { anthropicToOpenai } from '../../../hooks/translators/anthropic-to-openai.ts';
-import { geminiToOpenai } from '../../../hooks/translators/gemini-to-openai.ts';
 import type { TranslatorInit } from '../../../hooks/translators/types.ts';
 
 const INIT: TranslatorInit = {

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { JsonObject } from '../../../common/types.ts';
-import { geminiToOpenai } from '../../../hooks/translators/gemini-to-openai.ts';
-import type { TranslatorInit } from '../../../hooks/translators/types.ts';
-import { TranslationError } from '../../../hooks/translators/types.ts';
-import { caseNames, checkGolden } from '../../fixtures/translators/gemini/golden.ts';
+import type { JsonObject } from '../../../../common/types.ts';
+import { geminiToOpenai } from '../../../../hooks/families/gemini/gemini-to-openai.ts';
+import type { TranslatorInit } from '../../../../hooks/translators/types.ts';
+import { TranslationError } from '../../../../hooks/translators/types.ts';
+import { caseNames, checkGolden } from '../../../fixtures/translators/gemini/golden.ts';
 
 const DIRECTION = 'gemini-to-openai';
 

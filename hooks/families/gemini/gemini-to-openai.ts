@@ -1,3 +1,4 @@
+// Over 400 lines: one direction's request, reply, stream and error mappings share per-request state.
 // A Google-SDK client (native.generateContent / native.streamGenerateContent) talking to an
 // OpenAI-compatible /v1/chat/completions upstream.
 //
@@ -7,7 +8,9 @@
 // first served. Streamed tool-call argument fragments are the one thing accumulated here: Gemini sends
 // a function call as one whole part, so each call's arguments are held until the choice finishes.
 
-import type { JsonObject, JsonValue, SseOut } from '../../common/types.ts';
+import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
+import type { Translator, TranslatorFactory, TranslatorInit } from '../../translators/types.ts';
+import { TranslationError } from '../../translators/types.ts';
 import {
   asArray,
   asNumber,
@@ -18,9 +21,7 @@ import {
   isObject,
   parseJson,
   usageFromOpenai,
-} from './gemini-shared.ts';
-import type { Translator, TranslatorFactory, TranslatorInit } from './types.ts';
-import { TranslationError } from './types.ts';
+} from './translator-shared.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Request

@@ -2,9 +2,9 @@
 // and snake_case field names, because the REST API is proto3 JSON), usage and error mapping, and the
 // JSON-schema <-> Gemini Schema conversions used by function declarations and structured output.
 
-import type { JsonObject, JsonValue, Usage } from '../../common/types.ts';
-import { googleStatusName } from '../families/gemini/errors.ts';
-import { openaiErrorType } from '../families/openai/errors.ts';
+import type { JsonObject, JsonValue, Usage } from '../../../common/types.ts';
+import { openaiErrorType } from '../openai/errors.ts';
+import { googleStatusName } from './errors.ts';
 
 export function isObject(value: JsonValue | undefined): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);

@@ -1,3 +1,4 @@
+// Over 400 lines: one direction's request, reply, stream and error mappings share per-request state.
 // An Anthropic-SDK client (Messages API) talking to an OpenAI-compatible chat.completions upstream.
 //
 // Decisions worth knowing:
@@ -15,7 +16,13 @@
 // - Dropped, since the upstream has no counterpart: top_k, thinking, cache_control markers, upstream
 //   reasoning deltas. tool_result `is_error` has no OpenAI field and is not rewritten into the content.
 
-import type { JsonObject, JsonValue, SseOut } from '../../common/types.ts';
+import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
+import {
+  TranslationError,
+  type Translator,
+  type TranslatorFactory,
+  type TranslatorInit,
+} from '../../translators/types.ts';
 import {
   anthropicTypeForOpenaiError,
   anthropicTypeForStatus,
@@ -25,8 +32,7 @@ import {
   isObject,
   parseArguments,
   parseJsonObject,
-} from './anthropic-shared.ts';
-import { TranslationError, type Translator, type TranslatorFactory, type TranslatorInit } from './types.ts';
+} from './translator-shared.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Request

@@ -9,10 +9,10 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import type { JsonObject, JsonValue } from '../../../common/types.ts';
-import { anthropicToOpenai } from '../../../hooks/translators/anthropic-to-openai.ts';
-import { openaiToAnthropic } from '../../../hooks/translators/openai-to-anthropic.ts';
-import type { TranslatorFactory } from '../../../hooks/translators/types.ts';
+import type { JsonObject, JsonValue } from '../../../../common/types.ts';
+import { anthropicToOpenai } from '../../../../hooks/families/anthropic/anthropic-to-openai.ts';
+import { openaiToAnthropic } from '../../../../hooks/families/anthropic/openai-to-anthropic.ts';
+import type { TranslatorFactory } from '../../../../hooks/translators/types.ts';
 import {
   caseDir,
   formatSse,
@@ -20,7 +20,7 @@ import {
   readJson,
   readText,
   replay,
-} from '../../fixtures/translators/anthropic/harness.ts';
+} from '../../../fixtures/translators/anthropic/harness.ts';
 
 interface Route {
   factory: TranslatorFactory;

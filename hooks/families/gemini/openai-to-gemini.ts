@@ -1,3 +1,4 @@
+// Over 400 lines: one direction's request, reply, stream and error mappings share per-request state.
 // A completion-style (chat.completions) client talking to a Gemini generateContent upstream. The provider
 // file sets the upstream path (`models/<m>:generateContent` or `:streamGenerateContent?alt=sse`), so the
 // body carries neither `model` nor `stream`.
@@ -8,7 +9,9 @@
 // Gemini 3 thought signatures ride along in `tool_calls[].extra_content.google.thought_signature` (the
 // field Google's own OpenAI-compatible endpoint uses) and go back as `thoughtSignature` on the part.
 
-import type { JsonObject, JsonValue, SseOut } from '../../common/types.ts';
+import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
+import type { Translator, TranslatorFactory, TranslatorInit } from '../../translators/types.ts';
+import { TranslationError } from '../../translators/types.ts';
 import {
   asArray,
   asNumber,
@@ -19,9 +22,7 @@ import {
   openaiErrorFromGemini,
   parseJson,
   usageFromGemini,
-} from './gemini-shared.ts';
-import type { Translator, TranslatorFactory, TranslatorInit } from './types.ts';
-import { TranslationError } from './types.ts';
+} from './translator-shared.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Request

@@ -1,3 +1,4 @@
+// Over 400 lines: one direction's request, reply, stream and error mappings share per-request state.
 // A completion-style (OpenAI chat.completions) client talking to an Anthropic Messages upstream.
 //
 // Decisions worth knowing:
@@ -15,7 +16,13 @@
 //   modalities, legacy functions, temperature or top_p above 1 (Anthropic's range is 0..1).
 // - `user` (or `safety_identifier`, or `metadata.user`) becomes Anthropic's metadata.user_id.
 
-import type { JsonObject, JsonValue, SseOut } from '../../common/types.ts';
+import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
+import {
+  TranslationError,
+  type Translator,
+  type TranslatorFactory,
+  type TranslatorInit,
+} from '../../translators/types.ts';
 import {
   anthropicTypeForStatus,
   asCount,
@@ -25,8 +32,7 @@ import {
   openaiErrorForAnthropicType,
   parseArguments,
   parseJsonObject,
-} from './anthropic-shared.ts';
-import { TranslationError, type Translator, type TranslatorFactory, type TranslatorInit } from './types.ts';
+} from './translator-shared.ts';
 
 /** Anthropic requires max_tokens; completion-style clients may omit it. */
 export const DEFAULT_MAX_TOKENS = 4096;

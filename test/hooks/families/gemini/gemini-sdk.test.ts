@@ -15,11 +15,11 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ApiError, GoogleGenAI, Type } from '@google/genai';
 import OpenAI, { APIError } from 'openai';
-import type { JsonObject, JsonValue } from '../../../common/types.ts';
-import { geminiToOpenai } from '../../../hooks/translators/gemini-to-openai.ts';
-import { openaiToGemini } from '../../../hooks/translators/openai-to-gemini.ts';
-import type { TranslatorFactory } from '../../../hooks/translators/types.ts';
-import { FIXTURE_ROOT, replaySse, serializeSse } from '../../fixtures/translators/gemini/golden.ts';
+import type { JsonObject, JsonValue } from '../../../../common/types.ts';
+import { geminiToOpenai } from '../../../../hooks/families/gemini/gemini-to-openai.ts';
+import { openaiToGemini } from '../../../../hooks/families/gemini/openai-to-gemini.ts';
+import type { TranslatorFactory } from '../../../../hooks/translators/types.ts';
+import { FIXTURE_ROOT, replaySse, serializeSse } from '../../../fixtures/translators/gemini/golden.ts';
 
 /** Upstream request bodies the translators produced, keyed by `<direction>/<fixture>`, for assertions. */
 const upstreamRequests = new Map<string, JsonObject>();

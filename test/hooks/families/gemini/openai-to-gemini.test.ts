@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { JsonObject, JsonValue } from '../../../common/types.ts';
-import { openaiToGemini } from '../../../hooks/translators/openai-to-gemini.ts';
-import type { TranslatorInit } from '../../../hooks/translators/types.ts';
-import { TranslationError } from '../../../hooks/translators/types.ts';
-import { caseNames, checkGolden } from '../../fixtures/translators/gemini/golden.ts';
+import type { JsonObject, JsonValue } from '../../../../common/types.ts';
+import { openaiToGemini } from '../../../../hooks/families/gemini/openai-to-gemini.ts';
+import type { TranslatorInit } from '../../../../hooks/translators/types.ts';
+import { TranslationError } from '../../../../hooks/translators/types.ts';
+import { caseNames, checkGolden } from '../../../fixtures/translators/gemini/golden.ts';
 
 const DIRECTION = 'openai-to-gemini';
 

@@ -1,9 +1,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { JsonObject } from '../../../common/types.ts';
-import { anthropicToOpenai } from '../../../hooks/translators/anthropic-to-openai.ts';
-import { TranslationError } from '../../../hooks/translators/types.ts';
-import { caseDir, listCases, makeInit, runGoldenCase } from '../../fixtures/translators/anthropic/harness.ts';
+import type { JsonObject } from '../../../../common/types.ts';
+import { anthropicToOpenai } from '../../../../hooks/families/anthropic/anthropic-to-openai.ts';
+import { TranslationError } from '../../../../hooks/translators/types.ts';
+import {
+  caseDir,
+  listCases,
+  makeInit,
+  runGoldenCase,
+} from '../../../fixtures/translators/anthropic/harness.ts';
 
 const DIRECTION = 'anthropic-to-openai';
 const UPSTREAM_MODEL = 'gpt-4o-mini-2024-07-18';

@@ -6,13 +6,13 @@
 // one): its counts are a local o200k token estimate of the input, not an upstream figure. Should the
 // upstream ever send `usageMetadata`, that is used instead.
 
-import type { JsonObject, JsonValue, SseOut } from '../../common/types.ts';
+import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
+import type { Translator, TranslatorFactory, TranslatorInit } from '../../translators/types.ts';
+import { TranslationError } from '../../translators/types.ts';
 // The shared counter loads its encoding on first use: importing gpt-tokenizer's default entry here
 // would load a whole encoding (docs/architecture.md has its memory cost) into every gateway at start.
-import { countTokens } from '../usage/estimate.ts';
-import { asArray, asNumber, asString, field, isObject, openaiErrorFromGemini } from './gemini-shared.ts';
-import type { Translator, TranslatorFactory, TranslatorInit } from './types.ts';
-import { TranslationError } from './types.ts';
+import { countTokens } from '../../usage/estimate.ts';
+import { asArray, asNumber, asString, field, isObject, openaiErrorFromGemini } from './translator-shared.ts';
 
 function inputTexts(input: JsonValue | undefined): string[] {
   if (typeof input === 'string') return [input];

@@ -1,9 +1,17 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { JsonObject } from '../../../common/types.ts';
-import { DEFAULT_MAX_TOKENS, openaiToAnthropic } from '../../../hooks/translators/openai-to-anthropic.ts';
-import { TranslationError } from '../../../hooks/translators/types.ts';
-import { caseDir, listCases, makeInit, runGoldenCase } from '../../fixtures/translators/anthropic/harness.ts';
+import type { JsonObject } from '../../../../common/types.ts';
+import {
+  DEFAULT_MAX_TOKENS,
+  openaiToAnthropic,
+} from '../../../../hooks/families/anthropic/openai-to-anthropic.ts';
+import { TranslationError } from '../../../../hooks/translators/types.ts';
+import {
+  caseDir,
+  listCases,
+  makeInit,
+  runGoldenCase,
+} from '../../../fixtures/translators/anthropic/harness.ts';
 
 const DIRECTION = 'openai-to-anthropic';
 const UPSTREAM_MODEL = 'claude-sonnet-4-5-20250929';

@@ -1,7 +1,7 @@
 // Helpers shared by the two translators between the completion-style (OpenAI) wire format and the
 // Anthropic Messages wire format: safe JSON access and the mapping between the two vendors' error types.
 
-import type { JsonObject, JsonValue } from '../../common/types.ts';
+import type { JsonObject, JsonValue } from '../../../common/types.ts';
 
 export function isObject(value: JsonValue | undefined): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -33,7 +33,7 @@ export function parseArguments(text: string): JsonObject | undefined {
 }
 
 /** Anthropic's error type for an HTTP status: the family's one table (hooks/families/anthropic/errors.ts). */
-export { anthropicErrorType as anthropicTypeForStatus } from '../families/anthropic/errors.ts';
+export { anthropicErrorType as anthropicTypeForStatus } from './errors.ts';
 
 /**
  * Anthropic error type -> completion-style `type` and `code`. The code keeps the Anthropic type's
