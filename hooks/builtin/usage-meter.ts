@@ -4,8 +4,8 @@
 
 import type { Hook, RequestContext, ResponseHead, ResponsePart, Usage } from '../../common/types.ts';
 import type { CompiledRule } from '../dsl/types.ts';
+import { mergeRequestUsage } from '../usage/request-usage.ts';
 import type { RequestUsage, UsagePreset, UsageSniffer } from '../usage/types.ts';
-import { mergeRequestUsage } from '../usage/unit-presets.ts';
 
 export interface UsageMeterDeps {
   readonly presets: ReadonlyMap<string, UsagePreset>;

@@ -2,9 +2,9 @@
 // API belongs here: the gateway's own errors reach its clients in the same shape, which the SDK raises
 // on Responses streams too; only its usage preset differs.
 
-import { UNIT_PRESETS } from '../../usage/unit-presets.ts';
 import type { ListedModel, WireFamily } from '../types.ts';
 import { openaiErrorBody, openaiErrorEvent, openaiErrorType } from './errors.ts';
+import { UNIT_PRESETS } from './unit-usage.ts';
 import { openAiCompletionPreset, openAiResponses } from './usage.ts';
 import { openaiUsageStrip } from './usage-strip.ts';
 

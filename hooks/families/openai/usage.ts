@@ -1,6 +1,6 @@
 // Usage presets of the completion-style family: chat.completions, completions and embeddings report
 // `usage` with prompt/completion counts; the Responses API reports input/output counts in its terminal
-// events. Units-priced endpoints (images, speech, transcription) are in hooks/usage/unit-presets.ts.
+// events. Units-priced endpoints (images, speech, transcription) are in unit-usage.ts.
 
 import type { JsonValue, Usage } from '../../../common/types.ts';
 import {

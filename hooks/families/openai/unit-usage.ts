@@ -3,10 +3,10 @@
 // seconds of audio (and tokens where the upstream reports them). Quantities the reply does not carry
 // come from the request (fromRequest).
 
-import type { JsonObject, JsonValue, Usage } from '../../common/types.ts';
-import { audioFileSeconds } from './audio-duration.ts';
-import { multipartParts } from './multipart-parts.ts';
-import type { RequestUsage, UsagePreset, UsageRequest, UsageSniffer } from './types.ts';
+import type { JsonObject, JsonValue, Usage } from '../../../common/types.ts';
+import { audioFileSeconds } from '../../usage/audio-duration.ts';
+import { multipartParts } from '../../usage/multipart-parts.ts';
+import type { RequestUsage, UsagePreset, UsageRequest, UsageSniffer } from '../../usage/types.ts';
 
 type JsonRecord = { [key: string]: JsonValue };
 
@@ -191,12 +191,3 @@ const openAiTranscriptions: UsagePreset = {
 };
 
 export const UNIT_PRESETS: readonly UsagePreset[] = [openAiImages, openAiSpeech, openAiTranscriptions];
-
-/**
- * What the reply reported merged with what the request said: reply fields win; an estimated request
- * quantity is dropped as soon as the reply reports usage of its own.
- */
-export function mergeRequestUsage(fromRequest: RequestUsage, reported: Usage): Usage {
-  if (fromRequest.estimated !== undefined) return reported;
-  return { ...fromRequest.usage, ...reported };
-}
