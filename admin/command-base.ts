@@ -1,17 +1,20 @@
-// What every `router-admin access-key` command shares: `--config`, loading it, opening the key backend
-// (store or keys file) and turning failures into a one-line message and an exit code
-// (0 ok, 1 failed, 2 usage or configuration error, 3 store unreachable). Secrets never reach stderr.
+// What every `router-admin` command shares: `--config`, loading it, opening the command's backend and
+// turning failures into a one-line message and an exit code (0 ok, 1 failed or not found, 2 usage or
+// configuration error, 3 store or sidecar unreachable). Secrets never reach stderr.
 
 import { Command, Option } from 'clipanion';
 import type { RouterConfig } from '../common/config-types.ts';
 import { loadConfig } from '../proxy/config/load.ts';
-import { AdminError, EXIT, type KeyBackend, openKeyBackend } from './key-backend.ts';
+import { AdminError, EXIT } from './key-backend.ts';
 
-export abstract class AccessKeyCommand extends Command {
+export abstract class ConfigCommand<Backend extends { close(): Promise<void> }> extends Command {
   config = Option.String('--config,-c', { required: true, description: 'Main configuration file' });
 
-  /** The command body; the backend is closed afterwards. */
-  abstract run(backend: KeyBackend, config: RouterConfig): Promise<number>;
+  /** Opens what the command works on; closed after `run`. */
+  abstract open(config: RouterConfig): Promise<Backend>;
+
+  /** The command body. */
+  abstract run(backend: Backend, config: RouterConfig): Promise<number>;
 
   /** Options checked before anything is opened (usage errors). */
   validate(): void {}
@@ -25,25 +28,35 @@ export abstract class AccessKeyCommand extends Command {
           this.context.stderr.write(`${d.file}:${d.line}:${d.col}: ${d.message}\n`);
         return EXIT.usage;
       }
-      const backend = await openKeyBackend(loaded.config);
+      const backend = await this.open(loaded.config);
       try {
         return await this.run(backend, loaded.config);
       } finally {
         await backend.close();
       }
     } catch (err) {
-      if (err instanceof AdminError) {
-        this.context.stderr.write(`router-admin: ${err.message}\n`);
-        return err.exitCode;
-      }
-      const name = err instanceof Error ? err.name : '';
       const message = err instanceof Error ? err.message : String(err);
       this.context.stderr.write(`router-admin: ${message}\n`);
-      return name === 'StoreUnavailableError' ? EXIT.unavailable : EXIT.failed;
+      if (err instanceof AdminError) return err.exitCode;
+      return err instanceof Error && err.name === 'StoreUnavailableError' ? EXIT.unavailable : EXIT.failed;
     }
   }
 
   out(text: string): void {
     this.context.stdout.write(`${text}\n`);
   }
+}
+
+/** Columns padded to their widest cell, two spaces apart, no trailing blanks. */
+export function formatTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const all = [header, ...rows];
+  const widths = header.map((_, i) => Math.max(...all.map((r) => r[i]?.length ?? 0)));
+  return all
+    .map((r) =>
+      r
+        .map((c, i) => c.padEnd(widths[i] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }

@@ -2,8 +2,8 @@
 
 import { Command, Option } from 'clipanion';
 import type { RouterConfig } from '../../../common/config-types.ts';
-import { AccessKeyCommand } from '../../command-base.ts';
 import { AdminError, EXIT, generateSecret, type KeyBackend, parseExpiry } from '../../key-backend.ts';
+import { AccessKeyCommand } from './base.ts';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
 

@@ -2,35 +2,26 @@
 
 import { Command, Option } from 'clipanion';
 import { envAccessKeyNames } from '../../../proxy/config/keys.ts';
-import { AccessKeyCommand } from '../../command-base.ts';
+import { formatTable } from '../../command-base.ts';
 import { type AdminKey, EXIT, type HashSecretState, type KeyBackend } from '../../key-backend.ts';
+import { AccessKeyCommand } from './base.ts';
 
 function day(ms: number | undefined): string {
   return ms === undefined || Number.isNaN(ms) ? '-' : new Date(ms).toISOString().replace('.000Z', 'Z');
 }
 
 export function formatKeyTable(keys: readonly AdminKey[], now = Date.now()): string {
-  const header = ['NAME', 'SUBJECT', 'STATUS', 'EXPIRES', 'CREATED'];
-  const rows = [header];
-  for (const k of keys) {
+  const rows = keys.map((k) => {
     const expired = k.status === 'active' && k.expiresAt !== undefined && k.expiresAt <= now;
-    rows.push([
+    return [
       k.name,
       `${k.subjectType}:${k.subjectId}`,
       expired ? 'expired' : k.status,
       day(k.expiresAt),
       day(k.createdAt),
-    ]);
-  }
-  const widths = header.map((_, i) => Math.max(...rows.map((r) => r[i]?.length ?? 0)));
-  return rows
-    .map((r) =>
-      r
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
+    ];
+  });
+  return formatTable(['NAME', 'SUBJECT', 'STATUS', 'EXPIRES', 'CREATED'], rows);
 }
 
 /**

@@ -4,8 +4,8 @@
 
 import { Command, Option } from 'clipanion';
 import { loadKeysFile } from '../../../proxy/config/keys.ts';
-import { AccessKeyCommand } from '../../command-base.ts';
 import { AdminError, EXIT, type ImportOutcome, type KeyBackend } from '../../key-backend.ts';
+import { AccessKeyCommand } from './base.ts';
 
 export class MigrateAccessKeysCommand extends AccessKeyCommand {
   static override paths = [['access-key', 'migrate']];

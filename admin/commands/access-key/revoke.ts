@@ -2,8 +2,8 @@
 // the gateway has re-read the keys file (file mode, proxy/keys-watch.ts).
 
 import { Command, Option } from 'clipanion';
-import { AccessKeyCommand } from '../../command-base.ts';
 import { EXIT, type KeyBackend } from '../../key-backend.ts';
+import { AccessKeyCommand } from './base.ts';
 
 export class RevokeAccessKeyCommand extends AccessKeyCommand {
   static override paths = [['access-key', 'revoke']];

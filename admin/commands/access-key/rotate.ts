@@ -2,8 +2,8 @@
 // moment running gateways apply the change (next request, or the keys file re-read in file mode).
 
 import { Command, Option } from 'clipanion';
-import { AccessKeyCommand } from '../../command-base.ts';
 import { EXIT, generateSecret, type KeyBackend } from '../../key-backend.ts';
+import { AccessKeyCommand } from './base.ts';
 
 export class RotateAccessKeyCommand extends AccessKeyCommand {
   static override paths = [['access-key', 'rotate']];

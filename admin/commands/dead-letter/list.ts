@@ -2,24 +2,24 @@
 // last error, when, state); the event itself is `show`.
 
 import { Command, Option } from 'clipanion';
+import { formatTable } from '../../command-base.ts';
 import { EXIT } from '../../key-backend.ts';
 import type { DeadLetterBackend, DeadLetterEntry } from './backend.ts';
 import { DeadLetterCommand } from './base.ts';
 
 export function formatDeadLetterTable(entries: readonly DeadLetterEntry[]): string {
-  const header = ['ID', 'REQUEST_ID', 'SUBJECT', 'ATTEMPTS', 'ERROR', 'DEAD_LETTERED_AT', 'STATE'];
-  const rows = [header];
-  for (const e of entries)
-    rows.push([e.id, e.requestId, e.subject, String(e.attempts), e.errorCode, e.deadLetteredAt, e.state]);
-  const widths = header.map((_, i) => Math.max(...rows.map((r) => r[i]?.length ?? 0)));
-  return rows
-    .map((r) =>
-      r
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
+  return formatTable(
+    ['ID', 'REQUEST_ID', 'SUBJECT', 'ATTEMPTS', 'ERROR', 'DEAD_LETTERED_AT', 'STATE'],
+    entries.map((e) => [
+      e.id,
+      e.requestId,
+      e.subject,
+      String(e.attempts),
+      e.errorCode,
+      e.deadLetteredAt,
+      e.state,
+    ]),
+  );
 }
 
 export class ListDeadLettersCommand extends DeadLetterCommand {

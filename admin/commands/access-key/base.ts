@@ -1,0 +1,11 @@
+// The `router-admin access-key` commands work on the key backend: the shared store, or the keys file.
+
+import type { RouterConfig } from '../../../common/config-types.ts';
+import { ConfigCommand } from '../../command-base.ts';
+import { type KeyBackend, openKeyBackend } from '../../key-backend.ts';
+
+export abstract class AccessKeyCommand extends ConfigCommand<KeyBackend> {
+  open(config: RouterConfig): Promise<KeyBackend> {
+    return openKeyBackend(config);
+  }
+}
