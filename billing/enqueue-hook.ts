@@ -12,7 +12,7 @@ import type { EventQueue } from '../common/store-types.ts';
 import type { Hook, RequestContext, Usage } from '../common/types.ts';
 import { completionStyleUsage } from '../hooks/families/index.ts';
 import { buildUsageEvent, reportDecision } from './event-builder.ts';
-import type { ModelPrice, Pricing } from './pricing.ts';
+import type { ModelPrice, Pricing } from './price-types.ts';
 
 export interface BillingEnqueueDeps {
   readonly billing: BillingConfig;

@@ -20,7 +20,8 @@
 import { createHash } from 'node:crypto';
 import type { ApiName, Usage, UsageStage } from '../common/types.ts';
 import type { BillingItem, PricingHint, UsageCounts, UsageEvent } from '../common/usage-event.ts';
-import { IMAGES_METRIC, imageHint, type ModelPrice, priceHints } from './pricing.ts';
+import { imageHint, priceHints } from './price-hints.ts';
+import { IMAGES_METRIC, type ModelPrice } from './price-types.ts';
 
 export interface UsageEventInput {
   requestId: string;

@@ -4,7 +4,7 @@
 // `router -t` (warning lines) and as the router_unpriced_models gauge.
 
 import type { ModelEntry } from '../common/config-types.ts';
-import type { Pricing } from './pricing.ts';
+import type { Pricing } from './price-types.ts';
 
 export interface UnpricedModel {
   readonly provider: string;

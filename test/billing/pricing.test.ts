@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { amountOf, parseMoney } from '../../billing/money.ts';
-import { compilePricing, loadPricing, type PricingDiagnostic } from '../../billing/pricing.ts';
+import type { PricingDiagnostic } from '../../billing/price-types.ts';
+import { compilePricing, loadPricing } from '../../billing/pricing.ts';
 
 const EXAMPLE = `currency: USD
 pricing_unit: 1000000
