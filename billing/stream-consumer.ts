@@ -26,11 +26,11 @@ import {
   createKeyLayout,
   createRedisClient,
   defaultConsumerName,
+  defineScript,
   type KeyLayout,
   type Redis,
   waitReady,
 } from '../store/redis-client.ts';
-import { defineScript } from '../store/redis-store.ts';
 import type { IngestResult } from './billing-client.ts';
 import {
   backoffDelay,

@@ -7,6 +7,7 @@
 // path must answer 503 within the operation timeout instead of queueing behind an outage, and a write
 // that was reported as failed must not be replayed later behind the caller's back.
 
+import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
@@ -177,4 +178,24 @@ export function isConnectionError(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   if (err.name === 'ReplyError') return /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN)/.test(err.message);
   return true;
+}
+
+/** A Lua script run by EVALSHA; loaded on first use and again after a server restart (NOSCRIPT). */
+export interface LuaScript {
+  run(client: Redis, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown>;
+}
+
+export function defineScript(lua: string): LuaScript {
+  const sha = createHash('sha1').update(lua).digest('hex');
+  return {
+    async run(client, keys, args) {
+      try {
+        return await client.evalsha(sha, keys.length, ...keys, ...args);
+      } catch (err) {
+        if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
+        // EVAL runs it and caches it server-side: the next call is an EVALSHA hit again.
+        return await client.eval(lua, keys.length, ...keys, ...args);
+      }
+    },
+  };
 }

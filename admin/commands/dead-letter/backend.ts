@@ -23,11 +23,11 @@ import {
   closeRedisClient,
   createKeyLayout,
   createRedisClient,
+  defineScript,
   type Redis,
   redactAddr,
   waitReady,
 } from '../../../store/redis-client.ts';
-import { defineScript } from '../../../store/redis-store.ts';
 import { AdminError, EXIT } from '../../key-backend.ts';
 
 export interface DeadLetterEntry {
