@@ -1,0 +1,153 @@
+// Checks the JSON Schema cannot express: between fields of the main file, and between the main file
+// and the keys file. Each problem is reported where the operator can fix it: the variable that set
+// the value, else its place in the file.
+
+import { displayPath } from '../../common/config-diagnostics.ts';
+import type { ConfigDiagnostic, KeysConfig } from '../../common/config-types.ts';
+import type { YamlFile } from '../../common/yaml-source.ts';
+import { parseSource } from '../request-id.ts';
+import { parseListenAddress } from './listen.ts';
+import type { RawConfig } from './raw-config.ts';
+import type { Origins } from './validate.ts';
+
+/** Reports at a pointer: the variable that set it, else its place in the file, else `fallback`'s. */
+export function reporter(yaml: YamlFile, origins: Origins, diagnostics: ConfigDiagnostic[]) {
+  return function report(pointer: string, message: string, fallback?: string): void {
+    for (const candidate of fallback === undefined ? [pointer] : [pointer, fallback]) {
+      const origin = origins.get(candidate);
+      if (origin !== undefined) {
+        diagnostics.push({
+          file: yaml.file,
+          line: 0,
+          col: 0,
+          message: `${message} (${displayPath(candidate)} set by ${origin})`,
+        });
+        return;
+      }
+      if (yaml.has(candidate)) {
+        diagnostics.push(yaml.at(candidate, message));
+        return;
+      }
+    }
+    diagnostics.push(yaml.at(pointer, message));
+  };
+}
+
+function empty(value: string | undefined): boolean {
+  return value === undefined || value.trim() === '';
+}
+
+export function checkCrossFields(raw: RawConfig, report: ReturnType<typeof reporter>): void {
+  raw.request_id.trusted_sources.forEach((text, i) => {
+    if (parseSource(text) === undefined) {
+      report(
+        `/request_id/trusted_sources/${i}`,
+        `request_id.trusted_sources[${i}] must be an IP address or CIDR range (e.g. "10.0.0.0/8")`,
+      );
+    }
+  });
+  for (const [pointer, text] of [
+    ['/listen', raw.listen],
+    ['/billing/listen', raw.billing.listen],
+  ] as const) {
+    if (parseListenAddress(text) === undefined)
+      report(pointer, `${displayPath(pointer)} has a port above 65535`);
+  }
+  const main = parseListenAddress(raw.listen);
+  const sidecar = parseListenAddress(raw.billing.listen);
+  if (raw.sidecar.enabled && main !== undefined && sidecar !== undefined && main.port !== 0) {
+    if (main.port === sidecar.port && main.host === sidecar.host) {
+      report('/billing/listen', 'billing.listen must differ from listen (the sidecar needs its own port)');
+    }
+  }
+
+  const billing = raw.billing;
+  if (billing.enabled) {
+    for (const key of ['base_url', 'project_id', 'api_key', 'extractor_rule_set_id'] as const) {
+      if (empty(billing[key])) {
+        report(
+          `/billing/${key}`,
+          `billing.${key} is empty (required when billing.enabled is true)`,
+          '/billing/enabled',
+        );
+      }
+    }
+  }
+  if (!empty(billing.base_url)) {
+    let protocol: string | undefined;
+    try {
+      protocol = new URL(billing.base_url ?? '').protocol;
+    } catch {
+      protocol = undefined;
+    }
+    if (protocol !== 'http:' && protocol !== 'https:') {
+      report('/billing/base_url', 'billing.base_url must be an http:// or https:// URL');
+    }
+  }
+  if (billing.max_retry_interval_ms < billing.retry_interval_ms) {
+    report(
+      '/billing/max_retry_interval_ms',
+      'billing.max_retry_interval_ms must be at least billing.retry_interval_ms',
+    );
+  }
+  const balance = billing.balance_enforcement;
+  if (balance.enabled) {
+    if (!billing.enabled) {
+      report(
+        '/billing/balance_enforcement/enabled',
+        'billing.balance_enforcement.enabled requires billing.enabled to be true',
+      );
+    }
+    if (empty(balance.webhook_secret)) {
+      report(
+        '/billing/balance_enforcement/webhook_secret',
+        'billing.balance_enforcement.webhook_secret is empty (required when balance enforcement is enabled)',
+        '/billing/balance_enforcement/enabled',
+      );
+    }
+  }
+
+  const store = raw.store;
+  if (store.enabled) {
+    if (empty(store.addr))
+      report('/store/addr', 'store.addr is empty (required when store.enabled is true)', '/store/enabled');
+    if (empty(store.access_key_hash_secret)) {
+      report(
+        '/store/access_key_hash_secret',
+        'store.access_key_hash_secret is empty (required when store.enabled is true)',
+        '/store/enabled',
+      );
+    }
+    if (
+      !empty(store.previous_access_key_hash_secret) &&
+      store.previous_access_key_hash_secret === store.access_key_hash_secret
+    ) {
+      report(
+        '/store/previous_access_key_hash_secret',
+        'store.previous_access_key_hash_secret equals store.access_key_hash_secret (the new secret goes in access_key_hash_secret)',
+      );
+    }
+  }
+}
+
+/** Checks that need both the main file and the keys file. */
+export function checkKeysAgainstConfig(
+  raw: RawConfig,
+  keys: KeysConfig,
+  report: ReturnType<typeof reporter>,
+): void {
+  const file = keys.file ?? '(environment)';
+  const hashed = keys.accessKeys.find((key) => key.hash !== undefined);
+  if (hashed !== undefined && empty(raw.store.access_key_hash_secret)) {
+    report(
+      '/store/access_key_hash_secret',
+      `${file}: access key "${hashed.name}" is given as a hash, which needs store.access_key_hash_secret`,
+      '/keys',
+    );
+  }
+  if (!empty(raw.master_key)) {
+    const clash = keys.accessKeys.find((key) => key.value === raw.master_key);
+    if (clash !== undefined)
+      report('/master_key', `master_key is also the secret of access key "${clash.name}"`);
+  }
+}

@@ -1,0 +1,223 @@
+// The main file's shape after schema validation with defaults filled (snake_case, as written), and
+// its mapping to the RouterConfig the processes use: paths resolved against the file's folder,
+// defaults that depend on the environment applied.
+
+import { homedir } from 'node:os';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
+import type {
+  AccessKeyMode,
+  BillingConfig,
+  HookConfig,
+  KeysConfig,
+  ListenAddress,
+  ModelRegistryConfig,
+  RouterConfig,
+  StoreConfig,
+} from '../../common/config-types.ts';
+import type { JsonValue } from '../../common/types.ts';
+import type { Env } from './interpolate.ts';
+import { parseListenAddress } from './listen.ts';
+
+// The shape of the main file after schema validation with defaults filled in.
+export interface RawConfig {
+  listen: string;
+  providers_dir: string;
+  models?: string;
+  keys?: string;
+  pricing?: string | string[];
+  master_key?: string;
+  limits: {
+    max_body_bytes: number;
+    upstream_connect_timeout_ms: number;
+    upstream_headers_timeout_ms: number;
+    upstream_body_timeout_ms: number;
+    max_retries: number;
+    drain_timeout_ms: number;
+    client_header_timeout_ms: number;
+    client_body_timeout_ms: number;
+    keepalive_timeout_ms: number;
+    max_connections: number;
+    max_header_bytes: number;
+    max_json_depth: number;
+  };
+  request_id: { trusted_sources: string[] };
+  log: { level: RouterConfig['log']['level'] };
+  hooks: { module: string; options: Record<string, JsonValue> }[];
+  sidecar: { enabled: boolean; webhook_wait_ms: number };
+  billing: {
+    enabled: boolean;
+    base_url?: string;
+    project_id?: string;
+    api_key?: string;
+    extractor_rule_set_id?: string;
+    source: string;
+    outbox_dir?: string;
+    state_dir?: string;
+    request_timeout_ms: number;
+    retry_interval_ms: number;
+    max_retry_interval_ms: number;
+    delivery_linger_ms: number;
+    max_attempts: number;
+    only_billable_success: boolean;
+    subject_type: string;
+    fallback_subject_id: string;
+    listen: string;
+    balance_enforcement: {
+      enabled: boolean;
+      currency: string;
+      failure_mode: 'closed' | 'open';
+      request_timeout_ms: number;
+      webhook_path: string;
+      webhook_secret?: string;
+      timestamp_tolerance_s: number;
+      cache_ttl_ms: number;
+      denied_cache_ttl_ms: number;
+      webhook_max_body_bytes: number;
+    };
+  };
+  store: {
+    enabled: boolean;
+    addr?: string;
+    username?: string;
+    password?: string;
+    tls: boolean;
+    key_prefix: string;
+    operation_timeout_ms: number;
+    view_cache_ms: number;
+    access_key_mode: AccessKeyMode;
+    billing_stream: string;
+    billing_consumer_group: string;
+    billing_consumer_name: string;
+    billing_max_attempts: number;
+    access_key_hash_secret?: string;
+    previous_access_key_hash_secret?: string;
+    reclaim_idle_ms: number;
+  };
+}
+
+/** Module paths starting with `.` or `/` are files next to the configuration; others are packages. */
+function resolveModule(dir: string, module: string): string {
+  return module.startsWith('.') || isAbsolute(module) ? resolve(dir, module) : module;
+}
+
+function optional(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value;
+}
+
+function fallbackListen(text: string): ListenAddress {
+  return parseListenAddress(text) ?? { host: '127.0.0.1', port: 0 };
+}
+
+/**
+ * Where file-mode data (outbox, subject state) lives when the configuration names no directory: the
+ * user's state directory, never beside the configuration, which may sit in a source checkout.
+ */
+export function defaultDataDir(env: Env): string {
+  const xdg = env.XDG_STATE_HOME;
+  // The XDG base-directory rules ignore a relative value.
+  if (xdg !== undefined && isAbsolute(xdg)) return join(xdg, 'llm-router');
+  const home = env.HOME !== undefined && isAbsolute(env.HOME) ? env.HOME : homedir();
+  return join(home, '.local', 'state', 'llm-router');
+}
+
+function toBilling(raw: RawConfig['billing'], dir: string, env: Env): BillingConfig {
+  const balance = raw.balance_enforcement;
+  return {
+    enabled: raw.enabled,
+    baseUrl: (raw.base_url ?? '').replace(/\/+$/, ''),
+    projectId: raw.project_id ?? '',
+    apiKey: raw.api_key ?? '',
+    extractorRuleSetId: raw.extractor_rule_set_id ?? '',
+    source: raw.source,
+    outboxDir: resolve(dir, raw.outbox_dir ?? join(defaultDataDir(env), 'outbox')),
+    stateDir: resolve(dir, raw.state_dir ?? join(defaultDataDir(env), 'state')),
+    requestTimeoutMs: raw.request_timeout_ms,
+    retryIntervalMs: raw.retry_interval_ms,
+    maxRetryIntervalMs: raw.max_retry_interval_ms,
+    deliveryLingerMs: raw.delivery_linger_ms,
+    maxAttempts: raw.max_attempts,
+    onlyBillableSuccess: raw.only_billable_success,
+    subjectType: raw.subject_type,
+    fallbackSubjectId: raw.fallback_subject_id,
+    listen: fallbackListen(raw.listen),
+    balanceEnforcement: {
+      enabled: balance.enabled,
+      currency: balance.currency,
+      failureMode: balance.failure_mode,
+      requestTimeoutMs: balance.request_timeout_ms,
+      webhookPath: balance.webhook_path,
+      webhookSecret: balance.webhook_secret ?? '',
+      timestampToleranceS: balance.timestamp_tolerance_s,
+      cacheTtlMs: balance.cache_ttl_ms,
+      deniedCacheTtlMs: balance.denied_cache_ttl_ms,
+      webhookMaxBodyBytes: balance.webhook_max_body_bytes,
+    },
+  };
+}
+
+function toStore(raw: RawConfig['store']): StoreConfig {
+  const addr = raw.addr ?? '';
+  return {
+    enabled: raw.enabled,
+    addr,
+    username: optional(raw.username),
+    password: optional(raw.password),
+    tls: raw.tls || addr.startsWith('rediss://'),
+    keyPrefix: raw.key_prefix,
+    operationTimeoutMs: raw.operation_timeout_ms,
+    viewCacheMs: raw.view_cache_ms,
+    accessKeyMode: raw.access_key_mode,
+    billingStream: raw.billing_stream,
+    billingConsumerGroup: raw.billing_consumer_group,
+    billingConsumerName: raw.billing_consumer_name,
+    billingMaxAttempts: raw.billing_max_attempts,
+    accessKeyHashSecret: raw.access_key_hash_secret ?? '',
+    previousAccessKeyHashSecret: raw.previous_access_key_hash_secret ?? '',
+    reclaimIdleMs: raw.reclaim_idle_ms,
+  };
+}
+
+export function toConfig(
+  raw: RawConfig,
+  file: string,
+  keys: KeysConfig,
+  models: ModelRegistryConfig,
+  env: Env,
+): RouterConfig {
+  const dir = dirname(file);
+  const pricing =
+    raw.pricing === undefined ? [] : typeof raw.pricing === 'string' ? [raw.pricing] : raw.pricing;
+  const hooks: HookConfig[] = raw.hooks.map((hook) => ({
+    module: resolveModule(dir, hook.module),
+    options: hook.options,
+  }));
+  return {
+    file,
+    listen: fallbackListen(raw.listen),
+    providersDir: resolve(dir, raw.providers_dir),
+    masterKey: optional(raw.master_key),
+    limits: {
+      maxBodyBytes: raw.limits.max_body_bytes,
+      upstreamConnectTimeoutMs: raw.limits.upstream_connect_timeout_ms,
+      upstreamHeadersTimeoutMs: raw.limits.upstream_headers_timeout_ms,
+      upstreamBodyTimeoutMs: raw.limits.upstream_body_timeout_ms,
+      maxRetries: raw.limits.max_retries,
+      drainTimeoutMs: raw.limits.drain_timeout_ms,
+      clientHeaderTimeoutMs: raw.limits.client_header_timeout_ms,
+      clientBodyTimeoutMs: raw.limits.client_body_timeout_ms,
+      keepAliveTimeoutMs: raw.limits.keepalive_timeout_ms,
+      maxConnections: raw.limits.max_connections,
+      maxHeaderBytes: raw.limits.max_header_bytes,
+      maxJsonDepth: raw.limits.max_json_depth,
+    },
+    requestId: { trustedSources: raw.request_id.trusted_sources },
+    log: { level: raw.log.level },
+    hooks,
+    sidecar: { enabled: raw.sidecar.enabled, webhookWaitMs: raw.sidecar.webhook_wait_ms },
+    billing: toBilling(raw.billing, dir, env),
+    store: toStore(raw.store),
+    keys,
+    models,
+    pricing: { files: pricing.map((path) => resolve(dir, path)) },
+  };
+}
