@@ -315,12 +315,7 @@ export function spawnGateway(stack: BillingStack): Promise<ChildGateway> {
 
 /** `router-billing` as a child process. */
 export function spawnSidecar(stack: BillingStack): Promise<ChildGateway> {
-  return spawnLogged(
-    'bin/sidecar-main.ts',
-    ['-c', stack.configFile],
-    stack.env,
-    'router-billing listening',
-  );
+  return spawnLogged('bin/sidecar-main.ts', ['-c', stack.configFile], stack.env, 'router-billing listening');
 }
 
 /**
