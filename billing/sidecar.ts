@@ -9,6 +9,7 @@ import type { BillingConfig, ListenAddress, RouterConfig } from '../common/confi
 import { type BillingClient, createBillingClient } from './billing-client.ts';
 import { createReplayRoute } from './dead-letter-route.ts';
 import { type DeliveryWorker, type DeliveryWorkerOptions, startDeliveryWorker } from './delivery-worker.ts';
+import { acquireEventSpool } from './event-spool.ts';
 import { type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
 import { createSidecarMetrics, streamConsumerSources } from './sidecar-metrics.ts';
 import { type StreamConsumer, startStreamConsumer } from './stream-consumer.ts';
@@ -68,6 +69,7 @@ export async function startSidecar(
   let worker: DeliveryWorker | undefined;
   let status: OutboxStatusView | undefined;
   let consumer: StreamConsumer | undefined;
+  let spool: { release(): Promise<void> } | undefined;
   if (configured) {
     client =
       opts.client ?? createBillingClient(billing, { connections: opts.worker?.window ?? 16, logger: log });
@@ -79,6 +81,9 @@ export async function startSidecar(
         logger: log,
         window: opts.worker?.window,
       });
+      // Events a gateway of this host spooled while Redis was away, and left behind when it stopped,
+      // reach the stream from here too, not only when a gateway starts again.
+      spool = await acquireEventSpool(billing.outboxDir, config.store, log);
     } else {
       worker = await startDeliveryWorker({ ...opts.worker, config: billing, client, logger: log });
       status = openOutboxStatus(billing.outboxDir);
@@ -178,6 +183,7 @@ export async function startSidecar(
   } catch (err) {
     await worker?.stop();
     await consumer?.stop();
+    await spool?.release();
     if (ownsClient) await client?.close();
     await webhook?.close();
     throw err;
@@ -195,6 +201,7 @@ export async function startSidecar(
       server.closeIdleConnections();
       await worker?.stop();
       await consumer?.stop();
+      await spool?.release();
       if (ownsClient) await client?.close();
       server.closeAllConnections();
       await serverClosed;

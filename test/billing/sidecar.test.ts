@@ -12,6 +12,7 @@ import { startSidecar } from '../../billing/sidecar.ts';
 import type { BillingConfig } from '../../common/config-types.ts';
 import type { UsageEvent } from '../../common/usage-event.ts';
 import { startBillingSim } from '../../sim/billing/server.ts';
+import { startRedis, testStoreConfig } from '../support/redis.ts';
 import { makeEvent as makeEventWithAliases } from '../support/usage-events.ts';
 
 function makeEvent(i: number): UsageEvent {
@@ -130,6 +131,30 @@ test('end to end with the billing simulator: gateway writer -> sidecar -> ingest
     last_error_code: null,
     last_error_at: null,
   });
+});
+
+test('shared-store mode: events a stopped gateway left in its spool are moved to the stream and delivered', async (t) => {
+  const defer = cleanups(t);
+  const dir = await tempDir(defer);
+  const redis = await startRedis();
+  defer(() => redis.close());
+  const sim = await startBillingSim({ apiKey: 'sk-billing-secret', projectId: 'proj_test' });
+  defer(() => sim.close());
+  // What a gateway leaves when Redis was away until it stopped: a spool slot nobody writes any more.
+  const gone = await openOutboxWriter(join(dir, 'spool', '0'));
+  await Promise.all(Array.from({ length: 20 }, (_, i) => gone.append(makeEvent(i))));
+  await gone.close();
+  const sidecar = await startSidecar({
+    billing: billingConfig({ baseUrl: sim.url, outboxDir: dir }),
+    store: testStoreConfig(redis.url),
+  });
+  defer(() => sidecar.close());
+  await sim.waitForEvents(20, 30_000);
+  assert.deepEqual(
+    sim.events.map((e) => e.external_event_id).sort(),
+    Array.from({ length: 20 }, (_, i) => `req-${i}`).sort(),
+  );
+  assert.equal(sim.duplicates, 0);
 });
 
 test('the portal address: HTML 404 fails permanently, with a hint, and dead-letters', async (t) => {
