@@ -32,7 +32,7 @@ async function tempDir(): Promise<string> {
 
 async function streamIds(stream: string): Promise<string[]> {
   const entries = await redis.admin.xrange(stream, '-', '+');
-  return entries.map(([, f]) => (JSON.parse(f[1]) as { idempotency_key: string }).idempotency_key);
+  return entries.map(([, f]) => (JSON.parse(f[1]!) as { idempotency_key: string }).idempotency_key);
 }
 
 test('Redis down: the queue spools each event, on disk once recorded() resolves; moved when Redis is back', async () => {

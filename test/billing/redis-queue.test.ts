@@ -56,12 +56,12 @@ test('the events of one turn go to the stream in one command, in order; recorded
   // (the INFO calls of this test add one each).
   const delta = (await readsProcessed()) - reads;
   assert.ok(delta <= 4, `server reads for 20 events: ${delta}`);
-  const sent = (await monitor.stop()).map((c) => c[0]).filter((c) => c === 'xadd' || c.startsWith('eval'));
+  const sent = (await monitor.stop()).map((c) => c[0]).filter((c) => c === 'xadd' || c!.startsWith('eval'));
   assert.deepEqual(sent, ['eval'], 'one script call for the batch (its XADDs run inside it)');
 
   const entries = await redis.admin.xrange(keys.stream, '-', '+');
   assert.deepEqual(
-    entries.map(([, fields]) => (JSON.parse(fields[1]) as { external_event_id: string }).external_event_id),
+    entries.map(([, fields]) => (JSON.parse(fields[1]!) as { external_event_id: string }).external_event_id),
     Array.from({ length: 20 }, (_, i) => `req-${i}`),
   );
 });
@@ -81,6 +81,6 @@ test('a command error fails each event of the batch on its own, and the queue go
   const monitor = await redis.monitor();
   await queue.enqueue(makeEvent(3));
   assert.equal(await redis.admin.xlen(keys.stream), 1);
-  const sent = (await monitor.stop()).map((c) => c[0]).filter((c) => c === 'xadd' || c.startsWith('eval'));
+  const sent = (await monitor.stop()).map((c) => c[0]).filter((c) => c === 'xadd' || c!.startsWith('eval'));
   assert.deepEqual(sent, ['xadd']);
 });

@@ -53,7 +53,7 @@ test('an empty source is a null document; several documents are refused', () => 
   assert.equal(parseYaml('# only a comment\n', 'f.yaml').yaml?.value, null);
   const multi = parseYaml('a: 1\n---\nb: 2\n', 'f.yaml');
   assert.equal(multi.yaml, undefined);
-  assert.match(multi.diagnostics[0].message, /single YAML document/);
+  assert.match(multi.diagnostics[0]!.message, /single YAML document/);
 });
 
 test('YAML 1.2 core schema: dates stay strings, yes/no stay strings', () => {
@@ -65,7 +65,7 @@ test('a syntax error is a positioned diagnostic without the source line', () => 
   const { yaml, diagnostics } = parseYaml('ok: 1\nsecret: "unterminated\n', 'f.yaml');
   assert.equal(yaml, undefined);
   assert.equal(diagnostics.length, 1);
-  assert.equal(diagnostics[0].file, 'f.yaml');
-  assert.ok(diagnostics[0].line >= 2);
-  assert.doesNotMatch(diagnostics[0].message, /unterminated\n|secret:/);
+  assert.equal(diagnostics[0]!.file, 'f.yaml');
+  assert.ok(diagnostics[0]!.line >= 2);
+  assert.doesNotMatch(diagnostics[0]!.message, /unterminated\n|secret:/);
 });

@@ -45,7 +45,7 @@ test('router -t reports a broken provider file with its file, line and column, a
   const source = await readFile(file, 'utf8');
   const lines = source.split('\n');
   const at = lines.findIndex((l) => l.includes('set_path'));
-  lines[at] = lines[at].replace('set_path', 'set_pth');
+  lines[at] = lines[at]!.replace('set_path', 'set_pth');
   await writeFile(file, lines.join('\n'));
   try {
     const r = await validate(join(dir, 'config/router.yaml'));
@@ -237,8 +237,8 @@ test('router usage errors: one line on stderr naming the problem, exit 2, no sta
     assert.equal(r.stdout, '');
     const lines = r.stderr.split('\n').filter((l) => l !== '');
     assert.equal(lines.length, 1, `${args.join(' ')}:\n${r.stderr}`);
-    assert.match(lines[0], /^router: /);
-    assert.match(lines[0], problem);
-    assert.match(lines[0], /router --help/);
+    assert.match(lines[0]!, /^router: /);
+    assert.match(lines[0]!, problem);
+    assert.match(lines[0]!, /router --help/);
   }
 });

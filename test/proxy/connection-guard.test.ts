@@ -74,7 +74,7 @@ test('at the cap the connection idle for longest is closed to admit the new one'
 test('a connection with a request in flight is never shed', async () => {
   const a = await client();
   const b = await client();
-  guard.requestStarted(accepted[0]);
+  guard.requestStarted(accepted[0]!);
   await client();
   await b.closed;
   assert.equal(a.socket.destroyed, false);
@@ -84,8 +84,8 @@ test('a connection with a request in flight is never shed', async () => {
 test('when no connection is idle the new one is refused', async () => {
   const a = await client();
   const b = await client();
-  guard.requestStarted(accepted[0]);
-  guard.requestStarted(accepted[1]);
+  guard.requestStarted(accepted[0]!);
+  guard.requestStarted(accepted[1]!);
   const c = await client();
   await c.closed;
   assert.deepEqual(shed, ['refused']);
@@ -97,8 +97,8 @@ test('when no connection is idle the new one is refused', async () => {
 test('a connection whose request ended is idle again, and the most recently idle', async () => {
   const a = await client();
   const b = await client();
-  guard.requestStarted(accepted[0]);
-  guard.requestEnded(accepted[0]);
+  guard.requestStarted(accepted[0]!);
+  guard.requestEnded(accepted[0]!);
   await client();
   await b.closed;
   assert.equal(a.socket.destroyed, false);
@@ -107,10 +107,10 @@ test('a connection whose request ended is idle again, and the most recently idle
 test('pipelined requests keep a connection busy until the last one ends', async () => {
   const a = await client();
   const b = await client();
-  guard.requestStarted(accepted[0]);
-  guard.requestStarted(accepted[0]);
-  guard.requestEnded(accepted[0]);
-  guard.requestStarted(accepted[1]);
+  guard.requestStarted(accepted[0]!);
+  guard.requestStarted(accepted[0]!);
+  guard.requestEnded(accepted[0]!);
+  guard.requestStarted(accepted[1]!);
   const c = await client();
   await c.closed;
   assert.deepEqual(shed, ['refused']);
@@ -120,7 +120,7 @@ test('pipelined requests keep a connection busy until the last one ends', async 
 
 test('a closed connection no longer counts', async () => {
   const a = await client();
-  const gone = new Promise((resolve) => accepted[0].once('close', resolve));
+  const gone = new Promise((resolve) => accepted[0]!.once('close', resolve));
   a.socket.destroy();
   await gone;
   assert.equal(guard.open, 0);

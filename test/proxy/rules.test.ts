@@ -149,7 +149,7 @@ describe('retries', () => {
       });
       assert.equal(res.status, 200, res.text);
       assert.match(
-        (res.json as { choices: { message: { content: string } }[] }).choices[0].message.content,
+        (res.json as { choices: { message: { content: string } }[] }).choices[0]!.message.content,
         /^Echo: route me/,
       );
       assert.deepEqual(

@@ -47,7 +47,7 @@ describe('Claude model (native passthrough)', () => {
       messages: [{ role: 'user', content: 'hello from the anthropic sdk' }],
     });
     const block = msg.content[0];
-    assert.ok(block.type === 'text');
+    assert.ok(block!.type === 'text');
     assert.match(block.text, /^Echo: hello from the anthropic sdk\./);
     assert.equal(msg.stop_reason, 'end_turn');
     assert.ok(msg.usage.input_tokens > 0 && msg.usage.output_tokens > 0);
@@ -86,7 +86,7 @@ describe('Claude model (native passthrough)', () => {
     const plain = await claude.messages.create(params);
     const text = await claude.messages.stream(params).finalText();
     const block = plain.content[0];
-    assert.ok(block.type === 'text');
+    assert.ok(block!.type === 'text');
     assert.equal(text, block.text);
   });
 });
@@ -101,7 +101,7 @@ describe('OpenAI-compatible provider through anthropic_to_openai (x-router-provi
       messages: [{ role: 'user', content: 'hello deepseek via anthropic' }],
     });
     const block = msg.content[0];
-    assert.ok(block.type === 'text');
+    assert.ok(block!.type === 'text');
     assert.match(block.text, /^Echo: hello deepseek via anthropic\./);
     assert.equal(msg.stop_reason, 'end_turn');
     assert.equal(msg.model, 'deepseek-chat');
@@ -111,7 +111,7 @@ describe('OpenAI-compatible provider through anthropic_to_openai (x-router-provi
     assert.equal(up?.headers.authorization, 'Bearer sim-deepseek-key');
     const body = up?.json as { model: string; messages: { role: string; content: unknown }[] };
     assert.equal(body.model, 'deepseek-chat');
-    assert.equal(body.messages[0].role, 'system');
+    assert.equal(body.messages[0]!.role, 'system');
     assert.equal(stack.sim.requests.length, before, 'nothing went to the Claude upstream');
   });
 
@@ -124,7 +124,7 @@ describe('OpenAI-compatible provider through anthropic_to_openai (x-router-provi
     const plain = await viaDeepseek.messages.create(params);
     const text = await viaDeepseek.messages.stream(params).finalText();
     const block = plain.content[0];
-    assert.ok(block.type === 'text');
+    assert.ok(block!.type === 'text');
     assert.equal(text, block.text);
     const upBody = compat.requests.at(-1)?.json as { stream: boolean; stream_options?: unknown };
     assert.equal(upBody.stream, true);

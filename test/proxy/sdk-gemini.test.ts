@@ -42,7 +42,7 @@ describe('Gemini model (native passthrough)', () => {
       contents: 'hello from the genai sdk',
     });
     assert.match(res.text ?? '', /^Echo: hello from the genai sdk\./);
-    assert.equal(res.candidates?.[0].finishReason, 'STOP');
+    assert.equal(res.candidates?.[0]?.finishReason, 'STOP');
     const u = res.usageMetadata;
     assert.ok(u?.promptTokenCount && u.candidatesTokenCount);
     const up = stack.sim.requests.at(-1);
@@ -99,7 +99,7 @@ describe('OpenAI-compatible provider through gemini_to_openai (x-router-provider
       config: { systemInstruction: 'be brief' },
     });
     assert.match(res.text ?? '', /^Echo: hello deepseek via gemini\./);
-    assert.equal(res.candidates?.[0].finishReason, 'STOP');
+    assert.equal(res.candidates?.[0]?.finishReason, 'STOP');
     assert.ok(res.usageMetadata?.promptTokenCount && res.usageMetadata.candidatesTokenCount);
     const up = compat.requests.at(-1);
     assert.equal(up?.path, '/v1/chat/completions');

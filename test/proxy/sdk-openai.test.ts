@@ -42,8 +42,8 @@ describe('native OpenAI routes', () => {
       model: 'gpt-5.4-mini',
       messages: [{ role: 'user', content: 'hello from the openai sdk' }],
     });
-    assert.match(res.choices[0].message.content ?? '', /^Echo: hello from the openai sdk\./);
-    assert.equal(res.choices[0].finish_reason, 'stop');
+    assert.match(res.choices[0]!.message.content ?? '', /^Echo: hello from the openai sdk\./);
+    assert.equal(res.choices[0]!.finish_reason, 'stop');
     assert.ok(res.usage && res.usage.prompt_tokens > 0 && res.usage.completion_tokens > 0);
     const up = lastUpstream('/v1/chat/completions');
     assert.equal((up.headers as Record<string, string>).authorization, 'Bearer sim-openai-key');
@@ -56,7 +56,7 @@ describe('native OpenAI routes', () => {
     const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
     for await (const chunk of stream) chunks.push(chunk);
     const text = chunks.map((c) => c.choices[0]?.delta.content ?? '').join('');
-    assert.equal(text, plain.choices[0].message.content);
+    assert.equal(text, plain.choices[0]!.message.content);
     assert.ok(chunks.length > 2);
     // The gateway asked upstream for usage on the client's behalf...
     const up = lastUpstream('/v1/chat/completions');
@@ -91,8 +91,8 @@ describe('native OpenAI routes', () => {
       tools: [weatherTool],
     });
     const final = await runner.finalChatCompletion();
-    const call = final.choices[0].message.tool_calls?.[0];
-    assert.equal(final.choices[0].finish_reason, 'tool_calls');
+    const call = final.choices[0]!.message.tool_calls?.[0];
+    assert.equal(final.choices[0]!.finish_reason, 'tool_calls');
     assert.ok(call && call.type === 'function');
     assert.equal(call.function.name, 'get_weather');
     assert.deepEqual(JSON.parse(call.function.arguments), { location: 'Oslo', unit: 'celsius' });
@@ -101,8 +101,8 @@ describe('native OpenAI routes', () => {
   test('embeddings (the SDK asks for base64 and decodes it)', async () => {
     const res = await client.embeddings.create({ model: 'text-embedding-3-small', input: ['alpha', 'beta'] });
     assert.equal(res.data.length, 2);
-    assert.equal(res.data[0].embedding.length, 1536);
-    assert.notDeepEqual(res.data[0].embedding, res.data[1].embedding);
+    assert.equal(res.data[0]!.embedding.length, 1536);
+    assert.notDeepEqual(res.data[0]!.embedding, res.data[1]!.embedding);
     assert.ok(res.usage.prompt_tokens >= 2);
     assert.equal(lastUpstream('/v1/embeddings').json.model, 'text-embedding-3-small');
   });
@@ -118,7 +118,7 @@ describe('native OpenAI routes', () => {
 
   test('images.generate: a PNG as b64_json', async () => {
     const res = await client.images.generate({ model: 'gpt-image-1', prompt: 'a cat in a hat' });
-    const b64 = res.data?.[0].b64_json;
+    const b64 = res.data?.[0]?.b64_json;
     assert.ok(b64);
     assert.equal(Buffer.from(b64, 'base64').subarray(1, 4).toString(), 'PNG');
     assert.equal(lastUpstream('/v1/images/generations').json.prompt, 'a cat in a hat');
@@ -146,7 +146,7 @@ describe('native OpenAI routes', () => {
     const { data, response } = await client.images
       .edit({ model: 'gpt-image-1', image, prompt: 'add a hat' })
       .withResponse();
-    assert.ok(data.data?.[0].b64_json);
+    assert.ok(data.data?.[0]?.b64_json);
     const echo = JSON.parse(decodeURIComponent(response.headers.get('x-sim-multipart') ?? '{}')) as {
       fields: string[];
       files: unknown[];
@@ -174,7 +174,7 @@ describe('native OpenAI routes', () => {
 
   test('legacy completions, plain and streamed', async () => {
     const plain = await client.completions.create({ model: 'gpt-3.5-turbo-instruct', prompt: 'say hi' });
-    assert.match(plain.choices[0].text, /^Echo: say hi\./);
+    assert.match(plain.choices[0]!.text, /^Echo: say hi\./);
     const stream = await client.completions.create({
       model: 'gpt-3.5-turbo-instruct',
       prompt: 'say hi',
@@ -183,9 +183,9 @@ describe('native OpenAI routes', () => {
     let text = '';
     for await (const chunk of stream) {
       assert.ok(chunk.choices.length > 0, 'no usage-only chunk reaches a client that did not ask');
-      text += chunk.choices[0].text;
+      text += chunk.choices[0]!.text;
     }
-    assert.equal(text, plain.choices[0].text);
+    assert.equal(text, plain.choices[0]!.text);
   });
 });
 
@@ -197,7 +197,7 @@ describe('translated routes', () => {
       messages,
       max_tokens: 400,
     });
-    assert.match(plain.choices[0].message.content ?? '', /^Echo: hello claude via openai\./);
+    assert.match(plain.choices[0]!.message.content ?? '', /^Echo: hello claude via openai\./);
     const stream = await client.chat.completions.create({
       model: 'claude-sonnet-5',
       messages,
@@ -211,7 +211,7 @@ describe('translated routes', () => {
       text += chunk.choices[0]?.delta.content ?? '';
       if (chunk.usage) usage = chunk.usage;
     }
-    assert.equal(text, plain.choices[0].message.content);
+    assert.equal(text, plain.choices[0]!.message.content);
     assert.ok(usage && usage.prompt_tokens > 0 && usage.completion_tokens > 0);
     const up = lastUpstream('/v1/messages');
     assert.equal(up.json.model, 'claude-sonnet-5');
@@ -229,7 +229,7 @@ describe('translated routes', () => {
     for await (const chunk of stream) {
       assert.ok(chunk.choices.length > 0, 'no usage-only chunk (choices: [])');
       assert.ok(chunk.usage == null, 'no chunk carries usage');
-      text += chunk.choices[0].delta.content ?? '';
+      text += chunk.choices[0]!.delta.content ?? '';
     }
     assert.match(text, /^Echo: no usage for me\./);
   });
@@ -243,8 +243,8 @@ describe('translated routes', () => {
         tools: [weatherTool],
       })
       .finalChatCompletion();
-    const call = final.choices[0].message.tool_calls?.[0];
-    assert.equal(final.choices[0].finish_reason, 'tool_calls');
+    const call = final.choices[0]!.message.tool_calls?.[0];
+    assert.equal(final.choices[0]!.finish_reason, 'tool_calls');
     assert.ok(call && call.type === 'function');
     assert.equal(call.function.name, 'get_weather');
     assert.deepEqual(JSON.parse(call.function.arguments), { location: 'Kyoto', unit: 'celsius' });
@@ -253,7 +253,7 @@ describe('translated routes', () => {
   test('streaming from a Gemini model: deltas equal the plain reply', async () => {
     const messages = [{ role: 'user' as const, content: 'hello gemini via openai' }];
     const plain = await client.chat.completions.create({ model: 'gemini-3.8-flash', messages });
-    assert.match(plain.choices[0].message.content ?? '', /^Echo: hello gemini via openai\./);
+    assert.match(plain.choices[0]!.message.content ?? '', /^Echo: hello gemini via openai\./);
     const stream = await client.chat.completions.create({
       model: 'gemini-3.8-flash',
       messages,
@@ -264,7 +264,7 @@ describe('translated routes', () => {
       assert.ok(chunk.choices.length > 0 && chunk.usage == null, 'no usage chunk: the client did not ask');
       text += chunk.choices[0]?.delta.content ?? '';
     }
-    assert.equal(text, plain.choices[0].message.content);
+    assert.equal(text, plain.choices[0]!.message.content);
     const up = lastUpstream('/v1beta/models/gemini-3.8-flash:streamGenerateContent');
     assert.match(up.path, /[?&]alt=sse/);
   });
@@ -277,8 +277,8 @@ describe('translated routes', () => {
         tools: [weatherTool],
       })
       .finalChatCompletion();
-    const call = final.choices[0].message.tool_calls?.[0];
-    assert.equal(final.choices[0].finish_reason, 'tool_calls');
+    const call = final.choices[0]!.message.tool_calls?.[0];
+    assert.equal(final.choices[0]!.finish_reason, 'tool_calls');
     assert.ok(call && call.type === 'function');
     assert.equal(call.function.name, 'get_weather');
     assert.deepEqual(JSON.parse(call.function.arguments), { location: 'Lyon', unit: 'celsius' });

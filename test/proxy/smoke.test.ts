@@ -16,7 +16,7 @@ test('a chat completion reaches the OpenAI upstream and comes back unchanged', a
   assert.equal(res.status, 200);
   assert.match(res.headers.get('x-router-request-id') ?? '', /.+/);
   const body = res.json as { choices: { message: { content: string } }[] };
-  assert.match(body.choices[0].message.content, /^Echo: hello there/);
+  assert.match(body.choices[0]!.message.content, /^Echo: hello there/);
   const sent = stack.sim.requests.at(-1);
   assert.equal(sent?.headers.authorization, 'Bearer sim-openai-key');
 });

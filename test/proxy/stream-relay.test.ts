@@ -129,7 +129,7 @@ function recordedSteps(): { steps: Step[]; usageEvent: string } {
     until: i === usageIndex - 1 ? write : undefined,
   }));
   steps.splice(1, 0, { write: ': keep-alive\n\n' });
-  return { steps, usageEvent: events[usageIndex] };
+  return { steps, usageEvent: events[usageIndex]! };
 }
 
 test('OpenAI chat stream, one event per chunk: the client gets the upstream bytes but the usage chunk', async () => {
@@ -183,8 +183,8 @@ test('CRLF and CR framed events pass as sent; the chunks after them still parse'
     { write: `data: ${c[1]}\r\r`, until: c[1] },
     // Starts with a `\n` that may complete the `\r` before it (either way it ends no event), ends
     // mid-event: serialized.
-    { write: `\ndata: ${c[2]}\n\ndata: ${c[3].slice(0, 20)}`, until: c[2] },
-    { write: `${c[3].slice(20)}\r\n\r\n`, until: c[3] },
+    { write: `\ndata: ${c[2]}\n\ndata: ${c[3]!.slice(0, 20)}`, until: c[2] },
+    { write: `${c[3]!.slice(20)}\r\n\r\n`, until: c[3] },
     { write: `data: ${USAGE}\r\n\r\n` },
     { write: 'data: [DONE]\n\n' },
   ];

@@ -156,7 +156,7 @@ export async function startRedis(opts: { persist?: boolean } = {}): Promise<Redi
     async commandCounts() {
       const text = await admin.info('commandstats');
       const counts: Record<string, number> = {};
-      for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts[m[1]] = Number(m[2]);
+      for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts[m[1]!] = Number(m[2]);
       return counts;
     },
     async clientAddrs(prefix) {
@@ -203,7 +203,7 @@ export async function startRedis(opts: { persist?: boolean } = {}): Promise<Redi
           }
           if (source === 'lua') continue;
           if (sources !== undefined && !sources.has(source)) continue;
-          seen.push([args[0].toLowerCase(), ...args.slice(1)]);
+          seen.push([args[0]!.toLowerCase(), ...args.slice(1)]);
         }
       });
       socket.write('MONITOR\r\n');
@@ -274,18 +274,18 @@ export function parseMonitorLine(line: string): { source: string; args: string[]
   const args: string[] = [];
   const text = m[2];
   let i = 0;
-  while (i < text.length) {
-    if (text[i] !== '"') {
+  while (i < text!.length) {
+    if (text![i] !== '"') {
       i++;
       continue;
     }
     let arg = '';
     i++;
-    while (i < text.length && text[i] !== '"') {
-      if (text[i] === '\\' && i + 1 < text.length) {
-        const next = text[i + 1];
+    while (i < text!.length && text![i] !== '"') {
+      if (text![i] === '\\' && i + 1 < text!.length) {
+        const next = text![i + 1];
         if (next === 'x') {
-          arg += String.fromCharCode(Number.parseInt(text.slice(i + 2, i + 4), 16));
+          arg += String.fromCharCode(Number.parseInt(text!.slice(i + 2, i + 4), 16));
           i += 4;
           continue;
         }
@@ -293,13 +293,13 @@ export function parseMonitorLine(line: string): { source: string; args: string[]
         i += 2;
         continue;
       }
-      arg += text[i];
+      arg += text![i];
       i++;
     }
     args.push(arg);
     i++;
   }
-  return { source: m[1], args };
+  return { source: m[1]!, args };
 }
 
 /** An active access-key record for `secret`, hashed with testStoreConfig's hash secret. */

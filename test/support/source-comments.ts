@@ -18,7 +18,7 @@ function hashComments(source: string, slashesToo: boolean): Comment[] {
   const out: Comment[] = [];
   source.split('\n').forEach((raw, i) => {
     const m = /(?:^|\s)(#|\/\/)(.*)$/.exec(raw);
-    if (m !== null && (m[1] === '#' || slashesToo)) out.push({ line: i + 1, text: m[2] });
+    if (m !== null && (m[1] === '#' || slashesToo)) out.push({ line: i + 1, text: m[2]! });
   });
   return out;
 }
@@ -62,7 +62,7 @@ function scriptComments(src: string): Comment[] {
     }
   };
   while (i < n) {
-    const c = src[i];
+    const c = src[i]!;
     if (c === '\n') {
       line++;
       i++;
@@ -102,13 +102,13 @@ function scriptComments(src: string): Comment[] {
       }
       i++;
       prev = 'literal';
-    } else if (/[\w$]/.test(c)) {
+    } else if (/[\w$]/.test(c!)) {
       const start = i;
-      while (i < n && /[\w$]/.test(src[i])) i++;
+      while (i < n && /[\w$]/.test(src[i]!)) i++;
       prev = src.slice(start, i);
     } else {
       if (templates.length > 0) {
-        if (c === '{') templates[templates.length - 1]++;
+        if (c === '{') templates[templates.length - 1]!++;
         else if (c === '}') {
           if (templates[templates.length - 1] === 0) {
             templates.pop();
@@ -117,7 +117,7 @@ function scriptComments(src: string): Comment[] {
             prev = 'literal';
             continue;
           }
-          templates[templates.length - 1]--;
+          templates[templates.length - 1]!--;
         }
       }
       prev = c;

@@ -134,7 +134,7 @@ test('wallet balances against the simulator: tiny positive served, zero and nega
     ['0', '402 insufficient_balance'],
     ['-0.01', '402 insufficient_balance'],
   ]) {
-    r.sim.setWallet('api_key', 'client-a', balance);
+    r.sim.setWallet('api_key', 'client-a', balance!);
     // A fresh hook and an empty cache per balance.
     await r.store.invalidateBalance(SUBJECT);
     assert.equal(await outcome(r.hook()), expected, balance);
@@ -231,7 +231,7 @@ test('failure_mode open: lookup error and hang serve the request and log a warni
   r.sim.setFailure('lookup-hang');
   assert.equal(await outcome(hook, c), 'continue');
   assert.equal(warnings.length, 2);
-  assert.match(warnings[0], /failure_mode open/);
+  assert.match(warnings[0]!, /failure_mode open/);
   assert.doesNotMatch(warnings.join(''), new RegExp(API_KEY));
   r.sim.setFailure('none');
   assert.equal(await outcome(hook, c), '402 insufficient_balance', 'nothing cached: the real answer applies');

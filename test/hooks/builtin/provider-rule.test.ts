@@ -63,7 +63,7 @@ test("the ops never change the client's body: the retry on the next provider get
     ups.map((r) => r.headers['x-test-provider']),
     ['ops-a', 'ops-b'],
   );
-  const second = ups[1].json as Record<string, unknown>;
+  const second = ups[1]!.json as Record<string, unknown>;
   assert.deepEqual(second.tags, ['client']);
   assert.deepEqual(second.drop, { me: true, keep: true });
   assert.equal(second.extra, undefined);

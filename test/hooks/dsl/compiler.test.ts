@@ -90,18 +90,18 @@ provider "p" {
   assert.equal(p.syntax, 'next-router/0.1');
   assert.equal(p.file, '/cfg/providers/p.conf');
   const [chat, messages, embeddings] = p.rules;
-  assert.equal(chat.api, 'chat.completions');
-  assert.equal(chat.stream, true);
-  assert.deepEqual(chat.loc, { file: '/cfg/providers/p.conf', line: 3, col: 3 });
-  assert.deepEqual(chat.upstreamConfig, {
+  assert.equal(chat!.api, 'chat.completions');
+  assert.equal(chat!.stream, true);
+  assert.deepEqual(chat!.loc, { file: '/cfg/providers/p.conf', line: 3, col: 3 });
+  assert.deepEqual(chat!.upstreamConfig, {
     baseUrl: 'https://api.example.com/prefix',
     connectTimeoutMs: 1000,
     headersTimeoutMs: 2000,
     bodyTimeoutMs: 3000,
   });
-  assert.deepEqual(chat.auth, [{ op: 'auth_bearer' }, { op: 'auth_query_key', param: 'key' }]);
+  assert.deepEqual(chat!.auth, [{ op: 'auth_bearer' }, { op: 'auth_query_key', param: 'key' }]);
   const t = (source: string, parts: unknown[], constant: boolean) => ({ source, parts, constant });
-  assert.deepEqual(chat.request, [
+  assert.deepEqual(chat!.request, [
     { op: 'set_header', name: 'x-fixed', value: t('v', [{ text: 'v' }], true) },
     {
       op: 'set_header',
@@ -130,7 +130,7 @@ provider "p" {
     { op: 'json_del', path: ['user'] },
     { op: 'req_map', translator: 'a_to_b' },
   ]);
-  assert.deepEqual(chat.upstream, [
+  assert.deepEqual(chat!.upstream, [
     {
       op: 'set_path',
       value: t(
@@ -143,17 +143,17 @@ provider "p" {
     { op: 'set_query', name: 'api', value: t('${request.api}', [{ variable: 'request.api' }], false) },
     { op: 'del_query', name: 'key' },
   ]);
-  assert.deepEqual(chat.response, [
+  assert.deepEqual(chat!.response, [
     { op: 'resp_map', translator: 'c_to_d' },
     { op: 'sse_parse', transform: 'a_to_b' },
     { op: 'sse_parse', transform: 'strip' },
   ]);
-  assert.deepEqual(chat.metrics, [
+  assert.deepEqual(chat!.metrics, [
     { op: 'usage_extract', preset: 'preset_two' },
     { op: 'usage_path', field: 'input_tokens', path: ['usage', 'in'] },
     { op: 'usage_path', field: 'cache_creation_tokens', path: ['usage', 'cc', 0] },
   ]);
-  assert.deepEqual(chat.hooks, [
+  assert.deepEqual(chat!.hooks, [
     {
       module: resolve('/cfg/providers/hooks/x.ts'),
       options: { flag: true, n: 3, list: [1, 2], obj: { a: 'b' } },
@@ -161,14 +161,14 @@ provider "p" {
     },
     { module: 'some-package', options: {}, loc: { file: '/cfg/providers/p.conf', line: 39, col: 5 } },
   ]);
-  assert.equal(messages.stream, undefined);
-  assert.deepEqual(messages.auth, [{ op: 'auth_header_key', header: 'x-api-key' }]);
-  assert.deepEqual(messages.response, [{ op: 'resp_passthrough' }]);
-  assert.deepEqual(messages.upstreamConfig, { baseUrl: 'http://127.0.0.1:8000' });
-  assert.deepEqual(embeddings.auth, [{ op: 'auth_none' }]);
-  assert.deepEqual(embeddings.request, []);
-  assert.deepEqual(embeddings.metrics, []);
-  assert.deepEqual(embeddings.hooks, []);
+  assert.equal(messages!.stream, undefined);
+  assert.deepEqual(messages!.auth, [{ op: 'auth_header_key', header: 'x-api-key' }]);
+  assert.deepEqual(messages!.response, [{ op: 'resp_passthrough' }]);
+  assert.deepEqual(messages!.upstreamConfig, { baseUrl: 'http://127.0.0.1:8000' });
+  assert.deepEqual(embeddings!.auth, [{ op: 'auth_none' }]);
+  assert.deepEqual(embeddings!.request, []);
+  assert.deepEqual(embeddings!.metrics, []);
+  assert.deepEqual(embeddings!.hooks, []);
 });
 
 test('defaults merge: upstream_config key by key, request/upstream concatenated, the rest replaced', () => {
@@ -197,42 +197,42 @@ provider "p" {
 `);
   assert.deepEqual(r.diagnostics, []);
   const [rule, plain] = r.provider?.rules ?? [];
-  assert.deepEqual(rule.upstreamConfig, {
+  assert.deepEqual(rule!.upstreamConfig, {
     baseUrl: 'https://d.example',
     connectTimeoutMs: 99,
     headersTimeoutMs: 20,
     bodyTimeoutMs: 30,
   });
-  assert.deepEqual(rule.auth, [{ op: 'auth_header_key', header: 'k' }]);
+  assert.deepEqual(rule!.auth, [{ op: 'auth_header_key', header: 'k' }]);
   assert.deepEqual(
-    rule.request.map((o) => o.op),
+    rule!.request.map((o) => o.op),
     ['set_header', 'del_header'],
   );
   assert.deepEqual(
-    rule.upstream.map((o) => o.op),
+    rule!.upstream.map((o) => o.op),
     ['set_query', 'set_path'],
   );
-  assert.deepEqual(rule.response, [{ op: 'sse_parse', transform: 'strip' }]);
-  assert.deepEqual(rule.metrics, [{ op: 'usage_extract', preset: 'preset_two' }]);
+  assert.deepEqual(rule!.response, [{ op: 'sse_parse', transform: 'strip' }]);
+  assert.deepEqual(rule!.metrics, [{ op: 'usage_extract', preset: 'preset_two' }]);
   assert.deepEqual(
-    rule.hooks.map((h) => h.module),
+    rule!.hooks.map((h) => h.module),
     ['/abs/other.ts'],
   );
   // A rule without blocks gets the defaults as they are.
-  assert.deepEqual(plain.upstreamConfig, {
+  assert.deepEqual(plain!.upstreamConfig, {
     baseUrl: 'https://d.example',
     connectTimeoutMs: 10,
     bodyTimeoutMs: 30,
   });
-  assert.deepEqual(plain.auth, [{ op: 'auth_bearer' }]);
+  assert.deepEqual(plain!.auth, [{ op: 'auth_bearer' }]);
   assert.deepEqual(
-    plain.request.map((o) => o.op),
+    plain!.request.map((o) => o.op),
     ['set_header'],
   );
-  assert.deepEqual(plain.response, [{ op: 'resp_passthrough' }]);
-  assert.deepEqual(plain.metrics, [{ op: 'usage_extract', preset: 'preset_one' }]);
+  assert.deepEqual(plain!.response, [{ op: 'resp_passthrough' }]);
+  assert.deepEqual(plain!.metrics, [{ op: 'usage_extract', preset: 'preset_one' }]);
   assert.deepEqual(
-    plain.hooks.map((h) => h.module),
+    plain!.hooks.map((h) => h.module),
     ['/abs/h.ts'],
   );
 });
@@ -299,7 +299,7 @@ test('the env override also supplies a base_url that the file leaves out', () =>
     '2:16: no base_url for this rule: set upstream_config { base_url = "..."; } in the rule or in defaults',
   ]);
   const r = compile(src, { ROUTER_PROVIDER_P_BASE_URL: 'https://e.example' });
-  assert.equal(r.provider?.rules[0].upstreamConfig.baseUrl, 'https://e.example');
+  assert.equal(r.provider?.rules[0]?.upstreamConfig.baseUrl, 'https://e.example');
 });
 
 test('base_url may read the environment through template("${env.NAME}")', () => {
@@ -307,7 +307,7 @@ test('base_url may read the environment through template("${env.NAME}")', () => 
     HOST: 'h.example',
   });
   assert.deepEqual(r.diagnostics, []);
-  assert.equal(r.provider?.rules[0].upstreamConfig.baseUrl, 'https://h.example/v1');
+  assert.equal(r.provider?.rules[0]?.upstreamConfig.baseUrl, 'https://h.example/v1');
 });
 
 const DIAGNOSTIC_CASES: [string, string, string[]][] = [
@@ -688,7 +688,7 @@ test('hook module paths resolve relative to the provider file; absolute, file: a
   );
   assert.deepEqual(r.diagnostics, []);
   assert.deepEqual(
-    r.provider?.rules[0].hooks.map((h) => h.module),
+    r.provider?.rules[0]?.hooks.map((h) => h.module),
     [resolve('/cfg/h/a.ts'), '/opt/b.ts', '/opt/c.ts', '@scope/pkg'],
   );
 });

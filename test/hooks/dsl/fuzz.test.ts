@@ -89,7 +89,10 @@ function assertPositionsValid(source: string, diagnostics: readonly DslDiagnosti
       `line ${d.line} of ${lines.length}`,
     );
     // A column may point one past the last character (a missing ";" at the end of a line).
-    assert.ok(Number.isInteger(d.col) && d.col >= 1 && d.col <= lines[d.line - 1].length + 1, `col ${d.col}`);
+    assert.ok(
+      Number.isInteger(d.col) && d.col >= 1 && d.col <= lines[d.line - 1]!.length + 1,
+      `col ${d.col}`,
+    );
     assert.equal(typeof d.message, 'string');
     assert.ok(d.message.length > 0);
   }
@@ -130,7 +133,7 @@ test('mutated shipped files never throw and yield valid positions', () => {
   });
   fc.assert(
     fc.property(fc.array(mutation, { minLength: 1, maxLength: 4 }), (muts) => {
-      let source = SHIPPED[muts[0].file].source;
+      let source = SHIPPED[muts[0]!.file]!.source;
       for (const m of muts) {
         const at = m.at % (source.length + 1);
         source = source.slice(0, at) + m.insert + source.slice(at + m.del);

@@ -22,15 +22,15 @@ test('tokens carry 1-based line and column', () => {
 test('comments of all three kinds are skipped, block comments keep line counting right', () => {
   const { tokens, errors } = tokenize('# one\n// two\n/* three\n four */ x');
   assert.deepEqual(errors, []);
-  assert.equal(tokens[0].text, 'x');
-  assert.deepEqual(tokens[0].pos, { line: 4, col: 10 });
+  assert.equal(tokens[0]!.text, 'x');
+  assert.deepEqual(tokens[0]!.pos, { line: 4, col: 10 });
 });
 
 test('string escapes decode and map each character back to its source column', () => {
   const { tokens, errors } = tokenize('"a\\"b\\\\c\\n\\u0041\\$"');
   assert.deepEqual(errors, []);
-  assert.equal(tokens[0].text, 'a"b\\c\nA$');
-  assert.deepEqual(tokens[0].cols, [2, 3, 5, 6, 8, 9, 11, 17]);
+  assert.equal(tokens[0]!.text, 'a"b\\c\nA$');
+  assert.deepEqual(tokens[0]!.cols, [2, 3, 5, 6, 8, 9, 11, 17]);
 });
 
 test('numbers: integers, negatives, decimals, exponents', () => {
@@ -54,6 +54,6 @@ test('lexical errors are reported with positions and lexing continues', () => {
       '3:1: unterminated comment',
     ],
   );
-  assert.equal(tokens[0].text, 'a');
+  assert.equal(tokens[0]!.text, 'a');
   assert.equal(tokens.at(-1)?.kind, 'eof');
 });

@@ -15,17 +15,17 @@ test('directives, arguments and blocks with the position of every node', () => {
   );
   assert.deepEqual(diagnostics, []);
   const [syntax, provider] = ast.directives;
-  assert.equal(syntax.name, 'syntax');
-  assert.deepEqual(syntax.loc, { line: 1, col: 1 });
-  assert.deepEqual(syntax.args[0], {
+  assert.equal(syntax!.name, 'syntax');
+  assert.deepEqual(syntax!.loc, { line: 1, col: 1 });
+  assert.deepEqual(syntax!.args[0], {
     kind: 'string',
     value: 'next-router/0.1',
     loc: { line: 1, col: 8 },
     cols: [...Array(15).keys()].map((k) => k + 9),
   });
-  assert.equal(syntax.block, undefined);
-  assert.deepEqual(provider.block?.loc, { line: 2, col: 14 });
-  const match = provider.block?.directives[0] as DirectiveNode;
+  assert.equal(syntax!.block, undefined);
+  assert.deepEqual(provider!.block?.loc, { line: 2, col: 14 });
+  const match = provider!.block?.directives[0] as DirectiveNode;
   assert.deepEqual(match.loc, { line: 3, col: 3 });
   assert.deepEqual(
     match.args.map((a) => [a.kind, a.loc.col]),
@@ -52,21 +52,21 @@ test('calls, arrays and object literals as values', () => {
     'a template("/x/${request.model}") [1, "two", [true]] { "k": null, "o": { "n": 2 } };',
   );
   assert.deepEqual(diagnostics, []);
-  const args = ast.directives[0].args;
+  const args = ast.directives[0]!.args;
   assert.deepEqual(
     args.map((a) => a.kind),
     ['call', 'array', 'object'],
   );
-  assert.equal(ast.directives[0].block, undefined);
+  assert.equal(ast.directives[0]!.block, undefined);
   const call = args[0];
-  assert.ok(call.kind === 'call' && call.name === 'template' && call.args[0].kind === 'string');
+  assert.ok(call!.kind === 'call' && call!.name === 'template' && call!.args[0]!.kind === 'string');
   const obj = args[2];
-  assert.ok(obj.kind === 'object');
+  assert.ok(obj!.kind === 'object');
   assert.deepEqual(
-    obj.entries.map((e) => e.key.value),
+    obj!.entries.map((e) => e.key.value),
     ['k', 'o'],
   );
-  assert.deepEqual(obj.loc, { line: 1, col: 54 });
+  assert.deepEqual(obj!.loc, { line: 1, col: 54 });
 });
 
 test('missing ";" before a block end and before the next directive', () => {

@@ -251,6 +251,6 @@ test('the example keys file is valid once its variables are set', async () => {
       ['old-client', 'revoked'],
     ],
   );
-  assert.equal(keys.accessKeys[0].expiresAt, Date.UTC(2027, 0, 1));
+  assert.equal(keys.accessKeys[0]!.expiresAt, Date.UTC(2027, 0, 1));
   assert.deepEqual([...keys.providerKeys.keys()], ['openai', 'anthropic', 'gemini']);
 });

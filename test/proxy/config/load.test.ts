@@ -22,7 +22,7 @@ async function loadText(text: string, env: Record<string, string> = {}) {
 
 function only(diagnostics: readonly ConfigDiagnostic[]): ConfigDiagnostic {
   assert.equal(diagnostics.length, 1, messages(diagnostics).join('\n'));
-  return diagnostics[0];
+  return diagnostics[0]!;
 }
 
 test('the reference configuration loads with an empty environment', async () => {
@@ -442,9 +442,9 @@ test('models and keys files are loaded, and their diagnostics carry their own fi
     await tmp.write('models.yaml', 'models:\n  m1: { providers: [openai] }\n');
     const ok = await loadConfig(main, { env: { ROUTER_PROVIDER_OPENAI_API_KEY: 'sk-1' } });
     assert.deepEqual(messages(ok.diagnostics), []);
-    assert.equal(ok.config?.models.entries[0].id, 'm1');
+    assert.equal(ok.config?.models.entries[0]?.id, 'm1');
     assert.equal(ok.config?.keys.file, join(tmp.dir, 'keys.yaml'));
-    assert.equal(ok.config?.keys.accessKeys[0].value, 'secret-a');
+    assert.equal(ok.config?.keys.accessKeys[0]?.value, 'secret-a');
     assert.deepEqual(ok.config?.keys.providerKeys.get('openai'), [{ name: 'env', value: 'sk-1' }]);
   } finally {
     await tmp.remove();

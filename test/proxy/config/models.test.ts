@@ -22,14 +22,14 @@ test('resolve prefers the exact id, then the longest prefix pattern', () => {
     entry('gpt-4o-*', 'long'),
     entry('gpt-4o-mini', 'exact'),
   ]);
-  assert.equal(registry.resolve('gpt-4o-mini')?.routes[0].provider, 'exact');
-  assert.equal(registry.resolve('gpt-4o-audio')?.routes[0].provider, 'long');
+  assert.equal(registry.resolve('gpt-4o-mini')?.routes[0]?.provider, 'exact');
+  assert.equal(registry.resolve('gpt-4o-audio')?.routes[0]?.provider, 'long');
   assert.equal(
-    registry.resolve('gpt-4o')?.routes[0].provider,
+    registry.resolve('gpt-4o')?.routes[0]?.provider,
     'short',
     '"gpt-4o" does not start with "gpt-4o-"',
   );
-  assert.equal(registry.resolve('llama-3')?.routes[0].provider, 'catch-all');
+  assert.equal(registry.resolve('llama-3')?.routes[0]?.provider, 'catch-all');
   assert.equal(compileRegistry([entry('gpt-*')]).resolve('claude-x'), undefined);
 });
 
@@ -117,7 +117,7 @@ test('an empty models file or an empty mapping is an empty registry', () => {
     diagnostics: [],
   });
   assert.deepEqual(parseModelsSource('models:\n', 'm.yaml').models.entries, []);
-  assert.match(parseModelsSource('- a\n', 'm.yaml').diagnostics[0].message, /must be a mapping/);
+  assert.match(parseModelsSource('- a\n', 'm.yaml').diagnostics[0]!.message, /must be a mapping/);
 });
 
 test('models files interpolate ${ENV}', () => {
@@ -128,7 +128,7 @@ test('models files interpolate ${ENV}', () => {
       DEPLOYMENT: 'prod-gpt',
     },
   );
-  assert.equal(models.entries[0].routes[0].model, 'prod-gpt');
+  assert.equal(models.entries[0]!.routes[0]!.model, 'prod-gpt');
 });
 
 test('the reference models.yaml routes every family to its provider', async () => {
@@ -154,7 +154,7 @@ test('the reference models.yaml routes every family to its provider', async () =
     'gemini-2.0-flash': 'gemini',
   };
   for (const [model, provider] of Object.entries(expected)) {
-    assert.equal(registry.resolve(model)?.routes[0].provider, provider, model);
+    assert.equal(registry.resolve(model)?.routes[0]?.provider, provider, model);
   }
   assert.equal(registry.resolve('llama-4'), undefined);
   const listed = registry.listed().map((e) => e.id);

@@ -178,7 +178,7 @@ describe('ingest', () => {
     assert.equal(sim.duplicates, 1);
     assert.equal(sim.accepted, 1);
     assert.equal(sim.events.length, 1);
-    assert.equal(sim.events[0].external_event_id, event.external_event_id);
+    assert.equal(sim.events[0]!.external_event_id, event.external_event_id);
     assert.equal(sim.balance('api_key', 'client-a'), '99.9');
   });
 
@@ -262,9 +262,9 @@ describe('ingest', () => {
     };
     assert.deepEqual(
       body.data.map((row) => row.external_event_id),
-      [events[2].external_event_id, events[1].external_event_id],
+      [events[2]!.external_event_id, events[1]!.external_event_id],
     );
-    assert.deepEqual(body.data[0].amounts, { USD: '0.1' });
+    assert.deepEqual(body.data[0]!.amounts, { USD: '0.1' });
     assert.equal(body.total, 3);
   });
 
@@ -313,14 +313,14 @@ describe('wallets and webhooks', () => {
           assert.equal(sim.balance('api_key', 'client-a'), '-0.1');
           const [delivery] = await sim.waitForWebhooks(1, 5_000);
           assert.equal(sim.webhooksSent.length, 1);
-          assert.equal(delivery.type, 'wallet.insufficient_balance');
-          assert.equal(delivery.delivered, true);
+          assert.equal(delivery!.type, 'wallet.insufficient_balance');
+          assert.equal(delivery!.delivered, true);
           assert.equal(receiver.received.length, 1);
-          const body = JSON.parse(receiver.received[0].body);
+          const body = JSON.parse(receiver.received[0]!.body);
           assert.equal(body.type, 'wallet.insufficient_balance');
           assert.deepEqual(body.data.subject, { subject_type: 'api_key', subject_id: 'client-a' });
           assert.equal(body.data.balance, '0');
-          assert.ok(verifySignature(SECRET, receiver.received[0].headers, receiver.received[0].body));
+          assert.ok(verifySignature(SECRET, receiver.received[0]!.headers, receiver.received[0]!.body));
         },
       );
     } finally {
@@ -350,7 +350,7 @@ describe('wallets and webhooks', () => {
           assert.equal(credited.balance, '10');
           assert.match(credited.account_id, /^acct_/);
           await sim.waitForWebhooks(1, 5_000);
-          const { headers, body } = receiver.received[0];
+          const { headers, body } = receiver.received[0]!;
           assert.equal(headers['x-billing-webhook-timestamp'], '1760000123');
           assert.ok(verifySignature(SECRET, headers, body));
           assert.equal(verifySignature('other-secret', headers, body), false);
@@ -383,10 +383,10 @@ describe('wallets and webhooks', () => {
           sim.credit('api_key', 'new-subject', '1');
           const [delivery] = await sim.waitForWebhooks(1, 5_000);
           assert.deepEqual(
-            delivery.attempts.map((a) => a.status),
+            delivery!.attempts.map((a) => a.status),
             [500, 503, 204],
           );
-          assert.equal(delivery.delivered, true);
+          assert.equal(delivery!.delivered, true);
           assert.equal(receiver.received.length, 3);
           assert.equal(new Set(receiver.received.map((r) => r.headers['x-billing-webhook-id'])).size, 1);
         },
@@ -407,17 +407,17 @@ describe('wallets and webhooks', () => {
         const replayed = await sim.replayWebhook(good);
         assert.equal(receiver.received.length, 4);
         const [r0, r1, r2, r3] = receiver.received;
-        assert.ok(verifySignature(SECRET, r0.headers, r0.body));
-        assert.equal(verifySignature(SECRET, r1.headers, r1.body), false);
-        assert.equal(r2.headers['x-billing-webhook-timestamp'], '1000');
-        assert.ok(verifySignature(SECRET, r2.headers, r2.body));
-        assert.equal(r3.body, r0.body);
-        assert.equal(r3.headers['x-billing-webhook-signature'], r0.headers['x-billing-webhook-signature']);
-        assert.equal(JSON.parse(r3.body).id, 'evt_fixed');
+        assert.ok(verifySignature(SECRET, r0!.headers, r0!.body));
+        assert.equal(verifySignature(SECRET, r1!.headers, r1!.body), false);
+        assert.equal(r2!.headers['x-billing-webhook-timestamp'], '1000');
+        assert.ok(verifySignature(SECRET, r2!.headers, r2!.body));
+        assert.equal(r3!.body, r0!.body);
+        assert.equal(r3!.headers['x-billing-webhook-signature'], r0!.headers['x-billing-webhook-signature']);
+        assert.equal(JSON.parse(r3!.body).id, 'evt_fixed');
         for (const delivery of [good, forged, stale, replayed]) assert.equal(delivery.status, 204);
         assert.equal(
-          signWebhook(SECRET, 1000, r2.body),
-          r2.headers['x-billing-webhook-signature'],
+          signWebhook(SECRET, 1000, r2!.body),
+          r2!.headers['x-billing-webhook-signature'],
           'the exported signer matches the header',
         );
       });
@@ -431,7 +431,7 @@ describe('wallets and webhooks', () => {
       for (let i = 0; i < 6; i += 1) await ingest(sim, usageEvent());
       const types = sim.webhooksSent.map((d) => d.type);
       assert.deepEqual(types, ['wallet.available_balance.threshold_crossed']);
-      assert.equal(JSON.parse(sim.webhooksSent[0].body).data.threshold, '0.5');
+      assert.equal(JSON.parse(sim.webhooksSent[0]!.body).data.threshold, '0.5');
       assert.equal(sim.balance('api_key', 'client-a'), '0.4');
     });
   });
@@ -546,7 +546,7 @@ describe('failure injection', () => {
       assert.equal(res.status, 200);
       const state = (await res.json()) as { accepted: number; wallets: Array<{ balance: string }> };
       assert.equal(state.accepted, 0);
-      assert.equal(state.wallets[0].balance, '1');
+      assert.equal(state.wallets[0]!.balance, '1');
       assert.equal((await ingest(sim, usageEvent())).status, 202);
     });
   });

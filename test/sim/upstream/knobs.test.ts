@@ -141,7 +141,7 @@ test('midstream sends some deltas, then the provider’s in-stream error', async
   const a = sseEvents(
     await (await anthropicMessages({ 'x-sim-fail': 'midstream' }, { stream: true })).text(),
   );
-  assert.equal(a[0].event, 'message_start');
+  assert.equal(a[0]!.event, 'message_start');
   assert.equal(a.at(-1)?.event, 'error');
   assert.equal(JSON.parse(a.at(-1)?.data ?? '{}').error.type, 'overloaded_error');
 
@@ -234,7 +234,7 @@ test('x-sim-unicode adds multi-byte text with a correct content-length', async (
   const raw = Buffer.from(await res.arrayBuffer());
   assert.equal(Number(res.headers.get('content-length')), raw.length);
   const body = JSON.parse(raw.toString('utf8')) as { choices: { message: { content: string } }[] };
-  assert.ok(body.choices[0].message.content.includes(UNICODE_SAMPLE));
+  assert.ok(body.choices[0]!.message.content.includes(UNICODE_SAMPLE));
 });
 
 test('anthropic raw stream: event order, ping, cache fields in message_start', async () => {
@@ -242,8 +242,8 @@ test('anthropic raw stream: event order, ping, cache fields in message_start', a
   const names = events.map((e) => e.event);
   assert.deepEqual(names.slice(0, 3), ['message_start', 'content_block_start', 'ping']);
   assert.deepEqual(names.slice(-3), ['content_block_stop', 'message_delta', 'message_stop']);
-  const start = JSON.parse(events[0].data) as { message: { usage: Record<string, number> } };
-  assert.ok(start.message.usage.input_tokens > 0);
+  const start = JSON.parse(events[0]!.data) as { message: { usage: Record<string, number> } };
+  assert.ok(start.message.usage.input_tokens! > 0);
   assert.equal(start.message.usage.cache_read_input_tokens, 0);
   assert.equal(start.message.usage.cache_creation_input_tokens, 0);
   const delta = JSON.parse(events.at(-2)?.data ?? '{}') as {
@@ -315,9 +315,9 @@ test('admin endpoints: requests, stats, reset', async () => {
     bodyEncoding: string;
   }[];
   assert.equal(recorded.length, 1);
-  assert.equal(recorded[0].path, '/v1/chat/completions');
-  assert.equal(recorded[0].json.model, 'gpt-4o-mini');
-  assert.equal(recorded[0].bodyEncoding, 'utf8');
+  assert.equal(recorded[0]!.path, '/v1/chat/completions');
+  assert.equal(recorded[0]!.json.model, 'gpt-4o-mini');
+  assert.equal(recorded[0]!.bodyEncoding, 'utf8');
   assert.deepEqual(await (await fetch(`${sim.url}/_sim/stats`)).json(), {
     aborted: 0,
     served: 1,

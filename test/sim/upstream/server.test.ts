@@ -42,9 +42,9 @@ describe('OpenAI', () => {
         { role: 'user', content: 'hello simulator how are you' },
       ],
     });
-    const text = res.choices[0].message.content ?? '';
+    const text = res.choices[0]!.message.content ?? '';
     assert.match(text, /^Echo: hello simulator how are you\. /);
-    assert.equal(res.choices[0].finish_reason, 'stop');
+    assert.equal(res.choices[0]!.finish_reason, 'stop');
     assert.ok(res.usage);
     assert.ok(res.usage.prompt_tokens > 10, 'prompt tokens include per-message overhead');
     assert.ok(res.usage.completion_tokens > 10);
@@ -72,7 +72,7 @@ describe('OpenAI', () => {
       }
       last = chunk;
     }
-    assert.equal(text, plain.choices[0].message.content);
+    assert.equal(text, plain.choices[0]!.message.content);
     assert.equal(contentDeltas, 5);
     assert.deepEqual(last?.choices, []);
     assert.equal(last?.usage?.completion_tokens, plain.usage?.completion_tokens);
@@ -91,8 +91,8 @@ describe('OpenAI', () => {
       if (chunk.choices[0]?.delta.tool_calls?.[0]?.function?.arguments) argumentFragments++;
     });
     const final = await runner.finalChatCompletion();
-    const call = final.choices[0].message.tool_calls?.[0];
-    assert.equal(final.choices[0].finish_reason, 'tool_calls');
+    const call = final.choices[0]!.message.tool_calls?.[0];
+    assert.equal(final.choices[0]!.finish_reason, 'tool_calls');
     assert.ok(call && call.type === 'function');
     assert.equal(call.function.name, 'get_weather');
     assert.deepEqual(JSON.parse(call.function.arguments), { location: 'Oslo', unit: 'celsius' });
@@ -114,8 +114,8 @@ describe('OpenAI', () => {
         { role: 'tool', tool_call_id: 'c1', content: '12 degrees' },
       ],
     });
-    assert.equal(res.choices[0].finish_reason, 'stop');
-    assert.match(res.choices[0].message.content ?? '', /^Echo: weather in Oslo\?/);
+    assert.equal(res.choices[0]!.finish_reason, 'stop');
+    assert.match(res.choices[0]!.message.content ?? '', /^Echo: weather in Oslo\?/);
   });
 
   test('max_tokens cuts the reply with finish_reason length', async () => {
@@ -124,7 +124,7 @@ describe('OpenAI', () => {
       max_tokens: 3,
       messages: [{ role: 'user', content: 'a long answer please' }],
     });
-    assert.equal(res.choices[0].finish_reason, 'length');
+    assert.equal(res.choices[0]!.finish_reason, 'length');
     assert.equal(res.usage?.completion_tokens, 3);
   });
 
@@ -134,7 +134,7 @@ describe('OpenAI', () => {
       prompt: 'say hi',
       max_tokens: 200,
     });
-    assert.match(plain.choices[0].text, /^Echo: say hi\./);
+    assert.match(plain.choices[0]!.text, /^Echo: say hi\./);
     const stream = await openai.completions.create({
       model: 'gpt-3.5-turbo-instruct',
       prompt: 'say hi',
@@ -143,7 +143,7 @@ describe('OpenAI', () => {
     });
     let text = '';
     for await (const chunk of stream) text += chunk.choices[0]?.text ?? '';
-    assert.equal(text, plain.choices[0].text);
+    assert.equal(text, plain.choices[0]!.text);
   });
 
   test('responses API: plain, streamed events, and a function call', async () => {
@@ -170,9 +170,9 @@ describe('OpenAI', () => {
       tools: [{ type: 'function', name: 'get_weather', parameters: {}, strict: false }],
     });
     const call = withTool.output[0];
-    assert.equal(call.type, 'function_call');
-    assert.ok(call.type === 'function_call');
-    assert.deepEqual(JSON.parse(call.arguments), { location: 'Lyon', unit: 'celsius' });
+    assert.equal(call!.type, 'function_call');
+    assert.ok(call!.type === 'function_call');
+    assert.deepEqual(JSON.parse(call!.arguments), { location: 'Lyon', unit: 'celsius' });
   });
 
   test('embeddings: deterministic unit vectors, float and base64 (the SDK default)', async () => {
@@ -183,11 +183,11 @@ describe('OpenAI', () => {
       encoding_format: 'float',
     });
     assert.equal(a.data.length, 2);
-    assert.equal(a.data[0].embedding.length, 1536);
-    assert.notDeepEqual(a.data[0].embedding, a.data[1].embedding);
+    assert.equal(a.data[0]!.embedding.length, 1536);
+    assert.notDeepEqual(a.data[0]!.embedding, a.data[1]!.embedding);
     for (let i = 0; i < 1536; i++)
-      assert.ok(Math.abs(a.data[0].embedding[i] - b.data[0].embedding[i]) < 1e-6);
-    const norm = Math.sqrt(b.data[0].embedding.reduce((s, v) => s + v * v, 0));
+      assert.ok(Math.abs(a.data[0]!.embedding[i]! - b.data[0]!.embedding[i]!) < 1e-6);
+    const norm = Math.sqrt(b.data[0]!.embedding.reduce((s, v) => s + v * v, 0));
     assert.ok(Math.abs(norm - 1) < 1e-4);
     assert.equal(a.usage.prompt_tokens, a.usage.total_tokens);
     assert.ok(a.usage.prompt_tokens >= 2);
@@ -196,12 +196,12 @@ describe('OpenAI', () => {
       input: 'x',
       dimensions: 64,
     });
-    assert.equal(sized.data[0].embedding.length, 64);
+    assert.equal(sized.data[0]!.embedding.length, 64);
   });
 
   test('images: generations (b64_json) and multipart edits echo what arrived', async () => {
     const gen = await openai.images.generate({ model: 'gpt-image-1', prompt: 'a cat' });
-    assert.ok(gen.data?.[0].b64_json);
+    assert.ok(gen.data?.[0]?.b64_json);
     assert.equal(Buffer.from(gen.data[0].b64_json, 'base64').subarray(1, 4).toString(), 'PNG');
     assert.ok(gen.usage && gen.usage.total_tokens > 0);
 
@@ -209,7 +209,7 @@ describe('OpenAI', () => {
     const { data, response } = await openai.images
       .edit({ model: 'gpt-image-1', image, prompt: 'add a hat' })
       .withResponse();
-    assert.ok(data.data?.[0].b64_json);
+    assert.ok(data.data?.[0]?.b64_json);
     const echo = JSON.parse(decodeURIComponent(response.headers.get('x-sim-multipart') ?? ''));
     assert.ok(echo.fields.includes('prompt') && echo.fields.includes('model'));
     assert.deepEqual(echo.files, [{ field: 'image', filename: 'cat.png', size: 1234 }]);
@@ -281,7 +281,7 @@ describe('Anthropic', () => {
       messages: [{ role: 'user', content: 'hello claude simulator' }],
     });
     const block = msg.content[0];
-    assert.ok(block.type === 'text');
+    assert.ok(block!.type === 'text');
     assert.match(block.text, /^Echo: hello claude simulator\./);
     assert.equal(msg.stop_reason, 'end_turn');
     assert.ok(msg.usage.input_tokens > 0 && msg.usage.output_tokens > 0);
@@ -328,7 +328,7 @@ describe('Anthropic', () => {
     const stream = anthropic.messages.stream(params, { headers: { 'x-sim-chunks': '13' } });
     const text = await stream.finalText();
     const block = plain.content[0];
-    assert.ok(block.type === 'text');
+    assert.ok(block!.type === 'text');
     assert.equal(text, block.text);
     assert.ok(text.includes(UNICODE_SAMPLE));
   });
@@ -370,7 +370,7 @@ describe('Gemini', () => {
       contents: 'hello gemini simulator',
     });
     assert.match(res.text ?? '', /^Echo: hello gemini simulator\./);
-    assert.equal(res.candidates?.[0].finishReason, 'STOP');
+    assert.equal(res.candidates?.[0]?.finishReason, 'STOP');
     const u = res.usageMetadata;
     assert.ok(u?.promptTokenCount && u.candidatesTokenCount);
     assert.equal(u.totalTokenCount, u.promptTokenCount + u.candidatesTokenCount);
@@ -410,14 +410,14 @@ describe('Gemini', () => {
       contents: 'weather for Lisbon?',
       config: { tools: [{ functionDeclarations: [{ name: 'get_weather', description: 'weather' }] }] },
     });
-    assert.deepEqual(res.functionCalls?.[0].args, { location: 'Lisbon', unit: 'celsius' });
+    assert.deepEqual(res.functionCalls?.[0]?.args, { location: 'Lisbon', unit: 'celsius' });
     assert.equal(res.functionCalls?.[0].name, 'get_weather');
   });
 
   test('embedContent (batchEmbedContents on the wire)', async () => {
     const res = await gemini.models.embedContent({ model: 'text-embedding-004', contents: ['one', 'two'] });
     assert.equal(res.embeddings?.length, 2);
-    assert.equal(res.embeddings?.[0].values?.length, 768);
+    assert.equal(res.embeddings?.[0]?.values?.length, 768);
   });
 
   test('error chunk mid-stream throws an ApiError', async () => {
@@ -448,7 +448,7 @@ describe('recorded fixtures parse with the official SDKs', () => {
       { headers: { 'x-sim-replay': 'openai/chat-stream-tool-call' } },
     );
     const final = await runner.finalChatCompletion();
-    const call = final.choices[0].message.tool_calls?.[0];
+    const call = final.choices[0]!.message.tool_calls?.[0];
     assert.ok(call && call.type === 'function');
     assert.deepEqual(JSON.parse(call.function.arguments), { location: 'Paris, France', unit: 'celsius' });
     assert.equal(final.usage?.total_tokens, 99);

@@ -126,9 +126,9 @@ test('openai SDK: streamed tool calls accumulate into complete arguments', async
   );
   const completion = await stream.finalChatCompletion();
   const choice = completion.choices[0];
-  assert.equal(choice.finish_reason, 'tool_calls');
-  assert.equal(choice.message.content, 'Converting both.');
-  const calls = (choice.message.tool_calls ?? []).map((call) =>
+  assert.equal(choice!.finish_reason, 'tool_calls');
+  assert.equal(choice!.message.content, 'Converting both.');
+  const calls = (choice!.message.tool_calls ?? []).map((call) =>
     call.type === 'function' ? [call.id, call.function.name, JSON.parse(call.function.arguments)] : [],
   );
   assert.deepEqual(calls, [
@@ -148,10 +148,10 @@ test('openai SDK: multi-byte text streams intact', async () => {
   );
   const completion = await stream.finalChatCompletion();
   assert.equal(
-    completion.choices[0].message.content,
+    completion.choices[0]!.message.content,
     'Hello 👋🏽, Bonjour à tous 🇫🇷, こんにちは 🇯🇵 — naïve café!',
   );
-  assert.equal(completion.choices[0].finish_reason, 'stop');
+  assert.equal(completion.choices[0]!.finish_reason, 'stop');
 });
 
 test('openai SDK: a non-streamed tool call reply parses', async () => {
@@ -159,7 +159,7 @@ test('openai SDK: a non-streamed tool call reply parses', async () => {
     { model: 'claude-sonnet', messages: [{ role: 'user', content: 'weather?' }], tools: weatherTools },
     fixtureHeader('tool-calls-json'),
   );
-  const call = completion.choices[0].message.tool_calls?.[0];
+  const call = completion.choices[0]!.message.tool_calls?.[0];
   assert.ok(call && call.type === 'function');
   assert.deepEqual(JSON.parse(call.function.arguments), { location: 'Paris, France', unit: 'celsius' });
 });
@@ -245,7 +245,7 @@ test('anthropic SDK: a non-streamed tool call reply parses', async () => {
     fixtureHeader('tool-calls-json'),
   );
   const block = message.content[0];
-  assert.ok(block.type === 'tool_use');
+  assert.ok(block!.type === 'tool_use');
   assert.deepEqual(block.input, { location: 'Paris, France', unit: 'celsius' });
   assert.equal(message.stop_reason, 'tool_use');
 });

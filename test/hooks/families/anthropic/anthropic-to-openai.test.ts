@@ -172,7 +172,7 @@ test('message_delta waits for the usage chunk that follows finish_reason', () =>
     done.map((e) => e.event),
     ['message_delta', 'message_stop'],
   );
-  const delta = JSON.parse(done[0].data);
+  const delta = JSON.parse(done[0]!.data);
   assert.deepEqual(delta.usage, {
     input_tokens: 7,
     cache_creation_input_tokens: 0,
@@ -244,8 +244,8 @@ test('mid-stream error types: rate limits stay rate limits, anything unknown is 
     translator.streamEvent(undefined, chunk({ content: 'x' }));
     const out = translator.streamEvent(undefined, JSON.stringify({ error }));
     assert.equal(out.length, 1);
-    assert.equal(out[0].event, 'error');
-    const body = JSON.parse(out[0].data) as { type: string; error: { type: string; message: string } };
+    assert.equal(out[0]!.event, 'error');
+    const body = JSON.parse(out[0]!.data) as { type: string; error: { type: string; message: string } };
     assert.equal(body.type, 'error');
     assert.equal(body.error.type, type);
     assert.match(body.error.message, new RegExp(`^${error.message} \\(request id: .+\\)$`));

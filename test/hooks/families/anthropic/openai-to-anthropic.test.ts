@@ -162,7 +162,7 @@ test('usage chunk only when the request asked for it', () => {
     assert.equal(out.at(-1)?.data, '[DONE]');
     const usageChunks = out.filter((e) => e.data !== '[DONE]' && parseData(e.data).usage !== undefined);
     assert.equal(usageChunks.length, includeUsage ? 1 : 0);
-    if (includeUsage) assert.deepEqual(parseData(usageChunks[0].data).choices, []);
+    if (includeUsage) assert.deepEqual(parseData(usageChunks[0]!.data).choices, []);
     assert.deepEqual(translator.streamEnd(true), [], 'nothing after [DONE]');
   }
 });
@@ -174,7 +174,7 @@ test('a stream cut before message_stop ends with an error event, a clean end aft
   cut.streamEvent('message_start', start);
   const error = cut.streamEnd(false);
   assert.equal(error.length, 1);
-  const body = parseData(error[0].data);
+  const body = parseData(error[0]!.data);
   assert.ok(typeof body.error === 'object' && body.error !== null && !Array.isArray(body.error));
   assert.equal(typeof body.error.message, 'string');
 

@@ -75,7 +75,7 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
     googlePaths.push(`${url.pathname}${url.search}`);
     const stream = google[3] === 'streamGenerateContent';
     assert.equal(stream, url.searchParams.get('alt') === 'sse', 'streaming calls ask for SSE');
-    serve(res, geminiToOpenai, 'gemini-to-openai', google[2], body, stream);
+    serve(res, geminiToOpenai, 'gemini-to-openai', google[2]!, body, stream);
     return;
   }
   res.writeHead(404).end();
@@ -133,9 +133,9 @@ describe('openai SDK against openai-to-gemini', () => {
       )
       .finalChatCompletion();
     const choice = completion.choices[0];
-    assert.equal(choice.finish_reason, 'tool_calls');
-    assert.equal(choice.message.content, 'Let me check.');
-    const call = choice.message.tool_calls?.[0];
+    assert.equal(choice!.finish_reason, 'tool_calls');
+    assert.equal(choice!.message.content, 'Let me check.');
+    const call = choice!.message.tool_calls?.[0];
     assert.ok(call && call.type === 'function');
     assert.equal(call.function.name, 'get_weather');
     assert.deepEqual(JSON.parse(call.function.arguments), { city: 'Oslo', unit: 'celsius' });
@@ -179,7 +179,7 @@ describe('openai SDK against openai-to-gemini', () => {
       { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Capital of France?' }] },
       { headers: { 'x-fixture': 'plain' } },
     );
-    assert.equal(completion.choices[0].message.content, 'The capital of France is Paris.');
+    assert.equal(completion.choices[0]!.message.content, 'The capital of France is Paris.');
     assert.equal(completion.usage?.completion_tokens_details?.reasoning_tokens, 24);
   });
 });
@@ -249,7 +249,7 @@ describe('@google/genai against gemini-to-openai', () => {
     const request = upstreamRequests.get('gemini-to-openai/tool-calls-stream');
     assert.ok(request);
     const tools = request.tools as JsonObject[];
-    assert.deepEqual((tools[0].function as JsonObject).parameters, {
+    assert.deepEqual((tools[0]!.function as JsonObject).parameters, {
       type: 'object',
       properties: { city: { type: 'string' } },
       required: ['city'],

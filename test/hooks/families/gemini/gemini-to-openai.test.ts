@@ -70,7 +70,7 @@ describe('gemini-to-openai request', () => {
       ],
     });
     const messages = out.messages as JsonObject[];
-    const calls = messages[1].tool_calls as JsonObject[];
+    const calls = messages[1]!.tool_calls as JsonObject[];
     assert.deepEqual(
       calls.map((call) => call.id),
       ['call_0', 'call_1', 'call_2'],
@@ -121,8 +121,8 @@ describe('gemini-to-openai stream', () => {
       chunk(null, null, { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 }),
     );
     assert.equal(final.length, 1);
-    const body = JSON.parse(final[0].data) as JsonObject;
-    assert.equal((body.candidates as JsonObject[])[0].finishReason, 'STOP');
+    const body = JSON.parse(final[0]!.data) as JsonObject;
+    assert.equal((body.candidates as JsonObject[])[0]!.finishReason, 'STOP');
     assert.deepEqual(body.usageMetadata, {
       promptTokenCount: 4,
       candidatesTokenCount: 2,
@@ -139,7 +139,7 @@ describe('gemini-to-openai stream', () => {
     const end = translator.streamEnd(true);
     assert.equal(end.length, 1);
     assert.equal(
-      ((JSON.parse(end[0].data) as JsonObject).candidates as JsonObject[])[0].finishReason,
+      ((JSON.parse(end[0]!.data) as JsonObject).candidates as JsonObject[])[0]!.finishReason,
       'MAX_TOKENS',
     );
   });
@@ -156,8 +156,8 @@ describe('gemini-to-openai stream', () => {
       ...translator.streamEvent(undefined, chunk({}, 'tool_calls')),
       ...translator.streamEnd(true),
     ];
-    const candidate = ((JSON.parse(out[0].data) as JsonObject).candidates as JsonObject[])[0];
-    assert.equal(candidate.finishReason, 'MALFORMED_FUNCTION_CALL');
+    const candidate = ((JSON.parse(out[0]!.data) as JsonObject).candidates as JsonObject[])[0];
+    assert.equal(candidate!.finishReason, 'MALFORMED_FUNCTION_CALL');
   });
 
   test('reasoning deltas become thought parts only when the client asked for thoughts', () => {
@@ -165,7 +165,7 @@ describe('gemini-to-openai stream', () => {
       const translator = geminiToOpenai.create(INIT);
       translator.request({ contents: [], generationConfig: { thinkingConfig: { includeThoughts } } });
       const out = translator.streamEvent(undefined, chunk({ reasoning_content: 'hmm', content: 'Hi' }));
-      const parts = ((JSON.parse(out[0].data) as JsonObject).candidates as JsonObject[])[0]
+      const parts = ((JSON.parse(out[0]!.data) as JsonObject).candidates as JsonObject[])[0]!
         .content as JsonObject;
       const expected = includeThoughts ? [{ text: 'hmm', thought: true }, { text: 'Hi' }] : [{ text: 'Hi' }];
       assert.deepEqual(parts.parts, expected);
@@ -176,7 +176,7 @@ describe('gemini-to-openai stream', () => {
     const translator = geminiToOpenai.create(INIT);
     translator.streamEvent(undefined, chunk({ content: 'Hi' }));
     const out = translator.streamEnd(false);
-    assert.deepEqual(JSON.parse(out[0].data), {
+    assert.deepEqual(JSON.parse(out[0]!.data), {
       error: {
         code: 500,
         message: 'upstream stream ended before completion (request id: req_2)',

@@ -29,7 +29,7 @@ describe('openai-embeddings-to-gemini', () => {
     const translator = openaiEmbeddingsToGemini.create(INIT);
     translator.request({ input: 'x', encoding_format: 'base64' });
     const reply = translator.response({ embeddings: [{ values: [0.5, -2, 0.125] }] }) as JsonObject;
-    const encoded = (reply.data as JsonObject[])[0].embedding as string;
+    const encoded = (reply.data as JsonObject[])[0]!.embedding as string;
     const bytes = Buffer.from(encoded, 'base64');
     assert.deepEqual([bytes.readFloatLE(0), bytes.readFloatLE(4), bytes.readFloatLE(8)], [0.5, -2, 0.125]);
   });

@@ -135,7 +135,7 @@ describe('openai-to-gemini replies', () => {
       usageMetadata: { promptTokenCount: 9, totalTokenCount: 9 },
     }) as JsonObject;
     const choice = (reply.choices as JsonObject[])[0];
-    assert.equal(choice.finish_reason, 'content_filter');
+    assert.equal(choice!.finish_reason, 'content_filter');
     assert.deepEqual(reply.usage, { prompt_tokens: 9, completion_tokens: 0, total_tokens: 9 });
   });
 
@@ -144,11 +144,11 @@ describe('openai-to-gemini replies', () => {
       ['MAX_TOKENS', 'length'],
       ['SAFETY', 'content_filter'],
       ['RECITATION', 'content_filter'],
-    ]) {
+    ] as const) {
       const reply = openaiToGemini.create(INIT).response({
         candidates: [{ content: { role: 'model', parts: [{ text: 'x' }] }, finishReason: reason }],
       }) as JsonObject;
-      assert.equal((reply.choices as JsonObject[])[0].finish_reason, expected);
+      assert.equal((reply.choices as JsonObject[])[0]!.finish_reason, expected);
     }
   });
 
@@ -182,7 +182,7 @@ describe('openai-to-gemini replies', () => {
       ...translator.streamEvent(undefined, call('B')),
     ];
     const deltas = events
-      .map((event) => ((parsed(event.data).choices as JsonObject[])[0].delta as JsonObject).tool_calls)
+      .map((event) => ((parsed(event.data).choices as JsonObject[])[0]!.delta as JsonObject).tool_calls)
       .filter((calls) => calls !== undefined)
       .flatMap((calls) => calls as JsonObject[]);
     assert.deepEqual(
@@ -202,7 +202,7 @@ describe('openai-to-gemini replies', () => {
       '{"error":{"code":500,"message":"boom","status":"INTERNAL"}}',
     );
     assert.equal(error.length, 1);
-    assert.deepEqual(parsed(error[0].data), {
+    assert.deepEqual(parsed(error[0]!.data), {
       error: { message: 'boom (request id: req_1)', type: 'server_error', code: 'internal' },
     });
     assert.deepEqual(translator.streamEnd(true), []);
