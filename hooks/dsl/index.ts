@@ -10,14 +10,10 @@ import { type CompileOptions, compileAst } from './compiler.ts';
 import { parse } from './parser.ts';
 import type { CompiledProvider, CompiledRule, DslDiagnostic, DslRegistries } from './types.ts';
 
+export { baseUrlEnvName, normalizeBaseUrl } from './compile-blocks.ts';
+export { resolveHookModule, USAGE_FIELDS } from './compile-body.ts';
 export type { CompileOptions } from './compiler.ts';
-export {
-  baseUrlEnvName,
-  normalizeBaseUrl,
-  resolveHookModule,
-  SYNTAX_VERSION,
-  USAGE_FIELDS,
-} from './compiler.ts';
+export { SYNTAX_VERSION } from './compiler.ts';
 export { compileJsonPath, jsonDelete, jsonGet, jsonSet, parseJsonPath } from './json-path.ts';
 export { parse } from './parser.ts';
 export { print } from './printer.ts';

@@ -1,0 +1,252 @@
+// The response side of a rule body (response, metrics, hook) and the body as a whole: which block
+// each directive opens, and a block written twice.
+
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { JsonValue } from '../../common/types.ts';
+import {
+  compileAuth,
+  compileRequest,
+  compileUpstream,
+  compileUpstreamConfig,
+  keyValue,
+} from './compile-blocks.ts';
+import {
+  BLOCK_DIRECTIVES,
+  type BlockName,
+  BODY_DIRECTIVES,
+  type BodyParts,
+  type CompileContext,
+} from './compile-context.ts';
+import type { DirectiveNode, Pos } from './parser.ts';
+import type { HookRef, MetricsOp, ResponseOp, UsageField } from './types.ts';
+
+export const USAGE_FIELDS: readonly UsageField[] = [
+  'input_tokens',
+  'output_tokens',
+  'total_tokens',
+  'cache_read_tokens',
+  'cache_creation_tokens',
+  'reasoning_tokens',
+];
+
+function compileResponse(cx: CompileContext, d: DirectiveNode, body: BodyParts): void {
+  const ops: ResponseOp[] = [];
+  let passthroughAt: Pos | undefined;
+  let mapAt: Pos | undefined;
+  for (const item of d.block?.directives ?? []) {
+    const op = responseOp(cx, item);
+    if (!op) {
+      body.failed = true;
+      continue;
+    }
+    if (op.op === 'resp_map') {
+      if (mapAt) {
+        cx.error(item.loc, `only one resp_map per rule (the first is at ${mapAt.line}:${mapAt.col})`);
+        body.failed = true;
+        continue;
+      }
+      mapAt = item.loc;
+    }
+    if (op.op === 'resp_passthrough') passthroughAt = item.loc;
+    ops.push(op);
+  }
+  if (passthroughAt && mapAt) {
+    cx.error(passthroughAt, 'resp_passthrough cannot be combined with resp_map');
+    body.failed = true;
+  }
+  body.response = ops;
+}
+function responseOp(cx: CompileContext, d: DirectiveNode): ResponseOp | undefined {
+  if (!BLOCK_DIRECTIVES.response.includes(d.name)) {
+    cx.unknownDirective(d, 'response', BLOCK_DIRECTIVES.response);
+    return undefined;
+  }
+  if (!cx.noBlock(d)) return undefined;
+  if (d.name === 'resp_passthrough') return cx.arity(d, []) ? { op: 'resp_passthrough' } : undefined;
+  if (d.name === 'resp_map') {
+    const args = cx.arity(d, ['translator']);
+    if (!args) return undefined;
+    const translator = cx.registryName(args[0], 'translator', cx.registries.translators);
+    return translator ? { op: 'resp_map', translator } : undefined;
+  }
+  const args = cx.arity(d, ['transform']);
+  if (!args) return undefined;
+  const transform = cx.registryName(args[0], 'transform', cx.registries.transforms);
+  return transform ? { op: 'sse_parse', transform } : undefined;
+}
+
+function compileMetrics(cx: CompileContext, d: DirectiveNode, body: BodyParts): void {
+  const ops: MetricsOp[] = [];
+  const fields = new Set<string>();
+  let presetAt: Pos | undefined;
+  for (const item of d.block?.directives ?? []) {
+    const op = metricsOp(cx, item);
+    if (!op) {
+      body.failed = true;
+      continue;
+    }
+    if (op.op === 'usage_extract') {
+      if (presetAt) {
+        cx.error(
+          item.loc,
+          `only one usage_extract per rule (the first is at ${presetAt.line}:${presetAt.col})`,
+        );
+        body.failed = true;
+        continue;
+      }
+      presetAt = item.loc;
+    } else {
+      if (fields.has(op.field)) {
+        cx.error(item.loc, `duplicate usage_path for ${op.field}`);
+        body.failed = true;
+        continue;
+      }
+      fields.add(op.field);
+    }
+    ops.push(op);
+  }
+  body.metrics = ops;
+}
+function metricsOp(cx: CompileContext, d: DirectiveNode): MetricsOp | undefined {
+  if (!BLOCK_DIRECTIVES.metrics.includes(d.name)) {
+    cx.unknownDirective(d, 'metrics', BLOCK_DIRECTIVES.metrics);
+    return undefined;
+  }
+  if (!cx.noBlock(d)) return undefined;
+  if (d.name === 'usage_extract') {
+    const args = cx.arity(d, ['preset']);
+    if (!args) return undefined;
+    const preset = cx.registryName(args[0], 'usage preset', cx.registries.usagePresets);
+    return preset ? { op: 'usage_extract', preset } : undefined;
+  }
+  const args = cx.arity(d, ['field', 'path']);
+  if (!args) return undefined;
+  const f = cx.name(args[0], 'the usage field');
+  const path = cx.jsonPath(args[1], false);
+  if (f && !(USAGE_FIELDS as readonly string[]).includes(f.value)) {
+    cx.error(f.loc, `unknown usage field ${JSON.stringify(f.value)} (known: ${USAGE_FIELDS.join(', ')})`);
+    return undefined;
+  }
+  return f && path ? { op: 'usage_path', field: f.value as UsageField, path } : undefined;
+}
+
+function compileHook(cx: CompileContext, d: DirectiveNode): HookRef | undefined {
+  const args = cx.arity(d, ['module path']);
+  if (!args) return undefined;
+  const s = cx.str(args[0], 'the hook module path');
+  if (!s) return undefined;
+  if (s.value.trim() === '') {
+    cx.error(s.loc, 'the hook module path must not be empty');
+    return undefined;
+  }
+  const options: Record<string, JsonValue> = {};
+  let ok = true;
+  for (const item of d.block?.directives ?? []) {
+    if (Object.hasOwn(options, item.name)) {
+      cx.error(item.loc, `duplicate hook option "${item.name}"`);
+      ok = false;
+      continue;
+    }
+    const arg = cx.noBlock(item) ? keyValue(cx, item) : undefined;
+    if (arg === undefined) {
+      ok = false;
+      continue;
+    }
+    const v = cx.literal(arg, false) as JsonValue | undefined;
+    if (v === undefined) ok = false;
+    else
+      Object.defineProperty(options, item.name, {
+        value: v,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+  }
+  if (!ok) return undefined;
+  try {
+    return { module: resolveHookModule(cx.file, s.value), options, loc: cx.loc(d.loc) };
+  } catch (e) {
+    cx.error(s.loc, `invalid hook module path: ${(e as Error).message}`);
+    return undefined;
+  }
+}
+
+export function compileBody(cx: CompileContext, block: DirectiveNode['block']): BodyParts {
+  const body: BodyParts = {
+    upstreamConfig: undefined,
+    auth: undefined,
+    request: undefined,
+    upstream: undefined,
+    response: undefined,
+    metrics: undefined,
+    hooks: undefined,
+    reqMapLoc: undefined,
+    baseUrlInvalid: false,
+    failed: false,
+  };
+  const seen = new Map<string, Pos>();
+  for (const d of block?.directives ?? []) {
+    if (d.name === 'hook') {
+      const h = compileHook(cx, d);
+      if (!h) body.failed = true;
+      else if (body.hooks) body.hooks.push(h);
+      else body.hooks = [h];
+      continue;
+    }
+    if (!(d.name in BLOCK_DIRECTIVES)) {
+      const where = BLOCK_DIRECTIVES;
+      const home = (Object.keys(where) as BlockName[]).find((b) => where[b].includes(d.name));
+      const hint = home ? `; put "${d.name}" inside a ${home} { } block` : '';
+      cx.error(d.loc, `unknown directive "${d.name}" (expected ${BODY_DIRECTIVES.join(', ')})${hint}`);
+      body.failed = true;
+      continue;
+    }
+    const first = seen.get(d.name);
+    if (first) {
+      cx.error(d.loc, `duplicate ${d.name} block (the first is at ${first.line}:${first.col})`);
+      body.failed = true;
+      continue;
+    }
+    seen.set(d.name, d.loc);
+    if (!cx.arity(d, []) || !cx.needBlock(d)) {
+      body.failed = true;
+      continue;
+    }
+    switch (d.name as BlockName) {
+      case 'upstream_config':
+        compileUpstreamConfig(cx, d, body);
+        break;
+      case 'auth':
+        compileAuth(cx, d, body);
+        break;
+      case 'request':
+        compileRequest(cx, d, body);
+        break;
+      case 'upstream':
+        compileUpstream(cx, d, body);
+        break;
+      case 'response':
+        compileResponse(cx, d, body);
+        break;
+      case 'metrics':
+        compileMetrics(cx, d, body);
+        break;
+    }
+  }
+  return body;
+}
+
+/**
+ * Resolves a hook module as written in a provider file: `./x.ts` and `../x.ts` relative to the file's
+ * folder, absolute paths and file: URLs as they are; a bare name (`my-hooks`) stays a package specifier
+ * for the loader to import.
+ */
+export function resolveHookModule(providerFile: string, spec: string): string {
+  if (spec.startsWith('file:')) return fileURLToPath(spec);
+  if (isAbsolute(spec)) return spec;
+  if (spec.startsWith('./') || spec.startsWith('../') || spec === '.' || spec === '..') {
+    return resolve(dirname(resolve(providerFile)), spec);
+  }
+  return spec;
+}

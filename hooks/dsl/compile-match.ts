@@ -1,0 +1,92 @@
+// A match block's head (api = "...", stream = true|false) and the rule it yields once its body is
+// merged with the provider's defaults.
+
+import { API_NAMES, type ApiName } from '../../common/types.ts';
+import type { BodyParts, CompileContext, MatchHead } from './compile-context.ts';
+import type { DirectiveNode } from './parser.ts';
+import type { CompiledRule } from './types.ts';
+
+export function compileMatchHead(cx: CompileContext, d: DirectiveNode): MatchHead {
+  let api: ApiName | undefined;
+  let stream: boolean | undefined;
+  let ok = true;
+  const seen = new Set<string>();
+  const args = d.args;
+  let k = 0;
+  while (k < args.length) {
+    const key = args[k]!;
+    if (key.kind !== 'word' || (key.value !== 'api' && key.value !== 'stream')) {
+      cx.error(key.loc, 'expected api = "<api>" or stream = true|false');
+      return { api, stream, ok: false };
+    }
+    const eq = args[k + 1];
+    const v = args[k + 2];
+    if (eq?.kind !== 'equals' || v === undefined) {
+      cx.error(eq?.loc ?? key.loc, `expected ${key.value} = <value>`);
+      return { api, stream, ok: false };
+    }
+    if (seen.has(key.value)) {
+      cx.error(key.loc, `duplicate "${key.value}" in match`);
+      ok = false;
+    }
+    seen.add(key.value);
+    if (key.value === 'api') {
+      if (v.kind !== 'string') {
+        cx.error(v.loc, 'api must be a string in double quotes');
+        ok = false;
+      } else if (!(API_NAMES as readonly string[]).includes(v.value)) {
+        cx.error(v.loc, `unknown api ${JSON.stringify(v.value)} (known: ${API_NAMES.join(', ')})`);
+        ok = false;
+      } else api = v.value as ApiName;
+    } else if (v.kind === 'word' && (v.value === 'true' || v.value === 'false')) {
+      stream = v.value === 'true';
+    } else {
+      cx.error(v.loc, 'stream must be true or false');
+      ok = false;
+    }
+    k += 3;
+  }
+  if (!seen.has('api')) {
+    cx.error(d.loc, 'match needs api = "<api>"');
+    ok = false;
+  }
+  return { api, stream, ok };
+}
+
+export function mergeRule(
+  cx: CompileContext,
+  d: DirectiveNode,
+  head: MatchHead,
+  body: BodyParts,
+  defaults: BodyParts | undefined,
+  envBaseUrl: string | undefined,
+): CompiledRule | undefined {
+  const def = defaults;
+  if (def?.reqMapLoc && body.reqMapLoc) {
+    const at = def.reqMapLoc;
+    cx.error(body.reqMapLoc, `only one req_map per rule (defaults already has one at ${at.line}:${at.col})`);
+    return undefined;
+  }
+  const baseUrl = envBaseUrl ?? body.upstreamConfig?.baseUrl ?? def?.upstreamConfig?.baseUrl;
+  if (baseUrl === undefined && !body.baseUrlInvalid && !def?.baseUrlInvalid) {
+    cx.error(
+      d.loc,
+      'no base_url for this rule: set upstream_config { base_url = "..."; } in the rule or in defaults',
+    );
+    return undefined;
+  }
+  if (!head.ok || body.failed || def?.failed || baseUrl === undefined || head.api === undefined)
+    return undefined;
+  return {
+    api: head.api,
+    stream: head.stream,
+    loc: cx.loc(d.loc),
+    upstreamConfig: { ...def?.upstreamConfig, ...body.upstreamConfig, baseUrl },
+    auth: body.auth ?? def?.auth ?? [],
+    request: [...(def?.request ?? []), ...(body.request ?? [])],
+    upstream: [...(def?.upstream ?? []), ...(body.upstream ?? [])],
+    response: body.response ?? def?.response ?? [],
+    metrics: body.metrics ?? def?.metrics ?? [],
+    hooks: body.hooks ?? def?.hooks ?? [],
+  };
+}
