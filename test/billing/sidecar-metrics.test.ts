@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import type { IngestResult } from '../../billing/billing-client.ts';
 import { openOutboxWriter } from '../../billing/outbox-writer.ts';
-import { startSidecar } from '../../billing/sidecar.ts';
+import { type Sidecar, startSidecar } from '../../billing/sidecar.ts';
 import { countWebhook, createSidecarMetrics, streamConsumerSources } from '../../billing/sidecar-metrics.ts';
 import type { UsageEvent } from '../../common/usage-event.ts';
 import { loadConfig } from '../../proxy/config/load.ts';
@@ -22,7 +22,13 @@ function sample(text: string, series: string): number | undefined {
 
 test('sidecar /metrics: deliveries ok / failed, dead letters, queue depth, webhooks', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'sidecar-metrics-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  let sidecar: Sidecar | undefined;
+  // One hook, in this order: t.after runs hooks in the order they were added, and a worker still
+  // running would write its checkpoint into a removed directory.
+  t.after(async () => {
+    await sidecar?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
   const file = join(dir, 'router.yaml');
   await writeFile(
     file,
@@ -60,8 +66,7 @@ billing:
     getBalance: () => Promise.reject(new Error('unused')),
     close: () => Promise.resolve(),
   };
-  const sidecar = await startSidecar(config, { client, worker: { watch: false, pollIntervalMs: 20 } });
-  t.after(() => sidecar.close());
+  sidecar = await startSidecar(config, { client, worker: { watch: false, pollIntervalMs: 20 } });
   await sidecar.worker?.waitForDrain();
 
   countWebhook('wallet.balance_changed', 'applied');
