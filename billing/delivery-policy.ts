@@ -54,3 +54,21 @@ export function backoffDelay(failures: number, baseMs: number, capMs: number, ra
 export function thrownFailure(message: string): IngestFailure {
   return { kind: 'retryable', status: undefined, code: 'client_error', message, unavailable: true };
 }
+
+/** Sleep `ms`, or less when `signal` aborts (stopping never waits out a retry delay). */
+export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted || ms <= 0) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+export function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,3 +1,5 @@
+// Over 400 lines: one delivery loop whose window, retries, replay and stop share the worker's state;
+// the policy both paths follow is billing/delivery-policy.ts.
 // Delivers the file-mode outbox to billing ingest, in order, at least once.
 //
 // Pipelining: up to `window` ingests are in flight, but the checkpoint only ever moves to the end of the
@@ -29,9 +31,11 @@ import {
   type ReplayReport,
 } from './dead-letter-file.ts';
 import {
+  abortableSleep,
   backoffDelay,
   classifyFailure,
   countsAsAttempt,
+  errorText,
   type FailureClass,
   thrownFailure,
 } from './delivery-policy.ts';
@@ -105,8 +109,6 @@ export interface DeliveryWorker {
   /** Lets the in-flight ingests end (or aborts them with abort: true), writes the checkpoint, closes. */
   stop(opts?: { abort?: boolean }): Promise<void>;
 }
-
-export { backoffDelay } from './delivery-policy.ts';
 
 // Events read past a head that is retried for a counted failure. Delivered ones keep only their position;
 // a crash re-sends them (the billing service deduplicates on Idempotency-Key).
@@ -552,26 +554,8 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
   } satisfies DeliveryWorker;
 }
 
-/** Sleep `ms`, or less when `signal` aborts (stopping never waits out a retry delay). */
-export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted || ms <= 0) return Promise.resolve();
-  return new Promise<void>((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
-
 function positionOf(item: OutboxItem): { segment: number; offset: number; end: number } {
   return item.kind === 'sealed'
     ? { segment: item.segment, offset: 0, end: 0 }
     : { segment: item.segment, offset: item.offset, end: item.end };
-}
-
-export function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

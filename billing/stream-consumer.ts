@@ -1,3 +1,5 @@
+// Over 400 lines: one delivery loop whose window, retries, replay and stop share the worker's state;
+// the policy both paths follow is billing/delivery-policy.ts.
 // Delivers the billing stream (shared-store mode) to billing ingest, at least once, with the delivery
 // semantics of the file-mode worker (billing/delivery-worker.ts):
 // - up to `window` ingests in flight; each entry is retried on its own with full-jitter exponential
@@ -33,13 +35,14 @@ import {
 } from '../store/redis-client.ts';
 import type { IngestResult } from './billing-client.ts';
 import {
+  abortableSleep,
   backoffDelay,
   classifyFailure,
   countsAsAttempt,
+  errorText,
   type FailureClass,
   thrownFailure,
 } from './delivery-policy.ts';
-import { abortableSleep, errorText } from './delivery-worker.ts';
 
 export interface StreamConsumerOptions {
   readonly store: StoreConfig;

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { IngestResult } from '../../billing/billing-client.ts';
+import { backoffDelay } from '../../billing/delivery-policy.ts';
 import {
-  backoffDelay,
   type DeliveryWorker,
   type DeliveryWorkerOptions,
   startDeliveryWorker,
