@@ -1,4 +1,4 @@
-// Over 400 lines: one delivery loop whose window, retries, replay and stop share the worker's state;
+// Over 400 lines: one delivery loop whose window, retries, reclaiming and stop share the consumer's state;
 // the policy both paths follow is billing/delivery-policy.ts.
 // Delivers the billing stream (shared-store mode) to billing ingest, at least once, with the delivery
 // semantics of the file-mode worker (billing/delivery-worker.ts):
