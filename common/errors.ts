@@ -3,8 +3,6 @@
 // `internal_error` with the request id and no internals. Bodies are shaped for the client's wire family
 // by the family's module (hooks/families), so each official SDK raises a proper error.
 
-import type { JsonObject, SseOut } from './types.ts';
-
 interface CatalogueEntry {
   readonly status: number;
   readonly type: string;
@@ -140,37 +138,6 @@ export function clip(text: string, max = 120): string {
 /** Coerce anything thrown into a catalogue error without leaking its message. */
 export function toGatewayError(err: unknown): GatewayError {
   return err instanceof GatewayError ? err : new GatewayError('internal_error');
-}
-
-/** Shapes the gateway's own errors for a client's wire family: the family registry supplies it. */
-export interface ErrorShaper {
-  body(format: string, err: GatewayError, requestId: string): JsonObject;
-  event(format: string, err: GatewayError, requestId: string): SseOut;
-}
-
-let shaper: ErrorShaper | undefined;
-
-/**
- * Called once by hooks/families/index.ts as it loads. Only until proxy/server.ts asks the registry
- * itself: the ground floor cannot import the families, which live above it.
- */
-export function setErrorShaper(registry: ErrorShaper): void {
-  shaper = registry;
-}
-
-function registeredShaper(): ErrorShaper {
-  if (shaper === undefined) throw new Error('no wire-family registry loaded (hooks/families/index.ts)');
-  return shaper;
-}
-
-/** The error body for a client of the given wire family (hooks/families/index.ts errorBody). */
-export function errorBody(format: string, err: GatewayError, requestId: string): JsonObject {
-  return registeredShaper().body(format, err, requestId);
-}
-
-/** The SSE event that ends a stream with an error (hooks/families/index.ts errorEvent). */
-export function errorEvent(format: string, err: GatewayError, requestId: string): SseOut {
-  return registeredShaper().event(format, err, requestId);
 }
 
 /** A loggable description of an error: name, code and message, never a stack of secrets. */

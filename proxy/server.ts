@@ -7,15 +7,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { splitBaseUrl } from '../common/base-url.ts';
-import {
-  clip,
-  describeError,
-  type ErrorCode,
-  errorBody,
-  errorEvent,
-  GatewayError,
-  toGatewayError,
-} from '../common/errors.ts';
+import { clip, describeError, type ErrorCode, GatewayError, toGatewayError } from '../common/errors.ts';
 import type {
   Hook,
   JsonObject,
@@ -26,8 +18,14 @@ import type {
   UpstreamRequest,
   WireFormat,
 } from '../common/types.ts';
-import { escapePathSegment } from '../hooks/dsl/template.ts';
 import type { CompiledRule } from '../hooks/dsl/types.ts';
+import {
+  carrierFamily,
+  errorBody,
+  errorEvent,
+  FORWARDED_REQUEST_HEADERS,
+  upstreamQuery,
+} from '../hooks/families/index.ts';
 import { clientErrorCode, type ParserError, rawErrorResponse } from './client-errors.ts';
 import { ConnectionGuard, fitToDescriptors, readNofile } from './connection-guard.ts';
 import { DELIVERED_TEXT_LIMIT, recordDelivered } from './metering.ts';
@@ -52,14 +50,6 @@ import {
   forwardableHeaders,
   type UpstreamResponse,
 } from './upstream.ts';
-
-/** Client headers forwarded upstream: protocol versions and betas; never credentials or cookies. */
-const FORWARDED_REQUEST_HEADERS = [
-  'anthropic-version',
-  'anthropic-beta',
-  'openai-beta',
-  'user-agent',
-] as const;
 
 /** JSON replies up to this size are observed before any byte is sent; larger ones stream but a byte. */
 const OBSERVE_FIRST_BYTES = 16 * 1024;
@@ -242,11 +232,10 @@ async function handle(
   res.setHeader('x-router-request-id', id);
   if (correlationId !== undefined) res.setHeader('x-router-correlation-id', correlationId);
 
-  const googleClient = req.headers['x-goog-api-key'] !== undefined || query.has('key');
   const route = resolveRoute(
     req.method ?? 'GET',
     path,
-    googleClient,
+    carrierFamily(req.headers, query),
     rt.config.billing.balanceEnforcement.webhookPath,
   );
   switch (route.kind) {
@@ -391,7 +380,7 @@ class Context implements RequestContext {
     this.query = query;
     this.headers = req.headers;
     this.model = route.pathModel;
-    this.stream = route.api === 'native.streamGenerateContent';
+    this.stream = route.pathStream === true;
   }
 
   get log(): RequestContext['log'] {
@@ -431,7 +420,7 @@ async function proxyRequest(
   path: string,
   query: URLSearchParams,
 ): Promise<void> {
-  const ctx = new Context(rt.log, route, req, id, upstreamPath(route, path), query);
+  const ctx = new Context(rt.log, route, req, id, route.upstreamPath ?? path, query);
   ctx.correlationId = correlationId;
   res.on('close', () => {
     if (!res.writableFinished) ctx.abort();
@@ -485,17 +474,6 @@ async function proxyRequest(
     completeNow();
     await done.promise;
   }
-}
-
-/**
- * The path as it goes upstream when no rule sets one: a Gemini-native path is rebuilt from its decoded
- * model, escaped as one segment, so percent-escapes in the client's path cannot add a query, a fragment
- * or a dot segment.
- */
-function upstreamPath(route: Extract<Route, { kind: 'proxy' }>, path: string): string {
-  if (route.pathModel === undefined || route.pathAction === undefined) return path;
-  const version = path.startsWith('/v1beta/') ? '/v1beta' : '/v1';
-  return `${version}/models/${escapePathSegment(route.pathModel)}:${route.pathAction}`;
 }
 
 function isConnectionReset(err: unknown): boolean {
@@ -694,7 +672,8 @@ function baseRequest(ctx: RequestContext, rule: CompiledRule): UpstreamRequest {
   // The client's query never reaches the upstream: it could carry the client's own key or steer the
   // upstream API; the rule's set_query ops add what the provider needs.
   const query = new URLSearchParams();
-  if (ctx.api === 'native.streamGenerateContent') query.set('alt', 'sse');
+  const needed = upstreamQuery(ctx.api);
+  if (needed !== undefined) for (const [name, value] of Object.entries(needed)) query.set(name, value);
   return { method: ctx.method, origin, path: prefix + ctx.path, query, headers, body };
 }
 

@@ -3,7 +3,7 @@
 // fields, translators) is read from here.
 
 import type { IncomingHttpHeaders } from 'node:http';
-import { type GatewayError, setErrorShaper } from '../../common/errors.ts';
+import type { GatewayError } from '../../common/errors.ts';
 import type { ApiName, JsonObject, SseOut } from '../../common/types.ts';
 import type { StreamTransformFactory } from '../transforms/types.ts';
 import type { TranslatorFactory } from '../translators/types.ts';
@@ -98,5 +98,3 @@ export const USAGE_FIELDS: ReadonlySet<string> = new Set(FAMILIES.flatMap((f) =>
 export function completionStyleUsage(format: string): boolean {
   return familyOf(format).completionStyleUsage;
 }
-
-setErrorShaper({ body: errorBody, event: errorEvent });
