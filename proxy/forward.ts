@@ -1,0 +1,153 @@
+// Sending a request upstream: the candidates in order, each rule's request ops, and the retry rule
+// (another candidate after a refusal or a connection failure, never after a reply has started).
+
+import type { ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { splitBaseUrl } from '../common/base-url.ts';
+import { describeError, GatewayError } from '../common/errors.ts';
+import type { RequestContext, UpstreamRequest } from '../common/types.ts';
+import type { CompiledRule } from '../hooks/dsl/types.ts';
+import { FORWARDED_REQUEST_HEADERS, upstreamQuery } from '../hooks/families/index.ts';
+import { runRewriteBody, runSelectTarget } from './pipeline.ts';
+import { relay } from './relay.ts';
+import type { RequestCompletion } from './request-completion.ts';
+import type { Context } from './request-context.ts';
+import type { Runtime } from './runtime.ts';
+import { classifyUpstreamError, type UpstreamResponse } from './upstream.ts';
+
+/** Pick a target, call it (retrying on the next candidate while nothing was sent) and relay the reply. */
+export async function forward(
+  rt: Runtime,
+  ctx: Context,
+  res: ServerResponse,
+  completion: RequestCompletion,
+): Promise<void> {
+  const choice = await runSelectTarget(rt.requestHooks, ctx);
+  if (choice === undefined || choice.candidates.length === 0) throw new GatewayError('provider_not_selected');
+  const attempts = Math.min(choice.candidates.length, rt.config.limits.maxRetries + 1);
+  let lastError: unknown;
+  for (let i = 0; i < attempts; i++) {
+    const candidate = choice.candidates[i]!;
+    const provider = rt.providers.get(candidate.provider);
+    if (provider === undefined) {
+      lastError = new GatewayError('unknown_provider', `Unknown provider '${candidate.provider}'`);
+      continue;
+    }
+    const rule = rt.matchRule(provider, ctx.api, ctx.stream);
+    if (rule === undefined) {
+      if (i === 0) {
+        throw new GatewayError(
+          'no_matching_rule',
+          `The provider '${candidate.provider}' has no rule for api '${ctx.api}' with stream=${ctx.stream}`,
+        );
+      }
+      continue;
+    }
+    ctx.provider = candidate.provider;
+    ctx.upstreamModel = candidate.upstreamModel;
+    const hooks = rt.ruleHooks(candidate.provider, rule);
+    const upstreamReq = await runRewriteBody(hooks.rewrite, ctx, baseRequest(ctx, rule));
+    const last = i === attempts - 1;
+    let upstreamRes: UpstreamResponse;
+    const t0 = performance.now();
+    try {
+      upstreamRes = await rt.upstream.send(upstreamReq, hooks.timeouts, ctx.cancellation);
+    } catch (err) {
+      if (ctx.clientAborted) {
+        completion.useRule(hooks);
+        return;
+      }
+      lastError = classifyUpstreamError(err);
+      ctx.log.warn(
+        { provider: candidate.provider, err: describeError(err), attempt: i + 1 },
+        'upstream call failed',
+      );
+      if (last) throw lastError;
+      continue;
+    }
+    ctx.upstreamTtfbMs = performance.now() - t0;
+    const status = upstreamRes.statusCode;
+    if (status === 401 || status === 403) {
+      // The upstream refused the operator's key, not the client's: its text (which may quote the key)
+      // stays in the gateway's log, and the client learns the provider is misconfigured.
+      ctx.log.warn(
+        {
+          provider: candidate.provider,
+          status,
+          reason: await upstreamErrorReason(upstreamRes),
+          attempt: i + 1,
+        },
+        "upstream refused the gateway's credentials",
+      );
+      lastError = new GatewayError('upstream_auth_failed');
+      if (last) throw lastError;
+      continue;
+    }
+    if ((status === 429 || status >= 500) && !last) {
+      ctx.log.warn(
+        { provider: candidate.provider, status, attempt: i + 1 },
+        'upstream refused; trying the next provider',
+      );
+      await upstreamRes.body.dump().catch(() => undefined);
+      continue;
+    }
+    completion.useRule(hooks);
+    await relay(ctx, hooks, upstreamRes, res, rt.metrics.activeStreams, completion);
+    return;
+  }
+  throw lastError ?? new GatewayError('provider_not_selected');
+}
+
+/** The error type or code of an upstream error body (never its message, which may quote the key). */
+async function upstreamErrorReason(up: UpstreamResponse): Promise<string | undefined> {
+  let raw: Buffer;
+  try {
+    raw = await up.body.readAll(64 * 1024);
+  } catch {
+    return undefined;
+  }
+  try {
+    const body = JSON.parse(raw.toString('utf8')) as { error?: Record<string, unknown> } | null;
+    const error = body?.error;
+    if (error === null || typeof error !== 'object') return undefined;
+    for (const field of ['code', 'type', 'status']) {
+      const value = error[field];
+      if (typeof value === 'string' && value.length <= 64) return value;
+    }
+  } catch {
+    // not JSON: no reason to report
+  }
+  return undefined;
+}
+
+/** The request as it would go upstream before any rule op: same path below the base URL's prefix. */
+function baseRequest(ctx: RequestContext, rule: CompiledRule): UpstreamRequest {
+  const { origin, prefix } = splitBaseUrl(rule.upstreamConfig.baseUrl);
+  const headers: Record<string, string> = { 'accept-encoding': 'identity' };
+  for (const name of FORWARDED_REQUEST_HEADERS) {
+    const value = ctx.headers[name];
+    if (typeof value === 'string') headers[name] = value;
+  }
+  let body: UpstreamRequest['body'];
+  if (ctx.body !== undefined) {
+    headers['content-type'] = 'application/json';
+    body = ctx.body;
+    // The registry's upstream model name replaces the client's (copy: the original stays for billing).
+    if (
+      typeof body.model === 'string' &&
+      ctx.upstreamModel !== undefined &&
+      ctx.upstreamModel !== body.model
+    ) {
+      body = { ...body, model: ctx.upstreamModel };
+    }
+  } else {
+    headers['content-type'] = ctx.headers['content-type'] ?? 'application/octet-stream';
+    body = ctx.rawBody.length > 0 ? ctx.rawBody : undefined;
+  }
+  // The client's query never reaches the upstream: it could carry the client's own key or steer the
+  // upstream API; the rule's set_query ops add what the provider needs.
+  const query = new URLSearchParams();
+  const needed = upstreamQuery(ctx.api);
+  if (needed !== undefined) for (const [name, value] of Object.entries(needed)) query.set(name, value);
+  return { method: ctx.method, origin, path: prefix + ctx.path, query, headers, body };
+}

@@ -1,0 +1,132 @@
+// One proxied request from its first byte to its completion: the context, the body read and checked,
+// the onRequest stage, the upstream leg, and the error reply in the client's shape.
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { describeError, GatewayError, toGatewayError } from '../common/errors.ts';
+import type { JsonObject, RequestContext } from '../common/types.ts';
+import { forward } from './forward.ts';
+import { MODEL_NAME_RULE, modelNameProblem } from './model-name.ts';
+import { runOnRequest } from './pipeline.ts';
+import { parseJsonBody, readBody, readMultipartFields } from './request-body.ts';
+import { RequestCompletion } from './request-completion.ts';
+import { Context } from './request-context.ts';
+import type { Route } from './routes.ts';
+import type { Runtime } from './runtime.ts';
+import { sendError, sendJson } from './send.ts';
+
+export async function proxyRequest(
+  rt: Runtime,
+  route: Extract<Route, { kind: 'proxy' }>,
+  req: IncomingMessage,
+  res: ServerResponse,
+  id: string,
+  correlationId: string | undefined,
+  path: string,
+  query: URLSearchParams,
+): Promise<void> {
+  const ctx = new Context(rt.log, route, req, id, route.upstreamPath ?? path, query);
+  ctx.correlationId = correlationId;
+  res.on('close', () => {
+    if (!res.writableFinished) ctx.abort();
+  });
+  // The request completes exactly once: just before the reply's last byte when it is served, or after
+  // the connection closes otherwise.
+  const completion = new RequestCompletion(rt, ctx);
+  try {
+    // A malformed body is answered only after authentication, so unauthenticated callers learn nothing.
+    const bodyError = await readRequest(rt, route, req, ctx);
+    const early = await runOnRequest(rt.requestHooks, ctx);
+    if (early.kind === 'respond') {
+      if (early.headers !== undefined)
+        for (const [k, v] of Object.entries(early.headers)) res.setHeader(k, v);
+      ctx.status = early.status;
+      sendJson(res, early.status, early.body);
+      return;
+    }
+    if (bodyError !== undefined) throw bodyError;
+    await forward(rt, ctx, res, completion);
+  } catch (err) {
+    const gwErr = toGatewayError(err);
+    if (err instanceof GatewayError) {
+      // answered below in the client's shape
+    } else if (ctx.clientAborted || req.destroyed || isConnectionReset(err)) {
+      // A client that goes away mid-request is ordinary traffic, not a gateway fault.
+      ctx.abort();
+      ctx.log.debug({ err: describeError(err) }, 'client went away');
+    } else {
+      ctx.log.error({ err: describeError(err) }, 'request failed');
+    }
+    ctx.error = { code: gwErr.code, message: gwErr.message };
+    if (!res.headersSent) {
+      ctx.status = gwErr.status;
+      // A request that reached a provider is reported even when it failed: its event goes on record
+      // before the error reply leaves, as a served reply's does (docs/billing.md "The guarantees").
+      const recorded = ctx.provider === undefined ? undefined : completion.complete();
+      if (recorded !== undefined) await recorded;
+      sendError(res, ctx.clientFormat, gwErr, id);
+    } else if (!res.writableEnded) {
+      res.end();
+    }
+  } finally {
+    if (!completion.started && !res.writableFinished && !res.destroyed) await onceClosed(res);
+    await completion.settled();
+  }
+}
+
+function isConnectionReset(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'EPIPE';
+}
+
+function onceClosed(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    if (res.writableFinished || res.destroyed) resolve();
+    else res.once('close', resolve);
+  });
+}
+
+async function readRequest(
+  rt: Runtime,
+  route: Extract<Route, { kind: 'proxy' }>,
+  req: IncomingMessage,
+  ctx: RequestContext,
+): Promise<GatewayError | undefined> {
+  ctx.rawBody = await readBody(req, rt.config.limits.maxBodyBytes, rt.config.limits.clientBodyTimeoutMs);
+  if (route.body === 'json') {
+    let body: JsonObject;
+    try {
+      body = parseJsonBody(route.api, ctx.rawBody, rt.config.limits.maxJsonDepth);
+    } catch (err) {
+      if (err instanceof GatewayError) return err;
+      throw err;
+    }
+    ctx.body = body;
+    if (ctx.model === undefined && typeof body.model === 'string') ctx.model = body.model;
+    if (body.stream === true) ctx.stream = true;
+    return modelError(ctx);
+  }
+  const contentType = req.headers['content-type'] ?? '';
+  if (!contentType.startsWith('multipart/form-data')) {
+    throw new GatewayError('unsupported_media_type', 'Expected a multipart/form-data body');
+  }
+  const fields = await readMultipartFields(contentType, ctx.rawBody);
+  ctx.model = fields.model;
+  ctx.stream = fields.stream;
+  return modelError(ctx);
+}
+
+/**
+ * A model name outside the documented shape is refused before it is routed, priced, logged or rendered
+ * into an upstream path; ctx.model is cleared so nothing after this keeps the client's string.
+ */
+function modelError(ctx: RequestContext): GatewayError | undefined {
+  if (ctx.model === undefined) return undefined;
+  const problem = modelNameProblem(ctx.model);
+  if (problem === undefined) return undefined;
+  ctx.model = undefined;
+  return new GatewayError(
+    'invalid_model',
+    `The model name is not valid: ${problem}. ${MODEL_NAME_RULE}`,
+    'model',
+  );
+}

@@ -1,0 +1,120 @@
+// Relaying an upstream event stream: raw bytes when every response hook only observes, the hooks'
+// events otherwise (a chunk they passed on unchanged still goes out as received), and an error event
+// in the client's shape when the upstream fails mid-stream.
+
+import type { ServerResponse } from 'node:http';
+import { describeError, GatewayError } from '../common/errors.ts';
+import type { RequestContext, ResponseHead, ResponsePart } from '../common/types.ts';
+import { errorEvent } from '../hooks/families/index.ts';
+import { DELIVERED_TEXT_LIMIT, recordDelivered } from './metering.ts';
+import { runResponseChunk, runResponseEnd } from './pipeline.ts';
+import type { RequestCompletion } from './request-completion.ts';
+import type { RuleHooks } from './runtime.ts';
+import { write } from './send.ts';
+import { endsWithBlankLine, type SseEvent, SseReader, serializeEvent } from './sse.ts';
+import { classifyUpstreamError, type UpstreamResponse } from './upstream.ts';
+
+export async function relayStream(
+  ctx: RequestContext,
+  hooks: RuleHooks,
+  up: UpstreamResponse,
+  res: ServerResponse,
+  head: ResponseHead,
+  completion: RequestCompletion,
+): Promise<void> {
+  head.headers['content-type'] ??= 'text/event-stream';
+  head.headers['cache-control'] = 'no-cache';
+  head.headers['x-accel-buffering'] = 'no';
+  res.writeHead(head.status, head.headers);
+  res.flushHeaders();
+  ctx.responseStarted = true;
+  const passthrough = hooks.observeOnly;
+  const keep = { bytes: hooks.keepDelivered ? 0 : DELIVERED_TEXT_LIMIT };
+  // Transform mode: the events the hooks gave out for the current chunk; serialized only when the chunk
+  // cannot go out as received (see the loop).
+  const held: SseEvent[] = [];
+  let unchanged = true;
+  const emit = (parts: readonly ResponsePart[]) => {
+    for (const part of parts) {
+      if (part.type !== 'event') continue;
+      if (!passthrough) held.push(part);
+      if (keep.bytes < DELIVERED_TEXT_LIMIT) recordDelivered(ctx, part.data, keep);
+    }
+  };
+  const serializeHeld = (): string => {
+    let text = '';
+    for (const ev of held) text += serializeEvent(ev);
+    held.length = 0;
+    return text;
+  };
+  const reader = new SseReader((ev) => {
+    const part: ResponsePart = { type: 'event', event: ev.event, data: ev.data };
+    const parts = runResponseChunk(hooks.response, ctx, [part]);
+    // Hooks hand an event on unchanged as its own part object (provider-rule.ts, observers).
+    if (parts.length !== 1 || parts[0] !== part) unchanged = false;
+    emit(parts);
+  });
+  // In transform mode a chunk still goes out as the bytes received when serializing could not change
+  // it: the stream was at an event boundary before the chunk and is again at its end (it ends with a
+  // blank line), so its bytes are exactly the events it completed, and the hooks passed every one of
+  // them on as it came (nothing dropped, added or changed). That is most chunks of a stream (the usage
+  // strip drops one event), and they skip building and encoding a string per event. Comment lines
+  // (`: keep-alive`) and id/retry fields in such a chunk reach the client as sent; a chunk that starts
+  // or ends mid-event, or in which a hook changed anything, is serialized from the hooks' output.
+  let atBoundary = true;
+  try {
+    for await (const chunk of up.body) {
+      if (chunk.length === 0) continue;
+      if (passthrough) {
+        const pending = write(res, chunk);
+        reader.push(chunk);
+        if (pending !== undefined) await pending;
+      } else {
+        const fromBoundary = atBoundary;
+        unchanged = true;
+        reader.push(chunk);
+        atBoundary = endsWithBlankLine(chunk);
+        let data: Uint8Array | string;
+        if (fromBoundary && atBoundary && unchanged) {
+          held.length = 0;
+          data = chunk;
+        } else {
+          data = serializeHeld();
+        }
+        if (data.length > 0) {
+          const pending = write(res, data);
+          if (pending !== undefined) await pending;
+        }
+      }
+    }
+    reader.end();
+  } catch (err) {
+    if (ctx.clientAborted) return;
+    const gwErr = classifyUpstreamError(err);
+    ctx.error = {
+      code: gwErr instanceof GatewayError ? gwErr.code : 'upstream_unreachable',
+      message: 'upstream stream failed',
+    };
+    ctx.log.warn({ provider: ctx.provider, err: describeError(err) }, 'upstream stream failed mid-way');
+  }
+  if (ctx.clientAborted) return;
+  const before = held.length;
+  emit(runResponseEnd(hooks.response, ctx));
+  const ended = held.length > before;
+  let out = serializeHeld();
+  if (passthrough && ctx.error !== undefined) {
+    out += `\n\n${serializeEvent(errorEvent(ctx.clientFormat, streamFailure(ctx), ctx.id))}`;
+  } else if (ctx.error !== undefined && !ended) {
+    out += serializeEvent(errorEvent(ctx.clientFormat, streamFailure(ctx), ctx.id));
+  }
+  if (out !== '') res.write(out);
+  // Clients (and SDKs) see the stream as over only when the response ends: complete first.
+  await completion.endReply(res);
+}
+
+function streamFailure(ctx: RequestContext): GatewayError {
+  return new GatewayError(
+    ctx.error?.code === 'upstream_timeout' ? 'upstream_timeout' : 'upstream_unreachable',
+    'The upstream stream failed before it completed',
+  );
+}
