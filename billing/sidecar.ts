@@ -109,11 +109,7 @@ export async function startSidecar(
             pending: await worker.pending(),
             dead_lettered: disk.deadLettered,
             quarantined: disk.quarantined,
-            delivered: c.delivered,
-            failed_attempts: c.failedAttempts,
-            in_flight: c.inFlight,
-            last_error_code: c.lastError?.code ?? null,
-            last_error_at: c.lastError?.at ?? null,
+            ...deliveryCounters(c),
           };
         }
         if (consumer) {
@@ -125,12 +121,8 @@ export async function startSidecar(
             pending: s?.pending ?? null,
             claimed: s?.claimed ?? null,
             dead_lettered: s?.deadLetter ?? null,
-            delivered: c.delivered,
-            failed_attempts: c.failedAttempts,
             reclaimed: c.reclaimed,
-            in_flight: c.inFlight,
-            last_error_code: c.lastError?.code ?? null,
-            last_error_at: c.lastError?.at ?? null,
+            ...deliveryCounters(c),
           };
         }
         sendJson(res, closing ? 503 : 200, body);
@@ -218,4 +210,20 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
+}
+
+/** The counters both delivery paths report in /readyz. */
+function deliveryCounters(c: {
+  delivered: number;
+  failedAttempts: number;
+  inFlight: number;
+  lastError: { code: string; at: string } | undefined;
+}): Record<string, unknown> {
+  return {
+    delivered: c.delivered,
+    failed_attempts: c.failedAttempts,
+    in_flight: c.inFlight,
+    last_error_code: c.lastError?.code ?? null,
+    last_error_at: c.lastError?.at ?? null,
+  };
 }
