@@ -4,8 +4,8 @@
 
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
+import type { FromSchema } from 'json-schema-to-ts';
 import type {
-  AccessKeyMode,
   BillingConfig,
   HookConfig,
   KeysConfig,
@@ -17,83 +17,13 @@ import type {
 import type { JsonValue } from '../../common/types.ts';
 import type { Env } from './interpolate.ts';
 import { parseListenAddress } from './listen.ts';
+import type { ROUTER_CONFIG_SCHEMA } from './schema-const.ts';
 
-// The shape of the main file after schema validation with defaults filled in.
-export interface RawConfig {
-  listen: string;
-  providers_dir: string;
-  models?: string;
-  keys?: string;
-  pricing?: string | string[];
-  master_key?: string;
-  limits: {
-    max_body_bytes: number;
-    upstream_connect_timeout_ms: number;
-    upstream_headers_timeout_ms: number;
-    upstream_body_timeout_ms: number;
-    max_retries: number;
-    drain_timeout_ms: number;
-    client_header_timeout_ms: number;
-    client_body_timeout_ms: number;
-    keepalive_timeout_ms: number;
-    max_connections: number;
-    max_header_bytes: number;
-    max_json_depth: number;
-  };
-  request_id: { trusted_sources: string[] };
-  log: { level: RouterConfig['log']['level'] };
-  hooks: { module: string; options: Record<string, JsonValue> }[];
-  sidecar: { enabled: boolean; webhook_wait_ms: number };
-  billing: {
-    enabled: boolean;
-    base_url?: string;
-    project_id?: string;
-    api_key?: string;
-    extractor_rule_set_id?: string;
-    source: string;
-    outbox_dir?: string;
-    state_dir?: string;
-    request_timeout_ms: number;
-    retry_interval_ms: number;
-    max_retry_interval_ms: number;
-    delivery_linger_ms: number;
-    max_attempts: number;
-    only_billable_success: boolean;
-    subject_type: string;
-    fallback_subject_id: string;
-    listen: string;
-    balance_enforcement: {
-      enabled: boolean;
-      currency: string;
-      failure_mode: 'closed' | 'open';
-      request_timeout_ms: number;
-      webhook_path: string;
-      webhook_secret?: string;
-      timestamp_tolerance_s: number;
-      cache_ttl_ms: number;
-      denied_cache_ttl_ms: number;
-      webhook_max_body_bytes: number;
-    };
-  };
-  store: {
-    enabled: boolean;
-    addr?: string;
-    username?: string;
-    password?: string;
-    tls: boolean;
-    key_prefix: string;
-    operation_timeout_ms: number;
-    view_cache_ms: number;
-    access_key_mode: AccessKeyMode;
-    billing_stream: string;
-    billing_consumer_group: string;
-    billing_consumer_name: string;
-    billing_max_attempts: number;
-    access_key_hash_secret?: string;
-    previous_access_key_hash_secret?: string;
-    reclaim_idle_ms: number;
-  };
-}
+/**
+ * The main file after schema validation, defaults filled in, as a type derived from the JSON Schema
+ * itself: a key the schema renames, removes or retypes is a type error in the mapping below.
+ */
+export type RawConfig = FromSchema<typeof ROUTER_CONFIG_SCHEMA>;
 
 /** Module paths starting with `.` or `/` are files next to the configuration; others are packages. */
 function resolveModule(dir: string, module: string): string {
@@ -189,7 +119,8 @@ export function toConfig(
     raw.pricing === undefined ? [] : typeof raw.pricing === 'string' ? [raw.pricing] : raw.pricing;
   const hooks: HookConfig[] = raw.hooks.map((hook) => ({
     module: resolveModule(dir, hook.module),
-    options: hook.options,
+    // YAML gives JSON values only; the schema leaves the options of a hook open.
+    options: hook.options as Readonly<Record<string, JsonValue>>,
   }));
   return {
     file,

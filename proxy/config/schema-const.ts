@@ -1,0 +1,502 @@
+// Generated from proxy/config/schema.json by `npm run gen:config-schema`; do not edit.
+
+export const ROUTER_CONFIG_SCHEMA = {
+  "$schema": "http://json-schema.org/draft-07/schema#",
+  "$id": "https://llm-router-gateway.dev/schemas/router.schema.json",
+  "title": "LLM router gateway: main configuration (router.yaml)",
+  "description": "Main configuration file of the gateway (`router -c router.yaml`). Relative paths are resolved against the folder of this file. String values may use ${ENV} and ${ENV:-default}. ROUTER_* environment variables override the file. See docs/configuration.md.",
+  "type": "object",
+  "additionalProperties": false,
+  "properties": {
+    "listen": {
+      "type": "string",
+      "description": "Address the gateway listens on, \"host:port\". Env ROUTER_LISTEN.",
+      "default": "127.0.0.1:8080",
+      "pattern": "^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9.-]*):[0-9]{1,5}$",
+      "patternErrorMessage": "must be \"host:port\" (for example \"127.0.0.1:8080\" or \"[::1]:8080\")",
+      "examples": [
+        "127.0.0.1:8080",
+        "0.0.0.0:8080"
+      ]
+    },
+    "providers_dir": {
+      "type": "string",
+      "description": "Folder holding one `<provider>.conf` file per upstream provider (file name = provider name).",
+      "default": "./providers",
+      "minLength": 1
+    },
+    "models": {
+      "type": "string",
+      "description": "Path of the model registry file (models.yaml): which providers serve which client model ids. Without it only requests carrying `x-router-provider` can be routed.",
+      "minLength": 1
+    },
+    "keys": {
+      "type": "string",
+      "description": "Path of the keys file (access keys of clients and upstream provider keys). Optional: keys can also come from ROUTER_ACCESS_KEY_<NAME> and ROUTER_PROVIDER_<NAME>_API_KEY.",
+      "minLength": 1
+    },
+    "pricing": {
+      "type": [
+        "string",
+        "array"
+      ],
+      "description": "Pricing file or list of pricing files (USD per 1M tokens per provider/model) used to price usage events.",
+      "minLength": 1,
+      "items": {
+        "type": "string",
+        "minLength": 1,
+        "description": "Path of one pricing file."
+      }
+    },
+    "master_key": {
+      "type": "string",
+      "description": "Administrative client key: accepted on every endpoint; requests made with it are billed to billing.fallback_subject_id. Env ROUTER_MASTER_KEY. Secret.",
+      "minLength": 1
+    },
+    "limits": {
+      "type": "object",
+      "description": "Request size and upstream timing limits.",
+      "additionalProperties": false,
+      "default": {},
+      "properties": {
+        "max_body_bytes": {
+          "type": "integer",
+          "description": "Largest request body accepted; larger requests get 413.",
+          "default": 10485760,
+          "minimum": 1
+        },
+        "upstream_connect_timeout_ms": {
+          "type": "integer",
+          "description": "Time allowed to open the upstream connection.",
+          "default": 5000,
+          "minimum": 1
+        },
+        "upstream_headers_timeout_ms": {
+          "type": "integer",
+          "description": "Time until the upstream response headers arrive; exceeded -> 504.",
+          "default": 60000,
+          "minimum": 1
+        },
+        "upstream_body_timeout_ms": {
+          "type": "integer",
+          "description": "Longest silence between two upstream body chunks; exceeded -> 504 (or an error event on a stream).",
+          "default": 300000,
+          "minimum": 1
+        },
+        "max_retries": {
+          "type": "integer",
+          "description": "Further providers tried after the first one on connect error, 429 or 5xx, before any byte went to the client.",
+          "default": 1,
+          "minimum": 0,
+          "maximum": 10
+        },
+        "drain_timeout_ms": {
+          "type": "integer",
+          "description": "Time in-flight requests get to finish after SIGTERM.",
+          "default": 30000,
+          "minimum": 0
+        },
+        "client_header_timeout_ms": {
+          "type": "integer",
+          "description": "Time a client gets to send a request's headers, from its first byte (or from the connection for the first request); exceeded -> 408 and the connection is closed.",
+          "default": 30000,
+          "minimum": 1
+        },
+        "client_body_timeout_ms": {
+          "type": "integer",
+          "description": "Longest silence between two chunks of a request body; exceeded -> 408 and the connection is closed.",
+          "default": 30000,
+          "minimum": 1
+        },
+        "keepalive_timeout_ms": {
+          "type": "integer",
+          "description": "How long an idle keep-alive client connection stays open between two requests.",
+          "default": 65000,
+          "minimum": 1
+        },
+        "max_connections": {
+          "type": "integer",
+          "description": "Open client connections per process. At the cap, the connection idle for longest (no request in flight) is closed to admit a new one; when none is idle the new one is refused. Lowered at start-up to fit the file-descriptor limit.",
+          "default": 20000,
+          "minimum": 1
+        },
+        "max_header_bytes": {
+          "type": "integer",
+          "description": "Largest request line plus headers; larger -> 431 (414 when the URL alone is too long).",
+          "default": 16384,
+          "minimum": 1024
+        },
+        "max_json_depth": {
+          "type": "integer",
+          "description": "Deepest nesting of arrays and objects accepted in a JSON request body; deeper -> 400.",
+          "default": 128,
+          "minimum": 8,
+          "maximum": 1000
+        }
+      }
+    },
+    "request_id": {
+      "type": "object",
+      "description": "Which request ids billing trusts (docs/billing.md \"Request ids\").",
+      "additionalProperties": false,
+      "default": {},
+      "properties": {
+        "trusted_sources": {
+          "type": "array",
+          "description": "Peer addresses or CIDR ranges (e.g. the ingress) whose X-Router-Request-Id becomes the billing id. They must send a unique id per request. From any other peer the gateway makes its own id and keeps the caller's as a correlation id.",
+          "items": {
+            "type": "string",
+            "description": "An IPv4 or IPv6 address, or a CIDR range."
+          },
+          "default": [],
+          "examples": [
+            [
+              "127.0.0.1",
+              "10.0.0.0/8"
+            ]
+          ]
+        }
+      }
+    },
+    "log": {
+      "type": "object",
+      "description": "Logging.",
+      "additionalProperties": false,
+      "default": {},
+      "properties": {
+        "level": {
+          "type": "string",
+          "description": "pino log level. Env ROUTER_LOG_LEVEL.",
+          "enum": [
+            "trace",
+            "debug",
+            "info",
+            "warn",
+            "error",
+            "fatal",
+            "silent"
+          ],
+          "default": "info"
+        }
+      }
+    },
+    "hooks": {
+      "type": "array",
+      "description": "Custom hook modules, run after the built-in hooks in the order listed.",
+      "default": [],
+      "items": {
+        "type": "object",
+        "description": "One custom hook module.",
+        "additionalProperties": false,
+        "required": [
+          "module"
+        ],
+        "properties": {
+          "module": {
+            "type": "string",
+            "description": "Module path (relative to this file when it starts with \".\" ) or package name.",
+            "minLength": 1
+          },
+          "options": {
+            "type": "object",
+            "description": "Free-form options passed to the module once per configuration load.",
+            "default": {}
+          }
+        }
+      }
+    },
+    "sidecar": {
+      "type": "object",
+      "description": "The billing sidecar (router-billing).",
+      "additionalProperties": false,
+      "default": {},
+      "properties": {
+        "enabled": {
+          "type": "boolean",
+          "description": "Whether `router` starts `router-billing` as a supervised child process (`--no-sidecar` turns it off).",
+          "default": true
+        },
+        "webhook_wait_ms": {
+          "type": "integer",
+          "description": "How long a webhook sent to the gateway's port waits for a supervised sidecar that is starting or restarting before it is answered 503.",
+          "default": 5000,
+          "minimum": 0
+        }
+      }
+    },
+    "billing": {
+      "type": "object",
+      "description": "Usage reporting to the billing service (Meterry).",
+      "additionalProperties": false,
+      "default": {},
+      "properties": {
+        "enabled": {
+          "type": "boolean",
+          "description": "Turns billing on. Env ROUTER_BILLING_ENABLED.",
+          "default": false
+        },
+        "base_url": {
+          "type": "string",
+          "description": "Billing API address (the API host, not the portal host). http or https. Env ROUTER_BILLING_BASE_URL.",
+          "examples": [
+            "https://api.meterry.example"
+          ]
+        },
+        "project_id": {
+          "type": "string",
+          "description": "Billing project id. Env ROUTER_BILLING_PROJECT_ID."
+        },
+        "api_key": {
+          "type": "string",
+          "description": "Billing API key with scope usage:ingest (and wallet read when balance enforcement is on). Env ROUTER_BILLING_API_KEY. Secret."
+        },
+        "extractor_rule_set_id": {
+          "type": "string",
+          "description": "Published extractor rule set id. Env ROUTER_BILLING_EXTRACTOR_RULE_SET_ID."
+        },
+        "source": {
+          "type": "string",
+          "description": "Value of the usage event `source` field.",
+          "default": "router",
+          "minLength": 1
+        },
+        "outbox_dir": {
+          "type": "string",
+          "description": "Directory of the pending-event file events.jsonl and delivery state (file mode). Env ROUTER_BILLING_OUTBOX_DIR. Default: $XDG_STATE_HOME/llm-router/outbox, or ~/.local/state/llm-router/outbox when XDG_STATE_HOME is unset.",
+          "minLength": 1
+        },
+        "state_dir": {
+          "type": "string",
+          "description": "Directory of the subject state (subjects.json) and processed webhook ids (file mode). Env ROUTER_BILLING_STATE_DIR. Default: $XDG_STATE_HOME/llm-router/state, or ~/.local/state/llm-router/state when XDG_STATE_HOME is unset.",
+          "minLength": 1
+        },
+        "request_timeout_ms": {
+          "type": "integer",
+          "description": "Delivery (ingest) request timeout.",
+          "default": 3000,
+          "minimum": 1
+        },
+        "retry_interval_ms": {
+          "type": "integer",
+          "description": "Retry interval of a failed delivery: the first wait of the retry backoff.",
+          "default": 1000,
+          "minimum": 1
+        },
+        "max_retry_interval_ms": {
+          "type": "integer",
+          "description": "Upper bound of the retry backoff.",
+          "default": 60000,
+          "minimum": 1
+        },
+        "delivery_linger_ms": {
+          "type": "integer",
+          "description": "When new events arrive while the sidecar is idle, it waits this long before reading them, so a busy gateway's events are read and sent in batches instead of one wake-up per event. Adds at most this much to delivery latency; a backlog is read without waiting. 0 reads at once.",
+          "default": 20,
+          "minimum": 0,
+          "maximum": 10000
+        },
+        "max_attempts": {
+          "type": "integer",
+          "description": "Delivery attempts before an event is dead-lettered (file mode; store mode uses store.billing_max_attempts).",
+          "default": 10,
+          "minimum": 1
+        },
+        "only_billable_success": {
+          "type": "boolean",
+          "description": "When true, only 2xx model requests are reported.",
+          "default": false
+        },
+        "subject_type": {
+          "type": "string",
+          "description": "Billing subject type of usage events (the access key maps to the subject id).",
+          "default": "api_key",
+          "minLength": 1
+        },
+        "fallback_subject_id": {
+          "type": "string",
+          "description": "Subject id for master-key requests and requests with no matching access key.",
+          "default": ""
+        },
+        "listen": {
+          "type": "string",
+          "description": "Address of the sidecar (health, billing webhook), \"host:port\". Env ROUTER_BILLING_LISTEN.",
+          "default": "127.0.0.1:8081",
+          "pattern": "^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9.-]*):[0-9]{1,5}$",
+          "patternErrorMessage": "must be \"host:port\" (for example \"127.0.0.1:8080\" or \"[::1]:8080\")",
+          "examples": [
+            "127.0.0.1:8081",
+            "0.0.0.0:8080"
+          ]
+        },
+        "balance_enforcement": {
+          "type": "object",
+          "description": "Wallet balance pre-check before a request is served.",
+          "additionalProperties": false,
+          "default": {},
+          "properties": {
+            "enabled": {
+              "type": "boolean",
+              "description": "Turns the balance pre-check on (requires billing.enabled and a webhook_secret). Env ROUTER_BILLING_BALANCE_ENABLED.",
+              "default": false
+            },
+            "currency": {
+              "type": "string",
+              "description": "Wallet currency. Env ROUTER_BILLING_BALANCE_CURRENCY.",
+              "default": "USD",
+              "minLength": 1
+            },
+            "failure_mode": {
+              "type": "string",
+              "description": "What happens when the balance lookup fails: closed = answer 503 billing_unavailable, open = serve the request. Env ROUTER_BILLING_BALANCE_FAILURE_MODE.",
+              "enum": [
+                "closed",
+                "open"
+              ],
+              "default": "closed"
+            },
+            "request_timeout_ms": {
+              "type": "integer",
+              "description": "Balance lookup timeout. Env ROUTER_BILLING_BALANCE_REQUEST_TIMEOUT_MS.",
+              "default": 1000,
+              "minimum": 1
+            },
+            "webhook_path": {
+              "type": "string",
+              "description": "Path of the inbound billing webhook on the sidecar. Env ROUTER_BILLING_WEBHOOK_PATH.",
+              "default": "/internal/billing/webhook",
+              "pattern": "^/",
+              "patternErrorMessage": "must start with \"/\""
+            },
+            "webhook_secret": {
+              "type": "string",
+              "description": "Webhook signing secret (HMAC-SHA256). Env ROUTER_BILLING_WEBHOOK_SECRET. Secret."
+            },
+            "timestamp_tolerance_s": {
+              "type": "integer",
+              "description": "Largest accepted age of a webhook timestamp, in seconds.",
+              "default": 300,
+              "minimum": 1
+            },
+            "cache_ttl_ms": {
+              "type": "integer",
+              "description": "How long an allowed (balance > 0) answer is cached.",
+              "default": 5000,
+              "minimum": 0
+            },
+            "denied_cache_ttl_ms": {
+              "type": "integer",
+              "description": "How long a denied (balance <= 0) answer is cached.",
+              "default": 1000,
+              "minimum": 0
+            },
+            "webhook_max_body_bytes": {
+              "type": "integer",
+              "description": "Largest webhook body accepted.",
+              "default": 1048576,
+              "minimum": 1
+            }
+          }
+        }
+      }
+    },
+    "store": {
+      "type": "object",
+      "description": "Shared store (Redis) for running several instances.",
+      "additionalProperties": false,
+      "default": {},
+      "properties": {
+        "enabled": {
+          "type": "boolean",
+          "description": "Turns shared-store mode on. Env ROUTER_STORE_ENABLED.",
+          "default": false
+        },
+        "addr": {
+          "type": "string",
+          "description": "Single endpoint URL, redis:// or rediss://. Env ROUTER_STORE_ADDR.",
+          "pattern": "^rediss?://.+",
+          "patternErrorMessage": "must be a redis:// or rediss:// URL",
+          "examples": [
+            "redis://127.0.0.1:6379"
+          ]
+        },
+        "username": {
+          "type": "string",
+          "description": "Store user name (ACL). Env ROUTER_STORE_USERNAME."
+        },
+        "password": {
+          "type": "string",
+          "description": "Store password. Env ROUTER_STORE_PASSWORD. Secret."
+        },
+        "tls": {
+          "type": "boolean",
+          "description": "Use TLS (also implied by a rediss:// address).",
+          "default": false
+        },
+        "key_prefix": {
+          "type": "string",
+          "description": "Namespace prefix of every key, identical on all instances. Env ROUTER_STORE_KEY_PREFIX.",
+          "default": "router:"
+        },
+        "operation_timeout_ms": {
+          "type": "integer",
+          "description": "Timeout of one store operation.",
+          "default": 500,
+          "minimum": 1
+        },
+        "view_cache_ms": {
+          "type": "integer",
+          "description": "How long the gateway may keep an access-key / subject-state / cached-balance read in process. Redis pushes every change of those keys (CLIENT TRACKING), so entries are dropped when they change; this is only the upper bound. 0 reads the store on every request.",
+          "default": 2000,
+          "minimum": 0
+        },
+        "access_key_mode": {
+          "type": "string",
+          "description": "Where access keys are looked up: redis_preferred (store, then keys file; store down -> 503), redis_only, file_only.",
+          "enum": [
+            "redis_preferred",
+            "redis_only",
+            "file_only"
+          ],
+          "default": "redis_preferred"
+        },
+        "billing_stream": {
+          "type": "string",
+          "description": "Name of the usage-event stream.",
+          "default": "billing:events",
+          "minLength": 1
+        },
+        "billing_consumer_group": {
+          "type": "string",
+          "description": "Consumer group of the billing stream, the same on all instances.",
+          "default": "router-billing",
+          "minLength": 1
+        },
+        "billing_consumer_name": {
+          "type": "string",
+          "description": "Consumer name, unique per process; empty = generated from hostname and process id.",
+          "default": ""
+        },
+        "billing_max_attempts": {
+          "type": "integer",
+          "description": "Delivery attempts before a stream entry is moved to the dead-letter stream.",
+          "default": 10,
+          "minimum": 1
+        },
+        "access_key_hash_secret": {
+          "type": "string",
+          "description": "HMAC secret for stored access-key hashes, identical on all instances. Env ROUTER_ACCESS_KEY_HASH_SECRET. Secret."
+        },
+        "previous_access_key_hash_secret": {
+          "type": "string",
+          "description": "The hash secret being rotated away from, during a rotation window only: a key found under its hash is re-hashed with access_key_hash_secret when used. Identical on all instances. Env ROUTER_ACCESS_KEY_PREVIOUS_HASH_SECRET. Secret."
+        },
+        "reclaim_idle_ms": {
+          "type": "integer",
+          "description": "Idle time after which another consumer reclaims a pending stream entry.",
+          "default": 30000,
+          "minimum": 1
+        }
+      }
+    }
+  }
+} as const;
