@@ -17,6 +17,7 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { StoreConfig } from '../common/config-types.ts';
+import { sharedByKey } from '../common/shared-by-key.ts';
 import type { UsageEvent } from '../common/usage-event.ts';
 import { closeRedisClient, createKeyLayout, createRedisClient, type Redis } from '../store/redis-client.ts';
 import { SPOOL_DIR } from './outbox/layout.ts';
@@ -256,38 +257,17 @@ async function closeSources(sources: readonly Source[]): Promise<void> {
  * One spool per directory and process, shared by the runtimes of reloads (and by gateways started in the
  * same process); it closes when the last user releases it.
  */
-const shared = new Map<string, { spool: Promise<EventSpool>; users: number }>();
+const acquireShared = sharedByKey(
+  (root: string, using: { store: StoreConfig; logger: Logger | undefined }) =>
+    openEventSpool(root, using.store, { logger: using.logger }),
+  (spool: EventSpool) => spool.close(),
+);
 
 export async function acquireEventSpool(
   root: string,
   store: StoreConfig,
   logger?: Logger,
 ): Promise<{ spool: EventSpool; release: () => Promise<void> }> {
-  let entry = shared.get(root);
-  if (entry === undefined) {
-    const opened = openEventSpool(root, store, { logger });
-    entry = { spool: opened, users: 0 };
-    shared.set(root, entry);
-    opened.catch(() => shared.delete(root));
-  }
-  const mine = entry;
-  mine.users++;
-  let spool: EventSpool;
-  try {
-    spool = await mine.spool;
-  } catch (err) {
-    mine.users--;
-    throw err;
-  }
-  let released = false;
-  return {
-    spool,
-    async release() {
-      if (released) return;
-      released = true;
-      if (--mine.users > 0) return;
-      if (shared.get(root) === mine) shared.delete(root);
-      await spool.close();
-    },
-  };
+  const shared = await acquireShared(root, { store, logger });
+  return { spool: shared.value, release: () => shared.release() };
 }

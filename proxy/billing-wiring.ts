@@ -10,6 +10,7 @@ import { loadPricing } from '../billing/pricing.ts';
 import { type BillingSink, openRedisBillingSink } from '../billing/redis-queue.ts';
 import type { RouterConfig } from '../common/config-types.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
+import { sharedByKey } from '../common/shared-by-key.ts';
 import type { BillingParts } from './runtime.ts';
 
 export async function createBillingParts(
@@ -51,7 +52,7 @@ export async function createBillingParts(
 }
 
 async function openOutboxSink(dir: string, log: Logger): Promise<BillingSink> {
-  const { writer, release } = await shareWriter(dir, log);
+  const { value: writer, release } = await shareWriter(dir, log);
   const status = openOutboxStatus(dir);
   return {
     queue: { enqueue: (event) => writer.append(event), recorded: () => writer.recorded() },
@@ -68,40 +69,11 @@ async function openOutboxSink(dir: string, log: Logger): Promise<BillingSink> {
  * reload (SIGHUP) shares the running one's writer instead of opening a second; the writer closes
  * (flushing what is queued) when the last runtime using it closes.
  */
-const writers = new Map<string, { writer: Promise<OutboxWriter>; users: number }>();
-
-async function shareWriter(
-  dir: string,
-  log: Logger,
-): Promise<{ writer: OutboxWriter; release: () => Promise<void> }> {
-  let entry = writers.get(dir);
-  if (entry === undefined) {
-    const opened = openOutboxWriter(dir, {
+const shareWriter = sharedByKey(
+  (dir: string, log: Logger) =>
+    openOutboxWriter(dir, {
       onError: (err) =>
         log.error({ err: err instanceof Error ? err.message : String(err) }, 'outbox write failed'),
-    });
-    entry = { writer: opened, users: 0 };
-    writers.set(dir, entry);
-    opened.catch(() => writers.delete(dir));
-  }
-  const shared = entry;
-  shared.users++;
-  let writer: OutboxWriter;
-  try {
-    writer = await shared.writer;
-  } catch (err) {
-    shared.users--;
-    throw err;
-  }
-  let released = false;
-  return {
-    writer,
-    async release() {
-      if (released) return;
-      released = true;
-      if (--shared.users > 0) return;
-      if (writers.get(dir) === shared) writers.delete(dir);
-      await writer.close();
-    },
-  };
-}
+    }),
+  (writer: OutboxWriter) => writer.close(),
+);
