@@ -103,33 +103,18 @@ export function createSidecarMetrics(
       this.inc(delivery?.counters().deadLettered ?? 0);
     },
   });
-  new client.Gauge({
-    name: 'router_billing_dead_letter_events',
-    help: 'Events in the dead letter (file or stream) waiting for an operator',
-    registers: [registry],
-    async collect() {
-      // A failed read (store down, disk error) keeps the last value rather than failing the scrape.
-      const n = await deadLetters?.read().then(
-        (r) => r.deadLettered,
-        () => undefined,
-      );
-      if (deadLetters === undefined) this.set(0);
-      else if (n !== undefined) this.set(n);
-    },
-  });
-  new client.Gauge({
-    name: 'router_billing_queue_depth',
-    help: 'Usage events queued and not yet delivered',
-    registers: [registry],
-    async collect() {
-      const n = await delivery?.pending().then(
-        (v) => v,
-        () => undefined,
-      );
-      if (delivery === undefined) this.set(0);
-      else if (n !== undefined) this.set(n);
-    },
-  });
+  lastGoodGauge(
+    registry,
+    'router_billing_dead_letter_events',
+    'Events in the dead letter (file or stream) waiting for an operator',
+    deadLetters === undefined ? undefined : () => deadLetters.read().then((r) => r.deadLettered),
+  );
+  lastGoodGauge(
+    registry,
+    'router_billing_queue_depth',
+    'Usage events queued and not yet delivered',
+    delivery === undefined ? undefined : () => delivery.pending(),
+  );
   new client.Gauge({
     name: 'router_billing_deliveries_in_flight',
     help: 'Ingest calls in flight',
@@ -144,4 +129,29 @@ export function createSidecarMetrics(
     contentType: registry.contentType,
     text: () => registry.metrics(),
   };
+}
+
+/**
+ * A gauge read at scrape time; 0 when there is nothing to read, and the last value when a read fails
+ * (store down, disk error) rather than failing the scrape.
+ */
+function lastGoodGauge(
+  registry: client.Registry,
+  name: string,
+  help: string,
+  read: (() => Promise<number>) | undefined,
+): void {
+  new client.Gauge({
+    name,
+    help,
+    registers: [registry],
+    async collect() {
+      if (read === undefined) {
+        this.set(0);
+        return;
+      }
+      const n = await read().catch(() => undefined);
+      if (n !== undefined) this.set(n);
+    },
+  });
 }
