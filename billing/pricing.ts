@@ -23,6 +23,7 @@
 
 import { readFile } from 'node:fs/promises';
 import type { Decimal } from 'decimal.js';
+import { setBounded } from '../common/bounded-map.ts';
 import { Money } from './money.ts';
 import { priceHints } from './price-hints.ts';
 import { entryKey, PriceTable } from './price-table.ts';
@@ -36,7 +37,6 @@ import {
   type PricingOptions,
   type PricingSource,
 } from './price-types.ts';
-
 import { compileSource } from './pricing-file.ts';
 
 /** Bounds the per-process memo and the warned set: model names can come from clients. */
@@ -91,8 +91,7 @@ function createPricing(
       const key = entryKey(provider, model, channel);
       if (memo.has(key)) return memo.get(key);
       const price = resolve(provider, model, channel === '' ? undefined : channel);
-      if (memo.size >= MEMO_LIMIT) memo.clear();
-      memo.set(key, price);
+      setBounded(memo, key, price, MEMO_LIMIT);
       if (!price) {
         const id = `${provider}\u0000${model}`;
         if (!warned.has(id) && warned.size < WARNED_LIMIT) {

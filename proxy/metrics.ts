@@ -2,6 +2,7 @@
 // bounded (provider, api, HTTP status code, stream) so cardinality stays flat whatever clients send.
 
 import client from 'prom-client';
+import { setBounded } from '../common/bounded-map.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import { FastCounter, FastHistogram } from './fast-metrics.ts';
 
@@ -153,7 +154,7 @@ export function createGatewayMetrics(): GatewayMetrics {
           inputEstimated: tokens.series(provider, 'input', 'estimated'),
           outputEstimated: tokens.series(provider, 'output', 'estimated'),
         };
-        if (series.size < MAX_CACHED_SERIES) series.set(key, s);
+        setBounded(series, key, s, MAX_CACHED_SERIES);
       }
       s.requests.inc();
       s.latency.observe(durationMs / 1000);

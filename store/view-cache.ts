@@ -180,6 +180,7 @@ export function openViewCache(config: StoreConfig, opts: ViewCacheOptions): View
     put(cacheKey, since, view, deps, ttlMs) {
       if (!live || since !== epoch || ttlMs <= 0) return;
       remove(cacheKey);
+      // The rule of common/bounded-map.ts, by hand: the dropped entry's dependency index must go too.
       if (entries.size >= maxEntries) {
         const oldest = entries.keys().next();
         if (!oldest.done) remove(oldest.value);

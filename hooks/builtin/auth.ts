@@ -7,6 +7,7 @@
 
 import { createHmac, hash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
+import { setBounded } from '../../common/bounded-map.ts';
 import type { AccessKeyEntry, AccessKeyMode, KeysConfig } from '../../common/config-types.ts';
 import { GatewayError } from '../../common/errors.ts';
 import type {
@@ -86,8 +87,7 @@ function rememberBySecret<T>(derive: (secret: string) => T, maxEntries = 10_000)
     let value = memo.get(secret);
     if (value === undefined) {
       value = derive(secret);
-      if (memo.size >= maxEntries) memo.delete(memo.keys().next().value as string);
-      memo.set(secret, value);
+      setBounded(memo, secret, value, maxEntries);
     }
     return value;
   };
