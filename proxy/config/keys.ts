@@ -4,12 +4,14 @@
 // Environment wins over the file, as everywhere in the configuration. Diagnostics name keys by name
 // and position, never by secret.
 
+import type { FromSchema } from 'json-schema-to-ts';
 import { childPointer, displayPath } from '../../common/config-diagnostics.ts';
 import type { AccessKeyEntry, ConfigDiagnostic, KeysConfig, UpstreamKey } from '../../common/config-types.ts';
 import { providerKeyEnvName } from '../../common/provider-key-env.ts';
 import { isPlainObject, parseYaml, readYaml, type YamlFile } from '../../common/yaml-source.ts';
 import { type Env, interpolateDocument } from './interpolate.ts';
 import schema from './keys.schema.json' with { type: 'json' };
+import type { KEYS_SCHEMA } from './schema-const.ts';
 import { compileSchema } from './validate.ts';
 
 const ACCESS_KEY_ENV = /^ROUTER_ACCESS_KEY_([A-Za-z0-9][A-Za-z0-9_]*)$/;
@@ -51,26 +53,8 @@ export function accessKeyEnvName(name: string): string {
   return `ROUTER_ACCESS_KEY_${name.toUpperCase()}`;
 }
 
-interface RawAccessKey {
-  name: string;
-  value?: string;
-  hash?: string;
-  subject_type?: string;
-  subject_id?: string;
-  status: AccessKeyEntry['status'];
-  expires_at?: string;
-  created_at?: string;
-}
-
-interface RawProvider {
-  api_key?: string;
-  keys?: { name: string; value: string }[];
-}
-
-interface KeysData {
-  access_keys: RawAccessKey[] | null;
-  providers: Record<string, RawProvider> | null;
-}
+/** The keys file after schema validation, as a type derived from keys.schema.json. */
+type KeysData = FromSchema<typeof KEYS_SCHEMA>;
 
 /** Where an access key came from, for diagnostics. */
 interface Located {

@@ -2,6 +2,7 @@
 // then the longest `prefix*` pattern, so `gpt-5.5` can be listed with its own route while `gpt-*`
 // catches every other GPT id without listing it.
 
+import type { FromSchema } from 'json-schema-to-ts';
 import { childPointer, displayPath } from '../../common/config-diagnostics.ts';
 import type {
   ConfigDiagnostic,
@@ -12,6 +13,7 @@ import type {
 import { isPlainObject, parseYaml, readYaml, type YamlFile } from '../../common/yaml-source.ts';
 import { type Env, interpolateDocument } from './interpolate.ts';
 import schema from './models.schema.json' with { type: 'json' };
+import type { MODELS_SCHEMA } from './schema-const.ts';
 import { compileSchema } from './validate.ts';
 
 export interface ModelRegistry {
@@ -45,16 +47,8 @@ export function compileRegistry(entries: readonly ModelEntry[]): ModelRegistry {
   };
 }
 
-interface RawRoute {
-  provider: string;
-  model?: string;
-}
-
-interface RawModel {
-  providers: (string | RawRoute)[];
-  strategy: 'round_robin' | 'priority';
-  owned_by?: string;
-}
+/** One model of the registry file after schema validation, as a type derived from models.schema.json. */
+type RawModel = NonNullable<FromSchema<typeof MODELS_SCHEMA>['models']>[string];
 
 const validator = compileSchema(schema);
 

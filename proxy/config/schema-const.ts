@@ -1,4 +1,4 @@
-// Generated from proxy/config/schema.json by `npm run gen:config-schema`; do not edit.
+// Generated from proxy/config/*.schema.json by `npm run gen:config-schema`; do not edit.
 
 export const ROUTER_CONFIG_SCHEMA = {
   "$schema": "http://json-schema.org/draft-07/schema#",
@@ -495,6 +495,208 @@ export const ROUTER_CONFIG_SCHEMA = {
           "description": "Idle time after which another consumer reclaims a pending stream entry.",
           "default": 30000,
           "minimum": 1
+        }
+      }
+    }
+  }
+} as const;
+
+export const MODELS_SCHEMA = {
+  "$schema": "http://json-schema.org/draft-07/schema#",
+  "$id": "https://llm-router-gateway.dev/schemas/models.schema.json",
+  "title": "LLM router gateway: model registry (models.yaml)",
+  "description": "Maps the model ids clients send to the providers that serve them. See docs/configuration.md.",
+  "type": "object",
+  "additionalProperties": false,
+  "properties": {
+    "models": {
+      "type": [
+        "object",
+        "null"
+      ],
+      "description": "Client model id -> how to route it. An id ending in `*` is a prefix pattern (`gpt-*`): it routes every id with that prefix that has no exact entry, the longest pattern winning, and is never listed by GET /v1/models.",
+      "default": {},
+      "additionalProperties": {
+        "$ref": "#/definitions/model"
+      }
+    }
+  },
+  "definitions": {
+    "model": {
+      "type": "object",
+      "description": "Routing of one client model id (or prefix pattern).",
+      "additionalProperties": false,
+      "required": [
+        "providers"
+      ],
+      "properties": {
+        "providers": {
+          "type": "array",
+          "description": "Providers serving this model, each a provider name or {provider, model} to send a different upstream model name.",
+          "minItems": 1,
+          "items": {
+            "$ref": "#/definitions/route"
+          }
+        },
+        "strategy": {
+          "type": "string",
+          "description": "priority: always start with the first provider, the others are retry fallbacks. round_robin: rotate the starting provider per request.",
+          "enum": [
+            "round_robin",
+            "priority"
+          ],
+          "default": "priority"
+        },
+        "owned_by": {
+          "type": "string",
+          "description": "`owned_by` shown by GET /v1/models.",
+          "minLength": 1
+        }
+      }
+    },
+    "route": {
+      "type": [
+        "string",
+        "object"
+      ],
+      "description": "A provider name (file name of its .conf without extension), or {provider, model}.",
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*$",
+      "patternErrorMessage": "must be a provider name (letters, digits, '.', '_', '-')",
+      "additionalProperties": false,
+      "required": [
+        "provider"
+      ],
+      "properties": {
+        "provider": {
+          "type": "string",
+          "description": "Provider name.",
+          "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*$",
+          "patternErrorMessage": "must be a provider name (letters, digits, '.', '_', '-')"
+        },
+        "model": {
+          "type": "string",
+          "description": "Model name sent upstream instead of the requested one.",
+          "minLength": 1
+        }
+      }
+    }
+  }
+} as const;
+
+export const KEYS_SCHEMA = {
+  "$schema": "http://json-schema.org/draft-07/schema#",
+  "$id": "https://llm-router-gateway.dev/schemas/keys.schema.json",
+  "title": "LLM router gateway: keys file (keys.yaml)",
+  "description": "Client access keys and upstream provider keys. Keep this file out of version control; values may use ${ENV}. See docs/configuration.md.",
+  "type": "object",
+  "additionalProperties": false,
+  "properties": {
+    "access_keys": {
+      "type": [
+        "array",
+        "null"
+      ],
+      "description": "Keys clients present as `Authorization: Bearer`, `x-api-key`, `x-goog-api-key` or `?key=`.",
+      "default": [],
+      "items": {
+        "type": "object",
+        "description": "One client access key: a name plus either the plaintext `value` or its `hash`.",
+        "additionalProperties": false,
+        "required": [
+          "name"
+        ],
+        "properties": {
+          "name": {
+            "type": "string",
+            "description": "Unique key name; the default billing subject id.",
+            "pattern": "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$",
+            "patternErrorMessage": "must be 1-128 characters: letters, digits, '.', '_', ':', '@', '-' (not starting with a symbol)"
+          },
+          "value": {
+            "type": "string",
+            "description": "Plaintext secret (use ${ENV} to keep it out of the file). Exactly one of value or hash.",
+            "minLength": 1
+          },
+          "hash": {
+            "type": "string",
+            "description": "base64url(HMAC-SHA256(store.access_key_hash_secret, secret)), as `router-admin access-key create` prints. Exactly one of value or hash.",
+            "pattern": "^[A-Za-z0-9_-]{43}$",
+            "patternErrorMessage": "must be 43 base64url characters (an HMAC-SHA256 digest)"
+          },
+          "subject_type": {
+            "type": "string",
+            "description": "Billing subject type; default billing.subject_type.",
+            "minLength": 1
+          },
+          "subject_id": {
+            "type": "string",
+            "description": "Billing subject id; default the key name."
+          },
+          "status": {
+            "type": "string",
+            "description": "Only active keys are accepted.",
+            "enum": [
+              "active",
+              "revoked",
+              "disabled"
+            ],
+            "default": "active"
+          },
+          "expires_at": {
+            "type": "string",
+            "description": "ISO 8601 date (`2027-01-01`, midnight UTC) or date-time with zone (`2027-01-01T12:00:00Z`); the key is rejected from then on."
+          },
+          "created_at": {
+            "type": "string",
+            "description": "ISO 8601 date or date-time with zone; informational."
+          }
+        }
+      }
+    },
+    "providers": {
+      "type": [
+        "object",
+        "null"
+      ],
+      "description": "Upstream credentials per provider name: `api_key` for one key, or `keys` for several used round robin.",
+      "default": {},
+      "additionalProperties": {
+        "type": "object",
+        "description": "Credentials of one provider: either api_key or keys.",
+        "additionalProperties": false,
+        "properties": {
+          "api_key": {
+            "type": "string",
+            "description": "The provider's single key (channel name `default`).",
+            "minLength": 1
+          },
+          "keys": {
+            "type": "array",
+            "description": "Several keys (channels), used round robin; pricing may override per channel (`openai/key1`).",
+            "minItems": 1,
+            "items": {
+              "type": "object",
+              "description": "One upstream key.",
+              "additionalProperties": false,
+              "required": [
+                "name",
+                "value"
+              ],
+              "properties": {
+                "name": {
+                  "type": "string",
+                  "description": "Channel name, unique within the provider.",
+                  "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                  "patternErrorMessage": "must be letters, digits, '.', '_', '-'"
+                },
+                "value": {
+                  "type": "string",
+                  "description": "The key.",
+                  "minLength": 1
+                }
+              }
+            }
+          }
         }
       }
     }
