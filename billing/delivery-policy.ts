@@ -1,7 +1,7 @@
-// The retry decision of both delivery paths (billing/delivery-worker.ts for the file outbox,
-// billing/stream-consumer.ts for the Redis stream): which failed ingests count toward max_attempts, and
-// the backoff between tries. docs/billing.md "Retry policy" states the rules; the point is that a
-// failure caused by one event leads it to the dead letter while an outage of any length never does.
+// The retry decision of the delivery engine (billing/delivery-engine.ts), for both queues: which failed
+// ingests count toward max_attempts, and the backoff between tries. docs/billing.md "Retry policy"
+// states the rules; the point is that a failure caused by one event leads it to the dead letter while
+// an outage of any length never does.
 
 import type { IngestResult } from './billing-client.ts';
 

@@ -1,5 +1,5 @@
 // Over 400 lines: one delivery loop whose window, retries, replay and stop share the worker's state;
-// the policy both paths follow is billing/delivery-policy.ts.
+// sending, counting, backoff and stop are the engine's (billing/delivery-engine.ts).
 // Delivers the file-mode outbox to billing ingest, in order, at least once.
 //
 // Pipelining: up to `window` ingests are in flight, but the checkpoint only ever moves to the end of the
@@ -22,7 +22,6 @@
 import { type FSWatcher, watch } from 'node:fs';
 import type { Logger } from 'pino';
 import type { BillingConfig } from '../common/config-types.ts';
-import type { UsageEvent } from '../common/usage-event.ts';
 import type { IngestResult } from './billing-client.ts';
 import {
   DeadLetterFile,
@@ -30,15 +29,8 @@ import {
   deadLetterId,
   type ReplayReport,
 } from './dead-letter-file.ts';
-import {
-  abortableSleep,
-  backoffDelay,
-  classifyFailure,
-  countsAsAttempt,
-  errorText,
-  type FailureClass,
-  thrownFailure,
-} from './delivery-policy.ts';
+import { DeliveryEngine, type DeliveryError, type IngestClient } from './delivery-engine.ts';
+import { abortableSleep, errorText, type FailureClass } from './delivery-policy.ts';
 import { openOutboxStatus } from './outbox/status.ts';
 import {
   attemptKey,
@@ -53,11 +45,7 @@ import {
 export interface DeliveryWorkerOptions {
   config: Pick<BillingConfig, 'outboxDir' | 'retryIntervalMs' | 'maxRetryIntervalMs' | 'maxAttempts'> &
     Partial<Pick<BillingConfig, 'deliveryLingerMs'>>;
-  client: {
-    ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult>;
-    /** BillingClient.probe; without it the service is taken to answer. */
-    probe?(): Promise<boolean>;
-  };
+  client: IngestClient;
   /** Ingests in flight at most (default 16). 1 gives strict one-by-one delivery. */
   window?: number;
   /** Write the checkpoint after this many done items (default 500) ... */
@@ -74,14 +62,6 @@ export interface DeliveryWorkerOptions {
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
   logger?: Logger;
   reader?: OutboxReaderOptions;
-}
-
-export interface DeliveryError {
-  code: string;
-  status: number | undefined;
-  message: string;
-  /** ISO time. */
-  at: string;
 }
 
 export interface DeliveryCounters {
@@ -136,7 +116,6 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
   const checkpointEvery = opts.checkpointEvery ?? 500;
   const checkpointIntervalMs = opts.checkpointIntervalMs ?? 200;
   const pollIntervalMs = opts.pollIntervalMs ?? 1000;
-  const random = opts.random ?? Math.random;
   const sleep = opts.sleep ?? abortableSleep;
 
   const reader: OutboxReader = await openOutboxReader(config.outboxDir, opts.reader);
@@ -150,19 +129,15 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
   let attemptsDirty = false;
 
   const window: Slot[] = [];
-  let inFlight = 0;
-  const counters: Omit<DeliveryCounters, 'inFlight' | 'quarantined'> = {
-    delivered: 0,
-    failedAttempts: 0,
-    deadLettered: 0,
-    lastError: undefined,
-  };
+  const engine = new DeliveryEngine({
+    client,
+    retryIntervalMs: config.retryIntervalMs,
+    maxRetryIntervalMs: config.maxRetryIntervalMs,
+    maxAttempts: config.maxAttempts,
+    random: opts.random,
+  });
 
   let stopping = false;
-  const stopController = new AbortController();
-  // One signal for every ingest in flight (stop with abort: true ends them all): a controller per event
-  // cost an abort listener and its bookkeeping per delivery.
-  const inflightAbort = new AbortController();
   let wakeResolve: (() => void) | undefined;
   let woken = false;
   let generation = 0;
@@ -221,48 +196,36 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
     }
   }
 
-  function recordError(code: string, status: number | undefined, message: string): void {
-    counters.lastError = { code, status, message, at: new Date().toISOString() };
-  }
-
   function dispatch(slot: Slot): void {
     const item = slot.item;
     if (item.kind !== 'event') return;
     slot.state = 'inflight';
-    inFlight++;
-    // Through a promise chain so that even a synchronous throw of the client settles the slot.
-    slot.settled = Promise.resolve()
-      .then(() => client.ingest(item.event, inflightAbort.signal))
-      .catch((err: unknown): IngestResult => thrownFailure(errorText(err)))
-      .then((result) => {
-        inFlight--;
+    slot.settled = engine.send(item.event).then((outcome) => {
+      if (outcome.kind === 'ok') {
+        slot.state = 'done';
+        if (slot !== window[0]) slot.item = { ...positionOf(item), kind: 'skip' };
+      } else if (outcome.kind === 'stopped') {
+        slot.state = 'new'; // not an attempt: we gave up on it, it is re-sent after restart
+      } else {
+        const result = outcome.result;
         slot.lastResult = result;
-        if (result.kind === 'ok') {
-          slot.state = 'done';
-          counters.delivered++;
-          if (slot !== window[0]) slot.item = { ...positionOf(item), kind: 'skip' };
-        } else if (result.code === 'aborted' && stopping) {
-          slot.state = 'new'; // not an attempt: we gave up on it, it is re-sent after restart
-        } else {
-          slot.state = 'failed';
-          slot.failures++;
-          slot.failure = classifyFailure(result);
-          counters.failedAttempts++;
-          recordError(result.code, result.status, result.message);
-          logger?.warn(
-            {
-              request_id: item.event.external_event_id,
-              code: result.code,
-              status: result.status,
-              attempts: slot.attempts,
-              failures: slot.failures,
-              ...(result.kind === 'permanent' && result.hint ? { hint: result.hint } : {}),
-            },
-            'billing ingest failed',
-          );
-        }
-        wake();
-      });
+        slot.state = 'failed';
+        slot.failures++;
+        slot.failure = outcome.failure;
+        logger?.warn(
+          {
+            request_id: item.event.external_event_id,
+            code: result.code,
+            status: result.status,
+            attempts: slot.attempts,
+            failures: slot.failures,
+            ...(result.kind === 'permanent' && result.hint ? { hint: result.hint } : {}),
+          },
+          'billing ingest failed',
+        );
+      }
+      wake();
+    });
   }
 
   function advance(): void {
@@ -346,15 +309,12 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
 
   async function handleFailedHead(head: Slot): Promise<void> {
     const item = head.item as Extract<OutboxItem, { kind: 'event' }>;
-    head.counted = await countsAsAttempt(head.failure ?? 'outage', {
-      otherEventAccepted: () => othersAccepted(head),
-      serviceAnswers: () => client.probe?.() ?? Promise.resolve(true),
-    });
+    head.counted = await engine.counts(head.failure ?? 'outage', () => othersAccepted(head));
     if (head.counted) {
       head.attempts++;
       attemptsDirty = true;
     }
-    if (head.attempts >= config.maxAttempts) {
+    if (engine.exhausted(head.attempts)) {
       const r = head.lastResult;
       await deadLetters.append({
         dead_lettered_at: new Date().toISOString(),
@@ -368,7 +328,7 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
         event: item.event,
       });
       head.state = 'done';
-      counters.deadLettered++;
+      engine.deadLettered();
       logger?.error(
         {
           request_id: item.event.external_event_id,
@@ -380,10 +340,10 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
       return;
     }
     if (attemptsDirty) await checkpoint();
-    const delay = backoffDelay(head.failures, config.retryIntervalMs, config.maxRetryIntervalMs, random);
+    const delay = engine.backoff(head.failures);
     // Waited out beside the loop, so the events behind a counted failure keep moving meanwhile.
     head.state = 'waiting';
-    void sleep(delay, stopController.signal).then(() => {
+    void sleep(delay, engine.stopSignal).then(() => {
       if (!stopping && head.state === 'waiting') dispatch(head);
       wake();
     });
@@ -406,8 +366,8 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
         let exhausted = false;
         const scanGen = generation;
         if (!blocked) {
-          for (const slot of window) if (slot.state === 'new' && inFlight < windowSize) dispatch(slot);
-          while (inFlight < windowSize && window.length < readAhead) {
+          for (const slot of window) if (slot.state === 'new' && engine.inFlight < windowSize) dispatch(slot);
+          while (engine.inFlight < windowSize && window.length < readAhead) {
             const item = await reader.next();
             if (!item) {
               exhausted = true;
@@ -428,9 +388,9 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
         // Something is in flight; a settled ingest wakes us. The timer only bounds checkpoint lag.
         await waitForWake(doneSinceCheckpoint > 0 ? checkpointIntervalMs : undefined);
       } catch (err) {
-        recordError('outbox_error', undefined, errorText(err));
+        engine.recordError('outbox_error', undefined, errorText(err));
         logger?.error({ err: errorText(err) }, 'billing delivery loop error; retrying');
-        await sleep(pollIntervalMs, stopController.signal);
+        await sleep(pollIntervalMs, engine.stopSignal);
       }
     }
     // Stopping: let the in-flight ingests end, then record what is done.
@@ -460,8 +420,7 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
       const record = queued[0];
       if (record === undefined || failures > 0) {
         if (failures > 0) {
-          const wait = backoffDelay(failures, config.retryIntervalMs, config.maxRetryIntervalMs, random);
-          await sleep(wait, stopController.signal);
+          await sleep(engine.backoff(failures), engine.stopSignal);
         } else if (!replayPoked) {
           await new Promise<void>((resolve) => {
             replayWake = resolve;
@@ -471,26 +430,20 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
         if (record === undefined) continue;
       }
       const id = deadLetterId(record);
-      const result = await Promise.resolve()
-        .then(() => client.ingest(record.event, inflightAbort.signal))
-        .catch((err: unknown): IngestResult => thrownFailure(errorText(err)));
+      const outcome = await engine.send(record.event, { inFlight: false, countDelivered: false });
       const request_id = record.event.external_event_id;
       try {
-        if (result.kind === 'ok') {
+        if (outcome.kind === 'ok') {
           failures = 0;
           await deadLetters.delivered(id);
-          counters.delivered++;
+          engine.delivered();
           logger?.info({ request_id, id }, 'dead-lettered billing event replayed');
           continue;
         }
-        if (result.code === 'aborted' && stopping) return;
+        if (outcome.kind === 'stopped') return;
+        const result = outcome.result;
         failures++;
-        counters.failedAttempts++;
-        recordError(result.code, result.status, result.message);
-        const counted = await countsAsAttempt(classifyFailure(result), {
-          otherEventAccepted: async () => undefined,
-          serviceAnswers: () => client.probe?.() ?? Promise.resolve(true),
-        });
+        const counted = await engine.counts(outcome.failure, async () => undefined);
         const error = {
           kind: result.kind,
           status: result.status,
@@ -516,8 +469,7 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
   function stop(stopOpts: { abort?: boolean } = {}): Promise<void> {
     stopped ??= (async () => {
       stopping = true;
-      stopController.abort();
-      if (stopOpts.abort) inflightAbort.abort();
+      engine.stop(stopOpts.abort === true);
       if (lingerTimer !== undefined) clearTimeout(lingerTimer);
       wake();
       pokeReplay();
@@ -534,7 +486,7 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
   }
 
   return {
-    counters: () => ({ ...counters, inFlight, quarantined: reader.quarantined() }),
+    counters: () => ({ ...engine.counters, inFlight: engine.inFlight, quarantined: reader.quarantined() }),
     pending: async () => (await status.read(committed)).pendingEvents,
     wake,
     waitForDrain: () => {

@@ -1,5 +1,5 @@
 // Over 400 lines: one delivery loop whose window, retries, reclaiming and stop share the consumer's state;
-// the policy both paths follow is billing/delivery-policy.ts.
+// sending, counting, backoff and stop are the engine's (billing/delivery-engine.ts).
 // Delivers the billing stream (shared-store mode) to billing ingest, at least once, with the delivery
 // semantics of the file-mode worker (billing/delivery-worker.ts):
 // - up to `window` ingests in flight; each entry is retried on its own with full-jitter exponential
@@ -33,26 +33,14 @@ import {
   type Redis,
   waitReady,
 } from '../store/redis-client.ts';
-import type { IngestResult } from './billing-client.ts';
-import {
-  abortableSleep,
-  backoffDelay,
-  classifyFailure,
-  countsAsAttempt,
-  errorText,
-  type FailureClass,
-  thrownFailure,
-} from './delivery-policy.ts';
+import { DeliveryEngine, type DeliveryError, type IngestClient } from './delivery-engine.ts';
+import { backoffDelay, errorText, type FailureClass } from './delivery-policy.ts';
 
 export interface StreamConsumerOptions {
   readonly store: StoreConfig;
   readonly billing: Pick<BillingConfig, 'retryIntervalMs' | 'maxRetryIntervalMs'> &
     Partial<Pick<BillingConfig, 'deliveryLingerMs'>>;
-  readonly client: {
-    ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult>;
-    /** BillingClient.probe; without it the service is taken to answer. */
-    probe?(): Promise<boolean>;
-  };
+  readonly client: IngestClient;
   readonly logger?: Logger;
   /** Ingests in flight at most (default 16). */
   readonly window?: number;
@@ -70,7 +58,7 @@ export interface StreamConsumerCounters {
   deadLettered: number;
   reclaimed: number;
   inFlight: number;
-  lastError: { code: string; status: number | undefined; message: string; at: string } | undefined;
+  lastError: DeliveryError | undefined;
 }
 
 export interface StreamStatus {
@@ -162,17 +150,15 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
   await Promise.all([waitReady(cmd, 2000), waitReady(reader, 2000)]);
 
   const held = new Map<string, Held>();
-  // One signal for every ingest in flight (stop with abort: true ends them all).
-  const inflightAbort = new AbortController();
   const tasks = new Set<Promise<void>>();
-  const counters: Omit<StreamConsumerCounters, 'inFlight'> = {
-    delivered: 0,
-    failedAttempts: 0,
-    deadLettered: 0,
-    reclaimed: 0,
-    lastError: undefined,
-  };
-  let inFlight = 0;
+  const engine = new DeliveryEngine({
+    client,
+    retryIntervalMs: billing.retryIntervalMs,
+    maxRetryIntervalMs: billing.maxRetryIntervalMs,
+    maxAttempts: store.billingMaxAttempts,
+    random: opts.random,
+  });
+  let reclaimedCount = 0;
   // Recent ingest outcomes: the evidence that tells an event refused alone from a service failing all.
   const outcomes: Outcome[] = [];
   let outcomeSeq = 0;
@@ -199,7 +185,7 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
       if (blamesService(o)) failed = true;
     }
     if (failed) return false;
-    if (inFlight > 0) {
+    if (engine.inFlight > 0) {
       const next = await new Promise<Outcome>((resolve) => {
         const w = (o: Outcome): void => {
           if (o.id === id) return;
@@ -217,7 +203,6 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
     return undefined;
   }
   let stopping = false;
-  const stopController = new AbortController();
   let wakeResolve: (() => void) | undefined;
 
   function wake(): void {
@@ -230,19 +215,19 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
       const timer = setTimeout(done, ms);
       function done(): void {
         clearTimeout(timer);
-        stopController.signal.removeEventListener('abort', done);
+        engine.stopSignal.removeEventListener('abort', done);
         if (wakeResolve === done) wakeResolve = undefined;
         resolve();
       }
       wakeResolve = done;
-      stopController.signal.addEventListener('abort', done, { once: true });
+      engine.stopSignal.addEventListener('abort', done, { once: true });
     });
   }
   function sleep(ms: number): Promise<void> {
-    return abortableSleep(ms, stopController.signal);
+    return engine.sleep(ms);
   }
   function recordError(code: string, status: number | undefined, message: string): void {
-    counters.lastError = { code, status, message, at: new Date().toISOString() };
+    engine.recordError(code, status, message);
   }
 
   async function ensureGroup(): Promise<void> {
@@ -272,7 +257,7 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
         outage: false,
       };
       held.set(id, entry);
-      if (reclaimed) counters.reclaimed++;
+      if (reclaimed) reclaimedCount++;
       const task = deliver(entry).finally(() => {
         tasks.delete(task);
         held.delete(id);
@@ -298,37 +283,25 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
     let sinceSeq = outcomeSeq;
     while (!stopping) {
       if (entry.failures > 0) {
-        await sleep(
-          backoffDelay(entry.failures, billing.retryIntervalMs, billing.maxRetryIntervalMs, random),
-        );
+        await sleep(engine.backoff(entry.failures));
         if (stopping) return;
         if (!(await stillOwned(entry))) return;
       }
-      inFlight++;
-      const result = await Promise.resolve()
-        .then(() => client.ingest(event, inflightAbort.signal))
-        .catch((err: unknown): IngestResult => thrownFailure(errorText(err)));
-      inFlight--;
-      if (result.kind === 'ok') {
+      const outcome = await engine.send(event);
+      if (outcome.kind === 'ok') {
         recordOutcome(entry.id, true, undefined);
-        counters.delivered++;
         entry.outage = false;
         acknowledge(entry);
         return;
       }
-      if (result.code === 'aborted' && stopping) {
+      if (outcome.kind === 'stopped') {
         recordOutcome(entry.id, false, undefined);
         return; // not an attempt: redelivered later
       }
-      const failure = classifyFailure(result);
+      const { result, failure } = outcome;
       recordOutcome(entry.id, false, failure);
       entry.failures++;
-      counters.failedAttempts++;
-      recordError(result.code, result.status, result.message);
-      const counted = await countsAsAttempt(failure, {
-        otherEventAccepted: () => otherAccepted(entry.id, sinceSeq),
-        serviceAnswers: () => client.probe?.() ?? Promise.resolve(true),
-      });
+      const counted = await engine.counts(failure, () => otherAccepted(entry.id, sinceSeq));
       sinceSeq = outcomeSeq;
       entry.outage = !counted;
       if (counted) {
@@ -349,7 +322,7 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
         },
         'billing ingest failed',
       );
-      if (!entry.outage && entry.attempts >= store.billingMaxAttempts) {
+      if (!entry.outage && engine.exhausted(entry.attempts)) {
         await deadLetter(entry, result.code, result.message);
         return;
       }
@@ -425,7 +398,7 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
           [group, name, entry.id, entry.payload, entry.attempts, code, message, new Date().toISOString()],
         );
         if (moved === 1) {
-          counters.deadLettered++;
+          engine.deadLettered();
           logger?.error(
             { id: entry.id, attempts: entry.attempts, code },
             'billing event dead-lettered after max attempts',
@@ -539,7 +512,7 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
   let stopped: Promise<void> | undefined;
   return {
     name,
-    counters: () => ({ ...counters, inFlight }),
+    counters: () => ({ ...engine.counters, reclaimed: reclaimedCount, inFlight: engine.inFlight }),
     async status() {
       const reply = await cmd
         .pipeline()
@@ -564,9 +537,8 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
     stop(stopOpts = {}) {
       stopped ??= (async () => {
         stopping = true;
-        stopController.abort();
+        engine.stop(stopOpts.abort === true);
         clearInterval(heartbeatTimer);
-        if (stopOpts.abort) inflightAbort.abort();
         reader.disconnect(); // ends a blocking read at once
         wake();
         await running;
@@ -574,7 +546,10 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
         flushAcks();
         await Promise.all([...acking]);
         await closeRedisClient(cmd);
-        logger?.info({ consumer: name, delivered: counters.delivered }, 'billing stream consumer stopped');
+        logger?.info(
+          { consumer: name, delivered: engine.counters.delivered },
+          'billing stream consumer stopped',
+        );
       })();
       return stopped;
     },
