@@ -1,16 +1,15 @@
 // `router-admin access-key create`: a new key with a fresh secret, printed once and never stored.
 
-import { Command, Option } from 'clipanion';
+import { Option } from 'clipanion';
 import type { RouterConfig } from '../../../common/config-types.ts';
 import { AdminError, EXIT, generateSecret, type KeyBackend, parseExpiry } from '../../key-backend.ts';
-import { AccessKeyCommand } from './base.ts';
+import { AccessKeyCommand, accessKeyUsage } from './base.ts';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
 
 export class CreateAccessKeyCommand extends AccessKeyCommand {
   static override paths = [['access-key', 'create']];
-  static override usage = Command.Usage({
-    category: 'Access keys',
+  static override usage = accessKeyUsage({
     description: 'Create an access key and print its secret (once)',
     details: `
       Generates a secret (\`ak_\` + 43 base64url characters) and stores only its HMAC-SHA256 under

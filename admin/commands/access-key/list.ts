@@ -1,10 +1,10 @@
 // `router-admin access-key list`: name, subject, status, expiry, created; never a secret or hash.
 
-import { Command, Option } from 'clipanion';
+import { Option } from 'clipanion';
 import { envAccessKeyNames } from '../../../proxy/config/keys.ts';
 import { formatTable } from '../../command-base.ts';
 import { type AdminKey, EXIT, type HashSecretState, type KeyBackend } from '../../key-backend.ts';
-import { AccessKeyCommand } from './base.ts';
+import { AccessKeyCommand, accessKeyUsage } from './base.ts';
 
 function day(ms: number | undefined): string {
   return ms === undefined || Number.isNaN(ms) ? '-' : new Date(ms).toISOString().replace('.000Z', 'Z');
@@ -52,8 +52,7 @@ export function envKeysNote(names: readonly string[]): string {
 
 export class ListAccessKeysCommand extends AccessKeyCommand {
   static override paths = [['access-key', 'list']];
-  static override usage = Command.Usage({
-    category: 'Access keys',
+  static override usage = accessKeyUsage({
     description: 'List keys: name, subject, status, expiry, creation time',
     details: `
       In shared-store mode a last line counts the stored hashes by hash secret: \`current\`

@@ -2,15 +2,14 @@
 // configured keys file), idempotently: a key already there with the same secret is left alone, one with a
 // different secret is reported as a conflict and left alone too. `--dry-run` reports and writes nothing.
 
-import { Command, Option } from 'clipanion';
+import { Option } from 'clipanion';
 import { loadKeysFile } from '../../../proxy/config/keys.ts';
 import { AdminError, EXIT, type ImportOutcome, type KeyBackend } from '../../key-backend.ts';
-import { AccessKeyCommand } from './base.ts';
+import { AccessKeyCommand, accessKeyUsage } from './base.ts';
 
 export class MigrateAccessKeysCommand extends AccessKeyCommand {
   static override paths = [['access-key', 'migrate']];
-  static override usage = Command.Usage({
-    category: 'Access keys',
+  static override usage = accessKeyUsage({
     description: 'Import the access keys of a keys file (idempotent; conflicts reported)',
     details: `
       Reads \`access_keys\` of the given keys file (values may use \${ENV}) and writes each key that is

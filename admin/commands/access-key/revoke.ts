@@ -1,14 +1,13 @@
 // `router-admin access-key revoke`: the key is refused from the next request on (shared store), or once
 // the gateway has re-read the keys file (file mode, proxy/keys-watch.ts).
 
-import { Command, Option } from 'clipanion';
+import { Option } from 'clipanion';
 import { EXIT, type KeyBackend } from '../../key-backend.ts';
-import { AccessKeyCommand } from './base.ts';
+import { AccessKeyCommand, accessKeyUsage } from './base.ts';
 
 export class RevokeAccessKeyCommand extends AccessKeyCommand {
   static override paths = [['access-key', 'revoke']];
-  static override usage = Command.Usage({
-    category: 'Access keys',
+  static override usage = accessKeyUsage({
     description: 'Revoke a key',
     details: `
       Marks the key revoked. In shared-store mode every instance refuses it at its next request; in file

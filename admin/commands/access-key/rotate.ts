@@ -1,14 +1,13 @@
 // `router-admin access-key rotate`: a new secret for an existing key; the old one is refused from the
 // moment running gateways apply the change (next request, or the keys file re-read in file mode).
 
-import { Command, Option } from 'clipanion';
+import { Option } from 'clipanion';
 import { EXIT, generateSecret, type KeyBackend } from '../../key-backend.ts';
-import { AccessKeyCommand } from './base.ts';
+import { AccessKeyCommand, accessKeyUsage } from './base.ts';
 
 export class RotateAccessKeyCommand extends AccessKeyCommand {
   static override paths = [['access-key', 'rotate']];
-  static override usage = Command.Usage({
-    category: 'Access keys',
+  static override usage = accessKeyUsage({
     description: 'Give a key a new secret and print it (once)',
     details: `
       The old secret stops working at every instance's next request (shared store), or once a running

@@ -1,11 +1,11 @@
 // `router-admin dead-letter list`: one line per dead-lettered event (id, request id, subject, attempts,
 // last error, when, state); the event itself is `show`.
 
-import { Command, Option } from 'clipanion';
+import { Option } from 'clipanion';
 import { formatTable } from '../../command-base.ts';
 import { EXIT } from '../../key-backend.ts';
 import type { DeadLetterBackend, DeadLetterEntry } from './backend.ts';
-import { DeadLetterCommand } from './base.ts';
+import { DeadLetterCommand, deadLetterUsage } from './base.ts';
 
 export function formatDeadLetterTable(entries: readonly DeadLetterEntry[]): string {
   return formatTable(
@@ -24,8 +24,7 @@ export function formatDeadLetterTable(entries: readonly DeadLetterEntry[]): stri
 
 export class ListDeadLettersCommand extends DeadLetterCommand {
   static override paths = [['dead-letter', 'list']];
-  static override usage = Command.Usage({
-    category: 'Dead letters',
+  static override usage = deadLetterUsage({
     description: 'List billing events that exhausted their delivery attempts',
     examples: [
       ['List them', '$0 dead-letter list --config router.yaml'],

@@ -2,15 +2,14 @@
 // delivery queue, each exactly once (backend.ts says how), after the cause was fixed. Their idempotency
 // keys are unchanged, so an event the billing service did accept is not charged twice.
 
-import { Command, Option } from 'clipanion';
+import { Option } from 'clipanion';
 import { AdminError, EXIT } from '../../key-backend.ts';
 import type { DeadLetterBackend } from './backend.ts';
-import { DeadLetterCommand } from './base.ts';
+import { DeadLetterCommand, deadLetterUsage } from './base.ts';
 
 export class ReplayDeadLettersCommand extends DeadLetterCommand {
   static override paths = [['dead-letter', 'replay']];
-  static override usage = Command.Usage({
-    category: 'Dead letters',
+  static override usage = deadLetterUsage({
     description: 'Queue dead-lettered events for delivery again, each exactly once',
     details: `
       Shared-store mode moves each entry from the dead-letter stream to the billing stream in one atomic

@@ -1,15 +1,14 @@
 // `router-admin dead-letter show <id>`: the whole record of one dead letter as JSON (the usage event,
 // attempts, last error). Events hold counts, names and ids only, never prompts or keys.
 
-import { Command, Option } from 'clipanion';
+import { Option } from 'clipanion';
 import { EXIT } from '../../key-backend.ts';
 import type { DeadLetterBackend } from './backend.ts';
-import { DeadLetterCommand } from './base.ts';
+import { DeadLetterCommand, deadLetterUsage } from './base.ts';
 
 export class ShowDeadLetterCommand extends DeadLetterCommand {
   static override paths = [['dead-letter', 'show']];
-  static override usage = Command.Usage({
-    category: 'Dead letters',
+  static override usage = deadLetterUsage({
     description: 'Print one dead-lettered event and why it failed',
     examples: [['Show one', '$0 dead-letter show --config router.yaml 3:4096']],
   });
