@@ -21,13 +21,13 @@ interface MetricSnapshot {
   values: MetricValue[];
 }
 
-export class FastCounter {
+/** What both kinds share: registration in the registry, one record per label set, reset. */
+abstract class FastMetric<R> {
   readonly name: string;
   readonly help: string;
-  readonly type = 'counter';
   readonly aggregator = 'sum';
   readonly #labelNames: readonly string[];
-  readonly #series = new Map<string, { labels: Labels; value: number }>();
+  protected readonly records = new Map<string, R>();
 
   constructor(registry: client.Registry, name: string, help: string, labelNames: readonly string[]) {
     this.name = name;
@@ -36,19 +36,32 @@ export class FastCounter {
     registry.registerMetric(this as unknown as client.Metric);
   }
 
-  /** The series for these label values (in labelNames order); keep it and call inc() on it. */
-  series(...values: string[]): { inc(by?: number): void } {
+  /** The record of these label values (in labelNames order), made on first use. */
+  protected record(values: readonly string[], make: (labels: Labels) => R): R {
     const key = values.join('\u0000');
-    let s = this.#series.get(key);
-    if (s === undefined) {
+    let r = this.records.get(key);
+    if (r === undefined) {
       const labels: Record<string, string> = {};
       this.#labelNames.forEach((n, i) => {
         labels[n] = values[i] ?? '';
       });
-      s = { labels, value: 0 };
-      this.#series.set(key, s);
+      r = make(labels);
+      this.records.set(key, r);
     }
-    const record = s;
+    return r;
+  }
+
+  reset(): void {
+    this.records.clear();
+  }
+}
+
+export class FastCounter extends FastMetric<{ labels: Labels; value: number }> {
+  readonly type = 'counter';
+
+  /** The series for these label values (in labelNames order); keep it and call inc() on it. */
+  series(...values: string[]): { inc(by?: number): void } {
+    const record = this.record(values, (labels) => ({ labels, value: 0 }));
     return {
       inc(by = 1) {
         record.value += by;
@@ -57,12 +70,8 @@ export class FastCounter {
   }
 
   async get(): Promise<MetricSnapshot> {
-    const values = [...this.#series.values()].map((s) => ({ value: s.value, labels: s.labels }));
+    const values = [...this.records.values()].map((s) => ({ value: s.value, labels: s.labels }));
     return { name: this.name, help: this.help, type: 'counter', aggregator: 'sum', values };
-  }
-
-  reset(): void {
-    this.#series.clear();
   }
 }
 
@@ -74,14 +83,9 @@ interface HistogramRecord {
   count: number;
 }
 
-export class FastHistogram {
-  readonly name: string;
-  readonly help: string;
+export class FastHistogram extends FastMetric<HistogramRecord> {
   readonly type = 'histogram';
-  readonly aggregator = 'sum';
-  readonly #labelNames: readonly string[];
   readonly #buckets: readonly number[];
-  readonly #series = new Map<string, HistogramRecord>();
 
   constructor(
     registry: client.Registry,
@@ -90,25 +94,18 @@ export class FastHistogram {
     labelNames: readonly string[],
     buckets: readonly number[],
   ) {
-    this.name = name;
-    this.help = help;
-    this.#labelNames = labelNames;
+    super(registry, name, help, labelNames);
     this.#buckets = [...buckets].sort((a, b) => a - b);
-    registry.registerMetric(this as unknown as client.Metric);
   }
 
   series(...values: string[]): { observe(v: number): void } {
-    const key = values.join('\u0000');
-    let s = this.#series.get(key);
-    if (s === undefined) {
-      const labels: Record<string, string> = {};
-      this.#labelNames.forEach((n, i) => {
-        labels[n] = values[i] ?? '';
-      });
-      s = { labels, counts: new Float64Array(this.#buckets.length + 1), sum: 0, count: 0 };
-      this.#series.set(key, s);
-    }
-    const record = s;
+    const size = this.#buckets.length + 1;
+    const record = this.record(values, (labels) => ({
+      labels,
+      counts: new Float64Array(size),
+      sum: 0,
+      count: 0,
+    }));
     const buckets = this.#buckets;
     return {
       observe(v: number) {
@@ -123,7 +120,7 @@ export class FastHistogram {
 
   async get(): Promise<MetricSnapshot> {
     const values: MetricValue[] = [];
-    for (const s of this.#series.values()) {
+    for (const s of this.records.values()) {
       let cumulative = 0;
       this.#buckets.forEach((le, i) => {
         cumulative += s.counts[i]!;
@@ -138,9 +135,5 @@ export class FastHistogram {
       values.push({ value: s.count, labels: s.labels, metricName: `${this.name}_count` });
     }
     return { name: this.name, help: this.help, type: 'histogram', aggregator: 'sum', values };
-  }
-
-  reset(): void {
-    this.#series.clear();
   }
 }
