@@ -39,46 +39,37 @@ export function createGatewayMetrics(): GatewayMetrics {
     'Tokens metered, by provider, direction (input/output) and stage (upstream/estimated)',
     ['provider', 'direction', 'stage'],
   );
-  const activeStreams = new client.Gauge({
-    name: 'router_active_streams',
-    help: 'Streaming replies in flight',
-    registers: [registry],
-  });
-  const billingEnqueued = new client.Counter({
-    name: 'router_billing_events_total',
-    help: 'Usage events by result: queued, skipped_status, skipped_no_subject, queue_failed',
-    labelNames: ['result'] as const,
-    registers: [registry],
-  });
-  const balanceChecks = new client.Counter({
-    name: 'router_balance_checks_total',
-    help: 'Balance pre-checks by result',
-    labelNames: ['result'] as const,
-    registers: [registry],
-  });
-  const storeErrors = new client.Counter({
-    name: 'router_store_errors_total',
-    help: 'Shared-store operations that failed',
-    labelNames: ['operation'] as const,
-    registers: [registry],
-  });
-  const unpricedModels = new client.Counter({
-    name: 'router_unpriced_requests_total',
-    help: 'Metered requests whose model has no price',
-    labelNames: ['provider'] as const,
-    registers: [registry],
-  });
-  const unpricedServedModels = new client.Gauge({
-    name: 'router_unpriced_models',
-    help: 'Models the registry serves that have no price (billing on)',
-    registers: [registry],
-  });
-  const unmeteredRequests = new client.Counter({
-    name: 'router_unreported_requests_total',
-    help: 'Requests not reported to billing, by reason',
-    labelNames: ['reason'] as const,
-    registers: [registry],
-  });
+  // One label per counter is all the gateway's own counters need.
+  const counter = <L extends string>(name: string, help: string, label: L): client.Counter<L> =>
+    new client.Counter({ name, help, labelNames: [label] as const, registers: [registry] });
+  const gauge = (name: string, help: string): client.Gauge =>
+    new client.Gauge({ name, help, registers: [registry] });
+  const activeStreams = gauge('router_active_streams', 'Streaming replies in flight');
+  const billingEnqueued = counter(
+    'router_billing_events_total',
+    'Usage events by result: queued, skipped_status, skipped_no_subject, queue_failed',
+    'result',
+  );
+  const balanceChecks = counter('router_balance_checks_total', 'Balance pre-checks by result', 'result');
+  const storeErrors = counter(
+    'router_store_errors_total',
+    'Shared-store operations that failed',
+    'operation',
+  );
+  const unpricedModels = counter(
+    'router_unpriced_requests_total',
+    'Metered requests whose model has no price',
+    'provider',
+  );
+  const unpricedServedModels = gauge(
+    'router_unpriced_models',
+    'Models the registry serves that have no price (billing on)',
+  );
+  const unmeteredRequests = counter(
+    'router_unreported_requests_total',
+    'Requests not reported to billing, by reason',
+    'reason',
+  );
   let openConnections = () => 0;
   new client.Gauge({
     name: 'router_client_connections',
@@ -88,29 +79,25 @@ export function createGatewayMetrics(): GatewayMetrics {
       this.set(openConnections());
     },
   });
-  const connectionsMax = new client.Gauge({
-    name: 'router_client_connections_max',
-    help: 'limits.max_connections in force (lowered to fit the file-descriptor limit)',
-    registers: [registry],
-  });
-  const connectionsShed = new client.Counter({
-    name: 'router_connections_shed_total',
-    help: 'Client connections closed at the connection cap: idle (oldest idle closed) or refused',
-    labelNames: ['reason'] as const,
-    registers: [registry],
-  });
-  const clientTimeouts = new client.Counter({
-    name: 'router_client_timeouts_total',
-    help: 'Client connections closed by a timeout: header, body or keepalive',
-    labelNames: ['kind'] as const,
-    registers: [registry],
-  });
-  const clientRejected = new client.Counter({
-    name: 'router_client_rejected_total',
-    help: 'Requests refused before parsing: header_too_large, url_too_long, malformed',
-    labelNames: ['reason'] as const,
-    registers: [registry],
-  });
+  const connectionsMax = gauge(
+    'router_client_connections_max',
+    'limits.max_connections in force (lowered to fit the file-descriptor limit)',
+  );
+  const connectionsShed = counter(
+    'router_connections_shed_total',
+    'Client connections closed at the connection cap: idle (oldest idle closed) or refused',
+    'reason',
+  );
+  const clientTimeouts = counter(
+    'router_client_timeouts_total',
+    'Client connections closed by a timeout: header, body or keepalive',
+    'kind',
+  );
+  const clientRejected = counter(
+    'router_client_rejected_total',
+    'Requests refused before parsing: header_too_large, url_too_long, malformed',
+    'reason',
+  );
   // Labelled children per label set, so a request does one map lookup instead of hashing label
   // objects for every series it touches (a measurable share of the hot path).
   interface Series {
