@@ -220,7 +220,7 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
         // Closing a connection aborts its request (upstream call cancelled); each still completes
         // (usage settled on what was delivered, event queued) before the queue may close.
         gateway.server.closeAllConnections();
-        await waitIdle(gateway, COMPLETION_TIMEOUT_MS);
+        await waitCompleting(gateway, COMPLETION_STALL_MS);
         if (gateway.inFlight() > 0)
           log.error(
             { inFlight: gateway.inFlight() },
@@ -236,8 +236,32 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
   };
 }
 
-/** How long requests cut at the drain timeout get to complete (docs/operations.md "Reload and drain"). */
-const COMPLETION_TIMEOUT_MS = 5000;
+/**
+ * Requests cut at the drain timeout get to complete for as long as some of them keep completing; the
+ * wait ends when none has for this long (docs/operations.md "Reload and drain"). A fixed total would
+ * drop the last events of a busy machine, where completing many cut requests takes longer.
+ */
+const COMPLETION_STALL_MS = 5000;
+
+/** Resolves when no request is in flight, or once none has completed for `stallMs`. */
+function waitCompleting(gateway: GatewayServer, stallMs: number): Promise<void> {
+  if (gateway.inFlight() === 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    let left = gateway.inFlight();
+    let deadline = Date.now() + stallMs;
+    const timer = setInterval(() => {
+      const now = gateway.inFlight();
+      if (now < left) {
+        left = now;
+        deadline = Date.now() + stallMs;
+      }
+      if (now === 0 || Date.now() >= deadline) {
+        clearInterval(timer);
+        resolve();
+      }
+    }, 25);
+  });
+}
 
 /** Resolves when no request is in flight (nor completing), or after `timeoutMs`. */
 function waitIdle(gateway: GatewayServer, timeoutMs: number): Promise<void> {

@@ -134,7 +134,8 @@ test('Deployment: gateway and billing sidecar containers with probes, ports, res
   const delayMs = Number(gwArgs[gwArgs.indexOf('--shutdown-delay-ms') + 1]);
   const config = routerYaml();
   const drainMs = Number(get(config, 'limits.drain_timeout_ms'));
-  // Plus up to 5 s for requests cut at the drain timeout to complete and 2 s moving the spool to Redis.
+  // Plus the completion of requests cut at the drain timeout (given up after 5 s without progress) and
+  // 2 s moving the spool to Redis.
   assert.ok(Number(pod.terminationGracePeriodSeconds) * 1000 > delayMs + drainMs + 7000);
   // Volumes mounted exist; the ConfigMap and Secret referenced are shipped.
   const volumes = new Set(arr(pod, 'volumes').map((v) => v.name));
