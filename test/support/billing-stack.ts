@@ -251,7 +251,19 @@ export async function outboxText(outboxDir: string): Promise<string> {
     return '';
   }
   const parts: string[] = [];
-  for (const name of names) parts.push(await readFile(join(outboxDir, name), 'utf8'));
+  for (const name of names) {
+    // A running sidecar's checkpoint temporaries come and go between the listing and the read.
+    if (name.endsWith('.tmp')) continue;
+    try {
+      parts.push(await readFile(join(outboxDir, name), 'utf8'));
+    } catch (err) {
+      if (
+        (err as NodeJS.ErrnoException).code !== 'ENOENT' &&
+        (err as NodeJS.ErrnoException).code !== 'EISDIR'
+      )
+        throw err;
+    }
+  }
   return parts.join('\n');
 }
 
