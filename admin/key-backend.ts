@@ -106,7 +106,7 @@ function fromStored(k: StoredAccessKey, secretIds: { current: string; previous?:
 
 async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
   const store = config.store;
-  const where = `store ${redactAddr(store.addr)} (prefix ${store.keyPrefix})`;
+  const where = `store ${redactAddr(store.addr, store)} (prefix ${store.keyPrefix})`;
   if (store.accessKeyHashSecret === '')
     throw new AdminError('store.access_key_hash_secret is empty; it is needed to hash keys', EXIT.usage);
   const stores = await openRedisStores(store, {

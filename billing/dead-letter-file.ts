@@ -11,7 +11,7 @@
 
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { appendDurable, isErrno, writeFileAtomic } from '../common/durable-fs.ts';
+import { appendDurable, ifExists, writeFileAtomic } from '../common/durable-fs.ts';
 import type { UsageEvent } from '../common/usage-event.ts';
 import { DEAD_LETTER_FILE, isUsageEvent } from './outbox/layout.ts';
 
@@ -43,13 +43,8 @@ export function deadLetterId(r: Pick<DeadLetterRecord, 'segment' | 'offset'>): s
  * append a record twice; the later one wins.
  */
 export async function readDeadLetters(dir: string): Promise<DeadLetterRecord[]> {
-  let text: string;
-  try {
-    text = await readFile(join(dir, DEAD_LETTER_FILE), 'utf8');
-  } catch (err) {
-    if (isErrno(err, 'ENOENT')) return [];
-    throw err;
-  }
+  const text = await ifExists(readFile(join(dir, DEAD_LETTER_FILE), 'utf8'));
+  if (text === undefined) return [];
   const byId = new Map<string, DeadLetterRecord>();
   for (const line of text.split('\n')) {
     if (line.trim() === '') continue;

@@ -10,7 +10,7 @@ import { describeError } from '../common/errors.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import type { EventQueue } from '../common/store-types.ts';
 import type { Hook, RequestContext, Usage } from '../common/types.ts';
-import { completionStyleUsage } from '../hooks/families/index.ts';
+import { completionStyleUsage, tokenCountOf } from '../hooks/families/index.ts';
 import { buildUsageEvent, reportDecision } from './event-builder.ts';
 import type { ModelPrice, Pricing } from './price-types.ts';
 
@@ -34,6 +34,11 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
     onComplete(ctx: RequestContext): void {
       // Nothing was served: a request refused before reaching an upstream is not a model request.
       if (ctx.provider === undefined || ctx.status === 0) return;
+      // Counting tokens is not a model call; providers do not charge for it either.
+      if (tokenCountOf(ctx.api) !== undefined) {
+        metrics.billingEnqueued.inc({ result: 'not_billable' });
+        return;
+      }
       const subjectId = ctx.principal?.subjectId ?? billing.fallbackSubjectId;
       const decision = reportDecision({
         billingEnabled: billing.enabled,

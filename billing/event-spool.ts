@@ -153,6 +153,14 @@ export async function openEventSpool(
         markerTtl,
         ...events.map((e) => JSON.stringify(e.event)),
       );
+      // As the queue's own writes: a move no replica took could be lost in a failover, so the batch
+      // stays held and is moved again (the markers keep a move that did survive from doubling).
+      if (store.billingWaitReplicas > 0) {
+        const acknowledged = await client.wait(store.billingWaitReplicas, store.operationTimeoutMs);
+        if (acknowledged < store.billingWaitReplicas) {
+          throw new Error(`${acknowledged} of ${store.billingWaitReplicas} replicas took the moved events`);
+        }
+      }
     }
     // A held batch is never empty (see above).
     await src.reader.commit(positionAfter(batch[batch.length - 1]!), {});

@@ -13,12 +13,10 @@ import { createTurnBatch } from '../common/turn-batch.ts';
 import type { UsageEvent } from '../common/usage-event.ts';
 import {
   closeRedisClient,
-  createKeyLayout,
-  createRedisClient,
+  connectRedis,
   isConnectionError,
   type KeyLayout,
   type Redis,
-  waitReady,
 } from '../store/redis-client.ts';
 import { acquireEventSpool, type EventSpool } from './event-spool.ts';
 
@@ -45,6 +43,7 @@ export function createRedisEventQueue(
   keys: Pick<KeyLayout, 'stream'>,
   spool?: EventSpool,
   logger?: Logger,
+  replication: { replicas: number; timeoutMs: number } = { replicas: 0, timeoutMs: 0 },
 ): RedisEventQueue {
   let sending = 0;
   let idle: (() => void)[] = [];
@@ -77,10 +76,13 @@ export function createRedisEventQueue(
       toSpool(events, new StoreUnavailableError('enqueue'));
       return;
     }
-    const sent =
+    const added =
       events.length === 1
         ? client.xadd(keys.stream, '*', 'payload', events[0]!.payload)
         : client.eval(XADD_BATCH, 1, keys.stream, ...events.map((e) => e.payload));
+    // WAIT goes out with the write (same turn, same connection) and covers it: a batch the replicas did
+    // not take may be lost in a failover, so it is spooled, and the spool moves it to the new primary.
+    const sent = replication.replicas === 0 ? added : Promise.all([added, waitReplicas(client, replication)]);
     sending++;
     sent.then(
       () => {
@@ -129,6 +131,19 @@ export function createRedisEventQueue(
   };
 }
 
+async function waitReplicas(
+  client: Redis,
+  replication: { replicas: number; timeoutMs: number },
+): Promise<void> {
+  const acknowledged = await client.wait(replication.replicas, replication.timeoutMs);
+  if (acknowledged < replication.replicas) {
+    throw new StoreUnavailableError(
+      'enqueue',
+      new Error(`${acknowledged} of ${replication.replicas} replicas took the batch`),
+    );
+  }
+}
+
 interface PendingEvent {
   event: UsageEvent;
   payload: string;
@@ -158,14 +173,15 @@ export async function openRedisBillingSink(
   const { spoolRoot, logger } = opts;
   const shared = spoolRoot === undefined ? undefined : await acquireEventSpool(spoolRoot, store, logger);
   // Its own connection, written at once: the queue batches per turn itself (createRedisEventQueue).
-  const client = createRedisClient(store, {
+  const { client, keys } = await connectRedis(store, {
     logger,
     connectionName: 'router-gateway-queue',
     writeAtOnce: true,
   });
-  await waitReady(client, Math.max(1000, store.operationTimeoutMs * 4));
-  const keys = createKeyLayout(store);
-  const queue = createRedisEventQueue(client, keys, shared?.spool, logger);
+  const queue = createRedisEventQueue(client, keys, shared?.spool, logger, {
+    replicas: store.billingWaitReplicas,
+    timeoutMs: store.operationTimeoutMs,
+  });
   return {
     queue,
     async readiness() {

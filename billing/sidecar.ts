@@ -8,10 +8,11 @@ import type { Logger } from 'pino';
 import type { BillingConfig, ListenAddress, RouterConfig } from '../common/config-types.ts';
 import { type BillingClient, createBillingClient } from './billing-client.ts';
 import { createReplayRoute } from './dead-letter-route.ts';
-import { type DeliveryWorker, type DeliveryWorkerOptions, startDeliveryWorker } from './delivery-worker.ts';
+import type { DeliveryWorker, DeliveryWorkerOptions } from './delivery-worker.ts';
 import { acquireEventSpool } from './event-spool.ts';
-import { type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
+import type { OutboxStatusView } from './outbox/status.ts';
 import { createSidecarMetrics, streamConsumerSources } from './sidecar-metrics.ts';
+import { startSlottedDelivery } from './slotted-delivery.ts';
 import { type StreamConsumer, startStreamConsumer } from './stream-consumer.ts';
 import { createWebhookRoute, type WebhookRoute, type WebhookRouteOptions } from './webhook-handler.ts';
 
@@ -85,8 +86,10 @@ export async function startSidecar(
       // reach the stream from here too, not only when a gateway starts again.
       spool = await acquireEventSpool(billing.outboxDir, config.store, log);
     } else {
-      worker = await startDeliveryWorker({ ...opts.worker, config: billing, client, logger: log });
-      status = openOutboxStatus(billing.outboxDir);
+      // The outbox directory and every slot other gateway processes of this host write.
+      const slotted = await startSlottedDelivery({ ...opts.worker, config: billing, client, logger: log });
+      worker = slotted;
+      status = slotted.status;
     }
   } else if (billing.enabled) {
     log?.error('billing.enabled is true but base_url, project_id, api_key or extractor_rule_set_id is empty');

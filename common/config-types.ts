@@ -90,8 +90,12 @@ export type AccessKeyMode = 'redis_preferred' | 'redis_only' | 'file_only';
 
 export interface StoreConfig {
   readonly enabled: boolean;
-  /** redis:// or rediss:// URL. */
+  /** redis:// or rediss:// URL; with sentinels, only its credentials, database and TLS are used. */
   readonly addr: string;
+  /** Sentinels of a failover setup; empty = connect to addr directly. */
+  readonly sentinels: readonly { readonly host: string; readonly port: number }[];
+  readonly sentinelName: string;
+  readonly sentinelPassword: string | undefined;
   readonly username: string | undefined;
   readonly password: string | undefined;
   readonly tls: boolean;
@@ -105,6 +109,8 @@ export interface StoreConfig {
   /** Empty: generated from hostname and pid. */
   readonly billingConsumerName: string;
   readonly billingMaxAttempts: number;
+  /** Replicas that must acknowledge a batch of usage events before it counts as recorded (0 = off). */
+  readonly billingWaitReplicas: number;
   readonly accessKeyHashSecret: string;
   /** The hash secret being rotated away from ('' = no rotation under way). */
   readonly previousAccessKeyHashSecret: string;

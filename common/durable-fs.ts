@@ -15,14 +15,7 @@ export async function writeFileAtomic(
   // A unique temporary name: two replacements of the same file in flight must not rename each
   // other's temporary file away (the loser would fail with ENOENT).
   const tmp = join(dir, `${name}.${process.pid}.${++tmpCounter}.tmp`);
-  const fh = await open(tmp, 'w');
-  try {
-    await fh.writeFile(content);
-    await fh.sync();
-    fsyncHook?.();
-  } finally {
-    await fh.close();
-  }
+  await writeSynced(tmp, 'w', content, fsyncHook);
   await rename(tmp, join(dir, name));
   await fsyncDir(dir);
   fsyncHook?.();
@@ -48,9 +41,18 @@ export async function appendDurable(
   lines: string,
   fsyncHook?: () => void,
 ): Promise<void> {
-  const fh = await open(join(dir, name), 'a');
+  await writeSynced(join(dir, name), 'a', lines, fsyncHook);
+}
+
+async function writeSynced(
+  path: string,
+  flags: 'w' | 'a',
+  text: string,
+  fsyncHook?: () => void,
+): Promise<void> {
+  const fh = await open(path, flags);
   try {
-    await fh.write(lines);
+    await fh.writeFile(text);
     await fh.sync();
     fsyncHook?.();
   } finally {
@@ -63,6 +65,16 @@ export async function removeIfExists(path: string): Promise<void> {
     await unlink(path);
   } catch (err) {
     if (!isErrno(err, 'ENOENT')) throw err;
+  }
+}
+
+/** The operation's result, or undefined when the file it opens or reads does not exist. */
+export async function ifExists<T>(op: Promise<T>): Promise<T | undefined> {
+  try {
+    return await op;
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) return undefined;
+    throw err;
   }
 }
 

@@ -9,106 +9,60 @@ interface CatalogueEntry {
   readonly message: string;
 }
 
+function entry(type: string) {
+  return (status: number, message: string): CatalogueEntry => ({ status, type, message });
+}
+const auth = entry('authentication_error');
+const billing = entry('billing_error');
+const upstream = entry('upstream_error');
+const server = entry('server_error');
+const invalidEntry = entry('invalid_request_error');
+const invalid = (message: string, status = 400) => invalidEntry(status, message);
+
 export const ERROR_CATALOGUE = {
-  invalid_api_key: { status: 401, type: 'authentication_error', message: 'Invalid or missing access key' },
-  insufficient_balance: {
-    status: 402,
-    type: 'billing_error',
-    message: 'The account balance is insufficient for this request; top up the wallet and retry',
-  },
-  billing_unavailable: {
-    status: 503,
-    type: 'billing_error',
-    message: 'The balance check is temporarily unavailable',
-  },
-  authentication_unavailable: {
-    status: 503,
-    type: 'authentication_error',
-    message: 'Access keys cannot be verified right now',
-  },
-  invalid_json: { status: 400, type: 'invalid_request_error', message: 'The request body is not valid JSON' },
-  invalid_parameter: { status: 400, type: 'invalid_request_error', message: 'Invalid request parameter' },
-  invalid_model: {
-    status: 400,
-    type: 'invalid_request_error',
-    message: 'The model name is not valid',
-  },
-  invalid_path: {
-    status: 400,
-    type: 'invalid_request_error',
-    message: 'The request path has malformed percent-encoding',
-  },
-  json_too_deep: {
-    status: 400,
-    type: 'invalid_request_error',
-    message: 'The request body nests arrays and objects too deeply',
-  },
-  request_timeout: {
-    status: 408,
-    type: 'invalid_request_error',
-    message: 'The request was not received in time',
-  },
-  provider_not_selected: {
-    status: 400,
-    type: 'invalid_request_error',
-    message: 'No provider could be selected for this request',
-  },
-  unknown_provider: { status: 400, type: 'invalid_request_error', message: 'Unknown provider' },
-  no_matching_rule: {
-    status: 400,
-    type: 'invalid_request_error',
-    message: 'The provider has no configuration for this API',
-  },
-  model_not_found: { status: 404, type: 'invalid_request_error', message: 'The model does not exist' },
-  not_found: { status: 404, type: 'invalid_request_error', message: 'Unknown endpoint' },
-  method_not_allowed: { status: 405, type: 'invalid_request_error', message: 'Method not allowed' },
-  request_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is too large' },
-  malformed_request: { status: 400, type: 'invalid_request_error', message: 'The request is not valid HTTP' },
-  url_too_long: { status: 414, type: 'invalid_request_error', message: 'The request URL is too long' },
-  header_too_large: {
-    status: 431,
-    type: 'invalid_request_error',
-    message: 'The request headers are too large',
-  },
-  unsupported_media_type: {
-    status: 415,
-    type: 'invalid_request_error',
-    message: 'Unsupported content type',
-  },
-  upstream_unreachable: {
-    status: 502,
-    type: 'upstream_error',
-    message: 'The upstream provider is unreachable',
-  },
-  upstream_bad_response: {
-    status: 502,
-    type: 'upstream_error',
-    message: 'The upstream provider sent an unreadable response',
-  },
-  provider_key_missing: {
-    status: 503,
-    type: 'upstream_error',
-    message: 'The provider has no upstream API key configured',
-  },
-  upstream_auth_failed: {
-    status: 502,
-    type: 'upstream_error',
-    message:
-      "The upstream provider refused the gateway's credentials; the operator must check the provider key",
-  },
-  translation_failed: {
-    status: 400,
-    type: 'invalid_request_error',
-    message: 'The request cannot be translated for this provider',
-  },
-  upstream_timeout: { status: 504, type: 'upstream_error', message: 'The upstream provider timed out' },
-  shutting_down: { status: 503, type: 'server_error', message: 'The gateway is shutting down' },
-  sidecar_unavailable: {
-    status: 503,
-    type: 'server_error',
-    message: 'The billing sidecar is not running; the webhook was not applied, send it again later',
-  },
-  internal_error: { status: 500, type: 'server_error', message: 'Internal error' },
+  invalid_api_key: auth(401, 'Invalid or missing access key'),
+  insufficient_balance: billing(
+    402,
+    'The account balance is insufficient for this request; top up the wallet and retry',
+  ),
+  billing_unavailable: billing(503, 'The balance check is temporarily unavailable'),
+  authentication_unavailable: auth(503, 'Access keys cannot be verified right now'),
+  invalid_json: invalid('The request body is not valid JSON'),
+  invalid_parameter: invalid('Invalid request parameter'),
+  invalid_model: invalid('The model name is not valid'),
+  invalid_path: invalid('The request path has malformed percent-encoding'),
+  json_too_deep: invalid('The request body nests arrays and objects too deeply'),
+  request_timeout: invalid('The request was not received in time', 408),
+  provider_not_selected: invalid('No provider could be selected for this request'),
+  unknown_provider: invalid('Unknown provider'),
+  no_matching_rule: invalid('The provider has no configuration for this API'),
+  model_not_found: invalid('The model does not exist', 404),
+  not_found: invalid('Unknown endpoint', 404),
+  method_not_allowed: invalid('Method not allowed', 405),
+  request_too_large: invalid('The request body is too large', 413),
+  malformed_request: invalid('The request is not valid HTTP'),
+  url_too_long: invalid('The request URL is too long', 414),
+  header_too_large: invalid('The request headers are too large', 431),
+  unsupported_media_type: invalid('Unsupported content type', 415),
+  upstream_unreachable: upstream(502, 'The upstream provider is unreachable'),
+  upstream_bad_response: upstream(502, 'The upstream provider sent an unreadable response'),
+  provider_key_missing: upstream(503, 'The provider has no upstream API key configured'),
+  upstream_auth_failed: upstream(
+    502,
+    "The upstream provider refused the gateway's credentials; the operator must check the provider key",
+  ),
+  translation_failed: invalid('The request cannot be translated for this provider'),
+  count_unavailable: invalid(
+    'The gateway cannot count this request for this provider; count it with your own estimate',
+    422,
+  ),
+  upstream_timeout: upstream(504, 'The upstream provider timed out'),
+  shutting_down: server(503, 'The gateway is shutting down'),
+  sidecar_unavailable: server(
+    503,
+    'The billing sidecar is not running; the webhook was not applied, send it again later',
+  ),
+  internal_error: server(500, 'Internal error'),
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

@@ -19,6 +19,10 @@ export const API_NAMES = [
   'audio.translations',
   'native.generateContent',
   'native.streamGenerateContent',
+  // Token counting: not model calls, never billed (docs/translation.md "Counting tokens").
+  'messages.count_tokens',
+  'native.countTokens',
+  'responses.input_tokens',
 ] as const;
 export type ApiName = (typeof API_NAMES)[number];
 

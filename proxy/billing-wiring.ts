@@ -3,8 +3,9 @@
 
 import type { Logger } from 'pino';
 import { createBillingEnqueueHook } from '../billing/enqueue-hook.ts';
+import { openSlottedWriter } from '../billing/outbox/slots.ts';
 import { openOutboxStatus } from '../billing/outbox/status.ts';
-import { type OutboxWriter, openOutboxWriter } from '../billing/outbox-writer.ts';
+import type { OutboxWriter } from '../billing/outbox-writer.ts';
 import { pricingWarnings, unpricedModels } from '../billing/price-coverage.ts';
 import { loadPricing } from '../billing/pricing.ts';
 import { type BillingSink, openRedisBillingSink } from '../billing/redis-queue.ts';
@@ -53,7 +54,9 @@ export async function createBillingParts(
 
 async function openOutboxSink(dir: string, log: Logger): Promise<BillingSink> {
   const { value: writer, release } = await shareWriter(dir, log);
-  const status = openOutboxStatus(dir);
+  if (writer.dir !== dir)
+    log.info({ slot: writer.dir }, 'another gateway writes the outbox directory: writing a slot of it');
+  const status = openOutboxStatus(writer.dir);
   return {
     queue: { enqueue: (event) => writer.append(event), recorded: () => writer.recorded() },
     async readiness() {
@@ -71,7 +74,7 @@ async function openOutboxSink(dir: string, log: Logger): Promise<BillingSink> {
  */
 const shareWriter = sharedByKey(
   (dir: string, log: Logger) =>
-    openOutboxWriter(dir, {
+    openSlottedWriter(dir, {
       onError: (err) =>
         log.error({ err: err instanceof Error ? err.message : String(err) }, 'outbox write failed'),
     }),

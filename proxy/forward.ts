@@ -7,7 +7,8 @@ import { splitBaseUrl } from '../common/base-url.ts';
 import { describeError, GatewayError } from '../common/errors.ts';
 import type { RequestContext, UpstreamRequest } from '../common/types.ts';
 import type { CompiledRule } from '../hooks/dsl/types.ts';
-import { FORWARDED_REQUEST_HEADERS, upstreamQuery } from '../hooks/families/index.ts';
+import { FORWARDED_REQUEST_HEADERS, tokenCountOf, upstreamQuery } from '../hooks/families/index.ts';
+import { answerCountLocally } from './local-count.ts';
 import { runRewriteBody, runSelectTarget } from './pipeline.ts';
 import { relay } from './relay.ts';
 import type { RequestCompletion } from './request-completion.ts';
@@ -34,6 +35,12 @@ export async function forward(
       continue;
     }
     const rule = rt.matchRule(provider, ctx.api, ctx.stream);
+    const count = rule === undefined ? tokenCountOf(ctx.api) : undefined;
+    if (count !== undefined) {
+      ctx.upstreamModel = candidate.upstreamModel;
+      await answerCountLocally(ctx, res, count, candidate.provider);
+      return;
+    }
     if (rule === undefined) {
       if (i === 0) {
         throw new GatewayError(
@@ -147,7 +154,10 @@ function baseRequest(ctx: RequestContext, rule: CompiledRule): UpstreamRequest {
   // The client's query never reaches the upstream: it could carry the client's own key or steer the
   // upstream API; the rule's set_query ops add what the provider needs.
   const query = new URLSearchParams();
-  const needed = upstreamQuery(ctx.api);
+  // What the client's own wire format needs upstream (Gemini's alt=sse), only when the upstream speaks
+  // that format: a rule that maps the request talks to another one.
+  const translated = rule.request.some((op) => op.op === 'req_map');
+  const needed = translated ? undefined : upstreamQuery(ctx.api);
   if (needed !== undefined) for (const [name, value] of Object.entries(needed)) query.set(name, value);
   return { method: ctx.method, origin, path: prefix + ctx.path, query, headers, body };
 }

@@ -1,7 +1,7 @@
 // GET /v1/models and one model's entry, in the shape of the family that answers the path
 // (proxy/routes.ts picks it; hooks/families/*/index.ts `models` builds the shape).
 
-import type { JsonValue, WireFormat } from '../common/types.ts';
+import type { ApiName, JsonValue, WireFormat } from '../common/types.ts';
 import { FAMILIES } from '../hooks/families/index.ts';
 import type { ModelRegistry } from './config/models.ts';
 
@@ -11,15 +11,24 @@ export interface ModelListing {
   info(format: WireFormat, id: string): JsonValue | undefined;
 }
 
-/** Lists are built once per configuration load; `created` is the load's time. */
+/**
+ * Lists are built once per configuration load; `created` is the load's time. Each family lists the
+ * models it can call: those with a provider that has a rule for one of the family's apis.
+ */
 export function createModelListing(
   registry: ModelRegistry,
+  serves: (provider: string, api: ApiName) => boolean,
   created = Math.floor(Date.now() / 1000),
 ): ModelListing {
-  const listed = registry.listed().map((e) => ({ id: e.id, ownedBy: e.ownedBy }));
   const lists = new Map<string, JsonValue>();
   for (const family of FAMILIES) {
-    if (family.models !== undefined) lists.set(family.name, family.models.list(listed, created));
+    const shape = family.models;
+    if (shape === undefined) continue;
+    const callable = registry
+      .listed()
+      .filter((e) => e.routes.some((r) => shape.apis.some((api) => serves(r.provider, api))))
+      .map((e) => ({ id: e.id, ownedBy: e.ownedBy }));
+    lists.set(family.name, shape.list(callable, created));
   }
   const shapes = (format: WireFormat) =>
     FAMILIES.find((f) => f.name === format && f.models !== undefined)?.models;

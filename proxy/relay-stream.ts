@@ -14,14 +14,18 @@ import { write } from './send.ts';
 import { endsWithBlankLine, type SseEvent, SseReader, serializeEvent } from './sse.ts';
 import { classifyUpstreamError, type UpstreamResponse } from './upstream.ts';
 
-export async function relayStream(
-  ctx: RequestContext,
-  hooks: RuleHooks,
-  up: UpstreamResponse,
-  res: ServerResponse,
-  head: ResponseHead,
-  completion: RequestCompletion,
-): Promise<void> {
+/** One reply on its way to the client, as the three relays take it. */
+export interface RelayJob {
+  readonly ctx: RequestContext;
+  readonly hooks: RuleHooks;
+  readonly up: UpstreamResponse;
+  readonly res: ServerResponse;
+  readonly head: ResponseHead;
+  readonly completion: RequestCompletion;
+}
+
+export async function relayStream(job: RelayJob): Promise<void> {
+  const { ctx, hooks, up, res, head, completion } = job;
   head.headers['content-type'] ??= 'text/event-stream';
   head.headers['cache-control'] = 'no-cache';
   head.headers['x-accel-buffering'] = 'no';

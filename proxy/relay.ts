@@ -7,7 +7,7 @@ import { describeError, GatewayError } from '../common/errors.ts';
 import type { JsonValue, RequestContext, ResponseHead } from '../common/types.ts';
 import { recordDelivered } from './metering.ts';
 import { runResponseChunk, runResponseHead } from './pipeline.ts';
-import { relayStream } from './relay-stream.ts';
+import { type RelayJob, relayStream } from './relay-stream.ts';
 import type { RequestCompletion } from './request-completion.ts';
 import type { RuleHooks } from './runtime.ts';
 import { write } from './send.ts';
@@ -34,29 +34,24 @@ export async function relay(
   });
   ctx.status = head.status;
   head.headers['x-router-request-id'] = ctx.id;
+  const job: RelayJob = { ctx, hooks, up, res, head, completion };
   const contentType = head.headers['content-type'] ?? '';
   if (contentType.startsWith('text/event-stream') && head.status < 400) {
     activeStreams.inc();
     try {
-      return await relayStream(ctx, hooks, up, res, head, completion);
+      return await relayStream(job);
     } finally {
       activeStreams.dec();
     }
   }
   if (contentType.includes('json') || head.status >= 400) {
-    return relayJson(ctx, hooks, up, res, head, completion);
+    return relayJson(job);
   }
-  return relayRaw(ctx, up, res, head, completion);
+  return relayRaw(job);
 }
 
-async function relayJson(
-  ctx: RequestContext,
-  hooks: RuleHooks,
-  up: UpstreamResponse,
-  res: ServerResponse,
-  head: ResponseHead,
-  completion: RequestCompletion,
-): Promise<void> {
+async function relayJson(job: RelayJob): Promise<void> {
+  const { ctx, hooks, up, res, head, completion } = job;
   let raw: Buffer;
   try {
     raw = await up.body.readAll(MAX_JSON_REPLY_BYTES);
@@ -107,13 +102,8 @@ function parseReply(raw: Buffer, status: number): JsonValue | undefined {
   }
 }
 
-async function relayRaw(
-  ctx: RequestContext,
-  up: UpstreamResponse,
-  res: ServerResponse,
-  head: ResponseHead,
-  completion: RequestCompletion,
-): Promise<void> {
+async function relayRaw(job: RelayJob): Promise<void> {
+  const { ctx, up, res, head, completion } = job;
   res.writeHead(head.status, head.headers);
   ctx.responseStarted = true;
   try {

@@ -105,6 +105,20 @@ const SCHEMAS: Partial<Record<ApiName, object>> = {
     required: ['contents'],
     properties: { contents: { type: 'array', items: obj } },
   },
+  'messages.count_tokens': {
+    type: 'object',
+    required: ['model', 'messages'],
+    properties: {
+      model: str,
+      messages: { type: 'array', items: { type: 'object', required: ['role'], properties: { role: str } } },
+    },
+  },
+  // The model routes the count, so it is required here although OpenAI's endpoint defaults it.
+  'responses.input_tokens': { type: 'object', required: ['model'], properties: { model: str } },
+  'native.countTokens': {
+    type: 'object',
+    properties: { contents: { type: 'array', items: obj }, generateContentRequest: obj },
+  },
 };
 
 const ajv = new Ajv({ allErrors: false, strict: false });

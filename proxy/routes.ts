@@ -81,16 +81,13 @@ function patternRoute(path: string): Route | undefined {
  */
 function modelsFamily(
   served: (family: WireFamily) => boolean,
-  carrier: string | boolean | undefined,
+  carrier: string | undefined,
 ): WireFamily | undefined {
   const candidates = FAMILIES.filter((f) => f.models !== undefined && served(f));
-  const byCarrier = candidates.find((f) =>
-    typeof carrier === 'boolean' ? carrier && f.claimsModelPathsByCarrier === true : carrier === f.name,
-  );
-  return byCarrier ?? candidates[0];
+  return candidates.find((f) => carrier === f.name) ?? candidates[0];
 }
 
-function modelRoute(path: string, carrier: string | boolean | undefined): Route | undefined {
+function modelRoute(path: string, carrier: string | undefined): Route | undefined {
   const list = modelsFamily((f) => f.models?.paths.includes(path) === true, carrier);
   if (list !== undefined) return { kind: 'models', format: list.name };
   const prefixOf = (f: WireFamily) => f.models?.paths.find((p) => path.startsWith(`${p}/`));
@@ -112,12 +109,11 @@ function pathFamily(path: string): WireFamily {
 /**
  * Resolve a route. `carrier` is the family whose SDKs the client's key carrier identifies
  * (carrierFamily() of the registry): on a model-list path several families serve, that family answers.
- * `true` stands for "a family that claims model paths by carrier" (the older boolean form).
  */
 export function resolveRoute(
   method: string,
   path: string,
-  carrier: string | boolean | undefined,
+  carrier: string | undefined,
   webhookPath: string,
 ): Route {
   if (method === 'POST') {

@@ -20,6 +20,7 @@ import {
 import { createSelectTargetHook } from '../hooks/builtin/select-target.ts';
 import { matchRule } from '../hooks/dsl/index.ts';
 import type { CompiledProvider, CompiledRule } from '../hooks/dsl/types.ts';
+import { tokenCountOf } from '../hooks/families/index.ts';
 import { estimateUsageSteps } from '../hooks/usage/estimate.ts';
 import { openStateStore } from '../store/index.ts';
 import { watchKeysFile } from './keys-watch.ts';
@@ -134,7 +135,13 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     ...globalCustom.filter((h) => h.onComplete !== undefined),
   ];
   const perRule = compileRuleHooks(config, providers, { ruleCustom, globalCustom, billingComplete });
-  const models = createModelListing(registry);
+  const models = createModelListing(registry, (name, api) => {
+    const provider = providers.get(name);
+    return (
+      provider !== undefined &&
+      (matchRule(provider, api, false) ?? matchRule(provider, api, true)) !== undefined
+    );
+  });
   const endpoints = createEndpoints({
     config,
     log,
@@ -170,7 +177,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     stateNotice: endpoints.stateNotice,
     forwardWebhook: endpoints.forwardWebhook,
     settle(ctx) {
-      if (!config.billing.enabled) return undefined;
+      if (!config.billing.enabled || tokenCountOf(ctx.api) !== undefined) return undefined;
       const pending = settleUsage(ctx, estimateUsageSteps);
       if (pending !== undefined) {
         // recorded() is asked right after settle() by the same completion (proxy/server.ts).

@@ -10,7 +10,7 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { mkdir, open, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isErrno, writeFileAtomic } from '../common/durable-fs.ts';
+import { ifExists, writeFileAtomic } from '../common/durable-fs.ts';
 import type {
   BalanceDecision,
   RequestView,
@@ -85,13 +85,8 @@ function isSubjectState(v: unknown): v is SubjectState {
 }
 
 async function readSubjects(dir: string): Promise<Map<string, { ref: SubjectRef; state: SubjectState }>> {
-  let text: string;
-  try {
-    text = await readFile(join(dir, SUBJECTS_FILE), 'utf8');
-  } catch (err) {
-    if (isErrno(err, 'ENOENT')) return new Map();
-    throw err;
-  }
+  const text = await ifExists(readFile(join(dir, SUBJECTS_FILE), 'utf8'));
+  if (text === undefined) return new Map();
   const parsed = JSON.parse(text) as Partial<SubjectsFile> | null;
   if (parsed === null || typeof parsed !== 'object' || !Array.isArray(parsed.subjects)) {
     throw new Error(`${join(dir, SUBJECTS_FILE)} is malformed`);
@@ -122,13 +117,8 @@ async function readWebhookIds(
   now: number,
 ): Promise<{ live: Map<string, number>; lines: number }> {
   const live = new Map<string, number>();
-  let text: string;
-  try {
-    text = await readFile(join(dir, WEBHOOK_IDS_FILE), 'utf8');
-  } catch (err) {
-    if (isErrno(err, 'ENOENT')) return { live, lines: 0 };
-    throw err;
-  }
+  const text = await ifExists(readFile(join(dir, WEBHOOK_IDS_FILE), 'utf8'));
+  if (text === undefined) return { live, lines: 0 };
   let lines = 0;
   for (const line of text.split('\n')) {
     if (line === '') continue;

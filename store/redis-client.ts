@@ -39,9 +39,12 @@ export function reconnectDelay(times: number, random: () => number = Math.random
   return Math.round(base * (0.75 + random() * 0.25));
 }
 
-/** ioredis options for the store block; the address URL supplies host, port, db and credentials. */
+/**
+ * ioredis options for the store block; the address URL supplies host, port, db and credentials. With
+ * sentinels, the sentinels name the primary (and a new one after a failover) and the URL's host is unused.
+ */
 export function redisOptions(config: StoreConfig, opts: RedisClientOptions = {}): RedisOptions {
-  const url = new URL(config.addr);
+  const url = new URL(config.addr === '' ? 'redis://localhost' : config.addr);
   const tls = url.protocol === 'rediss:' || config.tls;
   const db = url.pathname.length > 1 ? Number(url.pathname.slice(1)) : 0;
   const username = config.username ?? (url.username === '' ? undefined : decodeURIComponent(url.username));
@@ -58,6 +61,9 @@ export function redisOptions(config: StoreConfig, opts: RedisClientOptions = {})
     retryStrategy: (times: number) => reconnectDelay(times),
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
+    // A primary demoted by a failover answers READONLY: reconnect, which finds the new primary (through
+    // the sentinels, or the endpoint's DNS on managed services). The failed command is not resent.
+    reconnectOnError: (err: Error) => err.message.startsWith('READONLY'),
     autoResendUnfulfilledCommands: false,
     // Commands issued in the same tick (concurrent requests' lookups and XADDs) go out in one write.
     enableAutoPipelining: true,
@@ -66,6 +72,19 @@ export function redisOptions(config: StoreConfig, opts: RedisClientOptions = {})
     ...(opts.connectionName === undefined ? {} : { connectionName: opts.connectionName }),
     ...(opts.subscriber ? { enableAutoPipelining: false, autoResubscribe: false } : {}),
     ...(opts.writeAtOnce ? { enableAutoPipelining: false } : {}),
+    ...(config.sentinels.length === 0 ? {} : sentinelOptions(config, tls)),
+  };
+}
+
+function sentinelOptions(config: StoreConfig, tls: boolean): RedisOptions {
+  return {
+    sentinels: config.sentinels.map(({ host, port }) => ({ host, port })),
+    name: config.sentinelName,
+    ...(config.sentinelPassword === undefined ? {} : { sentinelPassword: config.sentinelPassword }),
+    ...(tls ? { enableTLSForSentinelMode: true } : {}),
+    // Learns of a failover from the sentinels' +switch-master at once, not at the next failed command.
+    failoverDetector: true,
+    sentinelRetryStrategy: (times: number) => reconnectDelay(times),
   };
 }
 
@@ -80,10 +99,13 @@ export function createRedisClient(config: StoreConfig, opts: RedisClientOptions 
   client.on('error', (err: Error) => {
     if (down) return;
     down = true;
-    log?.warn({ err: err.message, addr: redactAddr(config.addr) }, 'store connection failed; reconnecting');
+    log?.warn(
+      { err: err.message, addr: redactAddr(config.addr, config) },
+      'store connection failed; reconnecting',
+    );
   });
   client.on('ready', () => {
-    if (down) log?.info({ addr: redactAddr(config.addr) }, 'store connection restored');
+    if (down) log?.info({ addr: redactAddr(config.addr, config) }, 'store connection restored');
     down = false;
   });
   return client;
@@ -111,6 +133,22 @@ export function waitReady(client: Redis, timeoutMs: number): Promise<boolean> {
   });
 }
 
+/**
+ * A client, its key layout, and whether it became ready within `readyTimeoutMs` (by default four
+ * operation timeouts, at least 1 s). Not ready is not fatal: the client keeps reconnecting.
+ */
+export async function connectRedis(
+  config: StoreConfig,
+  opts: RedisClientOptions & { readyTimeoutMs?: number } = {},
+): Promise<{ client: Redis; keys: KeyLayout; connected: boolean }> {
+  const client = createRedisClient(config, opts);
+  const connected = await waitReady(
+    client,
+    opts.readyTimeoutMs ?? Math.max(1000, config.operationTimeoutMs * 4),
+  );
+  return { client, keys: createKeyLayout(config), connected };
+}
+
 /** Close without waiting for a dead server. */
 export async function closeRedisClient(client: Redis): Promise<void> {
   if (client.status === 'end') return;
@@ -121,12 +159,18 @@ export async function closeRedisClient(client: Redis): Promise<void> {
   try {
     await client.quit();
   } catch {
-    client.disconnect();
+    // disconnect() below
   }
+  // After QUIT: with sentinels, ioredis's failover detector keeps its own connections to them open
+  // until disconnect() (an idle socket that would keep the process alive).
+  client.disconnect();
 }
 
 /** Addresses may carry credentials (redis://user:pass@host); logs get host and port only. */
-export function redactAddr(addr: string): string {
+export function redactAddr(addr: string, config?: Pick<StoreConfig, 'sentinels' | 'sentinelName'>): string {
+  if (config !== undefined && config.sentinels.length > 0) {
+    return `sentinel ${config.sentinelName}@${config.sentinels.map((s) => `${s.host}:${s.port}`).join(',')}`;
+  }
   try {
     const url = new URL(addr);
     return `${url.protocol}//${url.host}`;

@@ -18,12 +18,10 @@ import {
 import { accessKeyFields, CREATE, parseAccessKey, REHASH, REVOKE, ROTATE } from './redis-access-keys.ts';
 import {
   closeRedisClient,
-  createKeyLayout,
-  createRedisClient,
+  connectRedis,
   isConnectionError,
   type KeyLayout,
   type Redis,
-  waitReady,
 } from './redis-client.ts';
 import { flatten, parseJson, view } from './redis-view.ts';
 import { invalidateLocally, openViewCache, type ViewCache } from './view-cache.ts';
@@ -73,16 +71,16 @@ export async function openRedisStores(
   config: StoreConfig,
   opts: RedisStoreOptions = {},
 ): Promise<RedisStores> {
-  const client = createRedisClient(config, {
+  const {
+    client,
+    keys: k,
+    connected,
+  } = await connectRedis(config, {
     logger: opts.logger,
     connectionName: opts.connectionName ?? 'router-store',
+    ...(opts.readyTimeoutMs === undefined ? {} : { readyTimeoutMs: opts.readyTimeoutMs }),
   });
-  const connected = await waitReady(
-    client,
-    opts.readyTimeoutMs ?? Math.max(1000, config.operationTimeoutMs * 4),
-  );
   if (!connected) opts.logger?.warn('store not reachable at start; requests needing it fail until it is');
-  const k = createKeyLayout(config);
   const currencies = new Set(opts.currencies ?? []);
   const maxAgeMs = opts.viewCacheMs ?? 0;
   const cache =

@@ -593,6 +593,35 @@ export function renderMarkdown(r: BenchResults): string {
       ]);
     }
     out.push(table(['peer', 'concurrency', 'streams/s', 'TTFB p99 ms', 'errors'], rows), '');
+    const cpu = r.translate.gatewayCpu;
+    if (cpu !== undefined) {
+      out.push(
+        'CPU of the gateway per stream, the same upstream stream translated (completion-style client) and',
+        'passed through (native Messages client), the median of three alternating rounds; the goal is at most 2x:',
+        '',
+      );
+      if (isError(cpu)) out.push(`Not measured: ${cpu.error}`, '');
+      else {
+        const row = (label: string, c: { streams: number; cpuPercent: number; cpuUsPerStream: number }) => [
+          label,
+          num(c.streams),
+          num(c.cpuPercent, 1),
+          num(c.cpuUsPerStream),
+        ];
+        out.push(
+          table(
+            ['client', 'streams', 'CPU %', 'CPU µs/stream'],
+            [
+              row('native Messages (passthrough)', cpu.native),
+              row('chat.completions (translated)', cpu.translated),
+            ],
+          ),
+          '',
+          `Translated / native: ${num(cpu.ratio, 2)}x (${cpu.ratio <= 2 ? 'PASS' : 'FAIL'}).`,
+          '',
+        );
+      }
+    }
   }
 
   if (r.growth) {

@@ -81,6 +81,22 @@ export function translateTarget(peer: Peer, upstreamUrl: string, model: string):
   };
 }
 
+/** The native Messages stream through the gateway: the same upstream stream as translateTarget, untranslated. */
+export function nativeMessagesTarget(peer: Peer, upstreamUrl: string, model: string): HttpTarget {
+  return {
+    origin: peer.origin,
+    path: '/v1/messages',
+    method: 'POST',
+    headers: { ...authHeaders(peer, upstreamUrl, 'anthropic'), 'anthropic-version': '2023-06-01' },
+    body: JSON.stringify({
+      model,
+      max_tokens: 1024,
+      stream: true,
+      messages: [{ role: 'user', content: 'Say hello to the benchmark.' }],
+    }),
+  };
+}
+
 /** A prompt of about `bytes` bytes of plain words. */
 export function promptOfSize(bytes: number): string {
   const word = 'benchmark ';

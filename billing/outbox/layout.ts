@@ -21,7 +21,7 @@
 
 import { open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isErrno, writeFileAtomic } from '../../common/durable-fs.ts';
+import { ifExists, isErrno, writeFileAtomic } from '../../common/durable-fs.ts';
 import type { UsageEvent } from '../../common/usage-event.ts';
 
 export type FileHandle = Awaited<ReturnType<typeof open>>;
@@ -158,13 +158,8 @@ export interface HeaderInfo {
 
 /** Reads the header line of a segment file; undefined when missing, empty or headerless. */
 export async function readHeader(path: string): Promise<HeaderInfo | undefined> {
-  let fh: FileHandle;
-  try {
-    fh = await open(path, 'r');
-  } catch (err) {
-    if (isErrno(err, 'ENOENT')) return undefined;
-    throw err;
-  }
+  const fh = await ifExists(open(path, 'r'));
+  if (fh === undefined) return undefined;
   try {
     return await readHeaderFromHandle(fh);
   } finally {

@@ -9,7 +9,7 @@
 import { open, readFile, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { isErrno } from '../../common/durable-fs.ts';
+import { ifExists, isErrno } from '../../common/durable-fs.ts';
 
 export class OutboxLockedError extends Error {
   readonly code = 'OUTBOX_LOCKED';
@@ -17,7 +17,7 @@ export class OutboxLockedError extends Error {
   constructor(path: string, role: string, pid: number) {
     super(
       `outbox lock ${path} is held by live process ${pid}: only one ${role} may use an outbox directory ` +
-        '(give each gateway its own billing.outbox_dir)',
+        '(gateways of one host share billing.outbox_dir through slots; one sidecar delivers them all)',
     );
     this.name = 'OutboxLockedError';
     this.pid = pid;
@@ -88,13 +88,8 @@ async function ownIdentity(): Promise<string> {
 }
 
 async function readHolder(path: string): Promise<Holder | undefined> {
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (err) {
-    if (isErrno(err, 'ENOENT')) return undefined;
-    throw err;
-  }
+  const text = await ifExists(readFile(path, 'utf8'));
+  if (text === undefined) return undefined;
   const [pidText, startText] = text.trim().split(/\s+/);
   const pid = Number(pidText);
   if (!Number.isSafeInteger(pid) || pid <= 0) return undefined;

@@ -8,7 +8,7 @@
 
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isErrno } from '../../common/durable-fs.ts';
+import { ifExists, isErrno } from '../../common/durable-fs.ts';
 import {
   ACTIVE_FILE,
   DEAD_LETTER_FILE,
@@ -49,13 +49,8 @@ export function openOutboxStatus(dir: string): OutboxStatusView {
     name: string,
     fn: (fh: FileHandle, size: number, ino: number) => Promise<T>,
   ): Promise<T | undefined> {
-    let fh: FileHandle;
-    try {
-      fh = await open(join(dir, name), 'r');
-    } catch (err) {
-      if (isErrno(err, 'ENOENT')) return undefined;
-      throw err;
-    }
+    const fh = await ifExists(open(join(dir, name), 'r'));
+    if (fh === undefined) return undefined;
     try {
       const st = await fh.stat();
       return await fn(fh, st.size, st.ino);

@@ -8,12 +8,20 @@ import { splitBaseUrl } from '../../common/base-url.ts';
 import type { UpstreamKey } from '../../common/config-types.ts';
 import { GatewayError } from '../../common/errors.ts';
 import { providerKeyEnvName } from '../../common/provider-key-env.ts';
-import type { Hook, JsonObject, RequestContext, ResponsePart, UpstreamRequest } from '../../common/types.ts';
+import type {
+  Hook,
+  JsonObject,
+  JsonValue,
+  RequestContext,
+  ResponsePart,
+  UpstreamRequest,
+} from '../../common/types.ts';
 import { jsonDeleteCopy, jsonSetCopy } from '../dsl/json-path.ts';
 import { renderHeaderTemplate, renderTemplate } from '../dsl/template.ts';
 import type { CompiledRule, CompiledTemplate } from '../dsl/types.ts';
 import type { StreamTransform, StreamTransformFactory } from '../transforms/types.ts';
 import { TranslationError, type Translator, type TranslatorFactory } from '../translators/types.ts';
+import { estimateInputTokens } from '../usage/estimate.ts';
 
 type TemplateVars = Parameters<typeof renderTemplate>[1];
 
@@ -45,8 +53,9 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
   const jsonMappers = rule.response.filter((op) => op.op === 'resp_map').map((op) => op.translator);
   const streamSteps = rule.response.filter((op) => op.op === 'sse_parse').map((op) => op.transform);
   const transformsResponse = jsonMappers.length > 0 || streamSteps.length > 0;
-  // The translator that shapes error bodies: the rule's first resp_map (errors follow the reply format).
-  const errorMapper = jsonMappers[0];
+  // The translator that shapes error bodies: the rule's first resp_map, else its first translating
+  // sse_parse (a streaming rule's errors arrive as JSON and must reach the client in its own shape).
+  const errorMapper = jsonMappers[0] ?? streamSteps.find((name) => deps.translators.has(name));
 
   for (const name of [...jsonMappers, ...streamSteps]) {
     if (!deps.translators.has(name) && !deps.transforms.has(name)) {
@@ -79,10 +88,27 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
         upstreamModel: ctx.upstreamModel,
         stream: ctx.stream,
         createdAt: Math.floor(ctx.receivedAt / 1000),
+        inputTokens: () => estimateInputTokens(ctx.upstreamModel ?? ctx.model ?? '', ctx.api, ctx.body),
       });
       s.translators.set(name, t);
     }
     return t;
+  }
+
+  /** A 2xx reply the translator cannot read is the upstream's fault: 502, never a 500. */
+  function mapReply(ctx: RequestContext, name: string, value: JsonValue): JsonValue {
+    try {
+      return translator(ctx, name).response(value);
+    } catch (err) {
+      ctx.log.warn(
+        { translator: name, err: err instanceof Error ? err.message : String(err) },
+        'unreadable upstream reply',
+      );
+      throw new GatewayError(
+        'upstream_bad_response',
+        'The upstream provider sent a reply that cannot be translated',
+      );
+    }
   }
 
   function vars(ctx: RequestContext): TemplateVars {
@@ -215,7 +241,7 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
           if (ctx.status >= 400) {
             if (errorMapper !== undefined) value = translator(ctx, errorMapper).error(ctx.status, value);
           } else {
-            for (const name of jsonMappers) value = translator(ctx, name).response(value);
+            for (const name of jsonMappers) value = mapReply(ctx, name, value);
           }
           out.push({ type: 'json', value });
           continue;

@@ -54,8 +54,7 @@ export function compileUpstreamConfig(cx: CompileContext, d: DirectiveNode, body
   const cfg: NonNullable<BodyParts['upstreamConfig']> = {};
   const seen = new Set<string>();
   for (const item of d.block?.directives ?? []) {
-    if (!BLOCK_DIRECTIVES.upstream_config.includes(item.name)) {
-      cx.unknownDirective(item, 'upstream_config', BLOCK_DIRECTIVES.upstream_config);
+    if (!cx.leafOf(item, 'upstream_config')) {
       body.failed = true;
       continue;
     }
@@ -65,7 +64,7 @@ export function compileUpstreamConfig(cx: CompileContext, d: DirectiveNode, body
       continue;
     }
     seen.add(item.name);
-    const v = cx.noBlock(item) ? keyValue(cx, item) : undefined;
+    const v = keyValue(cx, item);
     if (v === undefined) {
       body.failed = true;
       continue;
@@ -110,17 +109,16 @@ export function keyValue(cx: CompileContext, d: DirectiveNode): ArgNode | undefi
 }
 
 export function compileAuth(cx: CompileContext, d: DirectiveNode, body: BodyParts): void {
-  const ops: AuthOp[] = [];
   let noneAt: Pos | undefined;
-  for (const item of d.block?.directives ?? []) {
-    const op = authOp(cx, item);
-    if (!op) {
-      body.failed = true;
-      continue;
-    }
-    if (op.op === 'auth_none') noneAt = item.loc;
-    ops.push(op);
-  }
+  const ops = cx.blockOps(
+    d,
+    body,
+    (item) => authOp(cx, item),
+    (op, item) => {
+      if (op.op === 'auth_none') noneAt = item.loc;
+      return true;
+    },
+  );
   if (noneAt && ops.length > 1) {
     cx.error(noneAt, 'auth_none cannot be combined with other auth directives');
     body.failed = true;
@@ -152,34 +150,20 @@ function authOp(cx: CompileContext, d: DirectiveNode): AuthOp | undefined {
 }
 
 export function compileRequest(cx: CompileContext, d: DirectiveNode, body: BodyParts): void {
-  const ops: RequestOp[] = [];
-  for (const item of d.block?.directives ?? []) {
-    const op = requestOp(cx, item);
-    if (!op) {
-      body.failed = true;
-      continue;
-    }
-    if (op.op === 'req_map') {
-      if (body.reqMapLoc) {
-        cx.error(
-          item.loc,
-          `only one req_map per rule (the first is at ${body.reqMapLoc.line}:${body.reqMapLoc.col})`,
-        );
-        body.failed = true;
-        continue;
-      }
+  body.request = cx.blockOps(
+    d,
+    body,
+    (item) => requestOp(cx, item),
+    (op, item) => {
+      if (op.op !== 'req_map') return true;
+      if (!cx.once(body.reqMapLoc, 'req_map', item.loc)) return false;
       body.reqMapLoc = item.loc;
-    }
-    ops.push(op);
-  }
-  body.request = ops;
+      return true;
+    },
+  );
 }
 function requestOp(cx: CompileContext, d: DirectiveNode): RequestOp | undefined {
-  if (!BLOCK_DIRECTIVES.request.includes(d.name)) {
-    cx.unknownDirective(d, 'request', BLOCK_DIRECTIVES.request);
-    return undefined;
-  }
-  if (!cx.noBlock(d)) return undefined;
+  if (!cx.leafOf(d, 'request')) return undefined;
   switch (d.name) {
     case 'set_header': {
       const args = cx.arity(d, ['name', 'value']);
@@ -226,20 +210,10 @@ function requestOp(cx: CompileContext, d: DirectiveNode): RequestOp | undefined 
 }
 
 export function compileUpstream(cx: CompileContext, d: DirectiveNode, body: BodyParts): void {
-  const ops: UpstreamOp[] = [];
-  for (const item of d.block?.directives ?? []) {
-    const op = upstreamOp(cx, item);
-    if (op) ops.push(op);
-    else body.failed = true;
-  }
-  body.upstream = ops;
+  body.upstream = cx.blockOps(d, body, (item) => upstreamOp(cx, item));
 }
 function upstreamOp(cx: CompileContext, d: DirectiveNode): UpstreamOp | undefined {
-  if (!BLOCK_DIRECTIVES.upstream.includes(d.name)) {
-    cx.unknownDirective(d, 'upstream', BLOCK_DIRECTIVES.upstream);
-    return undefined;
-  }
-  if (!cx.noBlock(d)) return undefined;
+  if (!cx.leafOf(d, 'upstream')) return undefined;
   switch (d.name) {
     case 'set_path': {
       const args = cx.arity(d, ['path']);

@@ -31,38 +31,27 @@ export const USAGE_FIELDS: readonly UsageField[] = [
 ];
 
 function compileResponse(cx: CompileContext, d: DirectiveNode, body: BodyParts): void {
-  const ops: ResponseOp[] = [];
   let passthroughAt: Pos | undefined;
   let mapAt: Pos | undefined;
-  for (const item of d.block?.directives ?? []) {
-    const op = responseOp(cx, item);
-    if (!op) {
-      body.failed = true;
-      continue;
-    }
-    if (op.op === 'resp_map') {
-      if (mapAt) {
-        cx.error(item.loc, `only one resp_map per rule (the first is at ${mapAt.line}:${mapAt.col})`);
-        body.failed = true;
-        continue;
-      }
+  body.response = cx.blockOps(
+    d,
+    body,
+    (item) => responseOp(cx, item),
+    (op, item) => {
+      if (op.op === 'resp_passthrough') passthroughAt = item.loc;
+      if (op.op !== 'resp_map') return true;
+      if (!cx.once(mapAt, 'resp_map', item.loc)) return false;
       mapAt = item.loc;
-    }
-    if (op.op === 'resp_passthrough') passthroughAt = item.loc;
-    ops.push(op);
-  }
+      return true;
+    },
+  );
   if (passthroughAt && mapAt) {
     cx.error(passthroughAt, 'resp_passthrough cannot be combined with resp_map');
     body.failed = true;
   }
-  body.response = ops;
 }
 function responseOp(cx: CompileContext, d: DirectiveNode): ResponseOp | undefined {
-  if (!BLOCK_DIRECTIVES.response.includes(d.name)) {
-    cx.unknownDirective(d, 'response', BLOCK_DIRECTIVES.response);
-    return undefined;
-  }
-  if (!cx.noBlock(d)) return undefined;
+  if (!cx.leafOf(d, 'response')) return undefined;
   if (d.name === 'resp_passthrough') return cx.arity(d, []) ? { op: 'resp_passthrough' } : undefined;
   if (d.name === 'resp_map') {
     const args = cx.arity(d, ['translator']);
@@ -77,43 +66,28 @@ function responseOp(cx: CompileContext, d: DirectiveNode): ResponseOp | undefine
 }
 
 function compileMetrics(cx: CompileContext, d: DirectiveNode, body: BodyParts): void {
-  const ops: MetricsOp[] = [];
   const fields = new Set<string>();
   let presetAt: Pos | undefined;
-  for (const item of d.block?.directives ?? []) {
-    const op = metricsOp(cx, item);
-    if (!op) {
-      body.failed = true;
-      continue;
-    }
-    if (op.op === 'usage_extract') {
-      if (presetAt) {
-        cx.error(
-          item.loc,
-          `only one usage_extract per rule (the first is at ${presetAt.line}:${presetAt.col})`,
-        );
-        body.failed = true;
-        continue;
-      }
-      presetAt = item.loc;
-    } else {
-      if (fields.has(op.field)) {
+  body.metrics = cx.blockOps(
+    d,
+    body,
+    (item) => metricsOp(cx, item),
+    (op, item) => {
+      if (op.op === 'usage_extract') {
+        if (!cx.once(presetAt, 'usage_extract', item.loc)) return false;
+        presetAt = item.loc;
+      } else if (fields.has(op.field)) {
         cx.error(item.loc, `duplicate usage_path for ${op.field}`);
-        body.failed = true;
-        continue;
+        return false;
+      } else {
+        fields.add(op.field);
       }
-      fields.add(op.field);
-    }
-    ops.push(op);
-  }
-  body.metrics = ops;
+      return true;
+    },
+  );
 }
 function metricsOp(cx: CompileContext, d: DirectiveNode): MetricsOp | undefined {
-  if (!BLOCK_DIRECTIVES.metrics.includes(d.name)) {
-    cx.unknownDirective(d, 'metrics', BLOCK_DIRECTIVES.metrics);
-    return undefined;
-  }
-  if (!cx.noBlock(d)) return undefined;
+  if (!cx.leafOf(d, 'metrics')) return undefined;
   if (d.name === 'usage_extract') {
     const args = cx.arity(d, ['preset']);
     if (!args) return undefined;
@@ -172,6 +146,17 @@ function compileHook(cx: CompileContext, d: DirectiveNode): HookRef | undefined 
   }
 }
 
+const BLOCK_COMPILERS: Readonly<
+  Record<BlockName, (cx: CompileContext, d: DirectiveNode, body: BodyParts) => void>
+> = {
+  upstream_config: compileUpstreamConfig,
+  auth: compileAuth,
+  request: compileRequest,
+  upstream: compileUpstream,
+  response: compileResponse,
+  metrics: compileMetrics,
+};
+
 export function compileBody(cx: CompileContext, block: DirectiveNode['block']): BodyParts {
   const body: BodyParts = {
     upstreamConfig: undefined,
@@ -213,26 +198,7 @@ export function compileBody(cx: CompileContext, block: DirectiveNode['block']): 
       body.failed = true;
       continue;
     }
-    switch (d.name as BlockName) {
-      case 'upstream_config':
-        compileUpstreamConfig(cx, d, body);
-        break;
-      case 'auth':
-        compileAuth(cx, d, body);
-        break;
-      case 'request':
-        compileRequest(cx, d, body);
-        break;
-      case 'upstream':
-        compileUpstream(cx, d, body);
-        break;
-      case 'response':
-        compileResponse(cx, d, body);
-        break;
-      case 'metrics':
-        compileMetrics(cx, d, body);
-        break;
-    }
+    BLOCK_COMPILERS[d.name as BlockName](cx, d, body);
   }
   return body;
 }

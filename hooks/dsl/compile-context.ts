@@ -106,6 +106,38 @@ export class CompileContext {
     }
     return d.args as unknown as { readonly [K in keyof N]: ArgNode };
   }
+  /**
+   * The ops of a block, each compiled by `compileOne`; `accept` may refuse a compiled op (having reported
+   * why). Any failure marks the body failed.
+   */
+  blockOps<Op>(
+    d: DirectiveNode,
+    body: BodyParts,
+    compileOne: (item: DirectiveNode) => Op | undefined,
+    accept: (op: Op, item: DirectiveNode) => boolean = () => true,
+  ): Op[] {
+    const ops: Op[] = [];
+    for (const item of d.block?.directives ?? []) {
+      const op = compileOne(item);
+      if (op !== undefined && accept(op, item)) ops.push(op);
+      else body.failed = true;
+    }
+    return ops;
+  }
+  /** False, reported, when a directive allowed once per rule was already given at `first`. */
+  once(first: Pos | undefined, what: string, at: Pos): boolean {
+    if (first === undefined) return true;
+    this.error(at, `only one ${what} per rule (the first is at ${first.line}:${first.col})`);
+    return false;
+  }
+  /** `d` is a directive of block `where` and takes no block of its own (each failure is reported). */
+  leafOf(d: DirectiveNode, where: BlockName): boolean {
+    if (!BLOCK_DIRECTIVES[where].includes(d.name)) {
+      this.unknownDirective(d, where, BLOCK_DIRECTIVES[where]);
+      return false;
+    }
+    return this.noBlock(d);
+  }
   noBlock(d: DirectiveNode): boolean {
     if (!d.block) return true;
     this.error(d.block.loc, `"${d.name}" takes no block; end it with ";"`);

@@ -6,12 +6,15 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { GatewayError } from '../../common/errors.ts';
 import type { ApiName, JsonObject, SseOut } from '../../common/types.ts';
 import type { StreamTransformFactory } from '../transforms/types.ts';
+import { pivotCompositions } from '../translators/compose.ts';
 import type { TranslatorFactory } from '../translators/types.ts';
 import type { UsagePreset } from '../usage/types.ts';
 import { anthropicFamily } from './anthropic/index.ts';
+import { countTranslator } from './count-translator.ts';
 import { geminiFamily } from './gemini/index.ts';
 import { openaiFamily } from './openai/index.ts';
-import type { WireFamily } from './types.ts';
+import { responsesFamily } from './responses/index.ts';
+import type { TokenCount, WireFamily } from './types.ts';
 
 /** Registration order decides ties; the first family shapes errors of requests no family claims. */
 // biome-ignore format: one registration line per family
@@ -19,6 +22,7 @@ export const FAMILIES: readonly WireFamily[] = [
   openaiFamily,
   anthropicFamily,
   geminiFamily,
+  responsesFamily,
 ];
 
 const BY_NAME: ReadonlyMap<string, WireFamily> = new Map(FAMILIES.map((f) => [f.name, f]));
@@ -64,13 +68,14 @@ export const KEY_QUERY_PARAMS: readonly string[] = [
 ];
 
 /**
- * The family whose SDKs the request's key carrier identifies, among those that claim shared model-list
- * paths that way (GET /v1/models answers in that family's shape); undefined otherwise.
+ * The family whose SDKs the request's key carrier or SDK headers identify, among those that claim shared
+ * model-list paths that way (GET /v1/models answers in that family's shape); undefined otherwise.
  */
 export function carrierFamily(headers: IncomingHttpHeaders, query: URLSearchParams): string | undefined {
   for (const f of FAMILIES) {
     if (f.claimsModelPathsByCarrier !== true) continue;
     if (f.keyHeaders.some((h) => headers[h] !== undefined)) return f.name;
+    if (f.sdkHeaders?.some((h) => headers[h] !== undefined) === true) return f.name;
     if (f.keyQuery !== undefined && query.has(f.keyQuery)) return f.name;
   }
   return undefined;
@@ -81,10 +86,53 @@ export const USAGE_PRESETS: ReadonlyMap<string, UsagePreset> = new Map(
   FAMILIES.flatMap((f) => f.usagePresets).map((p) => [p.name, p] as const),
 );
 
-/** Every translator by its DSL name. */
-export const TRANSLATORS: ReadonlyMap<string, TranslatorFactory> = new Map(
-  FAMILIES.flatMap((f) => f.translators).map((t) => [t.name, t] as const),
+/**
+ * Every translator by its DSL name: each family's own (to and from the pivot, the default family's
+ * format), and every client -> provider pair that meets at the pivot (docs/translation.md).
+ */
+export const TRANSLATORS: ReadonlyMap<string, TranslatorFactory> = (() => {
+  const own = FAMILIES.flatMap((f) => f.translators);
+  const generation = new Map(
+    [...own, ...pivotCompositions(own, DEFAULT_FAMILY.name)].map((t) => [t.name, t] as const),
+  );
+  for (const t of countTranslators(generation)) generation.set(t.name, t);
+  return generation;
+})();
+
+/**
+ * `<client>_count_to_<provider>` for every pair of families with counting endpoints whose generation
+ * translator exists and whose provider side can build a counting request.
+ */
+function countTranslators(generation: ReadonlyMap<string, TranslatorFactory>): TranslatorFactory[] {
+  const out: TranslatorFactory[] = [];
+  for (const client of FAMILIES) {
+    for (const provider of FAMILIES) {
+      const via = generation.get(`${client.name}_to_${provider.name}`);
+      if (
+        client.tokenCount === undefined ||
+        provider.tokenCount?.requestFor === undefined ||
+        via === undefined
+      )
+        continue;
+      out.push(
+        countTranslator({ ...client.tokenCount, family: client.name }, via, {
+          ...provider.tokenCount,
+          family: provider.name,
+        }),
+      );
+    }
+  }
+  return out;
+}
+
+const TOKEN_COUNTS: ReadonlyMap<ApiName, TokenCount> = new Map(
+  FAMILIES.flatMap((f) => (f.tokenCount === undefined ? [] : [[f.tokenCount.api, f.tokenCount] as const])),
 );
+
+/** The counting endpoint an api is, if it is one: not a model call, never billed. */
+export function tokenCountOf(api: ApiName): TokenCount | undefined {
+  return TOKEN_COUNTS.get(api);
+}
 
 /** Every SSE transform that is not a translator, by its DSL name. */
 export const TRANSFORMS: ReadonlyMap<string, StreamTransformFactory> = new Map(

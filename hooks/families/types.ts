@@ -37,6 +37,27 @@ export interface ListedModel {
   readonly ownedBy: string | undefined;
 }
 
+/**
+ * A family's token-counting endpoint. Its body is the body of a generation request (`countedApi`); the
+ * answer is one number in the family's shape.
+ */
+export interface TokenCount {
+  readonly api: ApiName;
+  /** The generation api whose request body the counting endpoint takes. */
+  readonly countedApi: ApiName;
+  /** The family's answer for a count. */
+  reply(tokens: number): JsonObject;
+  /** The generation body inside a counting request, when the family wraps it (Gemini's generateContentRequest). */
+  generationBody?(request: JsonObject): JsonObject;
+  /** The count in a reply of the family's own endpoint; undefined when it has none. */
+  read(reply: JsonValue): number | undefined;
+  /**
+   * As a provider: the counting request for a generation body of this family (translated), undefined
+   * when the family's providers have no counting endpoint the pivot can reach.
+   */
+  requestFor?(generation: JsonObject, upstreamModel: string | undefined): JsonObject;
+}
+
 export interface WireFamily {
   /** The family's name: the client format of its routes (RequestContext.clientFormat) and translators. */
   readonly name: string;
@@ -55,6 +76,8 @@ export interface WireFamily {
   readonly models?: {
     /** Paths that list models; the item paths are `<path>/<id>`. */
     readonly paths: readonly string[];
+    /** A model is listed when one of its providers has a rule for one of these apis. */
+    readonly apis: readonly ApiName[];
     list(models: readonly ListedModel[], created: number): JsonValue;
     item(model: ListedModel, created: number): JsonValue;
   };
@@ -65,10 +88,12 @@ export interface WireFamily {
   /** A query parameter that carries the access key. */
   readonly keyQuery?: string;
   /**
-   * The client's key carrier marks it as one of this family's SDKs: on a model-list path several
-   * families serve, this family answers.
+   * The client's key carrier (or one of `sdkHeaders`) marks it as one of this family's SDKs: on a
+   * model-list path several families serve, this family answers.
    */
   readonly claimsModelPathsByCarrier?: boolean;
+  /** Request headers only this family's SDKs send (the Anthropic SDKs' `anthropic-version`). */
+  readonly sdkHeaders?: readonly string[];
   /** Client request headers forwarded upstream: protocol versions and betas, never credentials. */
   readonly forwardedHeaders: readonly string[];
   /** Query parameters the upstream request needs for an api of this family (`alt=sse`). */
@@ -97,6 +122,9 @@ export interface WireFamily {
   readonly translators: readonly TranslatorFactory[];
   /** SSE transforms of the family's streams that are not translations (DSL `sse_parse`). */
   readonly transforms?: readonly StreamTransformFactory[];
+
+  /** The family's token-counting endpoint, when it has one. */
+  readonly tokenCount?: TokenCount;
 }
 
 /** Percent-decoding of client input: undefined for malformed escapes (the client's 400, not a 500). */

@@ -20,6 +20,11 @@ export interface TranslatorInit {
   readonly stream: boolean;
   /** Unix seconds of the request, for `created` fields. */
   readonly createdAt: number;
+  /**
+   * The gateway's own count of the client request's input tokens (bounded estimator), for replies that
+   * must state it before the upstream does (Anthropic's message_start). Computed on first call.
+   */
+  readonly inputTokens?: () => number;
 }
 
 export interface Translator {
@@ -46,6 +51,16 @@ export interface TranslatorFactory {
   /** Upstream wire format. */
   readonly to: WireFormat;
   create(init: TranslatorInit): Translator;
+}
+
+/** A factory named `<from>[_<detail>]_to_<to>`: the client and upstream formats are read from the name. */
+export function defineTranslator(
+  name: string,
+  create: (init: TranslatorInit) => Translator,
+): TranslatorFactory {
+  const match = /^([a-z]+)(?:_[a-z_]+)?_to_([a-z]+)$/.exec(name);
+  if (!match) throw new Error(`translator name ${name} is not <from>_to_<to>`);
+  return { name, from: match[1]!, to: match[2]!, create };
 }
 
 /** A client request that cannot be translated (unsupported field value, bad shape). Becomes a 400. */

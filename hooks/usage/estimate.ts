@@ -227,6 +227,37 @@ export function* estimateUsageSteps(input: EstimateInput): Generator<number, Usa
   return { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens };
 }
 
+/** Part types and keys that carry media the text estimator cannot count (images, files, audio). */
+const MEDIA_TYPES = new Set([
+  'image',
+  'document',
+  'image_url',
+  'input_image',
+  'input_file',
+  'input_audio',
+  'file',
+]);
+const MEDIA_KEYS = new Set([
+  'inlineData',
+  'inline_data',
+  'fileData',
+  'file_data',
+  'image_url',
+  'input_audio',
+]);
+
+/** Whether the request's input is text only, which the estimator can count (bounded depth). */
+export function textOnlyInput(value: JsonValue | undefined, depth = 0): boolean {
+  if (value === null || typeof value !== 'object' || depth > 32) return true;
+  if (Array.isArray(value)) return value.every((item) => textOnlyInput(item, depth + 1));
+  if (typeof value['type'] === 'string' && MEDIA_TYPES.has(value['type'])) return false;
+  for (const key of Object.keys(value)) {
+    if (MEDIA_KEYS.has(key)) return false;
+    if (!textOnlyInput(value[key], depth + 1)) return false;
+  }
+  return true;
+}
+
 export function estimateInputTokens(model: string, api: ApiName, body: JsonObject | undefined): number {
   return runToEnd(inputSteps(model, api, body));
 }

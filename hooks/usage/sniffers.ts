@@ -8,7 +8,7 @@
 // - never throw: malformed JSON, wrong types and negative or fractional counts are ignored.
 
 import type { JsonValue, Usage } from '../../common/types.ts';
-import type { UsageSniffer } from './types.ts';
+import type { UsagePreset, UsageSniffer } from './types.ts';
 
 export type JsonRecord = { [key: string]: JsonValue };
 
@@ -19,6 +19,19 @@ export function asRecord(value: JsonValue | undefined): JsonRecord | undefined {
 /** A token count: a finite, non-negative number (rounded down; upstreams send integers). */
 export function count(value: JsonValue | undefined): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.floor(value) : undefined;
+}
+
+/** The valid counts among `fields` (name -> wire key); a missing or invalid count is left out. */
+export function counts<K extends string>(
+  record: JsonRecord,
+  fields: Readonly<Record<K, string>>,
+): Partial<Record<K, number>> {
+  const out: Partial<Record<K, number>> = {};
+  for (const name in fields) {
+    const value = count(record[fields[name]]);
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
 }
 
 export function parseJson(data: string): JsonValue | undefined {
@@ -129,4 +142,21 @@ export function safeRead(read: (body: JsonValue) => Usage | undefined, body: Jso
   } catch {
     return undefined;
   }
+}
+
+/**
+ * A preset whose reply carries its usage under one object key, in the JSON body and in stream events
+ * (where only the latest report is parsed, and `closes` tells whether that report ends the stream).
+ */
+export function keyedUsagePreset(
+  name: string,
+  quotedKey: string,
+  read: (body: JsonValue) => Usage | undefined,
+  closes: (body: JsonValue) => boolean,
+): UsagePreset {
+  return {
+    name,
+    fromJson: (body) => safeRead(read, body),
+    createSniffer: () => latestEventSniffer((_event, data) => hasObjectKey(data, quotedKey), read, closes),
+  };
 }

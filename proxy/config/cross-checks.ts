@@ -109,8 +109,12 @@ export function checkCrossFields(raw: RawConfig, report: ReturnType<typeof repor
 
   const store = raw.store;
   if (store.enabled) {
-    if (empty(store.addr))
-      report('/store/addr', 'store.addr is empty (required when store.enabled is true)', '/store/enabled');
+    if (empty(store.addr) && store.sentinels.length === 0)
+      report(
+        '/store/addr',
+        'store.addr is empty (required when store.enabled is true, unless store.sentinels are given)',
+        '/store/enabled',
+      );
     if (empty(store.access_key_hash_secret)) {
       report(
         '/store/access_key_hash_secret',

@@ -10,44 +10,47 @@ export interface EnvOverride {
   readonly name: string;
   /** Path of the key it sets, as snake_case segments of the main file. */
   readonly path: readonly string[];
-  readonly kind: 'string' | 'boolean' | 'integer';
+  /** `list`: comma-separated values (blanks around commas ignored). */
+  readonly kind: 'string' | 'boolean' | 'integer' | 'list';
 }
 
-function env(name: string, kind: EnvOverride['kind'], ...path: string[]): EnvOverride {
-  return { name, path, kind };
+/** `path` as the dotted key of the main file (`store.addr`). */
+function env(name: string, kind: EnvOverride['kind'], path: string): EnvOverride {
+  return { name, path: path.split('.'), kind };
 }
 
 export const ENV_OVERRIDES: readonly EnvOverride[] = [
-  env('ROUTER_BILLING_ENABLED', 'boolean', 'billing', 'enabled'),
-  env('ROUTER_BILLING_BASE_URL', 'string', 'billing', 'base_url'),
-  env('ROUTER_BILLING_PROJECT_ID', 'string', 'billing', 'project_id'),
-  env('ROUTER_BILLING_API_KEY', 'string', 'billing', 'api_key'),
-  env('ROUTER_BILLING_EXTRACTOR_RULE_SET_ID', 'string', 'billing', 'extractor_rule_set_id'),
-  env('ROUTER_BILLING_BALANCE_ENABLED', 'boolean', 'billing', 'balance_enforcement', 'enabled'),
-  env('ROUTER_BILLING_BALANCE_CURRENCY', 'string', 'billing', 'balance_enforcement', 'currency'),
-  env('ROUTER_BILLING_BALANCE_FAILURE_MODE', 'string', 'billing', 'balance_enforcement', 'failure_mode'),
+  env('ROUTER_BILLING_ENABLED', 'boolean', 'billing.enabled'),
+  env('ROUTER_BILLING_BASE_URL', 'string', 'billing.base_url'),
+  env('ROUTER_BILLING_PROJECT_ID', 'string', 'billing.project_id'),
+  env('ROUTER_BILLING_API_KEY', 'string', 'billing.api_key'),
+  env('ROUTER_BILLING_EXTRACTOR_RULE_SET_ID', 'string', 'billing.extractor_rule_set_id'),
+  env('ROUTER_BILLING_BALANCE_ENABLED', 'boolean', 'billing.balance_enforcement.enabled'),
+  env('ROUTER_BILLING_BALANCE_CURRENCY', 'string', 'billing.balance_enforcement.currency'),
+  env('ROUTER_BILLING_BALANCE_FAILURE_MODE', 'string', 'billing.balance_enforcement.failure_mode'),
   env(
     'ROUTER_BILLING_BALANCE_REQUEST_TIMEOUT_MS',
     'integer',
-    'billing',
-    'balance_enforcement',
-    'request_timeout_ms',
+    'billing.balance_enforcement.request_timeout_ms',
   ),
-  env('ROUTER_BILLING_WEBHOOK_PATH', 'string', 'billing', 'balance_enforcement', 'webhook_path'),
-  env('ROUTER_BILLING_WEBHOOK_SECRET', 'string', 'billing', 'balance_enforcement', 'webhook_secret'),
-  env('ROUTER_STORE_ENABLED', 'boolean', 'store', 'enabled'),
-  env('ROUTER_STORE_ADDR', 'string', 'store', 'addr'),
-  env('ROUTER_STORE_PASSWORD', 'string', 'store', 'password'),
-  env('ROUTER_ACCESS_KEY_HASH_SECRET', 'string', 'store', 'access_key_hash_secret'),
-  env('ROUTER_BILLING_OUTBOX_DIR', 'string', 'billing', 'outbox_dir'),
-  env('ROUTER_BILLING_STATE_DIR', 'string', 'billing', 'state_dir'),
-  env('ROUTER_BILLING_LISTEN', 'string', 'billing', 'listen'),
+  env('ROUTER_BILLING_WEBHOOK_PATH', 'string', 'billing.balance_enforcement.webhook_path'),
+  env('ROUTER_BILLING_WEBHOOK_SECRET', 'string', 'billing.balance_enforcement.webhook_secret'),
+  env('ROUTER_STORE_ENABLED', 'boolean', 'store.enabled'),
+  env('ROUTER_STORE_ADDR', 'string', 'store.addr'),
+  env('ROUTER_STORE_PASSWORD', 'string', 'store.password'),
+  env('ROUTER_ACCESS_KEY_HASH_SECRET', 'string', 'store.access_key_hash_secret'),
+  env('ROUTER_BILLING_OUTBOX_DIR', 'string', 'billing.outbox_dir'),
+  env('ROUTER_BILLING_STATE_DIR', 'string', 'billing.state_dir'),
+  env('ROUTER_BILLING_LISTEN', 'string', 'billing.listen'),
   env('ROUTER_LISTEN', 'string', 'listen'),
   env('ROUTER_MASTER_KEY', 'string', 'master_key'),
-  env('ROUTER_LOG_LEVEL', 'string', 'log', 'level'),
-  env('ROUTER_STORE_USERNAME', 'string', 'store', 'username'),
-  env('ROUTER_STORE_KEY_PREFIX', 'string', 'store', 'key_prefix'),
-  env('ROUTER_ACCESS_KEY_PREVIOUS_HASH_SECRET', 'string', 'store', 'previous_access_key_hash_secret'),
+  env('ROUTER_LOG_LEVEL', 'string', 'log.level'),
+  env('ROUTER_STORE_USERNAME', 'string', 'store.username'),
+  env('ROUTER_STORE_SENTINELS', 'list', 'store.sentinels'),
+  env('ROUTER_STORE_SENTINEL_NAME', 'string', 'store.sentinel_name'),
+  env('ROUTER_STORE_SENTINEL_PASSWORD', 'string', 'store.sentinel_password'),
+  env('ROUTER_STORE_KEY_PREFIX', 'string', 'store.key_prefix'),
+  env('ROUTER_ACCESS_KEY_PREVIOUS_HASH_SECRET', 'string', 'store.previous_access_key_hash_secret'),
 ];
 
 function parseBoolean(text: string): boolean | undefined {
@@ -104,6 +107,11 @@ export function applyEnvOverrides(
         diagnostics.push({ file, line: 0, col: 0, message: `${override.name} must be true, false, 1 or 0` });
         continue;
       }
+    } else if (override.kind === 'list') {
+      value = text
+        .split(',')
+        .map((item) => item.trim())
+        .filter((item) => item !== '');
     } else if (override.kind === 'integer') {
       value = parseInteger(text);
       if (value === undefined) {

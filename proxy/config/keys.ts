@@ -282,14 +282,14 @@ function keysFrom(
 }
 
 /** Parses keys file text (tests, `router-admin access-key migrate`). */
-export function parseKeysSource(
-  source: string,
-  file: string,
-  env: Env = {},
-): { keys: KeysConfig; diagnostics: ConfigDiagnostic[] } {
+export function parseKeysSource(source: string, file: string, env: Env = {}): ParsedKeys {
   const { yaml, diagnostics } = parseYaml(source, file);
-  const keys = keysFrom(file, yaml, env, diagnostics);
-  return { keys, diagnostics };
+  return { keys: keysFrom(file, yaml, env, diagnostics), diagnostics };
+}
+
+export interface ParsedKeys {
+  readonly keys: KeysConfig;
+  readonly diagnostics: ConfigDiagnostic[];
 }
 
 /**

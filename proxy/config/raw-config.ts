@@ -90,6 +90,12 @@ function toStore(raw: RawConfig['store']): StoreConfig {
   return {
     enabled: raw.enabled,
     addr,
+    sentinels: raw.sentinels.map((hostPort) => {
+      const colon = hostPort.lastIndexOf(':');
+      return { host: hostPort.slice(0, colon), port: Number(hostPort.slice(colon + 1)) };
+    }),
+    sentinelName: raw.sentinel_name,
+    sentinelPassword: optional(raw.sentinel_password),
     username: optional(raw.username),
     password: optional(raw.password),
     tls: raw.tls || addr.startsWith('rediss://'),
@@ -101,6 +107,7 @@ function toStore(raw: RawConfig['store']): StoreConfig {
     billingConsumerGroup: raw.billing_consumer_group,
     billingConsumerName: raw.billing_consumer_name,
     billingMaxAttempts: raw.billing_max_attempts,
+    billingWaitReplicas: raw.billing_wait_replicas,
     accessKeyHashSecret: raw.access_key_hash_secret ?? '',
     previousAccessKeyHashSecret: raw.previous_access_key_hash_secret ?? '',
     reclaimIdleMs: raw.reclaim_idle_ms,

@@ -419,6 +419,27 @@ export const ROUTER_CONFIG_SCHEMA = {
             "redis://127.0.0.1:6379"
           ]
         },
+        "sentinels": {
+          "type": "array",
+          "description": "Redis Sentinel addresses (host:port) of a failover setup; the primary is asked of them by sentinel_name, and addr then gives only credentials, database and TLS. Env ROUTER_STORE_SENTINELS (comma-separated).",
+          "items": {
+            "type": "string",
+            "description": "One Sentinel, host:port.",
+            "pattern": "^[^\\s:]+:[0-9]{1,5}$",
+            "patternErrorMessage": "must be host:port"
+          },
+          "default": []
+        },
+        "sentinel_name": {
+          "type": "string",
+          "description": "Name of the monitored primary in the sentinels' configuration. Env ROUTER_STORE_SENTINEL_NAME.",
+          "default": "mymaster",
+          "minLength": 1
+        },
+        "sentinel_password": {
+          "type": "string",
+          "description": "Password of the sentinels themselves (requirepass of sentinel.conf). Env ROUTER_STORE_SENTINEL_PASSWORD. Secret."
+        },
         "username": {
           "type": "string",
           "description": "Store user name (ACL). Env ROUTER_STORE_USERNAME."
@@ -475,6 +496,12 @@ export const ROUTER_CONFIG_SCHEMA = {
           "type": "string",
           "description": "Consumer name, unique per process; empty = generated from hostname and process id.",
           "default": ""
+        },
+        "billing_wait_replicas": {
+          "type": "integer",
+          "description": "Replicas that must acknowledge each batch of usage events (WAIT, bounded by operation_timeout_ms) before the gateway counts it recorded; a batch they do not acknowledge goes to the spool. 0 = off. Set it to 1 with Sentinel or any replicated primary, so a failover cannot lose an event the primary had not yet replicated.",
+          "default": 0,
+          "minimum": 0
         },
         "billing_max_attempts": {
           "type": "integer",

@@ -1,6 +1,7 @@
 // Anthropic Messages wire format: POST /v1/messages (plain and streamed) and count_tokens.
 
 import type { IncomingHttpHeaders } from 'node:http';
+import { anthropicJsonRequest, structuredText } from './structured.ts';
 import {
   asArray,
   asNumber,
@@ -8,11 +9,12 @@ import {
   asString,
   contentText,
   nextId,
+  reasoningText,
   replyText,
   splitPieces,
   type ToolCallPlan,
   tokens,
-  toolCall,
+  toolCallsFor,
   truncateToTokens,
   wantsTool,
 } from './text.ts';
@@ -85,12 +87,16 @@ function readMessages(body: Record<string, unknown>): Conversation {
 
 interface Plan {
   text: string;
-  tool: ToolCallPlan | undefined;
+  tools: ToolCallPlan[];
+  /** Extended thinking, when the request enabled it. */
+  thinking: string | undefined;
   stopReason: 'end_turn' | 'max_tokens' | 'tool_use';
   outputTokens: number;
 }
 
 const TOOL_PREAMBLE = "I'll check the weather for you.";
+/** Stands in for the real API's signature of a thinking block (opaque to clients). */
+const SIGNATURE = 'sim-signature';
 
 function plan(body: Record<string, unknown>, conv: Conversation, knobs: Knobs): Plan {
   const names = asArray(body.tools)
@@ -107,23 +113,30 @@ function plan(body: Record<string, unknown>, conv: Conversation, knobs: Knobs): 
     forced: choice?.type === 'any' || forcedName !== undefined,
     disabled: choice?.type === 'none',
   });
+  const thinkingType = asString(asObject(body.thinking)?.type);
+  const thinking =
+    thinkingType === 'enabled' || thinkingType === 'adaptive' ? reasoningText(conv.userText) : undefined;
+  const thinkingTokens = thinking === undefined ? 0 : tokens(thinking);
   if (useTool && toolName !== undefined) {
-    const tool = toolCall(toolName, conv.userText);
+    const tools = toolCallsFor(toolName, conv.userText, choice?.disable_parallel_tool_use !== true);
     return {
       text: TOOL_PREAMBLE,
-      tool,
+      tools,
+      thinking,
       stopReason: 'tool_use',
-      outputTokens: tokens(TOOL_PREAMBLE) + tokens(tool.argsJson) + 20,
+      outputTokens:
+        tokens(TOOL_PREAMBLE) + tools.reduce((n, t) => n + tokens(t.argsJson) + 20, 0) + thinkingTokens,
     };
   }
-  const full = replyText(conv.userText, knobs);
+  const full = structuredText(anthropicJsonRequest(body), conv.userText) ?? replyText(conv.userText, knobs);
   const maxTokens = asNumber(body.max_tokens);
   const cut = maxTokens !== undefined ? truncateToTokens(full, maxTokens) : { text: full, truncated: false };
   return {
     text: cut.text,
-    tool: undefined,
+    tools: [],
+    thinking,
     stopReason: cut.truncated ? 'max_tokens' : 'end_turn',
-    outputTokens: Math.max(1, tokens(cut.text)),
+    outputTokens: Math.max(1, tokens(cut.text)) + thinkingTokens,
   };
 }
 
@@ -144,7 +157,7 @@ function messages(req: SimRequest): SimReply {
   const conv = readMessages(body);
   const p = plan(body, conv, knobs);
   const id = nextId('msg_01');
-  const toolId = p.tool ? nextId('toolu_01') : '';
+  const toolIds = p.tools.map(() => nextId('toolu_01'));
   const cacheRead = Math.min(knobs.cachedTokens, conv.inputTokens);
   // Anthropic reports cached input separately: input_tokens excludes cache reads.
   const usage = knobs.noUsage
@@ -154,10 +167,18 @@ function messages(req: SimRequest): SimReply {
         cache_creation_input_tokens: 0,
         cache_read_input_tokens: cacheRead,
         output_tokens: p.outputTokens,
+        ...(p.thinking === undefined
+          ? {}
+          : { output_tokens_details: { thinking_tokens: tokens(p.thinking) } }),
         service_tier: 'standard',
       };
-  const content: unknown[] = [{ type: 'text', text: p.text }];
-  if (p.tool) content.push({ type: 'tool_use', id: toolId, name: p.tool.name, input: p.tool.args });
+  const content: unknown[] = [];
+  if (p.thinking !== undefined)
+    content.push({ type: 'thinking', thinking: p.thinking, signature: SIGNATURE });
+  content.push({ type: 'text', text: p.text });
+  p.tools.forEach((tool, i) => {
+    content.push({ type: 'tool_use', id: toolIds[i], name: tool.name, input: tool.args });
+  });
 
   if (body.stream !== true) {
     return {
@@ -193,51 +214,62 @@ function messages(req: SimRequest): SimReply {
       },
     }),
   );
+  let index = 0;
+  const delta = (d: unknown) => sse('content_block_delta', { type: 'content_block_delta', index, delta: d });
+  if (p.thinking !== undefined) {
+    frames.push(
+      sse('content_block_start', {
+        type: 'content_block_start',
+        index,
+        content_block: { type: 'thinking', thinking: '', signature: '' },
+      }),
+    );
+    for (const piece of splitPieces(p.thinking, 2))
+      frames.push(delta({ type: 'thinking_delta', thinking: piece }));
+    frames.push(delta({ type: 'signature_delta', signature: SIGNATURE }));
+    frames.push(sse('content_block_stop', { type: 'content_block_stop', index }));
+    index++;
+  }
   frames.push(
     sse('content_block_start', {
       type: 'content_block_start',
-      index: 0,
+      index,
       content_block: { type: 'text', text: '' },
     }),
   );
   frames.push(sse('ping', { type: 'ping' }));
-  const head =
-    'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":';
-  const pieces = p.tool ? splitPieces(p.text, 2) : splitPieces(p.text, knobs.chunks);
+  const head = `event: content_block_delta\ndata: {"type":"content_block_delta","index":${index},"delta":{"type":"text_delta","text":`;
+  const pieces = p.tools.length > 0 ? splitPieces(p.text, 2) : splitPieces(p.text, knobs.chunks);
   for (const piece of pieces) frames.push(`${head}${JSON.stringify(piece)}}}\n\n`);
-  frames.push(sse('content_block_stop', { type: 'content_block_stop', index: 0 }));
-  if (p.tool) {
+  frames.push(sse('content_block_stop', { type: 'content_block_stop', index }));
+  p.tools.forEach((tool, i) => {
+    index++;
     frames.push(
       sse('content_block_start', {
         type: 'content_block_start',
-        index: 1,
-        content_block: { type: 'tool_use', id: toolId, name: p.tool.name, input: {} },
+        index,
+        content_block: { type: 'tool_use', id: toolIds[i], name: tool.name, input: {} },
       }),
     );
     // The real API opens with an empty partial_json before the fragments.
-    frames.push(
-      sse('content_block_delta', {
-        type: 'content_block_delta',
-        index: 1,
-        delta: { type: 'input_json_delta', partial_json: '' },
-      }),
-    );
-    for (const frag of splitPieces(p.tool.argsJson, Math.max(2, Math.min(knobs.chunks, 6)))) {
-      frames.push(
-        sse('content_block_delta', {
-          type: 'content_block_delta',
-          index: 1,
-          delta: { type: 'input_json_delta', partial_json: frag },
-        }),
-      );
+    frames.push(delta({ type: 'input_json_delta', partial_json: '' }));
+    for (const frag of splitPieces(tool.argsJson, Math.max(2, Math.min(knobs.chunks, 6)))) {
+      frames.push(delta({ type: 'input_json_delta', partial_json: frag }));
     }
-    frames.push(sse('content_block_stop', { type: 'content_block_stop', index: 1 }));
-  }
+    frames.push(sse('content_block_stop', { type: 'content_block_stop', index }));
+  });
   frames.push(
     sse('message_delta', {
       type: 'message_delta',
       delta: { stop_reason: p.stopReason, stop_sequence: null },
-      usage: usage ? { output_tokens: p.outputTokens } : undefined,
+      usage: usage
+        ? {
+            output_tokens: p.outputTokens,
+            ...(p.thinking === undefined
+              ? {}
+              : { output_tokens_details: { thinking_tokens: tokens(p.thinking) } }),
+          }
+        : undefined,
     }),
   );
   frames.push(sse('message_stop', { type: 'message_stop' }));

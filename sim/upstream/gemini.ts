@@ -2,6 +2,7 @@
 // models/{model}:generateContent | :streamGenerateContent | :countTokens | :embedContent | :batchEmbedContents.
 
 import type { IncomingHttpHeaders } from 'node:http';
+import { geminiJsonRequest, structuredText } from './structured.ts';
 import {
   asArray,
   asNumber,
@@ -10,11 +11,12 @@ import {
   contentText,
   embeddingVector,
   nextId,
+  reasoningText,
   replyText,
   splitPieces,
   type ToolCallPlan,
   tokens,
-  toolCall,
+  toolCallsFor,
   truncateToTokens,
   vectorToArray,
   wantsTool,
@@ -96,7 +98,9 @@ function toolNames(body: Record<string, unknown>): string[] {
 
 interface Plan {
   text: string;
-  tool: ToolCallPlan | undefined;
+  tools: ToolCallPlan[];
+  /** A thought summary, when the request asked for thoughts. */
+  thought: string | undefined;
   finishReason: 'STOP' | 'MAX_TOKENS';
   outputTokens: number;
 }
@@ -115,30 +119,42 @@ function plan(body: Record<string, unknown>, conv: Conversation, knobs: Knobs): 
     forced: mode === 'ANY',
     disabled: mode === 'NONE',
   });
+  const config = asObject(body.generationConfig);
+  const thought =
+    asObject(config?.thinkingConfig)?.includeThoughts === true ? reasoningText(conv.userText) : undefined;
   if (useTool && toolName !== undefined) {
-    const tool = toolCall(toolName, conv.userText);
-    return { text: '', tool, finishReason: 'STOP', outputTokens: tokens(tool.name) + tokens(tool.argsJson) };
+    // Gemini has no switch for parallel calls: several places get several calls.
+    const tools = toolCallsFor(toolName, conv.userText, true);
+    const outputTokens = tools.reduce((n, t) => n + tokens(t.name) + tokens(t.argsJson), 0);
+    return { text: '', tools, thought, finishReason: 'STOP', outputTokens };
   }
-  const full = replyText(conv.userText, knobs);
+  const full = structuredText(geminiJsonRequest(body), conv.userText) ?? replyText(conv.userText, knobs);
   const max = asNumber(asObject(body.generationConfig)?.maxOutputTokens);
   const cut = max !== undefined ? truncateToTokens(full, max) : { text: full, truncated: false };
   return {
     text: cut.text,
-    tool: undefined,
+    tools: [],
+    thought,
     finishReason: cut.truncated ? 'MAX_TOKENS' : 'STOP',
     outputTokens: Math.max(1, tokens(cut.text)),
   };
 }
 
-function usageMetadata(prompt: number, output: number, knobs: Knobs): Record<string, unknown> {
+function usageMetadata(
+  prompt: number,
+  output: number,
+  knobs: Knobs,
+  thought: number,
+): Record<string, unknown> {
+  const thoughts = knobs.reasoningTokens + thought;
   const u: Record<string, unknown> = {
     promptTokenCount: prompt,
     candidatesTokenCount: output,
-    totalTokenCount: prompt + output + knobs.reasoningTokens,
+    totalTokenCount: prompt + output + thoughts,
   };
   if (knobs.cachedTokens > 0) u.cachedContentTokenCount = Math.min(knobs.cachedTokens, prompt);
   u.promptTokensDetails = [{ modality: 'TEXT', tokenCount: prompt }];
-  if (knobs.reasoningTokens > 0) u.thoughtsTokenCount = knobs.reasoningTokens;
+  if (thoughts > 0) u.thoughtsTokenCount = thoughts;
   return u;
 }
 
@@ -152,10 +168,15 @@ function generate(req: SimRequest, stream: boolean): SimReply {
   const conv = readContents(body);
   const p = plan(body, conv, knobs);
   const responseId = nextId('');
-  const fullUsage = knobs.noUsage ? undefined : usageMetadata(conv.promptTokens, p.outputTokens, knobs);
-  const finalParts = p.tool
-    ? [{ functionCall: { name: p.tool.name, args: p.tool.args } }]
-    : [{ text: p.text }];
+  const thoughtTokens = p.thought === undefined ? 0 : tokens(p.thought);
+  const fullUsage = knobs.noUsage
+    ? undefined
+    : usageMetadata(conv.promptTokens, p.outputTokens, knobs, thoughtTokens);
+  const thoughtParts = p.thought === undefined ? [] : [{ text: p.thought, thought: true }];
+  const finalParts =
+    p.tools.length > 0
+      ? p.tools.map((tool) => ({ functionCall: { name: tool.name, args: tool.args } }))
+      : [{ text: p.text }];
 
   if (!stream) {
     return {
@@ -163,7 +184,11 @@ function generate(req: SimRequest, stream: boolean): SimReply {
       status: 200,
       body: JSON.stringify({
         candidates: [
-          { content: { parts: finalParts, role: 'model' }, finishReason: p.finishReason, index: 0 },
+          {
+            content: { parts: [...thoughtParts, ...finalParts], role: 'model' },
+            finishReason: p.finishReason,
+            index: 0,
+          },
         ],
         usageMetadata: fullUsage,
         modelVersion: model,
@@ -178,13 +203,19 @@ function generate(req: SimRequest, stream: boolean): SimReply {
     : `,"usageMetadata":{"promptTokenCount":${conv.promptTokens},"totalTokenCount":${conv.promptTokens}}`;
   const tail = `${partial},"modelVersion":${JSON.stringify(model)},"responseId":"${responseId}"}`;
   const chunks: string[] = [];
-  const pieces = p.tool ? [] : splitPieces(p.text, knobs.chunks);
+  // The thought summary comes in its own chunk, before the answer.
+  if (p.thought !== undefined) {
+    chunks.push(
+      `{"candidates":[{"content":{"parts":${JSON.stringify(thoughtParts)},"role":"model"},"index":0}]${tail}`,
+    );
+  }
+  const pieces = p.tools.length > 0 ? [] : splitPieces(p.text, knobs.chunks);
   for (let i = 0; i < pieces.length - 1; i++) {
     chunks.push(
       `{"candidates":[{"content":{"parts":[{"text":${JSON.stringify(pieces[i])}}],"role":"model"},"index":0}]${tail}`,
     );
   }
-  const lastParts = p.tool ? finalParts : [{ text: pieces[pieces.length - 1] ?? '' }];
+  const lastParts = p.tools.length > 0 ? finalParts : [{ text: pieces[pieces.length - 1] ?? '' }];
   chunks.push(
     JSON.stringify({
       candidates: [{ content: { parts: lastParts, role: 'model' }, finishReason: p.finishReason, index: 0 }],

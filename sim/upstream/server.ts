@@ -66,6 +66,7 @@ interface Exchange {
 }
 
 const EXACT_ROUTES = new Map<string, Route>();
+const AZURE_PATH = /^\/openai\/deployments\/[^/]+\/(.+)$/;
 for (const [key, handler] of Object.entries(openaiRoutes))
   EXACT_ROUTES.set(key, { dialect: openaiDialect, handler, params: {} });
 for (const [key, handler] of Object.entries(anthropicRoutes)) {
@@ -92,6 +93,12 @@ function resolveRoute(
   if (method === 'GET' && pathname === '/v1/models' && looksGoogle(headers, query)) return GEMINI_LIST;
   const exact = EXACT_ROUTES.get(`${method} ${pathname}`);
   if (exact) return exact;
+  // Azure OpenAI: /openai/deployments/{deployment}/chat/completions and the like, the OpenAI endpoints.
+  const azure = AZURE_PATH.exec(pathname);
+  if (azure) {
+    const route = EXACT_ROUTES.get(`${method} /v1/${azure[1]}`);
+    if (route) return route;
+  }
   if (method === 'POST') {
     const m = GEMINI_PATH.exec(pathname);
     const handler = m ? geminiMethods[m[2]!] : undefined;

@@ -89,9 +89,14 @@ export function truncateToTokens(text: string, maxTokens: number): { text: strin
   return { text: decode(encode(text).slice(0, Math.max(0, maxTokens))), truncated: true };
 }
 
+/** The first words of the prompt, as the echo quotes them. */
+export function echoWords(userText: string): string {
+  return userText.split(/\s+/).filter(Boolean).slice(0, ECHO_WORDS).map(echoWord).join(' ');
+}
+
 /** "Echo: <first words of the prompt>." plus filler words, optionally with multi-byte text. */
 export function replyText(userText: string, knobs: Knobs): string {
-  const words = userText.split(/\s+/).filter(Boolean).slice(0, ECHO_WORDS).map(echoWord).join(' ');
+  const words = echoWords(userText);
   let out = `Echo: ${words === '' ? '(empty)' : words}.`;
   if (knobs.unicode || /unicode/i.test(userText)) out += ` ${UNICODE_SAMPLE}.`;
   if (knobs.words > 0) {
@@ -129,6 +134,26 @@ export function toolCall(name: string, userText: string): ToolCallPlan {
     /weather (?:in|for|at) ([\p{L}'-]+)/iu.exec(userText);
   const args = { location: m?.[1] ?? 'Paris', unit: 'celsius' };
   return { name, args, argsJson: JSON.stringify(args) };
+}
+
+/**
+ * The tool calls the simulated model makes: one per "weather in <Place>" of the prompt when `parallel`
+ * (one call, the first place, otherwise).
+ */
+export function toolCallsFor(name: string, userText: string, parallel: boolean): ToolCallPlan[] {
+  const places = [
+    ...userText.matchAll(/weather (?:in|for|at) (\p{Lu}[\p{L}'-]*(?: \p{Lu}[\p{L}'-]*)*)/gu),
+  ].map((m) => m[1]!);
+  if (places.length < 2 || !parallel) return [toolCall(name, userText)];
+  return places.map((location) => {
+    const args = { location, unit: 'celsius' };
+    return { name, args, argsJson: JSON.stringify(args) };
+  });
+}
+
+/** The reasoning a request that asks for it gets before the answer. */
+export function reasoningText(userText: string): string {
+  return `Thinking about: ${echoWords(userText)}.`;
 }
 
 /**

@@ -122,3 +122,19 @@ test('a second spool takes the next slot; a slot whose writer is gone is drained
   await c.close();
   assert.deepEqual((await streamIds(keys.stream)).sort(), ['router:req-0', 'router:req-1']);
 });
+
+test('with billing_wait_replicas, a move no replica acknowledged stays in the spool (moved again later)', async () => {
+  // This server has no replica: WAIT 1 answers 0, so no move may count as done.
+  const store = testStoreConfig(redis.url, { billingWaitReplicas: 1, operationTimeoutMs: 50 });
+  const keys = createKeyLayout(store);
+  const root = await tempDir();
+  const spool = await openEventSpool(root, store);
+  try {
+    await spool.append(makeEvent(1));
+    // The move itself reaches the stream (and is marked), but is not acknowledged by a replica.
+    await waitUntil(async () => (await streamIds(keys.stream)).length === 1, 'the move was attempted');
+    assert.equal(await spool.pending(), 1, 'still pending: no replica has it');
+  } finally {
+    await spool.close();
+  }
+});

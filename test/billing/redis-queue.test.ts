@@ -84,3 +84,25 @@ test('a command error fails each event of the batch on its own, and the queue go
   const sent = (await monitor.stop()).map((c) => c[0]).filter((c) => c === 'xadd' || c!.startsWith('eval'));
   assert.deepEqual(sent, ['xadd']);
 });
+
+test('with billing_wait_replicas, a batch no replica acknowledged is not counted as recorded', async () => {
+  const store = testStoreConfig(redis.url);
+  const own = createRedisClient(store, { writeAtOnce: true });
+  try {
+    await waitReady(own, 2000);
+    // This server has no replica: WAIT 1 answers 0 once its timeout passes.
+    const queue = createRedisEventQueue(own, createKeyLayout(store), undefined, undefined, {
+      replicas: 1,
+      timeoutMs: 20,
+    });
+    await assert.rejects(queue.enqueue(makeEvent(1)), (err: Error) => {
+      assert.equal(err.name, 'StoreUnavailableError');
+      return true;
+    });
+    // The write itself went through: WAIT judges replication, not the write (the spool, when there is
+    // one, takes the batch and the billing service counts a duplicate once).
+    assert.equal(await redis.admin.xlen(createKeyLayout(store).stream), 1);
+  } finally {
+    own.disconnect();
+  }
+});

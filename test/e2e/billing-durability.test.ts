@@ -236,3 +236,39 @@ test('a hanging billing service never delays or alters a reply', async (t) => {
   await billed.sidecar?.worker?.waitForDrain();
   assertBilledOnce(billed, rids);
 });
+
+test('two gateway processes on one outbox directory: the second writes a slot; kill -9 of it loses nothing', async (t) => {
+  const stack = await startBillingStack({ gateway: false, sidecar: false });
+  const children: ChildGateway[] = [];
+  t.after(async () => {
+    for (const c of children) c.child.kill('SIGKILL');
+    await stack.close();
+  });
+  const first = await spawnGateway(stack);
+  children.push(first);
+  // Same configuration, same billing.outbox_dir: the directory's writer lock is taken, so a slot.
+  const second = await spawnGateway(stack);
+  children.push(second);
+  assert.ok(
+    await exists(join(stack.outboxDir, 'slots', '1', 'writer.lock')),
+    'the second gateway took slot 1',
+  );
+
+  const rids: string[] = [];
+  const replies = await Promise.all(
+    Array.from({ length: 40 }, (_, i) => {
+      const rid = `slots-${i}`;
+      rids.push(rid);
+      return serve((i % 2 === 0 ? first : second).url, rid, i);
+    }),
+  );
+  for (const r of replies) assert.equal(r.status, 200, r.body);
+  second.child.kill('SIGKILL');
+  assert.deepEqual(await second.exited, { code: null, signal: 'SIGKILL' });
+
+  // One sidecar delivers the directory and the slot, the dead gateway's events included.
+  const sidecar = await stack.startSidecar();
+  await stack.billing.waitForEvents(rids.length, 15_000);
+  await sidecar.worker?.waitForDrain();
+  assertBilledOnce(stack, rids);
+});

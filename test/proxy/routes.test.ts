@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { resolveRoute } from '../../proxy/routes.ts';
 
 const WEBHOOK = '/billing/webhook';
-const route = (method: string, path: string, carrier: boolean | string | undefined = undefined) =>
+const route = (method: string, path: string, carrier: string | undefined = undefined) =>
   resolveRoute(method, path, carrier, WEBHOOK);
 
 test('fixed POST routes carry their api, client family and body kind', () => {
@@ -23,7 +23,8 @@ test('fixed POST routes carry their api, client family and body kind', () => {
     body: 'json',
   });
   assert.equal((route('POST', '/v1/audio/transcriptions') as { body: string }).body, 'multipart');
-  assert.equal((route('POST', '/v1/responses') as { format: string }).format, 'openai');
+  // The Responses API is a family of its own: its stream errors are typed `error` events.
+  assert.equal((route('POST', '/v1/responses') as { format: string }).format, 'responses');
 });
 
 test('a model-in-path route decodes the model and rebuilds the upstream path', () => {
@@ -48,11 +49,16 @@ test('a model-in-path route decodes the model and rebuilds the upstream path', (
 
 test('model lists answer in the shape of the family the key carrier names', () => {
   assert.deepEqual(route('GET', '/v1/models'), { kind: 'models', format: 'openai' });
-  assert.deepEqual(route('GET', '/v1/models', true), { kind: 'models', format: 'gemini' });
+  assert.deepEqual(route('GET', '/v1/models', 'anthropic'), { kind: 'models', format: 'anthropic' });
   assert.deepEqual(route('GET', '/v1/models', 'gemini'), { kind: 'models', format: 'gemini' });
   assert.deepEqual(route('GET', '/v1beta/models'), { kind: 'models', format: 'gemini' });
   assert.deepEqual(route('GET', '/v1/models/gpt-x'), { kind: 'model', format: 'openai', id: 'gpt-x' });
-  assert.deepEqual(route('HEAD', '/v1/models/m', true), { kind: 'model', format: 'gemini', id: 'm' });
+  assert.deepEqual(route('HEAD', '/v1/models/m', 'gemini'), { kind: 'model', format: 'gemini', id: 'm' });
+  assert.deepEqual(route('GET', '/v1/models/m', 'anthropic'), {
+    kind: 'model',
+    format: 'anthropic',
+    id: 'm',
+  });
   assert.deepEqual(route('GET', '/v1beta/models/a%20b'), { kind: 'model', format: 'gemini', id: 'a b' });
   assert.deepEqual(route('GET', '/v1/models/%E0'), { kind: 'bad_path', format: 'openai' });
 });

@@ -154,3 +154,19 @@ test('no reply of this suite carries an upstream key', async () => {
     assert.doesNotMatch(r.body, UPSTREAM_KEY_RE, `body of ${r.url}`);
   }
 });
+
+describe('model listing in the Anthropic shape (the SDK lists with its x-api-key)', () => {
+  test('models.list() and models.retrieve(): every model a Messages client can call', async () => {
+    const ids: string[] = [];
+    for await (const m of claude.models.list()) {
+      assert.equal(m.type, 'model');
+      assert.ok(!Number.isNaN(Date.parse(m.created_at)));
+      ids.push(m.id);
+    }
+    // Every listed model of the registry is callable from a Messages client now (translated or native).
+    for (const id of ['claude-sonnet-5', 'gpt-5.4-mini', 'gemini-3.8-flash']) assert.ok(ids.includes(id), id);
+    const one = await claude.models.retrieve('claude-sonnet-5');
+    assert.equal(one.id, 'claude-sonnet-5');
+    assert.equal(one.display_name, 'claude-sonnet-5');
+  });
+});

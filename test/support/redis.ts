@@ -34,7 +34,7 @@ export interface RedisServer {
   close(): Promise<void>;
 }
 
-function findRedisServer(): string {
+export function findRedisServer(): string {
   for (const candidate of ['redis-server', '/usr/bin/redis-server', '/usr/local/bin/redis-server']) {
     try {
       execFileSync(candidate, ['--version'], { stdio: 'ignore' });
@@ -53,7 +53,7 @@ function findRedisServer(): string {
  * the OS handed out (port 0) is in the ephemeral range, where another test's outgoing connection can take
  * it as its local port while Redis is down, and the restart then fails with EADDRINUSE.
  */
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   let low = 32768;
   try {
     low = Number((await readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')).trim().split(/\s+/)[0]);
@@ -80,7 +80,9 @@ async function freePort(): Promise<number> {
  * `persist`: append-only file fsync'ed on every write, so a SIGKILL keeps every acknowledged write (as a
  * production Redis with `appendfsync always` would) and a restart on the same port finds them.
  */
-export async function startRedis(opts: { persist?: boolean } = {}): Promise<RedisServer> {
+export async function startRedis(
+  opts: { persist?: boolean; extraArgs?: readonly string[] } = {},
+): Promise<RedisServer> {
   const bin = findRedisServer();
   const dir = await mkdtemp(join(tmpdir(), 'router-redis-'));
   const port = await freePort();
@@ -103,6 +105,7 @@ export async function startRedis(opts: { persist?: boolean } = {}): Promise<Redi
         dir,
         '--protected-mode',
         'no',
+        ...(opts.extraArgs ?? []),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
@@ -246,6 +249,9 @@ export function testStoreConfig(url: string, overrides: Partial<StoreConfig> = {
   return {
     enabled: true,
     addr: url,
+    sentinels: [],
+    sentinelName: 'mymaster',
+    sentinelPassword: undefined,
     username: undefined,
     password: undefined,
     tls: false,
@@ -257,6 +263,7 @@ export function testStoreConfig(url: string, overrides: Partial<StoreConfig> = {
     billingConsumerGroup: 'router-billing',
     billingConsumerName: '',
     billingMaxAttempts: 10,
+    billingWaitReplicas: 0,
     accessKeyHashSecret: 'test-hash-secret',
     previousAccessKeyHashSecret: '',
     reclaimIdleMs: 30_000,

@@ -17,17 +17,10 @@ import {
 import { REPLAY_PATH } from '../../../billing/dead-letter-route.ts';
 import { READER_LOCK } from '../../../billing/outbox/layout.ts';
 import { acquirePidLock, OutboxLockedError } from '../../../billing/outbox/lock.ts';
+import { outboxDirs, slotDeadLetterId, slotOfDeadLetterId } from '../../../billing/outbox/slots.ts';
 import type { RouterConfig } from '../../../common/config-types.ts';
 import { loopbackUrl } from '../../../common/internal-notify.ts';
-import {
-  closeRedisClient,
-  createKeyLayout,
-  createRedisClient,
-  defineScript,
-  type Redis,
-  redactAddr,
-  waitReady,
-} from '../../../store/redis-client.ts';
+import { closeRedisClient, connectRedis, defineScript, redactAddr } from '../../../store/redis-client.ts';
 import { AdminError, EXIT } from '../../key-backend.ts';
 
 export interface DeadLetterEntry {
@@ -112,13 +105,16 @@ const BATCH = 100;
 
 async function openStoreBackend(config: RouterConfig): Promise<DeadLetterBackend> {
   const store = config.store;
-  const where = `store ${redactAddr(store.addr)} (stream ${store.keyPrefix}${store.billingStream}:dead-letter)`;
-  const client: Redis = createRedisClient(store, { connectionName: 'router-admin' });
-  if (!(await waitReady(client, Math.max(2000, store.operationTimeoutMs * 4)))) {
+  const where = `store ${redactAddr(store.addr, store)} (stream ${store.keyPrefix}${store.billingStream}:dead-letter)`;
+  const readyTimeoutMs = Math.max(2000, store.operationTimeoutMs * 4);
+  const { client, keys, connected } = await connectRedis(store, {
+    connectionName: 'router-admin',
+    readyTimeoutMs,
+  });
+  if (!connected) {
     client.disconnect();
     throw new AdminError(`cannot reach the ${where}; nothing was changed`, EXIT.unavailable);
   }
-  const keys = createKeyLayout(store);
 
   function toStoreEntry([id, flat]: [string, string[]]): DeadLetterEntry {
     const fields: Record<string, unknown> = {};
@@ -221,6 +217,38 @@ function openFileBackend(config: RouterConfig, opts: BackendOptions): DeadLetter
   const sidecarUrl = opts.sidecarUrl ?? loopbackUrl(config.billing.listen.host, config.billing.listen.port);
   let pickup = 'the running sidecar delivers them';
 
+  /**
+   * The directory's records and every slot's (other gateways of the host write slots). The sidecar is
+   * not running: each slot's reader lock is taken while its file is marked.
+   */
+  async function replayOffline(ids: readonly string[] | undefined, dryRun: boolean): Promise<ReplayResult[]> {
+    const wanted = new Map<string, string[] | undefined>();
+    for (const slotDir of await outboxDirs(dir)) wanted.set(slotDir, ids === undefined ? undefined : []);
+    for (const id of ids ?? []) {
+      const at = slotOfDeadLetterId(dir, id);
+      wanted.get(at.dir)?.push(at.id);
+    }
+    const found = new Map<string, ReplayResult>();
+    const all: ReplayResult[] = [];
+    for (const [slotDir, local] of wanted) {
+      if (local !== undefined && local.length === 0) continue;
+      const slotLock =
+        slotDir === dir
+          ? undefined
+          : await acquirePidLock(slotDir, READER_LOCK, 'router-admin', { waitMs: 0 });
+      try {
+        for (const r of fromReport(await new DeadLetterFile(slotDir).markForReplay(local, dryRun))) {
+          const qualified = { ...r, id: slotDeadLetterId(dir, slotDir, r.id) };
+          found.set(qualified.id, qualified);
+          all.push(qualified);
+        }
+      } finally {
+        await slotLock?.release();
+      }
+    }
+    return ids === undefined ? all : ids.map((id) => found.get(id) ?? { id, outcome: 'not_found' });
+  }
+
   async function replay(ids: readonly string[] | undefined, dryRun: boolean): Promise<ReplayResult[]> {
     let lock: Awaited<ReturnType<typeof acquirePidLock>> | undefined;
     try {
@@ -232,7 +260,7 @@ function openFileBackend(config: RouterConfig, opts: BackendOptions): DeadLetter
       // No sidecar runs: mark the records here; the next sidecar delivers them when it starts.
       pickup = 'router-billing delivers them when it starts (none is running now)';
       try {
-        return fromReport(await new DeadLetterFile(dir).markForReplay(ids, dryRun));
+        return await replayOffline(ids, dryRun);
       } finally {
         await lock.release();
       }
@@ -266,7 +294,16 @@ function openFileBackend(config: RouterConfig, opts: BackendOptions): DeadLetter
     get pickup() {
       return pickup;
     },
-    list: async () => (await readDeadLetters(dir)).map(toEntry),
+    list: async () => {
+      const entries: DeadLetterEntry[] = [];
+      for (const slotDir of await outboxDirs(dir)) {
+        for (const r of await readDeadLetters(slotDir)) {
+          const entry = toEntry(r);
+          entries.push({ ...entry, id: slotDeadLetterId(dir, slotDir, entry.id) });
+        }
+      }
+      return entries;
+    },
     replay,
     close: async () => {},
   };

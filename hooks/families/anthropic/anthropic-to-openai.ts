@@ -12,26 +12,35 @@
 // - Streaming: `stream_options.include_usage` is injected so output usage is known; the usage chunk
 //   comes after the finish_reason chunk, so message_delta (carrying stop_reason and usage) is held back
 //   until `[DONE]` or the end of the upstream stream. message_start goes out on the first chunk with
-//   usage 0; the real input_tokens arrive in message_delta (the Anthropic SDK overwrites them there).
-// - Dropped, since the upstream has no counterpart: top_k, thinking, cache_control markers, upstream
-//   reasoning deltas. tool_result `is_error` has no OpenAI field and is not rewritten into the content.
+//   the gateway's own count of the input (TranslatorInit.inputTokens); the upstream's input_tokens
+//   arrive in message_delta (the Anthropic SDK overwrites them there).
+// - Reasoning: `thinking` (its budget, by steps) and `output_config.effort` become `reasoning_effort`;
+//   the upstream's `reasoning_content` comes back as a thinking block with an empty signature (there is
+//   none to give), and reasoning tokens as `output_tokens_details.thinking_tokens`.
+// - Structured output: `output_config.format` becomes a strict json_schema `response_format`.
+// - `top_k` rides along in the pivot (Gemini and compatible servers take it; OpenAI refuses it itself).
+// - Ignored, since they do not change the answer: cache_control markers, service_tier, thinking blocks in
+//   the history (other models cannot read Anthropic's signed thinking). tool_result `is_error` has no
+//   OpenAI field and is not rewritten into the content. Any other field is refused by name.
 
 import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
+import { refuseUnknownFields } from '../../translators/json.ts';
 import {
+  defineTranslator,
   TranslationError,
   type Translator,
-  type TranslatorFactory,
   type TranslatorInit,
 } from '../../translators/types.ts';
+import { type PivotUsage, readPivotUsage, streamWithUsage } from '../openai/request-fields.ts';
 import {
   anthropicTypeForOpenaiError,
   anthropicTypeForStatus,
   asCount,
   asString,
-  genericUpstreamMessage,
   isObject,
   parseArguments,
   parseJsonObject,
+  readUpstreamError,
 } from './translator-shared.ts';
 
 // ---------------------------------------------------------------------------------------------------
@@ -91,15 +100,22 @@ function toolResultContent(content: JsonValue | undefined, path: string): string
     .join('\n');
 }
 
+/** The blocks of a message's content array, each checked to be an object, with its path. */
+function contentBlocks(content: JsonValue | undefined, path: string): { block: JsonObject; at: string }[] {
+  if (!Array.isArray(content)) throw new TranslationError(`${path} must be a string or an array`, path);
+  return content.map((block, i) => {
+    const at = `${path}[${i}]`;
+    if (!isObject(block)) throw new TranslationError(`${at} must be an object`, at);
+    return { block, at };
+  });
+}
+
 /** One Anthropic user turn -> tool messages (first, as OpenAI wants them right after the call) + user. */
 function userMessages(content: JsonValue | undefined, path: string): JsonObject[] {
   if (typeof content === 'string') return [{ role: 'user', content }];
-  if (!Array.isArray(content)) throw new TranslationError(`${path} must be a string or an array`, path);
   const tools: JsonObject[] = [];
   const parts: JsonObject[] = [];
-  content.forEach((block, i) => {
-    const at = `${path}[${i}]`;
-    if (!isObject(block)) throw new TranslationError(`${at} must be an object`, at);
+  for (const { block, at } of contentBlocks(content, path)) {
     switch (block.type) {
       case 'text':
         parts.push({ type: 'text', text: blockText(block, at) });
@@ -120,7 +136,7 @@ function userMessages(content: JsonValue | undefined, path: string): JsonObject[
       default:
         throw new TranslationError(`${at}.type ${JSON.stringify(block.type)} is not supported`, `${at}.type`);
     }
-  });
+  }
   if (parts.length === 0) return tools;
   const only = parts.length === 1 ? parts[0] : undefined;
   // A lone text part as a plain string: understood by every OpenAI-compatible server.
@@ -130,12 +146,9 @@ function userMessages(content: JsonValue | undefined, path: string): JsonObject[
 
 function assistantMessage(content: JsonValue | undefined, path: string): JsonObject {
   if (typeof content === 'string') return { role: 'assistant', content };
-  if (!Array.isArray(content)) throw new TranslationError(`${path} must be a string or an array`, path);
   const texts: string[] = [];
   const toolCalls: JsonObject[] = [];
-  content.forEach((block, i) => {
-    const at = `${path}[${i}]`;
-    if (!isObject(block)) throw new TranslationError(`${at} must be an object`, at);
+  for (const { block, at } of contentBlocks(content, path)) {
     if (block.type === 'text') texts.push(blockText(block, at));
     else if (block.type === 'tool_use') {
       const id = asString(block.id);
@@ -150,7 +163,7 @@ function assistantMessage(content: JsonValue | undefined, path: string): JsonObj
     } else if (block.type !== 'thinking' && block.type !== 'redacted_thinking') {
       throw new TranslationError(`${at}.type ${JSON.stringify(block.type)} is not supported`, `${at}.type`);
     }
-  });
+  }
   const message: JsonObject = { role: 'assistant', content: texts.length > 0 ? texts.join('') : null };
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
   return message;
@@ -195,7 +208,89 @@ function translateToolChoice(choice: JsonValue): JsonValue {
   }
 }
 
+/** Anthropic's thinking budget -> the pivot's reasoning_effort, by the same steps in both directions. */
+function effortForBudget(budget: number): string {
+  if (budget < 4096) return 'low';
+  return budget < 16384 ? 'medium' : 'high';
+}
+
+/** Efforts beyond OpenAI's scale (xhigh, max) ask for its highest. */
+const EFFORTS: Readonly<Record<string, string>> = {
+  low: 'low',
+  medium: 'medium',
+  high: 'high',
+  xhigh: 'high',
+  max: 'high',
+};
+
+/** `output_config.format` -> response_format; `output_config.effort` or `thinking` -> reasoning_effort. */
+function applyOutputConfig(body: JsonObject, out: JsonObject): void {
+  const config = isObject(body.output_config) ? body.output_config : {};
+  const format = config.format;
+  if (isObject(format)) {
+    if (format.type !== 'json_schema' || !isObject(format.schema)) {
+      throw new TranslationError(
+        'output_config.format must be {type: "json_schema", schema}',
+        'output_config.format',
+      );
+    }
+    out.response_format = {
+      type: 'json_schema',
+      json_schema: { name: 'output', schema: format.schema, strict: true },
+    };
+  }
+  const effort = asString(config.effort);
+  if (effort !== undefined) {
+    const mapped = EFFORTS[effort];
+    if (mapped === undefined) {
+      throw new TranslationError(
+        `output_config.effort ${JSON.stringify(effort)} is not supported`,
+        'output_config.effort',
+      );
+    }
+    out.reasoning_effort = mapped;
+    return;
+  }
+  const thinking = isObject(body.thinking) ? body.thinking : undefined;
+  if (thinking?.type === 'enabled') {
+    out.reasoning_effort = effortForBudget(asCount(thinking.budget_tokens) ?? 0);
+  } else if (thinking?.type === 'adaptive') {
+    out.reasoning_effort = 'medium';
+  }
+}
+
+/**
+ * Messages fields this direction translates, and hints it may ignore without making the request
+ * invalid: `service_tier` (the upstream's own tiers apply), `context_management` (Anthropic's server-side
+ * trimming of old tool results, which coding agents send every turn; other providers see the whole
+ * history the client sent) and `cache_control` markers, which live inside blocks. Anything else is
+ * refused by name.
+ */
+const KNOWN_FIELDS: ReadonlySet<string> = new Set([
+  'model',
+  'messages',
+  'max_tokens',
+  'system',
+  'temperature',
+  'top_p',
+  'top_k',
+  'stop_sequences',
+  'stream',
+  'tools',
+  'tool_choice',
+  'metadata',
+  'thinking',
+  'output_config',
+  'service_tier',
+  'context_management',
+]);
+
 function translateRequest(body: JsonObject, init: TranslatorInit): JsonObject {
+  refuseUnknownFields(
+    body,
+    KNOWN_FIELDS,
+    (field) => new TranslationError(`${field} is not supported for this provider`, field),
+  );
   if (!Array.isArray(body.messages)) throw new TranslationError('messages must be an array', 'messages');
   const messages: JsonObject[] = [];
   if (body.system !== undefined && body.system !== null) {
@@ -218,6 +313,8 @@ function translateRequest(body: JsonObject, init: TranslatorInit): JsonObject {
   if (typeof body.max_tokens === 'number') out.max_tokens = body.max_tokens;
   if (typeof body.temperature === 'number') out.temperature = body.temperature;
   if (typeof body.top_p === 'number') out.top_p = body.top_p;
+  // Not an OpenAI field: carried for the upstreams that take it (Gemini's topK, compatible servers).
+  if (typeof body.top_k === 'number') out.top_k = body.top_k;
   if (Array.isArray(body.stop_sequences) && body.stop_sequences.length > 0) out.stop = body.stop_sequences;
   if (body.tools !== undefined && body.tools !== null) {
     const tools = translateTools(body.tools);
@@ -229,13 +326,10 @@ function translateRequest(body: JsonObject, init: TranslatorInit): JsonObject {
       out.parallel_tool_calls = false;
     }
   }
+  applyOutputConfig(body, out);
   const user = isObject(body.metadata) ? asString(body.metadata.user_id) : undefined;
   if (user !== undefined) out.user = user;
-  if (body.stream === true) {
-    out.stream = true;
-    out.stream_options = { include_usage: true };
-  }
-  return out;
+  return streamWithUsage(out, body.stream === true);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -255,28 +349,7 @@ function mapFinishReason(reason: JsonValue | undefined): string {
   }
 }
 
-interface UsageCounts {
-  prompt: number;
-  completion: number;
-  total: number | undefined;
-  cached: number | undefined;
-  reasoning: number | undefined;
-}
-
-function readUsage(usage: JsonValue | undefined): UsageCounts | undefined {
-  if (!isObject(usage)) return undefined;
-  const prompt = asCount(usage.prompt_tokens) ?? 0;
-  const completion = asCount(usage.completion_tokens) ?? 0;
-  const promptDetails = isObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details : {};
-  const completionDetails = isObject(usage.completion_tokens_details) ? usage.completion_tokens_details : {};
-  return {
-    prompt,
-    completion,
-    total: asCount(usage.total_tokens),
-    cached: asCount(promptDetails.cached_tokens),
-    reasoning: asCount(completionDetails.reasoning_tokens),
-  };
-}
+type UsageCounts = PivotUsage;
 
 /**
  * Both cache fields are always present, as on Anthropic's own wire: clients add them up without null
@@ -285,12 +358,14 @@ function readUsage(usage: JsonValue | undefined): UsageCounts | undefined {
 function anthropicUsage(counts: UsageCounts | undefined): JsonObject {
   const prompt = counts?.prompt ?? 0;
   const cached = Math.min(counts?.cached ?? 0, prompt);
-  return {
+  const usage: JsonObject = {
     input_tokens: prompt - cached,
     cache_creation_input_tokens: 0,
     cache_read_input_tokens: cached,
     output_tokens: counts?.completion ?? 0,
   };
+  if (counts?.reasoning) usage.output_tokens_details = { thinking_tokens: counts.reasoning };
+  return usage;
 }
 
 function messageId(upstreamId: string | undefined, requestId: string): string {
@@ -314,6 +389,8 @@ function sse(data: JsonObject): SseOut {
 // ---------------------------------------------------------------------------------------------------
 // The per-request translator
 
+type BlockKind = 'thinking' | 'text' | 'tool';
+
 function createAnthropicToOpenai(init: TranslatorInit): Translator {
   let clientModel = init.model;
   let counts: UsageCounts | undefined;
@@ -321,7 +398,7 @@ function createAnthropicToOpenai(init: TranslatorInit): Translator {
   let id = messageId(undefined, init.requestId);
   let started = false;
   let nextBlock = 0;
-  let open: { index: number; kind: 'text' | 'tool' } | undefined;
+  let open: { index: number; kind: BlockKind } | undefined;
   const toolBlocks = new Map<number, number>();
   let stopReason: string | undefined;
   let finished = false;
@@ -338,9 +415,19 @@ function createAnthropicToOpenai(init: TranslatorInit): Translator {
       content: [],
       stop_reason: null,
       stop_sequence: null,
-      usage: anthropicUsage(counts),
+      usage: counts === undefined ? estimatedUsage() : anthropicUsage(counts),
     };
     out.push(sse({ type: 'message_start', message }));
+  }
+
+  /**
+   * message_start comes before the upstream's counts: it carries the gateway's own count of the input
+   * (clients such as LangChain read it there); message_delta then carries the upstream's numbers.
+   */
+  function estimatedUsage(): JsonObject {
+    const usage = anthropicUsage(undefined);
+    usage.input_tokens = init.inputTokens?.() ?? 0;
+    return usage;
   }
 
   function closeBlock(out: SseOut[]): void {
@@ -349,7 +436,7 @@ function createAnthropicToOpenai(init: TranslatorInit): Translator {
     open = undefined;
   }
 
-  function openBlock(out: SseOut[], kind: 'text' | 'tool', contentBlock: JsonObject): number {
+  function openBlock(out: SseOut[], kind: BlockKind, contentBlock: JsonObject): number {
     closeBlock(out);
     const index = nextBlock++;
     open = { index, kind };
@@ -365,6 +452,19 @@ function createAnthropicToOpenai(init: TranslatorInit): Translator {
         type: 'content_block_delta',
         index: open?.index ?? 0,
         delta: { type: 'text_delta', text: value },
+      }),
+    );
+  }
+
+  function thinking(out: SseOut[], value: string): void {
+    if (value === '') return;
+    if (open?.kind !== 'thinking')
+      openBlock(out, 'thinking', { type: 'thinking', thinking: '', signature: '' });
+    out.push(
+      sse({
+        type: 'content_block_delta',
+        index: open?.index ?? 0,
+        delta: { type: 'thinking_delta', thinking: value },
       }),
     );
   }
@@ -413,7 +513,7 @@ function createAnthropicToOpenai(init: TranslatorInit): Translator {
 
   function onChunk(chunk: JsonObject): SseOut[] {
     const out: SseOut[] = [];
-    counts = readUsage(chunk.usage) ?? counts;
+    counts = readPivotUsage(chunk.usage) ?? counts;
     const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
     // The trailing usage chunk has no choices; it must not open the message by itself.
     if (choices.length > 0) start(out, chunk);
@@ -421,6 +521,7 @@ function createAnthropicToOpenai(init: TranslatorInit): Translator {
       // Only the first choice: Anthropic messages have one; n > 1 is never requested by this direction.
       if (!isObject(choice) || (choice.index ?? 0) !== 0) continue;
       const delta = isObject(choice.delta) ? choice.delta : {};
+      thinking(out, asString(delta.reasoning_content) ?? asString(delta.reasoning) ?? '');
       text(out, asString(delta.content) ?? '');
       text(out, asString(delta.refusal) ?? '');
       if (Array.isArray(delta.tool_calls)) {
@@ -445,10 +546,12 @@ function createAnthropicToOpenai(init: TranslatorInit): Translator {
 
     response(body) {
       if (!isObject(body)) return body;
-      counts = readUsage(body.usage);
+      counts = readPivotUsage(body.usage);
       const choice = Array.isArray(body.choices) && isObject(body.choices[0]) ? body.choices[0] : {};
       const message = isObject(choice.message) ? choice.message : {};
       const content: JsonObject[] = [];
+      const reasoning = asString(message.reasoning_content) ?? asString(message.reasoning) ?? '';
+      if (reasoning !== '') content.push({ type: 'thinking', thinking: reasoning, signature: '' });
       const textValue = asString(message.content) ?? asString(message.refusal) ?? '';
       if (textValue !== '') content.push({ type: 'text', text: textValue });
       const calls = Array.isArray(message.tool_calls) ? message.tool_calls : [];
@@ -498,19 +601,9 @@ function createAnthropicToOpenai(init: TranslatorInit): Translator {
     },
 
     error(status, body) {
-      const error = isObject(body) && isObject(body.error) ? body.error : undefined;
-      const message = error ? asString(error.message) : undefined;
-      if (error === undefined || message === undefined) {
-        return errorBody(anthropicTypeForStatus(status), genericUpstreamMessage(status));
-      }
-      return errorBody(anthropicTypeForStatus(status), message);
+      return errorBody(anthropicTypeForStatus(status), readUpstreamError(status, body).message);
     },
   };
 }
 
-export const anthropicToOpenai = {
-  name: 'anthropic_to_openai',
-  from: 'anthropic',
-  to: 'openai',
-  create: createAnthropicToOpenai,
-} satisfies TranslatorFactory;
+export const anthropicToOpenai = defineTranslator('anthropic_to_openai', createAnthropicToOpenai);

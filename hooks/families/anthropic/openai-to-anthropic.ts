@@ -11,27 +11,33 @@
 //   input + cache_read + cache_creation, with the cache parts also reported separately.
 // - Stop reasons: end_turn, stop_sequence, pause_turn -> stop; max_tokens and
 //   model_context_window_exceeded -> length; tool_use -> tool_calls; refusal -> content_filter.
-// - thinking blocks, citations and server-tool blocks have no completion-style counterpart: dropped.
-// - Refused rather than silently changed: n > 1, logprobs, response_format other than text, non-text
-//   modalities, legacy functions, temperature or top_p above 1 (Anthropic's range is 0..1).
+// - Reasoning: reasoning_effort becomes extended thinking with a budget by steps (below max_tokens);
+//   thinking comes back as `reasoning_content`, thinking tokens as `reasoning_tokens`. Signatures and
+//   redacted thinking have no completion-style counterpart: dropped.
+// - Structured output: a json_schema response_format becomes `output_config.format`.
+// - Citations and server-tool blocks have no completion-style counterpart: dropped.
+// - Refused rather than silently changed: n > 1, logprobs, json_object response_format (no schema-less
+//   JSON mode), non-text modalities, legacy functions, temperature or top_p above 1 (Anthropic's range
+//   is 0..1), reasoning_effort with max_tokens too small for a thinking budget.
 // - `user` (or `safety_identifier`, or `metadata.user`) becomes Anthropic's metadata.user_id.
 
 import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
 import {
+  defineTranslator,
   TranslationError,
   type Translator,
-  type TranslatorFactory,
   type TranslatorInit,
 } from '../../translators/types.ts';
+import { byEffort, CHAT_FIELDS, IGNORABLE_CHAT_FIELDS, refuseUnservable } from '../openai/request-fields.ts';
 import {
   anthropicTypeForStatus,
   asCount,
   asString,
-  genericUpstreamMessage,
   isObject,
   openaiErrorForAnthropicType,
   parseArguments,
   parseJsonObject,
+  readUpstreamError,
 } from './translator-shared.ts';
 
 /** Anthropic requires max_tokens; completion-style clients may omit it. */
@@ -212,22 +218,58 @@ function translateToolChoice(choice: JsonValue, parallel: JsonValue | undefined)
   return out;
 }
 
+const KNOWN_FIELDS: ReadonlySet<string> = new Set([...CHAT_FIELDS, ...IGNORABLE_CHAT_FIELDS]);
+
 function rejectUnsupported(body: JsonObject): void {
+  refuseUnservable(body, KNOWN_FIELDS, 'by this provider');
   if (body.n !== undefined && body.n !== null && body.n !== 1) {
     throw new TranslationError('n other than 1 is not supported by this provider', 'n');
   }
-  if (body.logprobs === true)
-    throw new TranslationError('logprobs is not supported by this provider', 'logprobs');
-  const format = body.response_format;
-  if (isObject(format) && format.type !== 'text') {
-    throw new TranslationError('response_format is not supported by this provider', 'response_format');
+}
+
+/** Thinking budgets for reasoning_effort; anthropic-to-openai maps budgets back by the same steps. */
+const THINKING_BUDGET = byEffort([1024, 2048, 8192, 24576, 32768]);
+
+/** The smallest budget Anthropic accepts. */
+const MIN_THINKING_BUDGET = 1024;
+
+/** response_format -> output_config.format (Anthropic's structured output); JSON mode has no counterpart. */
+function outputFormat(format: JsonValue | undefined): JsonObject | undefined {
+  if (!isObject(format) || format.type === 'text') return undefined;
+  if (format.type === 'json_schema') {
+    const spec = isObject(format.json_schema) ? format.json_schema : {};
+    if (!isObject(spec.schema)) {
+      throw new TranslationError('response_format.json_schema.schema must be an object', 'response_format');
+    }
+    return { type: 'json_schema', schema: spec.schema };
   }
-  if (Array.isArray(body.modalities) && body.modalities.some((m) => m !== 'text')) {
-    throw new TranslationError('only text output is supported by this provider', 'modalities');
+  throw new TranslationError(
+    `response_format ${JSON.stringify(format.type)} has no equivalent for this provider; use json_schema`,
+    'response_format',
+  );
+}
+
+/**
+ * reasoning_effort -> extended thinking with a budget below max_tokens. `none` asks for no thinking. A
+ * max_tokens too small for the smallest budget is refused rather than thinking silently dropped.
+ */
+function thinkingConfig(effort: string | undefined, maxTokens: number): JsonObject | undefined {
+  if (effort === undefined || effort === 'none') return undefined;
+  const budget = THINKING_BUDGET[effort];
+  if (budget === undefined) {
+    throw new TranslationError(
+      `reasoning_effort ${JSON.stringify(effort)} is not supported`,
+      'reasoning_effort',
+    );
   }
-  if (body.function_call !== undefined || body.functions !== undefined) {
-    throw new TranslationError('functions/function_call are not supported; use tools', 'functions');
+  const fitted = Math.min(budget, maxTokens - 1);
+  if (fitted < MIN_THINKING_BUDGET) {
+    throw new TranslationError(
+      `reasoning_effort needs max_tokens above ${MIN_THINKING_BUDGET} for this provider`,
+      'max_tokens',
+    );
   }
+  return { type: 'enabled', budget_tokens: fitted };
 }
 
 function numberField(body: JsonObject, field: string, max: number): number | undefined {
@@ -247,7 +289,14 @@ function translateRequest(body: JsonObject, init: TranslatorInit): JsonObject {
   if (maxTokens !== undefined && maxTokens !== null && (typeof maxTokens !== 'number' || maxTokens < 1)) {
     throw new TranslationError('max_tokens must be a positive number', 'max_tokens');
   }
-  out.max_tokens = typeof maxTokens === 'number' ? maxTokens : DEFAULT_MAX_TOKENS;
+  const effort = asString(body.reasoning_effort);
+  // Without a max_tokens of the client's, the thinking budget comes on top of the default answer size.
+  const defaultMax = DEFAULT_MAX_TOKENS + (effort === undefined ? 0 : (THINKING_BUDGET[effort] ?? 0));
+  out.max_tokens = typeof maxTokens === 'number' ? maxTokens : defaultMax;
+  const thinking = thinkingConfig(effort, out.max_tokens);
+  if (thinking !== undefined) out.thinking = thinking;
+  const format = outputFormat(body.response_format);
+  if (format !== undefined) out.output_config = { format };
   const onlySystem = system[0];
   if (system.length === 1 && onlySystem !== undefined && onlySystem.cache_control === undefined)
     out.system = onlySystem.text ?? '';
@@ -278,6 +327,7 @@ function translateRequest(body: JsonObject, init: TranslatorInit): JsonObject {
   if (temperature !== undefined) out.temperature = temperature;
   const topP = numberField(body, 'top_p', 1);
   if (topP !== undefined) out.top_p = topP;
+  if (typeof body.top_k === 'number') out.top_k = body.top_k;
   const user =
     asString(body.user) ??
     asString(body.safety_identifier) ??
@@ -314,16 +364,25 @@ interface UsageCounts {
   output: number;
   cacheRead: number | undefined;
   cacheCreation: number | undefined;
+  thinking: number | undefined;
 }
 
 /** Anthropic reports cumulative totals; later events overwrite the fields they carry. */
 function mergeUsage(counts: UsageCounts | undefined, usage: JsonValue | undefined): UsageCounts | undefined {
   if (!isObject(usage)) return counts;
-  const next: UsageCounts = counts ?? { input: 0, output: 0, cacheRead: undefined, cacheCreation: undefined };
+  const next: UsageCounts = counts ?? {
+    input: 0,
+    output: 0,
+    cacheRead: undefined,
+    cacheCreation: undefined,
+    thinking: undefined,
+  };
   next.input = asCount(usage.input_tokens) ?? next.input;
   next.output = asCount(usage.output_tokens) ?? next.output;
   next.cacheRead = asCount(usage.cache_read_input_tokens) ?? next.cacheRead;
   next.cacheCreation = asCount(usage.cache_creation_input_tokens) ?? next.cacheCreation;
+  const details = isObject(usage.output_tokens_details) ? usage.output_tokens_details : {};
+  next.thinking = asCount(details.thinking_tokens) ?? next.thinking;
   return next;
 }
 
@@ -338,6 +397,9 @@ function openaiUsage(counts: UsageCounts): JsonObject {
     completion_tokens: counts.output,
     total_tokens: prompt + counts.output,
     prompt_tokens_details: { cached_tokens: counts.cacheRead ?? 0 },
+    ...(counts.thinking === undefined
+      ? {}
+      : { completion_tokens_details: { reasoning_tokens: counts.thinking } }),
   };
 }
 
@@ -348,6 +410,27 @@ function completionId(upstreamId: string | undefined, requestId: string): string
 function errorPayload(anthropicType: string, message: string): JsonObject {
   const { type, code } = openaiErrorForAnthropicType(anthropicType);
   return { error: { message, type, code } };
+}
+
+const TEXT_DELTA_HEAD = '{"type":"content_block_delta","index":';
+const TEXT_DELTA_MARK = ',"delta":{"type":"text_delta","text":';
+
+/**
+ * The text of a text_delta event as Anthropic writes it, as its JSON string literal, without parsing the
+ * whole event: most events of a stream are these, and the literal goes into the client's chunk as it is.
+ * Undefined for any other event or layout (the caller then parses the event).
+ */
+function textDeltaLiteral(data: string): string | undefined {
+  if (!data.startsWith(TEXT_DELTA_HEAD) || !data.endsWith('}}')) return undefined;
+  const mark = data.indexOf(TEXT_DELTA_MARK, TEXT_DELTA_HEAD.length);
+  if (mark < 0 || !/^\d+$/.test(data.slice(TEXT_DELTA_HEAD.length, mark))) return undefined;
+  const literal = data.slice(mark + TEXT_DELTA_MARK.length, -2);
+  try {
+    // Exactly one JSON string: anything else after the text (another field) makes this throw.
+    return typeof JSON.parse(literal) === 'string' ? literal : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -366,14 +449,20 @@ function createOpenaiToAnthropic(init: TranslatorInit): Translator {
   let finished = false;
 
   function chunk(delta: JsonObject, finishReason: string | null): SseOut {
-    const body = {
-      id,
-      object: 'chat.completion.chunk',
-      created: init.createdAt,
-      model: clientModel ?? '',
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
-    };
-    return { data: JSON.stringify(body) };
+    return chunkJson(JSON.stringify(delta), finishReason);
+  }
+
+  // Every chunk of a stream shares its envelope: serialized once, not per delta (the hot path).
+  let envelope: { key: string; head: string } | undefined;
+  function chunkJson(delta: string, finishReason: string | null): SseOut {
+    const model = clientModel ?? '';
+    const key = `${id}\u0000${model}`;
+    if (envelope?.key !== key) {
+      const head = `{"id":${JSON.stringify(id)},"object":"chat.completion.chunk","created":${init.createdAt},"model":${JSON.stringify(model)},"choices":[{"index":0,"delta":`;
+      envelope = { key, head };
+    }
+    const tail = finishReason === null ? 'null' : JSON.stringify(finishReason);
+    return { data: `${envelope.head}${delta},"logprobs":null,"finish_reason":${tail}}]}` };
   }
 
   function start(out: SseOut[]): void {
@@ -387,7 +476,13 @@ function createOpenaiToAnthropic(init: TranslatorInit): Translator {
     const out: SseOut[] = [];
     if (includeUsage) {
       const usage = openaiUsage(
-        counts ?? { input: 0, output: 0, cacheRead: undefined, cacheCreation: undefined },
+        counts ?? {
+          input: 0,
+          output: 0,
+          cacheRead: undefined,
+          cacheCreation: undefined,
+          thinking: undefined,
+        },
       );
       const body = {
         id,
@@ -445,6 +540,9 @@ function createOpenaiToAnthropic(init: TranslatorInit): Translator {
         if (delta.type === 'text_delta') {
           const text = asString(delta.text) ?? '';
           if (text !== '') out.push(chunk({ content: text }, null));
+        } else if (delta.type === 'thinking_delta') {
+          const thought = asString(delta.thinking) ?? '';
+          if (thought !== '') out.push(chunk({ reasoning_content: thought }, null));
         } else if (delta.type === 'input_json_delta' && blockIsTool) {
           const partial = asString(delta.partial_json) ?? '';
           if (partial !== '')
@@ -491,10 +589,12 @@ function createOpenaiToAnthropic(init: TranslatorInit): Translator {
       if (!isObject(body)) return body;
       counts = mergeUsage(undefined, body.usage);
       const texts: string[] = [];
+      const thoughts: string[] = [];
       const toolCalls: JsonObject[] = [];
       for (const block of Array.isArray(body.content) ? body.content : []) {
         if (!isObject(block)) continue;
         if (block.type === 'text') texts.push(asString(block.text) ?? '');
+        else if (block.type === 'thinking') thoughts.push(asString(block.thinking) ?? '');
         else if (block.type === 'tool_use') {
           toolCalls.push({
             id: asString(block.id) ?? `call_${init.requestId}_${toolCalls.length}`,
@@ -509,6 +609,7 @@ function createOpenaiToAnthropic(init: TranslatorInit): Translator {
         refusal: null,
       };
       if (toolCalls.length > 0) message.tool_calls = toolCalls;
+      if (thoughts.length > 0) message.reasoning_content = thoughts.join('');
       const completion: JsonObject = {
         id: completionId(asString(body.id), init.requestId),
         object: 'chat.completion',
@@ -524,6 +625,8 @@ function createOpenaiToAnthropic(init: TranslatorInit): Translator {
 
     streamEvent(event, data) {
       if (finished) return [];
+      const literal = event === 'content_block_delta' && started ? textDeltaLiteral(data) : undefined;
+      if (literal !== undefined) return literal === '""' ? [] : [chunkJson(`{"content":${literal}}`, null)];
       const parsed = parseJsonObject(data);
       if (!parsed) return event === 'error' ? fail('api_error', 'upstream stream error') : [];
       return onEvent(asString(parsed.type) ?? event ?? '', parsed);
@@ -537,19 +640,10 @@ function createOpenaiToAnthropic(init: TranslatorInit): Translator {
     },
 
     error(status, body) {
-      const error = isObject(body) && isObject(body.error) ? body.error : undefined;
-      const message = error ? asString(error.message) : undefined;
-      if (error === undefined || message === undefined) {
-        return errorPayload(anthropicTypeForStatus(status), genericUpstreamMessage(status));
-      }
-      return errorPayload(asString(error.type) ?? anthropicTypeForStatus(status), message);
+      const { message, type } = readUpstreamError(status, body);
+      return errorPayload(type ?? anthropicTypeForStatus(status), message);
     },
   };
 }
 
-export const openaiToAnthropic = {
-  name: 'openai_to_anthropic',
-  from: 'openai',
-  to: 'anthropic',
-  create: createOpenaiToAnthropic,
-} satisfies TranslatorFactory;
+export const openaiToAnthropic = defineTranslator('openai_to_anthropic', createOpenaiToAnthropic);

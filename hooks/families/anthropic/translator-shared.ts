@@ -1,30 +1,17 @@
 // Helpers shared by the two translators between the completion-style (OpenAI) wire format and the
 // Anthropic Messages wire format: safe JSON access and the mapping between the two vendors' error types.
 
-import type { JsonObject, JsonValue } from '../../../common/types.ts';
+import type { JsonObject } from '../../../common/types.ts';
+import { parseJsonObject } from '../../translators/json.ts';
 
-export function isObject(value: JsonValue | undefined): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-export function asString(value: JsonValue | undefined): string | undefined {
-  return typeof value === 'string' ? value : undefined;
-}
-
-/** A non-negative token count, or undefined (null, missing, or garbage from a misbehaving upstream). */
-export function asCount(value: JsonValue | undefined): number | undefined {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
-}
-
-/** Parse one SSE data payload; undefined when it is not a JSON object (never throws). */
-export function parseJsonObject(data: string): JsonObject | undefined {
-  try {
-    const value: JsonValue = JSON.parse(data);
-    return isObject(value) ? value : undefined;
-  } catch {
-    return undefined;
-  }
-}
+export {
+  asCount,
+  asString,
+  genericUpstreamMessage,
+  isObject,
+  parseJsonObject,
+  readUpstreamError,
+} from '../../translators/json.ts';
 
 /** Parse tool-call arguments into an object; undefined when they are not a JSON object. */
 export function parseArguments(text: string): JsonObject | undefined {
@@ -76,9 +63,4 @@ export function anthropicTypeForOpenaiError(type: string | undefined, code: stri
   if (code === 'overloaded' || type === 'overloaded_error') return 'overloaded_error';
   if (type === 'invalid_request_error') return 'invalid_request_error';
   return 'api_error';
-}
-
-/** Generic text for upstream errors whose body we cannot read: never echo raw (possibly HTML) bodies. */
-export function genericUpstreamMessage(status: number): string {
-  return `upstream returned HTTP ${status}`;
 }

@@ -1,7 +1,7 @@
 // Usage preset of the Anthropic Messages family (`anthropic_messages`).
 
 import type { JsonValue, Usage } from '../../../common/types.ts';
-import { asRecord, buildUsage, count, hasObjectKey, parseJson } from '../../usage/sniffers.ts';
+import { asRecord, buildUsage, counts, hasObjectKey, parseJson } from '../../usage/sniffers.ts';
 import type { UsagePreset } from '../../usage/types.ts';
 
 interface AnthropicCounts {
@@ -11,22 +11,21 @@ interface AnthropicCounts {
   cacheCreation?: number;
 }
 
+const ANTHROPIC_FIELDS = {
+  input: 'input_tokens',
+  output: 'output_tokens',
+  cacheRead: 'cache_read_input_tokens',
+  cacheCreation: 'cache_creation_input_tokens',
+} as const;
+
 function readAnthropicCounts(usageValue: JsonValue | undefined, into: AnthropicCounts): boolean {
   const usage = asRecord(usageValue);
   if (!usage) return false;
   // Later reports win field by field: message_delta's output_tokens is cumulative, and newer API
   // versions repeat (updated) input and cache counts there too.
-  const input = count(usage['input_tokens']);
-  const output = count(usage['output_tokens']);
-  const cacheRead = count(usage['cache_read_input_tokens']);
-  const cacheCreation = count(usage['cache_creation_input_tokens']);
-  if (input !== undefined) into.input = input;
-  if (output !== undefined) into.output = output;
-  if (cacheRead !== undefined) into.cacheRead = cacheRead;
-  if (cacheCreation !== undefined) into.cacheCreation = cacheCreation;
-  return (
-    input !== undefined || output !== undefined || cacheRead !== undefined || cacheCreation !== undefined
-  );
+  const found = counts(usage, ANTHROPIC_FIELDS);
+  Object.assign(into, found);
+  return Object.keys(found).length > 0;
 }
 
 /**
@@ -57,8 +56,11 @@ export const anthropicMessages: UsagePreset = {
     // message_start's output_tokens is a placeholder (1); message_delta, sent last, has the final count.
     let closed = false;
     return {
-      event(_event, data) {
+      event(event, data) {
         // message_start carries message.usage, message_delta carries usage: one or two parses a stream.
+        // Named events are told apart by name; a nameless one (a proxy stripped it) by its content.
+        if (event !== undefined && event !== '' && event !== 'message_start' && event !== 'message_delta')
+          return;
         if (typeof data !== 'string' || !hasObjectKey(data, '"usage"')) return;
         const root = asRecord(parseJson(data));
         if (!root) return;

@@ -9,8 +9,10 @@
 // a function call as one whole part, so each call's arguments are held until the choice finishes.
 
 import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
-import type { Translator, TranslatorFactory, TranslatorInit } from '../../translators/types.ts';
-import { TranslationError } from '../../translators/types.ts';
+import { refuseUnknownFields } from '../../translators/json.ts';
+import type { Translator, TranslatorInit } from '../../translators/types.ts';
+import { defineTranslator, TranslationError } from '../../translators/types.ts';
+import { streamWithUsage } from '../openai/request-fields.ts';
 import {
   asArray,
   asNumber,
@@ -246,6 +248,7 @@ function applyGenerationConfig(config: JsonObject, out: JsonObject): void {
     ['presencePenalty', 'presence_penalty'],
     ['frequencyPenalty', 'frequency_penalty'],
     ['seed', 'seed'],
+    ['topK', 'top_k'],
   ];
   for (const [from, to] of numeric) {
     const value = asNumber(field(config, from));
@@ -309,8 +312,91 @@ function functionCallPart(id: string | undefined, name: string, args: JsonObject
   return { functionCall: call };
 }
 
+/**
+ * thinkingLevel, or thinkingBudget by the steps openai-to-gemini uses the other way; 0 asks for no
+ * thinking and -1 (dynamic) for the upstream's default effort.
+ */
+function reasoningEffort(thinking: JsonObject): string | undefined {
+  const level = asString(field(thinking, 'thinkingLevel'));
+  if (level !== undefined) return level.toLowerCase();
+  const budget = asNumber(field(thinking, 'thinkingBudget'));
+  if (budget === undefined || budget === 0) return undefined;
+  if (budget < 0) return 'medium';
+  if (budget <= 1024) return 'low';
+  return budget <= 8192 ? 'medium' : 'high';
+}
+
 function reasoningText(value: JsonObject): string | undefined {
   return asString(value.reasoning_content) ?? asString(value.reasoning);
+}
+
+/** generateContent fields this direction translates (camelCase; snake_case is read too). */
+const KNOWN_FIELDS = camelAndSnake([
+  'model',
+  'contents',
+  'systemInstruction',
+  'tools',
+  'toolConfig',
+  'generationConfig',
+  'safetySettings',
+]);
+
+/**
+ * Safety thresholds no stricter than Gemini's default leave the upstream's own policy in charge; a
+ * stricter one (block more) cannot be honoured by another provider and is refused.
+ */
+function checkSafetySettings(settings: JsonValue | undefined): void {
+  if (settings === undefined || settings === null) return;
+  const stricter = asArray(settings).some(
+    (setting) => isObject(setting) && field(setting, 'threshold') === 'BLOCK_LOW_AND_ABOVE',
+  );
+  if (stricter) {
+    throw new TranslationError(
+      'safetySettings stricter than the default (BLOCK_LOW_AND_ABOVE) cannot be applied by this upstream',
+      'safetySettings',
+    );
+  }
+}
+
+/** generationConfig fields it translates; `responseModalities` passes only when it asks for text. */
+const KNOWN_GENERATION_FIELDS = camelAndSnake([
+  'temperature',
+  'topP',
+  'topK',
+  'maxOutputTokens',
+  'candidateCount',
+  'presencePenalty',
+  'frequencyPenalty',
+  'seed',
+  'stopSequences',
+  'responseMimeType',
+  'responseSchema',
+  'responseJsonSchema',
+  'thinkingConfig',
+  'responseModalities',
+]);
+
+function camelAndSnake(names: readonly string[]): ReadonlySet<string> {
+  return new Set(names.flatMap((name) => [name, name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)]));
+}
+
+/** A field neither translated nor harmless to ignore (safetySettings, logprobs, speech) is refused by name. */
+function refuseUnknown(object: JsonObject, known: ReadonlySet<string>, prefix: string): void {
+  refuseUnknownFields(
+    object,
+    known,
+    (name) => new TranslationError(`${prefix}${name} is not supported by this upstream`, `${prefix}${name}`),
+  );
+  const modalities = field(object, 'responseModalities');
+  if (
+    Array.isArray(modalities) &&
+    modalities.some((m) => typeof m !== 'string' || m.toUpperCase() !== 'TEXT')
+  ) {
+    throw new TranslationError(
+      `${prefix}responseModalities: only text output is supported by this upstream`,
+      `${prefix}responseModalities`,
+    );
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -344,6 +430,10 @@ function createGeminiToOpenai(init: TranslatorInit): Translator {
     if (field(body, 'cachedContent') !== undefined) {
       throw new TranslationError('cachedContent is not supported by this upstream', 'cachedContent');
     }
+    refuseUnknown(body, KNOWN_FIELDS, '');
+    checkSafetySettings(field(body, 'safetySettings'));
+    const generation = field(body, 'generationConfig');
+    if (isObject(generation)) refuseUnknown(generation, KNOWN_GENERATION_FIELDS, 'generationConfig.');
     const out: JsonObject = { model, messages: mapContents(body) };
     const tools = field(body, 'tools');
     if (Array.isArray(tools)) {
@@ -356,12 +446,10 @@ function createGeminiToOpenai(init: TranslatorInit): Translator {
       applyGenerationConfig(config, out);
       const thinking = field(config, 'thinkingConfig');
       includeThoughts = isObject(thinking) && field(thinking, 'includeThoughts') === true;
+      const effort = isObject(thinking) ? reasoningEffort(thinking) : undefined;
+      if (effort !== undefined) out.reasoning_effort = effort;
     }
-    if (init.stream) {
-      out.stream = true;
-      out.stream_options = { include_usage: true };
-    }
-    return out;
+    return streamWithUsage(out, init.stream);
   }
 
   function messageParts(message: JsonObject): { parts: JsonObject[]; malformed: boolean } {
@@ -522,15 +610,8 @@ function createGeminiToOpenai(init: TranslatorInit): Translator {
     response,
     streamEvent,
     streamEnd,
-    error(status: number, body: JsonValue | string): JsonValue {
-      return geminiErrorFromOpenai(status, body, init.requestId);
-    },
+    error: (status, body) => geminiErrorFromOpenai(status, body, init.requestId),
   };
 }
 
-export const geminiToOpenai = {
-  name: 'gemini_to_openai',
-  from: 'gemini',
-  to: 'openai',
-  create: createGeminiToOpenai,
-} satisfies TranslatorFactory;
+export const geminiToOpenai = defineTranslator('gemini_to_openai', createGeminiToOpenai);

@@ -9,11 +9,13 @@ import { geminiErrorBody, geminiErrorEvent, googleStatusName } from './errors.ts
 import { geminiToOpenai } from './gemini-to-openai.ts';
 import { openaiEmbeddingsToGemini } from './openai-embeddings-to-gemini.ts';
 import { openaiToGemini } from './openai-to-gemini.ts';
+import { geminiTokenCount } from './token-count.ts';
 import { geminiEmbedContent, geminiGenerateContent } from './usage.ts';
 
 const ACTIONS: Readonly<Record<string, ApiName>> = {
   generateContent: 'native.generateContent',
   streamGenerateContent: 'native.streamGenerateContent',
+  countTokens: 'native.countTokens',
 };
 
 const VERSIONS = ['/v1beta', '/v1'] as const;
@@ -49,7 +51,7 @@ const model = (m: ListedModel) => ({
   displayName: m.id,
   supportedGenerationMethods: m.id.includes('embedding')
     ? ['embedContent', 'batchEmbedContents']
-    : ['generateContent', 'streamGenerateContent'],
+    : ['generateContent', 'streamGenerateContent', 'countTokens'],
 });
 
 export const geminiFamily: WireFamily = {
@@ -60,6 +62,7 @@ export const geminiFamily: WireFamily = {
   // The @google/genai SDK lists models under /v1 as well as /v1beta; its key carrier tells it apart.
   models: {
     paths: ['/v1beta/models', '/v1/models'],
+    apis: ['native.generateContent', 'native.streamGenerateContent'],
     list: (models) => ({ models: models.map(model) }),
     item: model,
   },
@@ -76,4 +79,5 @@ export const geminiFamily: WireFamily = {
   usageFields: ['usageMetadata'],
   completionStyleUsage: false,
   translators: [openaiToGemini, geminiToOpenai, openaiEmbeddingsToGemini],
+  tokenCount: geminiTokenCount,
 };

@@ -6,9 +6,9 @@
 // one): its counts are a local o200k token estimate of the input, not an upstream figure. Should the
 // upstream ever send `usageMetadata`, that is used instead.
 
-import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
-import type { Translator, TranslatorFactory, TranslatorInit } from '../../translators/types.ts';
-import { TranslationError } from '../../translators/types.ts';
+import type { JsonObject, JsonValue } from '../../../common/types.ts';
+import type { Translator, TranslatorInit } from '../../translators/types.ts';
+import { defineTranslator, TranslationError } from '../../translators/types.ts';
 // The shared counter loads its encoding on first use: importing gpt-tokenizer's default entry here
 // would load a whole encoding (docs/architecture.md has its memory cost) into every gateway at start.
 import { countTokens } from '../../usage/estimate.ts';
@@ -82,21 +82,14 @@ function createOpenaiEmbeddingsToGemini(init: TranslatorInit): Translator {
   return {
     request,
     response,
-    streamEvent(_event: string | undefined, _data: string): SseOut[] {
-      return [];
-    },
-    streamEnd(_complete: boolean): SseOut[] {
-      return [];
-    },
-    error(status: number, body: JsonValue | string): JsonValue {
-      return openaiErrorFromGemini(status, body, init.requestId);
-    },
+    // Embeddings never stream.
+    streamEvent: () => [],
+    streamEnd: () => [],
+    error: (status, body) => openaiErrorFromGemini(status, body, init.requestId),
   };
 }
 
-export const openaiEmbeddingsToGemini = {
-  name: 'openai_embeddings_to_gemini',
-  from: 'openai',
-  to: 'gemini',
-  create: createOpenaiEmbeddingsToGemini,
-} satisfies TranslatorFactory;
+export const openaiEmbeddingsToGemini = defineTranslator(
+  'openai_embeddings_to_gemini',
+  createOpenaiEmbeddingsToGemini,
+);

@@ -10,8 +10,9 @@
 // field Google's own OpenAI-compatible endpoint uses) and go back as `thoughtSignature` on the part.
 
 import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
-import type { Translator, TranslatorFactory, TranslatorInit } from '../../translators/types.ts';
-import { TranslationError } from '../../translators/types.ts';
+import type { Translator, TranslatorInit } from '../../translators/types.ts';
+import { defineTranslator, TranslationError } from '../../translators/types.ts';
+import { byEffort, CHAT_FIELDS, IGNORABLE_CHAT_FIELDS, refuseUnservable } from '../openai/request-fields.ts';
 import {
   asArray,
   asNumber,
@@ -270,7 +271,15 @@ function mapToolChoice(choice: JsonValue): JsonObject | undefined {
 }
 
 /** Thinking budgets for reasoning_effort, the same steps Google's OpenAI-compatible endpoint uses. */
-const THINKING_BUDGET: Record<string, number> = { none: 0, minimal: 0, low: 1024, medium: 8192, high: 24576 };
+const THINKING_BUDGET: Record<string, number> = { none: 0, ...byEffort([0, 1024, 8192, 24576, 32768]) };
+
+const KNOWN_FIELDS: ReadonlySet<string> = new Set([
+  ...CHAT_FIELDS,
+  ...IGNORABLE_CHAT_FIELDS,
+  'seed',
+  'presence_penalty',
+  'frequency_penalty',
+]);
 
 function mapGenerationConfig(body: JsonObject): JsonObject {
   const config: JsonObject = {};
@@ -282,6 +291,7 @@ function mapGenerationConfig(body: JsonObject): JsonObject {
     ['presence_penalty', 'presencePenalty'],
     ['frequency_penalty', 'frequencyPenalty'],
     ['seed', 'seed'],
+    ['top_k', 'topK'],
   ];
   for (const [from, to] of numeric) {
     const value = asNumber(body[from]);
@@ -301,13 +311,22 @@ function mapGenerationConfig(body: JsonObject): JsonObject {
     if (isObject(schema)) config.responseSchema = jsonSchemaToGemini(schema);
   }
   const effort = asString(body.reasoning_effort);
-  if (effort !== undefined && THINKING_BUDGET[effort] !== undefined) {
-    config.thinkingConfig = { thinkingBudget: THINKING_BUDGET[effort] };
+  const budget = effort === undefined ? undefined : THINKING_BUDGET[effort];
+  if (effort !== undefined && budget === undefined) {
+    throw new TranslationError(
+      `reasoning_effort ${JSON.stringify(effort)} is not supported`,
+      'reasoning_effort',
+    );
   }
+  // Thought summaries are asked for so the reasoning reaches the client as reasoning_content.
+  if (budget !== undefined)
+    config.thinkingConfig =
+      budget > 0 ? { thinkingBudget: budget, includeThoughts: true } : { thinkingBudget: 0 };
   return config;
 }
 
 function mapRequest(body: JsonObject): JsonObject {
+  refuseUnservable(body, KNOWN_FIELDS, 'for Gemini upstreams');
   if (!Array.isArray(body.messages)) throw new TranslationError('messages must be an array', 'messages');
   const { system, contents } = mapMessages(body.messages);
   const out: JsonObject = { contents: contents as unknown as JsonValue[] };
@@ -367,18 +386,27 @@ interface FunctionCall {
   readonly signature: string | undefined;
 }
 
-/** Visible text and function calls of one candidate; thought summaries are not part of the answer. */
-function candidateOutput(candidate: JsonObject): { text: string | undefined; calls: FunctionCall[] } {
+/** Visible text, thought summaries (the pivot's reasoning_content) and function calls of one candidate. */
+function candidateOutput(candidate: JsonObject): {
+  text: string | undefined;
+  thoughts: string | undefined;
+  calls: FunctionCall[];
+} {
   const content = candidate.content;
   let text: string | undefined;
+  let thoughts: string | undefined;
   const calls: FunctionCall[] = [];
   for (const part of isObject(content) ? asArray(content.parts) : []) {
-    if (!isObject(part) || part.thought === true) continue;
+    if (!isObject(part)) continue;
+    if (part.thought === true) {
+      if (typeof part.text === 'string') thoughts = (thoughts ?? '') + part.text;
+      continue;
+    }
     if (typeof part.text === 'string') text = (text ?? '') + part.text;
     const call = field(part, 'functionCall');
     if (isObject(call)) calls.push({ call, signature: asString(field(part, 'thoughtSignature')) });
   }
-  return { text, calls };
+  return { text, thoughts, calls };
 }
 
 function toolCall({ call, signature }: FunctionCall, index: number, withIndex: boolean): JsonObject {
@@ -426,8 +454,11 @@ function createOpenaiToGemini(init: TranslatorInit): Translator {
     if (!isObject(body)) throw new TranslationError('upstream reply is not a JSON object');
     rememberUsage(body);
     const candidate = firstCandidate(body);
-    const { text, calls } = candidate ? candidateOutput(candidate) : { text: undefined, calls: [] };
+    const { text, thoughts, calls } = candidate
+      ? candidateOutput(candidate)
+      : { text: undefined, thoughts: undefined, calls: [] };
     const message: JsonObject = { role: 'assistant', content: text ?? null, refusal: null };
+    if (thoughts !== undefined) message.reasoning_content = thoughts;
     if (calls.length > 0) message.tool_calls = calls.map((call, index) => toolCall(call, index, false));
     // No candidate at all means the prompt itself was blocked (promptFeedback.blockReason).
     const blocked = candidate === undefined && blockReasonOf(body) !== undefined;
@@ -487,7 +518,8 @@ function createOpenaiToGemini(init: TranslatorInit): Translator {
       }
       return out;
     }
-    const { text, calls } = candidateOutput(candidate);
+    const { text, thoughts, calls } = candidateOutput(candidate);
+    if (thoughts) out.push(chunk(model, { reasoning_content: thoughts }, null));
     if (text) out.push(chunk(model, { content: text }, null));
     if (calls.length > 0) {
       const deltas = calls.map((call) => toolCall(call, toolCallCount++, true));
@@ -544,15 +576,8 @@ function createOpenaiToGemini(init: TranslatorInit): Translator {
     response,
     streamEvent,
     streamEnd,
-    error(status: number, body: JsonValue | string): JsonValue {
-      return openaiErrorFromGemini(status, body, init.requestId);
-    },
+    error: (status, body) => openaiErrorFromGemini(status, body, init.requestId),
   };
 }
 
-export const openaiToGemini = {
-  name: 'openai_to_gemini',
-  from: 'openai',
-  to: 'gemini',
-  create: createOpenaiToGemini,
-} satisfies TranslatorFactory;
+export const openaiToGemini = defineTranslator('openai_to_gemini', createOpenaiToGemini);

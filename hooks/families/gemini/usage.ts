@@ -2,15 +2,17 @@
 // embedContent reports none.
 
 import type { JsonValue, Usage } from '../../../common/types.ts';
-import {
-  asRecord,
-  buildUsage,
-  count,
-  hasObjectKey,
-  latestEventSniffer,
-  safeRead,
-} from '../../usage/sniffers.ts';
+import { asRecord, buildUsage, counts, keyedUsagePreset } from '../../usage/sniffers.ts';
 import type { UsagePreset } from '../../usage/types.ts';
+
+const GEMINI_FIELDS = {
+  prompt: 'promptTokenCount',
+  toolPrompt: 'toolUsePromptTokenCount',
+  candidates: 'candidatesTokenCount',
+  thoughts: 'thoughtsTokenCount',
+  total: 'totalTokenCount',
+  cached: 'cachedContentTokenCount',
+} as const;
 
 /**
  * promptTokenCount (+ toolUsePromptTokenCount, billed as input) -> input; candidatesTokenCount +
@@ -20,20 +22,12 @@ import type { UsagePreset } from '../../usage/types.ts';
 function readGeminiUsage(metaValue: JsonValue | undefined): Usage | undefined {
   const meta = asRecord(metaValue);
   if (!meta) return undefined;
-  const prompt = count(meta['promptTokenCount']);
-  const toolPrompt = count(meta['toolUsePromptTokenCount']);
-  const candidates = count(meta['candidatesTokenCount']);
-  const thoughts = count(meta['thoughtsTokenCount']);
-  if (prompt === undefined && candidates === undefined && thoughts === undefined) return undefined;
-  return buildUsage(
-    (prompt ?? 0) + (toolPrompt ?? 0),
-    (candidates ?? 0) + (thoughts ?? 0),
-    count(meta['totalTokenCount']),
-    {
-      cacheRead: count(meta['cachedContentTokenCount']),
-      reasoning: thoughts,
-    },
-  );
+  const c = counts(meta, GEMINI_FIELDS);
+  if (c.prompt === undefined && c.candidates === undefined && c.thoughts === undefined) return undefined;
+  return buildUsage((c.prompt ?? 0) + (c.toolPrompt ?? 0), (c.candidates ?? 0) + (c.thoughts ?? 0), c.total, {
+    cacheRead: c.cached,
+    reasoning: c.thoughts,
+  });
 }
 
 function readGeminiBody(body: JsonValue): Usage | undefined {
@@ -55,17 +49,13 @@ function closesGeminiStream(body: JsonValue): boolean {
   return candidates.some((candidate) => typeof asRecord(candidate)?.['finishReason'] === 'string');
 }
 
-export const geminiGenerateContent: UsagePreset = {
-  name: 'gemini_generate_content',
-  fromJson: (body) => safeRead(readGeminiBody, body),
-  // Every Gemini chunk may carry usageMetadata; counts are cumulative, so only the last is parsed.
-  createSniffer: () =>
-    latestEventSniffer(
-      (_event, data) => hasObjectKey(data, '"usageMetadata"'),
-      readGeminiBody,
-      closesGeminiStream,
-    ),
-};
+// Every Gemini chunk may carry usageMetadata; counts are cumulative, so only the last is parsed.
+export const geminiGenerateContent: UsagePreset = keyedUsagePreset(
+  'gemini_generate_content',
+  '"usageMetadata"',
+  readGeminiBody,
+  closesGeminiStream,
+);
 
 /** embedContent and batchEmbedContents report no usage; the gateway estimates it. */
 export const geminiEmbedContent: UsagePreset = {

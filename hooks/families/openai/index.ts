@@ -1,6 +1,6 @@
-// The completion-style family: the OpenAI REST API and the many servers that speak it. The Responses
-// API belongs here: the gateway's own errors reach its clients in the same shape, which the SDK raises
-// on Responses streams too; only its usage preset differs.
+// The completion-style family: the OpenAI REST API and the many servers that speak it, and the pivot
+// every other family translates through. The Responses API is a family of its own (../responses): its
+// streams and their errors are shaped differently.
 
 import type { ListedModel, WireFamily } from '../types.ts';
 import { openaiErrorBody, openaiErrorEvent, openaiErrorType } from './errors.ts';
@@ -15,21 +15,23 @@ const model = (m: ListedModel, created: number) => ({
   owned_by: m.ownedBy ?? 'router',
 });
 
+const ROUTES: WireFamily['routes'] = [
+  { path: '/v1/chat/completions', api: 'chat.completions' },
+  { path: '/v1/completions', api: 'completions' },
+  { path: '/v1/embeddings', api: 'embeddings' },
+  { path: '/v1/images/generations', api: 'images.generations' },
+  { path: '/v1/images/edits', api: 'images.edits', body: 'multipart' },
+  { path: '/v1/audio/speech', api: 'audio.speech' },
+  { path: '/v1/audio/transcriptions', api: 'audio.transcriptions', body: 'multipart' },
+  { path: '/v1/audio/translations', api: 'audio.translations', body: 'multipart' },
+];
+
 export const openaiFamily: WireFamily = {
   name: 'openai',
-  routes: [
-    { path: '/v1/chat/completions', api: 'chat.completions' },
-    { path: '/v1/completions', api: 'completions' },
-    { path: '/v1/responses', api: 'responses' },
-    { path: '/v1/embeddings', api: 'embeddings' },
-    { path: '/v1/images/generations', api: 'images.generations' },
-    { path: '/v1/images/edits', api: 'images.edits', body: 'multipart' },
-    { path: '/v1/audio/speech', api: 'audio.speech' },
-    { path: '/v1/audio/transcriptions', api: 'audio.transcriptions', body: 'multipart' },
-    { path: '/v1/audio/translations', api: 'audio.translations', body: 'multipart' },
-  ],
+  routes: ROUTES,
   models: {
     paths: ['/v1/models'],
+    apis: ROUTES.map((r) => r.api),
     list: (models, created) => ({ object: 'list', data: models.map((m) => model(m, created)) }),
     item: model,
   },

@@ -8,6 +8,7 @@ import {
   buildUsage,
   count,
   hasObjectKey,
+  keyedUsagePreset,
   latestEventSniffer,
   safeRead,
 } from '../../usage/sniffers.ts';
@@ -43,12 +44,7 @@ function closesOpenAiStream(body: JsonValue): boolean {
 
 export function openAiCompletionPreset(name: string, embeddings: boolean): UsagePreset {
   const read = (body: JsonValue): Usage | undefined => readOpenAiUsage(asRecord(body)?.['usage'], embeddings);
-  return {
-    name,
-    fromJson: (body) => safeRead(read, body),
-    createSniffer: () =>
-      latestEventSniffer((_event, data) => hasObjectKey(data, '"usage"'), read, closesOpenAiStream),
-  };
+  return keyedUsagePreset(name, '"usage"', read, closesOpenAiStream);
 }
 
 // ---------------------------------------------------------------------------------------------------

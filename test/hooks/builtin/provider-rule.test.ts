@@ -25,8 +25,24 @@ before(async () => {
         'json_set "$.extra[0]" "x"; json_set "$.tags[1]" "from-a"; json_set "$.meta.deep.n" 1; json_del "$.drop.me";',
       ),
       'ops-b': simProvider('ops-b'),
+      // A translated rule whose upstream answers 2xx JSON the translator cannot read: Gemini's stream
+      // without alt=sse is one JSON array, not the object generateContent returns.
+      'bad-reply': `syntax "next-router/0.1";
+provider "bad-reply" {
+  defaults { upstream_config { base_url = "http://127.0.0.1:1"; } auth { auth_bearer; } }
+  match api = "chat.completions" {
+    request { req_map openai_to_gemini; }
+    upstream { set_path template("/v1beta/models/\${request.model_mapped}:streamGenerateContent"); }
+    response { resp_map openai_to_gemini; }
+  }
+}
+`,
     },
-    modelsYaml: modelsWith(['ops-model: { providers: [ops-a] }', 'ops-retry: { providers: [ops-a, ops-b] }']),
+    modelsYaml: modelsWith([
+      'ops-model: { providers: [ops-a] }',
+      'ops-retry: { providers: [ops-a, ops-b] }',
+      'bad-reply-model: { providers: [bad-reply] }',
+    ]),
   });
 });
 after(() => stack.close());
@@ -68,4 +84,15 @@ test("the ops never change the client's body: the retry on the next provider get
   assert.deepEqual(second.drop, { me: true, keep: true });
   assert.equal(second.extra, undefined);
   assert.equal(second.meta, undefined);
+});
+
+test("a 2xx reply the translator cannot read is 502 upstream_bad_response in the client's shape, not a 500", async () => {
+  const res = await postJson(`${stack.url}/v1/chat/completions`, {
+    model: 'bad-reply-model',
+    messages: [{ role: 'user', content: 'hi' }],
+  });
+  assert.equal(res.status, 502, res.text);
+  const body = JSON.parse(res.text) as { error: { code: string; message: string } };
+  assert.equal(body.error.code, 'upstream_bad_response');
+  assert.match(body.error.message, /cannot be translated/);
 });

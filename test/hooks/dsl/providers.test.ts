@@ -60,7 +60,13 @@ test('shipped routes: native passthrough and translated paths', async () => {
     route(p('openai'), 'audio.translations', false),
     'https://api.openai.com/v1/audio/translations',
   );
-  assert.equal(route(p('openai'), 'native.messages', false), undefined);
+  // Every client family reaches every provider: Anthropic clients are translated for OpenAI.
+  assert.equal(route(p('openai'), 'native.messages', false), 'https://api.openai.com/v1/chat/completions');
+  assert.equal(
+    route(p('gemini'), 'native.messages', true),
+    'https://generativelanguage.googleapis.com/v1beta/models/mm:streamGenerateContent?alt=sse',
+  );
+  assert.equal(route(p('anthropic'), 'responses', true), 'https://api.anthropic.com/v1/messages');
   assert.equal(route(p('anthropic'), 'chat.completions', true), 'https://api.anthropic.com/v1/messages');
   assert.equal(
     route(p('gemini'), 'native.streamGenerateContent', true),

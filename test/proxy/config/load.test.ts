@@ -118,6 +118,9 @@ test('an empty file gets every documented default', async () => {
   assert.deepEqual(config.store, {
     enabled: false,
     addr: '',
+    sentinels: [],
+    sentinelName: 'mymaster',
+    sentinelPassword: undefined,
     username: undefined,
     password: undefined,
     tls: false,
@@ -129,6 +132,7 @@ test('an empty file gets every documented default', async () => {
     billingConsumerGroup: 'router-billing',
     billingConsumerName: '',
     billingMaxAttempts: 10,
+    billingWaitReplicas: 0,
     accessKeyHashSecret: '',
     previousAccessKeyHashSecret: '',
     reclaimIdleMs: 30000,
@@ -160,6 +164,9 @@ const FULL_ENV: Record<string, string> = {
   ROUTER_MASTER_KEY: 'master',
   ROUTER_LOG_LEVEL: 'debug',
   ROUTER_STORE_USERNAME: 'router',
+  ROUTER_STORE_SENTINELS: ' sentinel-a:26379, sentinel-b:26380 ',
+  ROUTER_STORE_SENTINEL_NAME: 'primary-1',
+  ROUTER_STORE_SENTINEL_PASSWORD: 'sentinel-password',
   ROUTER_STORE_KEY_PREFIX: 'prod:',
   ROUTER_ACCESS_KEY_PREVIOUS_HASH_SECRET: 'old-hash-secret',
 };
@@ -208,6 +215,12 @@ test('every ROUTER_* override reaches the configuration and wins over the file',
   assert.equal(store.addr, 'rediss://cache.internal:6380');
   assert.equal(store.tls, true, 'rediss:// implies TLS');
   assert.equal(store.username, 'router');
+  assert.deepEqual(store.sentinels, [
+    { host: 'sentinel-a', port: 26379 },
+    { host: 'sentinel-b', port: 26380 },
+  ]);
+  assert.equal(store.sentinelName, 'primary-1');
+  assert.equal(store.sentinelPassword, 'sentinel-password');
   assert.equal(store.password, 'store-password');
   assert.equal(store.keyPrefix, 'prod:');
   assert.equal(store.accessKeyHashSecret, 'hash-secret');
@@ -370,7 +383,7 @@ test('the store requires an address and the access-key hash secret', async () =>
     (d) => `${d.line}:${d.col} ${d.message}`,
   );
   assert.deepEqual(found, [
-    '2:12 store.addr is empty (required when store.enabled is true)',
+    '2:12 store.addr is empty (required when store.enabled is true, unless store.sentinels are given)',
     '2:12 store.access_key_hash_secret is empty (required when store.enabled is true)',
   ]);
   const bad = only((await loadText('store:\n  addr: http://cache:6379\n')).diagnostics);

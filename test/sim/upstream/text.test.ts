@@ -94,3 +94,21 @@ test('replyText echoes at most 64 characters of a word', () => {
   const emoji = `${'a'.repeat(63)}😀`;
   assert.equal(replyText(emoji, knobs), `Echo: ${'a'.repeat(63)}.`, 'never half a surrogate pair');
 });
+
+test('toolCallsFor: one call per place when parallel calls are allowed, else the first', async () => {
+  const { toolCallsFor, reasoningText } = await import('../../../sim/upstream/text.ts');
+  const question = 'What is the weather in Kyoto and the weather in New York?';
+  assert.deepEqual(
+    toolCallsFor('get_weather', question, true).map((c) => c.args.location),
+    ['Kyoto', 'New York'],
+  );
+  assert.deepEqual(
+    toolCallsFor('get_weather', question, false).map((c) => c.args.location),
+    ['Kyoto'],
+  );
+  assert.deepEqual(
+    toolCallsFor('get_weather', 'weather please', true).map((c) => c.args.location),
+    ['Paris'],
+  );
+  assert.equal(reasoningText('why is the sky blue'), 'Thinking about: why is the sky blue.');
+});

@@ -148,6 +148,8 @@ test('usage: cached tokens move out of input_tokens for the client, stay in norm
     cache_creation_input_tokens: 0,
     cache_read_input_tokens: 900,
     output_tokens: 10,
+    // Reasoning tokens reach the client where the upstream reports them.
+    output_tokens_details: { thinking_tokens: 4 },
   });
 });
 

@@ -196,3 +196,41 @@ test('an unreadable upstream error body never reaches the client verbatim', () =
     error: { message: 'upstream returned HTTP 502', type: 'server_error', code: 'api_error' },
   });
 });
+
+test('text deltas read without a full parse carry exactly the text a full parse would', () => {
+  const translator = create({ model: 'claude-sonnet', messages: [], stream: true });
+  translator.request({ model: 'claude-sonnet', messages: [{ role: 'user', content: 'hi' }], stream: true });
+  const start = {
+    type: 'message_start',
+    message: { id: 'msg_1', usage: { input_tokens: 1, output_tokens: 1 } },
+  };
+  translator.streamEvent('message_start', JSON.stringify(start));
+  translator.streamEvent(
+    'content_block_start',
+    JSON.stringify({ type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }),
+  );
+  const texts = [
+    'say "hi"}}',
+    'caf\u00e9 \u{1F600}\n\t\\',
+    '',
+    ' ,"delta":{"type":"text_delta","text":"x"}}',
+  ];
+  const layouts = (text: string) => [
+    JSON.stringify({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } }),
+    // Escapes JSON.stringify would not choose, and a field after the text: still the same text.
+    `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":${JSON.stringify(text).replace(/a/g, '\\u0061')}}}`,
+    `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":${JSON.stringify(text)},"extra":1}}`,
+  ];
+  for (const text of texts) {
+    for (const data of layouts(text)) {
+      const out = translator.streamEvent('content_block_delta', data);
+      if (text === '') {
+        assert.deepEqual(out, []);
+        continue;
+      }
+      assert.equal(out.length, 1, data);
+      const body = parseData(out[0]!.data) as { choices: { delta: { content: string } }[] };
+      assert.equal(body.choices[0]?.delta.content, text, data);
+    }
+  }
+});

@@ -1,0 +1,66 @@
+// Safe reading of JSON that came over the wire (client bodies, upstream replies and stream events),
+// shared by the translators of every family.
+
+import type { JsonObject, JsonValue } from '../../common/types.ts';
+
+export function isObject(value: JsonValue | undefined): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export function asString(value: JsonValue | undefined): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** A non-negative token count, or undefined (null, missing, or garbage from a misbehaving upstream). */
+export function asCount(value: JsonValue | undefined): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
+}
+
+/** Parse one SSE data payload; undefined when it is not a JSON object (never throws). */
+export function parseJsonObject(data: string): JsonObject | undefined {
+  try {
+    const value: JsonValue = JSON.parse(data);
+    return isObject(value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Refuses a request field the translator neither carries nor may safely ignore: a feature is translated
+ * or refused with its name, never dropped without a word. `known` lists what the translator handles.
+ */
+export function refuseUnknownFields(
+  body: JsonObject,
+  known: ReadonlySet<string>,
+  refusal: (field: string) => Error,
+): void {
+  for (const field of Object.keys(body)) {
+    if (!known.has(field) && !isNeutral(body[field])) throw refusal(field);
+  }
+}
+
+/** A value that asks for nothing (null, 0, false, an empty list or object): sending it changes nothing. */
+function isNeutral(value: JsonValue | undefined): boolean {
+  if (value === null || value === undefined || value === 0 || value === false) return true;
+  if (Array.isArray(value)) return value.length === 0;
+  return isObject(value) && Object.keys(value).length === 0;
+}
+
+/** The message and type of an upstream error body; a generic message when it has none (never raw text). */
+export function readUpstreamError(
+  status: number,
+  body: JsonValue | string,
+): { message: string; type: string | undefined } {
+  const error = isObject(body) && isObject(body.error) ? body.error : undefined;
+  const message = error ? asString(error.message) : undefined;
+  if (error === undefined || message === undefined) {
+    return { message: genericUpstreamMessage(status), type: undefined };
+  }
+  return { message, type: asString(error.type) };
+}
+
+/** Generic text for upstream errors whose body we cannot read: never echo raw (possibly HTML) bodies. */
+export function genericUpstreamMessage(status: number): string {
+  return `upstream returned HTTP ${status}`;
+}
