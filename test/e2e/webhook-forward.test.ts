@@ -209,9 +209,9 @@ test('chunked and Expect: 100-continue webhooks pass through the gateway to the 
   const gw = await startRouter(t, 'framing');
   await waitUntil(async () => (await readyz(gw.url)).status === 200, 'the gateway to be ready');
   const chunked = await rawPost(gw.url, 'chunked');
-  assert.equal(chunked.status, 204, chunked.text);
+  assert.equal(chunked.status, 204, `${chunked.text}\n${gw.recentLog()}`);
   const expect = await rawPost(gw.url, 'expect');
-  assert.equal(expect.status, 204, expect.text);
+  assert.equal(expect.status, 204, `${expect.text}\n${gw.recentLog()}`);
   assert.equal(expect.continued, true);
 });
 

@@ -272,6 +272,8 @@ export interface ChildGateway {
   readonly url: string;
   /** Resolves with the exit code and signal. */
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** The last log lines the process printed, for an assertion's message. */
+  readonly recentLog: () => string;
 }
 
 /**
@@ -294,6 +296,8 @@ export function spawnLogged(
   return new Promise((resolve, reject) => {
     let buffered = '';
     let stderr = '';
+    const recent: string[] = [];
+    const recentLog = () => recent.join('\n');
     child.stderr?.on('data', (chunk: Buffer) => {
       stderr += chunk.toString('utf8');
     });
@@ -304,10 +308,12 @@ export function spawnLogged(
         const line = buffered.slice(0, nl);
         buffered = buffered.slice(nl + 1);
         nl = buffered.indexOf('\n');
+        recent.push(line);
+        if (recent.length > 40) recent.shift();
         try {
           const parsed = JSON.parse(line) as { msg?: string; url?: string };
           if (parsed.msg === logMsg && typeof parsed.url === 'string') {
-            resolve({ child, url: parsed.url, exited });
+            resolve({ child, url: parsed.url, exited, recentLog });
           }
         } catch {
           // not a log line
