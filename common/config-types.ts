@@ -181,6 +181,8 @@ export interface RouterConfig {
   /** Absolute path of the main file. */
   readonly file: string;
   readonly listen: ListenAddress;
+  /** Serving processes on the listen address (`auto` resolved); more than 1 runs a primary. */
+  readonly workers: number;
   /** Absolute path of the folder with one `<provider>.conf` per provider. */
   readonly providersDir: string;
   readonly masterKey: string | undefined;

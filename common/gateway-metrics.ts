@@ -20,6 +20,8 @@ export interface GatewayMetrics {
   readonly clientTimeouts: client.Counter<'kind'>;
   /** Requests refused before they were parsed: header_too_large, url_too_long, malformed. */
   readonly clientRejected: client.Counter<'reason'>;
+  /** Subject state changes applied: told by the sidecar (`notice`) or relayed by the primary (`relay`). */
+  readonly subjectStateNotices: client.Counter<'via'>;
   /** Where the open-connections gauge reads from, and the cap in force. */
   trackConnections(open: () => number, max: number): void;
 }

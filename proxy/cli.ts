@@ -3,7 +3,9 @@
 // `file:line:col: message`.
 // Exit codes: 0 ok, 1 runtime failure, 2 invalid configuration or usage.
 
+import cluster from 'node:cluster';
 import { Command, Option } from 'clipanion';
+import type { Logger } from 'pino';
 import { EXIT_USAGE, runSingleCommand } from '../common/single-command-cli.ts';
 
 export class RouterCommand extends Command {
@@ -44,25 +46,21 @@ export class RouterCommand extends Command {
     if (!Number.isSafeInteger(shutdownDelayMs) || shutdownDelayMs < 0)
       return this.usageError('--shutdown-delay-ms wants a whole number of milliseconds');
     // Loaded here, not at the top, so --help and --version do not compile the gateway.
+    if (cluster.isWorker) return this.serveAsWorker(this.config, shutdownDelayMs);
     const { ConfigError, startGateway } = await import('./gateway.ts');
     try {
+      const workers = await this.workerCount(this.config);
+      if (workers > 1) return await this.serveAsPrimary(this.config);
       const running = await startGateway(this.config, {
         sidecar: this.noSidecar ? false : undefined,
         shutdownDelayMs,
       });
       running.log.info({ url: running.url }, 'router listening');
-      let stopping = false;
-      const stop = async (signal: string) => {
-        if (stopping) process.exit(1);
-        stopping = true;
-        running.log.info({ signal }, 'draining');
-        await running.close();
-        running.log.info({ signal }, 'stopped');
-        process.exit(0);
-      };
-      process.on('SIGTERM', () => void stop('SIGTERM'));
-      process.on('SIGINT', () => void stop('SIGINT'));
-      process.on('SIGHUP', () => void running.reload());
+      onSignals(
+        running.log,
+        () => running.close(),
+        () => void running.reload(),
+      );
       return -1;
     } catch (err) {
       if (err instanceof ConfigError) {
@@ -70,6 +68,68 @@ export class RouterCommand extends Command {
         return EXIT_USAGE;
       }
       this.err(`router: ${(err as Error).message}`);
+      return 1;
+    }
+  }
+
+  /** The configured `workers`, after the whole configuration was checked (invalid: ConfigError). */
+  private async workerCount(file: string): Promise<number> {
+    const { ConfigError } = await import('./gateway.ts');
+    const { loadConfig } = await import('./config/load.ts');
+    const loaded = await loadConfig(file);
+    if (loaded.config === undefined) {
+      throw new ConfigError(loaded.diagnostics.map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`));
+    }
+    return loaded.config.workers;
+  }
+
+  /** `workers: n`: start n workers and the sidecar, serve nothing here (proxy/workers/primary.ts). */
+  private async serveAsPrimary(file: string): Promise<number> {
+    const { ConfigError, checkConfig, REDACT } = await import('./gateway.ts');
+    const { loadConfig } = await import('./config/load.ts');
+    const { startPrimary } = await import('./workers/primary.ts');
+    // Checked whole here, once, so that a broken configuration is reported once and not by every worker.
+    const problems = await checkConfig(file);
+    if (problems.length > 0) throw new ConfigError(problems);
+    const config = (await loadConfig(file)).config!;
+    const { pino } = await import('pino');
+    const log = pino({ name: 'router', level: config.log.level, redact: REDACT });
+    const primary = await startPrimary({
+      configFile: file,
+      config,
+      log,
+      sidecar: !this.noSidecar && config.sidecar.enabled && config.billing.enabled,
+    });
+    log.info({ url: primary.url, workers: config.workers, pids: primary.workerPids() }, 'router listening');
+    onSignals(
+      log,
+      () => primary.stop(),
+      async () => {
+        const next = await loadConfig(file).catch(() => undefined);
+        primary.reload(next?.config);
+      },
+    );
+    return -1;
+  }
+
+  /** One worker of a primary: serves on the shared address; the primary supervises the sidecar. */
+  private async serveAsWorker(file: string, shutdownDelayMs: number): Promise<number> {
+    const { startGateway } = await import('./gateway.ts');
+    const { connectToPrimary } = await import('./workers/worker-link.ts');
+    const link = connectToPrimary();
+    try {
+      const running = await startGateway(file, { shutdownDelayMs, cluster: link });
+      running.log.info({ url: running.url, worker: process.env.ROUTER_WORKER_ID }, 'worker serving');
+      const stop = onSignals(
+        running.log,
+        () => running.close(),
+        () => void running.reload(),
+      );
+      link.onStop(() => void stop('primary'));
+      link.onReload(() => void running.reload());
+      return -1;
+    } catch (err) {
+      this.err(`router worker: ${(err as Error).message}`);
       return 1;
     }
   }
@@ -105,6 +165,37 @@ export class RouterCommand extends Command {
   private err(line: string): void {
     this.context.stderr.write(`${line}\n`);
   }
+}
+
+/**
+ * SIGTERM/SIGINT drain and exit 0, a second signal exits 1 at once; SIGHUP reloads. The returned stop
+ * is idempotent and is not a signal: a worker told to stop by its primary as well as by a signal of its
+ * own (Ctrl-C and systemd reach every process of the group) drains once and exits 0.
+ */
+function onSignals(
+  log: Logger,
+  close: () => Promise<void>,
+  reload: () => void | Promise<void>,
+): (why: string) => Promise<void> {
+  let stopping: Promise<void> | undefined;
+  const stop = (why: string): Promise<void> => {
+    stopping ??= (async () => {
+      log.info({ signal: why }, 'draining');
+      await close();
+      log.info({ signal: why }, 'stopped');
+      process.exit(0);
+    })();
+    return stopping;
+  };
+  let signals = 0;
+  const signal = (name: string) => {
+    if (signals++ > 0) process.exit(1);
+    void stop(name);
+  };
+  process.on('SIGTERM', () => signal('SIGTERM'));
+  process.on('SIGINT', () => signal('SIGINT'));
+  process.on('SIGHUP', () => void reload());
+  return stop;
 }
 
 /** The exit code, or -1 while the gateway runs (it exits on its own after a signal). */

@@ -20,6 +20,8 @@ export interface EnforcementParts {
   readonly store: StateStore;
   /** POST /internal/router/subject-state: apply a state change before the sidecar answers its webhook. */
   handleNotice(req: IncomingMessage, res: ServerResponse): Promise<void>;
+  /** What the notice does, for a notice relayed by the primary: reload the state, drop the cached balance. */
+  applyState(subject: SubjectRef): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -57,18 +59,21 @@ export async function createEnforcementParts(
   const lookup: BalanceLookup =
     deps.lookup ?? ((type, id, currency, signal) => client!.getBalance(type, id, currency, signal));
   const hook = createBalanceCheckHook({ config: enforcement, store, lookup, metrics });
+  const applyState = (via: 'notice' | 'relay') => async (subject: SubjectRef) => {
+    await reloadable(store)?.reload();
+    await store.invalidateBalance(subject);
+    metrics.subjectStateNotices.inc({ via });
+  };
   const handleNotice = createNoticeHandler({
     secret: enforcement.webhookSecret,
     log,
-    async apply(subject: SubjectRef) {
-      await reloadable(store)?.reload();
-      await store.invalidateBalance(subject);
-    },
+    apply: applyState('notice'),
   });
   return {
     hook,
     store,
     handleNotice,
+    applyState: applyState('relay'),
     async close() {
       await client?.close();
       if (deps.store === undefined) await store.close();
@@ -98,6 +103,7 @@ export function withBalanceEnforcement(base: BillingBuilder): BillingBuilder {
       hooks: [enforcement.hook, ...(parts?.hooks ?? [])],
       readiness: parts?.readiness ?? (async () => undefined),
       stateNotice: enforcement.handleNotice,
+      applySubjectState: enforcement.applyState,
       async close() {
         await enforcement.close();
         await parts?.close();

@@ -98,6 +98,11 @@ export function createGatewayMetrics(): GatewayMetrics {
     'Requests refused before parsing: header_too_large, url_too_long, malformed',
     'reason',
   );
+  const subjectStateNotices = counter(
+    'router_subject_state_notices_total',
+    'Subject state changes applied before the sidecar answered a webhook: told by it (notice) or by the primary of several workers (relay)',
+    'via',
+  );
   // Labelled children per label set, so a request does one map lookup instead of hashing label
   // objects for every series it touches (a measurable share of the hot path).
   interface Series {
@@ -122,6 +127,7 @@ export function createGatewayMetrics(): GatewayMetrics {
     connectionsShed,
     clientTimeouts,
     clientRejected,
+    subjectStateNotices,
     trackConnections(open, max) {
       openConnections = open;
       connectionsMax.set(max);

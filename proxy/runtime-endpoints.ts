@@ -8,6 +8,7 @@ import type { StateStore, StoreHealth } from '../common/store-types.ts';
 import type { JsonValue } from '../common/types.ts';
 import type { SidecarStatus } from './sidecar-status.ts';
 import { forwardToSidecar } from './webhook-forward.ts';
+import type { ClusterLink } from './workers/worker-link.ts';
 
 export interface ReadyReport {
   ready: boolean;
@@ -36,16 +37,20 @@ export function createEndpoints(deps: {
   readonly billing: EndpointBilling | undefined;
   readonly keyStore: StateStore | undefined;
   readonly sidecar: SidecarStatus | undefined;
+  readonly cluster: ClusterLink | undefined;
 }): RuntimeEndpoints {
-  const { config, log, billing, keyStore, sidecar } = deps;
+  const { config, log, billing, keyStore, sidecar, cluster } = deps;
   return {
     async readiness() {
       const counts = billing === undefined ? undefined : await billing.readiness().catch(() => undefined);
       const state = sidecar?.supervised === true ? sidecar.state : undefined;
+      // Reported, not required: while one worker restarts, the others serve.
+      const workers = cluster === undefined ? undefined : await cluster.workers().catch(() => undefined);
       return {
         ready: deps.providerCount > 0 && (state === undefined || state === 'up'),
         providers: deps.providerCount,
         ...(state === undefined ? {} : { sidecar: { supervised: true, state } }),
+        ...(workers === undefined ? {} : { workers: { ...workers } }),
         billing: {
           configured: config.billing.enabled && config.billing.baseUrl !== '',
           enabled: config.billing.enabled,

@@ -8,7 +8,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { Logger } from 'pino';
 import type { RouterConfig } from '../common/config-types.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
-import type { StateStore } from '../common/store-types.ts';
+import type { StateStore, SubjectRef } from '../common/store-types.ts';
 import type { ApiName, Hook, JsonValue, Principal, RequestContext, WireFormat } from '../common/types.ts';
 import {
   type Authenticator,
@@ -32,6 +32,7 @@ import { checkRuntime, compileRuntime, fileAuthenticator } from './runtime-compi
 import { createEndpoints, type ReadyReport } from './runtime-endpoints.ts';
 import type { SidecarStatus } from './sidecar-status.ts';
 import { UpstreamClient } from './upstream.ts';
+import type { ClusterLink } from './workers/worker-link.ts';
 
 export type { ReadyReport, RuleHooks };
 export { checkRuntime };
@@ -43,6 +44,8 @@ export interface BillingParts {
   readiness(): Promise<{ pending: number; dead_letter: number } | undefined>;
   /** Balance enforcement: the sidecar's subject state notice (common/internal-notify.ts). */
   readonly stateNotice?: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+  /** What that notice does, for a notice the primary relays to this worker (proxy/workers/). */
+  readonly applySubjectState?: (subject: SubjectRef) => Promise<void>;
   close(): Promise<void>;
 }
 
@@ -67,6 +70,8 @@ export interface Runtime {
   forwardWebhook(req: IncomingMessage, res: ServerResponse): Promise<void>;
   /** The sidecar's subject state notice; 404 unless balance enforcement is on. */
   stateNotice(req: IncomingMessage, res: ServerResponse): Promise<void>;
+  /** Reload a subject's state and drop its cached balance (a relayed notice); no-op without enforcement. */
+  applySubjectState(subject: SubjectRef): Promise<void>;
   /**
    * Settle the request's usage (proxy/metering.ts); a promise when the estimate runs over several
    * event-loop turns, which the caller awaits before reporting.
@@ -97,6 +102,8 @@ export interface BuildOptions {
   readonly extraHooks?: readonly Hook[];
   /** The supervised sidecar: readiness waits for it, webhooks wait briefly for it. */
   readonly sidecar?: SidecarStatus;
+  /** Set in a worker of `workers: n`: /metrics and /readyz speak for all workers. */
+  readonly cluster?: ClusterLink;
 }
 
 export interface BuildResult {
@@ -149,6 +156,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     billing,
     keyStore: keys.store,
     sidecar: opts.sidecar,
+    cluster: opts.cluster,
   });
 
   // An estimate that settle() left running, until the same completion's recorded() takes it.
@@ -172,9 +180,12 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     modelInfo: models.info,
     readiness: endpoints.readiness,
     metricsText() {
-      return metrics.registry.metrics();
+      return opts.cluster === undefined ? metrics.registry.metrics() : opts.cluster.metricsText();
     },
     stateNotice: endpoints.stateNotice,
+    async applySubjectState(subject) {
+      await billing?.applySubjectState?.(subject);
+    },
     forwardWebhook: endpoints.forwardWebhook,
     settle(ctx) {
       if (!config.billing.enabled || tokenCountOf(ctx.api) !== undefined) return undefined;

@@ -15,9 +15,12 @@ export class SidecarTracker implements SidecarStatus {
   supervised = false;
   state: SidecarState = 'down';
   readonly #waiters = new Set<() => void>();
+  /** Told every state change (the primary of several workers passes it on to them). */
+  onChange: ((state: SidecarState) => void) | undefined = undefined;
 
   set(state: SidecarState): void {
     this.state = state;
+    this.onChange?.(state);
     if (state !== 'up') return;
     for (const wake of this.#waiters) wake();
     this.#waiters.clear();

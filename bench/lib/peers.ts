@@ -9,9 +9,9 @@ import { setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { sidecarLauncher } from '../../proxy/gateway.ts';
+import { sidecarLauncher } from '../../proxy/sidecar-supervisor.ts';
 
-export { SIDECAR_V8_FLAGS } from '../../proxy/gateway.ts';
+export { SIDECAR_V8_FLAGS } from '../../proxy/sidecar-supervisor.ts';
 /** V8 flags of the gateway, as `router` (bin/router.js) and router.service give them. */
 export const GATEWAY_V8_FLAGS: readonly string[] = ['--max-semi-space-size=16'];
 

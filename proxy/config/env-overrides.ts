@@ -43,6 +43,7 @@ export const ENV_OVERRIDES: readonly EnvOverride[] = [
   env('ROUTER_BILLING_STATE_DIR', 'string', 'billing.state_dir'),
   env('ROUTER_BILLING_LISTEN', 'string', 'billing.listen'),
   env('ROUTER_LISTEN', 'string', 'listen'),
+  env('ROUTER_WORKERS', 'string', 'workers'),
   env('ROUTER_MASTER_KEY', 'string', 'master_key'),
   env('ROUTER_LOG_LEVEL', 'string', 'log.level'),
   env('ROUTER_STORE_USERNAME', 'string', 'store.username'),

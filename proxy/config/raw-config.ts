@@ -2,7 +2,7 @@
 // its mapping to the RouterConfig the processes use: paths resolved against the file's folder,
 // defaults that depend on the environment applied.
 
-import { homedir } from 'node:os';
+import { availableParallelism, homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import type { FromSchema } from 'json-schema-to-ts';
 import type {
@@ -132,6 +132,7 @@ export function toConfig(
   return {
     file,
     listen: fallbackListen(raw.listen),
+    workers: workerCount(raw.workers),
     providersDir: resolve(dir, raw.providers_dir),
     masterKey: optional(raw.master_key),
     limits: {
@@ -158,4 +159,10 @@ export function toConfig(
     models,
     pricing: { files: pricing.map((path) => resolve(dir, path)) },
   };
+}
+
+/** `workers` as a number: "auto" is one per core this process may use. */
+function workerCount(raw: number | string): number {
+  if (raw === 'auto') return availableParallelism();
+  return Number(raw);
 }

@@ -19,6 +19,23 @@ export const ROUTER_CONFIG_SCHEMA = {
         "0.0.0.0:8080"
       ]
     },
+    "workers": {
+      "type": [
+        "integer",
+        "string"
+      ],
+      "description": "Serving processes on this host, all on the one listen address: a number, or \"auto\" for one per core the process may use. With more than one, `router` runs a primary process that starts, restarts and signals them and runs the one billing sidecar. Env ROUTER_WORKERS.",
+      "default": 1,
+      "minimum": 1,
+      "maximum": 256,
+      "pattern": "^(auto|[1-9][0-9]{0,2})$",
+      "patternErrorMessage": "must be a number of worker processes (1 to 256) or \"auto\"",
+      "examples": [
+        1,
+        4,
+        "auto"
+      ]
+    },
     "providers_dir": {
       "type": "string",
       "description": "Folder holding one `<provider>.conf` file per upstream provider (file name = provider name).",

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { sidecarLauncher } from '../../proxy/gateway.ts';
+import { sidecarLauncher } from '../../proxy/sidecar-supervisor.ts';
 import { spawnLogged, startBillingStack, waitUntil } from '../support/billing-stack.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
 

@@ -274,6 +274,8 @@ export interface ChildGateway {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** The last log lines the process printed, for an assertion's message. */
   readonly recentLog: () => string;
+  /** Every JSON log line the process (and its children sharing its stdout) printed so far. */
+  readonly lines: readonly Record<string, unknown>[];
 }
 
 /**
@@ -297,6 +299,7 @@ export function spawnLogged(
     let buffered = '';
     let stderr = '';
     const recent: string[] = [];
+    const lines: Record<string, unknown>[] = [];
     const recentLog = () => recent.join('\n');
     child.stderr?.on('data', (chunk: Buffer) => {
       stderr += chunk.toString('utf8');
@@ -312,8 +315,9 @@ export function spawnLogged(
         if (recent.length > 40) recent.shift();
         try {
           const parsed = JSON.parse(line) as { msg?: string; url?: string };
+          lines.push(parsed);
           if (parsed.msg === logMsg && typeof parsed.url === 'string') {
-            resolve({ child, url: parsed.url, exited, recentLog });
+            resolve({ child, url: parsed.url, exited, recentLog, lines });
           }
         } catch {
           // not a log line

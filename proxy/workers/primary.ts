@@ -1,0 +1,238 @@
+// `workers: n` (n > 1): this process serves nothing itself. It forks n workers that share the one listen
+// address through node:cluster, restarts a worker that dies, passes SIGHUP and SIGTERM on to all of them
+// and runs the one billing sidecar, whose state it reports to every worker. It answers what no single
+// worker can: /metrics of all workers (each worker asks it), how many workers listen, and the sidecar's
+// subject state notice, which it applies in every worker before the sidecar answers its webhook.
+
+import cluster, { type Worker } from 'node:cluster';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { AggregatorRegistry } from 'prom-client';
+import type { RouterConfig } from '../../common/config-types.ts';
+import { createNoticeHandler, GATEWAY_URL_ENV, SUBJECT_STATE_PATH } from '../../common/internal-notify.ts';
+import type { SubjectRef } from '../../common/store-types.ts';
+import { SidecarTracker } from '../sidecar-status.ts';
+import { superviseSidecar } from '../sidecar-supervisor.ts';
+import { Rpc } from './rpc.ts';
+import type { MetricsJson, WorkersReport } from './worker-link.ts';
+
+export interface PrimaryOptions {
+  readonly configFile: string;
+  readonly config: RouterConfig;
+  readonly log: Logger;
+  /** Run the billing sidecar (billing on, sidecar.enabled, no --no-sidecar). */
+  readonly sidecar: boolean;
+  readonly env?: Record<string, string | undefined>;
+}
+
+export interface RunningPrimary {
+  /** The address every worker listens on. */
+  readonly url: string;
+  readonly workerPids: () => number[];
+  /** Every worker reloads its configuration (each refuses an invalid one on its own). */
+  reload(config: RouterConfig | undefined): void;
+  /** Every worker drains and exits; then the sidecar stops. */
+  stop(): Promise<void>;
+}
+
+/** How long the primary waits for one worker's metrics or for a relayed notice to be applied. */
+const WORKER_CALL_TIMEOUT_MS = 2000;
+
+interface Slot {
+  readonly id: number;
+  worker: Worker | undefined;
+  rpc: Rpc | undefined;
+  listening: boolean;
+  restarts: number;
+  startedAt: number;
+  timer: NodeJS.Timeout | undefined;
+}
+
+export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary> {
+  const { log } = opts;
+  let config = opts.config;
+  const count = config.workers;
+  const slots: Slot[] = Array.from({ length: count }, (_, i) => ({
+    id: i + 1,
+    worker: undefined,
+    rpc: undefined,
+    listening: false,
+    restarts: 0,
+    startedAt: 0,
+    timer: undefined,
+  }));
+  let stopping = false;
+  let restartsTotal = 0;
+  /** The workers running now, with their channel. */
+  const live = () => slots.flatMap((slot) => (slot.rpc === undefined ? [] : [{ slot, rpc: slot.rpc }]));
+
+  const sidecarState = new SidecarTracker();
+  sidecarState.supervised = opts.sidecar;
+  sidecarState.onChange = (state) => {
+    for (const { rpc } of live()) rpc.notify('sidecar', { supervised: true, state });
+  };
+
+  const relaySubjectState = async (subject: SubjectRef) => {
+    await Promise.all(live().map(({ rpc }) => rpc.call('subject-state', subject, WORKER_CALL_TIMEOUT_MS)));
+  };
+  const notices = opts.sidecar ? await listenForNotices(() => config, log, relaySubjectState) : undefined;
+
+  const metricsText = async (): Promise<string> => {
+    const parts = await Promise.all(
+      live()
+        .filter(({ slot }) => slot.listening)
+        .map(({ rpc }) =>
+          (rpc.call('metrics-json', undefined, WORKER_CALL_TIMEOUT_MS) as Promise<MetricsJson>).catch(
+            () => undefined,
+          ),
+        ),
+    );
+    return AggregatorRegistry.aggregate(parts.filter((p) => p !== undefined)).metrics();
+  };
+  const report = (): WorkersReport => ({
+    configured: count,
+    listening: slots.filter((s) => s.listening).length,
+    restarts: restartsTotal,
+  });
+
+  let firstListening: ((url: string) => void) | undefined;
+  let startFailed: ((err: Error) => void) | undefined;
+  const started = new Promise<string>((resolve, reject) => {
+    firstListening = resolve;
+    startFailed = reject;
+  });
+  let everListened = false;
+
+  const fork = (slot: Slot) => {
+    slot.timer = undefined;
+    if (stopping) return;
+    const worker = cluster.fork({ ...(opts.env ?? {}), ROUTER_WORKER_ID: String(slot.id) });
+    const rpc = new Rpc({
+      send: (m) => worker.send(m),
+      onMessage: (listener) => worker.on('message', listener),
+    });
+    slot.worker = worker;
+    slot.rpc = rpc;
+    slot.listening = false;
+    slot.startedAt = Date.now();
+    rpc.handle('metrics', metricsText);
+    rpc.handle('workers', report);
+    rpc.handle('draining', () => {
+      slot.listening = false;
+    });
+    worker.once('online', () => {
+      if (opts.sidecar) rpc.notify('sidecar', { supervised: true, state: sidecarState.state });
+    });
+    worker.once('listening', (address: { address: string; port: number }) => {
+      slot.listening = true;
+      log.info({ worker: slot.id, pid: worker.process.pid }, 'worker listening');
+      if (slots.every((s) => s.listening) && !everListened) {
+        everListened = true;
+        firstListening?.(urlOf(address));
+      }
+    });
+    worker.once('exit', (code, signal) => {
+      rpc.close();
+      slot.worker = undefined;
+      slot.rpc = undefined;
+      slot.listening = false;
+      if (stopping) return;
+      if (!everListened) {
+        startFailed?.(new Error(`worker ${slot.id} exited (${code ?? signal}) before listening`));
+        return;
+      }
+      if (Date.now() - slot.startedAt > 30_000) slot.restarts = 0;
+      const delay = Math.min(30_000, 250 * 2 ** slot.restarts++);
+      restartsTotal++;
+      log.error({ worker: slot.id, code, signal, restartInMs: delay }, 'worker exited; restarting');
+      slot.timer = setTimeout(() => fork(slot), delay);
+    });
+  };
+
+  const sidecar = opts.sidecar
+    ? superviseSidecar(
+        opts.configFile,
+        log,
+        { ...(opts.env ?? process.env), [GATEWAY_URL_ENV]: notices?.url },
+        sidecarState,
+        () => config.billing.listen,
+      )
+    : undefined;
+  for (const slot of slots) fork(slot);
+
+  const stop = async (): Promise<void> => {
+    stopping = true;
+    const exits: Promise<void>[] = [];
+    for (const slot of slots) {
+      if (slot.timer !== undefined) clearTimeout(slot.timer);
+      const w = slot.worker;
+      if (w === undefined) continue;
+      exits.push(new Promise((resolve) => w.once('exit', () => resolve())));
+      slot.rpc?.notify('stop');
+    }
+    await Promise.all(exits);
+    // After the workers: their last events are in the outbox for the sidecar to deliver next start.
+    await sidecar?.stop();
+    await new Promise<void>((resolve) =>
+      notices === undefined ? resolve() : notices.server.close(() => resolve()),
+    );
+  };
+
+  let url: string;
+  try {
+    url = await started;
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    url,
+    workerPids: () =>
+      slots.flatMap((s) => (s.worker?.process.pid === undefined ? [] : [s.worker.process.pid])),
+    reload(next) {
+      if (next !== undefined) config = next;
+      for (const { rpc } of live()) rpc.notify('reload');
+    },
+    stop,
+  };
+}
+
+function urlOf(address: { address: string | null; port: number }): string {
+  const host = address.address ?? '127.0.0.1';
+  const shown = host === '' || host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
+  return shown.includes(':') ? `http://[${shown}]:${address.port}` : `http://${shown}:${address.port}`;
+}
+
+/**
+ * The sidecar's subject state notices come to the primary, on a loopback port of its own: a notice sent
+ * to the shared listen address would reach one worker only.
+ */
+async function listenForNotices(
+  config: () => RouterConfig,
+  log: Logger,
+  apply: (subject: SubjectRef) => Promise<void>,
+): Promise<{ server: Server; url: string }> {
+  let handler = createNoticeHandler({
+    secret: config().billing.balanceEnforcement.webhookSecret,
+    log,
+    apply,
+  });
+  let secret = config().billing.balanceEnforcement.webhookSecret;
+  const server = createServer((req, res) => {
+    const current = config().billing.balanceEnforcement.webhookSecret;
+    if (current !== secret) {
+      secret = current;
+      handler = createNoticeHandler({ secret, log, apply });
+    }
+    if (req.method !== 'POST' || (req.url ?? '').split('?')[0] !== SUBJECT_STATE_PATH) {
+      req.resume();
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end('{"error":{"message":"Unknown endpoint","type":"internal_notice_error"}}');
+      return;
+    }
+    void handler(req, res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}

@@ -1,0 +1,84 @@
+// A worker's side of `workers: n` (proxy/workers/primary.ts): what reaches "the gateway" reaches every
+// worker. The primary supervises the one sidecar and tells each worker its state; it gathers every
+// worker's metrics into one /metrics answer and knows how many workers listen; it relays the sidecar's
+// subject state notices to every worker before the sidecar answers its webhook.
+
+import cluster from 'node:cluster';
+import type { MetricObjectWithValues, MetricValue } from 'prom-client';
+import type { SubjectRef } from '../../common/store-types.ts';
+import { type SidecarState, SidecarTracker } from '../sidecar-status.ts';
+import { Rpc } from './rpc.ts';
+
+export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
+
+export interface WorkersReport {
+  readonly configured: number;
+  readonly listening: number;
+  readonly restarts: number;
+}
+
+/** What a worker's gateway asks of the primary and answers for it. */
+export interface ClusterLink {
+  /** The sidecar the primary supervises, as the primary last reported it. */
+  readonly sidecar: SidecarTracker;
+  /** Every worker's metrics as one Prometheus exposition. */
+  metricsText(): Promise<string>;
+  workers(): Promise<WorkersReport>;
+  /** What this worker answers the primary: its metrics, and applying a subject's new state. */
+  serve(handlers: {
+    metricsJson(): Promise<MetricsJson>;
+    applySubjectState(subject: SubjectRef): Promise<void>;
+  }): void;
+  /** Called once on the primary's `stop` (drain and exit) and on every `reload`. */
+  onStop(listener: () => void): void;
+  onReload(listener: () => void): void;
+  /** Tells the primary this worker has shut its listener and is draining. */
+  close(): void;
+}
+
+/** How long a worker waits for the primary's answer to /metrics or /readyz. */
+export const PRIMARY_CALL_TIMEOUT_MS = 5000;
+
+export function connectToPrimary(): ClusterLink {
+  if (!cluster.isWorker) throw new Error('connectToPrimary() runs in a worker of the router primary');
+  const rpc = new Rpc({
+    send: (m) => process.send?.(m),
+    onMessage: (listener) => process.on('message', listener),
+  });
+  const sidecar = new SidecarTracker();
+  rpc.handle('sidecar', (body) => {
+    const { supervised, state } = body as { supervised: boolean; state: SidecarState };
+    sidecar.supervised = supervised;
+    sidecar.set(state);
+  });
+  const stops: (() => void)[] = [];
+  const reloads: (() => void)[] = [];
+  rpc.handle('stop', () => {
+    for (const l of stops.splice(0)) l();
+  });
+  rpc.handle('reload', () => {
+    for (const l of reloads) l();
+  });
+  return {
+    sidecar,
+    async metricsText() {
+      return (await rpc.call('metrics', undefined, PRIMARY_CALL_TIMEOUT_MS)) as string;
+    },
+    async workers() {
+      return (await rpc.call('workers', undefined, PRIMARY_CALL_TIMEOUT_MS)) as WorkersReport;
+    },
+    serve(handlers) {
+      rpc.handle('metrics-json', () => handlers.metricsJson());
+      rpc.handle('subject-state', (body) => handlers.applySubjectState(body as SubjectRef));
+    },
+    onStop(listener) {
+      stops.push(listener);
+    },
+    onReload(listener) {
+      reloads.push(listener);
+    },
+    close() {
+      rpc.notify('draining');
+    },
+  };
+}

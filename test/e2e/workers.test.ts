@@ -1,0 +1,215 @@
+// `workers: 2` (ROUTER_WORKERS) in file mode, through a real `router` process: both workers serve on one
+// address, one sidecar delivers every worker's outbox, /metrics and /readyz speak for all workers, a
+// kill -9 of one worker during a 2,000-request run leaves every served request billed exactly once and
+// the worker is restarted, the sidecar's subject state notice reaches every worker before the webhook
+// is answered, and SIGTERM drains them all.
+
+import assert from 'node:assert/strict';
+import { access, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { request as httpRequest } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { type BillingSim, startBillingSim } from '../../sim/billing/server.ts';
+import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
+import { type ChildGateway, spawnLogged, waitUntil } from '../support/billing-stack.ts';
+import { freePort } from '../support/nginx.ts';
+import {
+  ACCESS_KEY,
+  MODELS_FILE,
+  PRICING_FILE,
+  PROVIDERS_DIR,
+  simProviderEnv,
+  TRUST_LOOPBACK_IDS,
+} from '../support/stack.ts';
+
+const SECRET = 'whsec_workers_test';
+const WEBHOOK_PATH = '/internal/billing/webhook';
+const SUBJECT = { subject_type: 'api_key', subject_id: 'client_a' };
+
+let upstream: UpstreamSim;
+let billing: BillingSim;
+let dir: string;
+
+before(async () => {
+  upstream = await startUpstreamSim();
+  billing = await startBillingSim({
+    apiKey: 'bk',
+    projectId: 'p',
+    ruleSets: { rs: 'published' },
+    wallets: { 'api_key:client_a': '1000' },
+    webhook: { url: 'http://127.0.0.1:9/unused', secret: SECRET },
+  });
+  dir = await mkdtemp(join(tmpdir(), 'router-workers-'));
+});
+after(async () => {
+  await upstream?.close();
+  await billing?.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+interface Router {
+  readonly gw: ChildGateway;
+  readonly outboxDir: string;
+}
+
+async function startRouter(t: { after: (fn: () => unknown) => void }, name: string): Promise<Router> {
+  const outboxDir = join(dir, name, 'outbox');
+  const file = join(dir, `${name}.yaml`);
+  await writeFile(
+    file,
+    [
+      'listen: 127.0.0.1:0',
+      `providers_dir: ${PROVIDERS_DIR}`,
+      `models: ${MODELS_FILE}`,
+      `pricing: ${PRICING_FILE}`,
+      'log: { level: info }',
+      TRUST_LOOPBACK_IDS,
+      'billing:',
+      '  enabled: true',
+      `  base_url: ${billing.url}`,
+      '  project_id: p',
+      '  api_key: bk',
+      '  extractor_rule_set_id: rs',
+      `  outbox_dir: ${outboxDir}`,
+      `  state_dir: ${join(dir, name, 'state')}`,
+      '  retry_interval_ms: 20',
+      '  max_retry_interval_ms: 200',
+      '  balance_enforcement:',
+      '    enabled: true',
+      `    webhook_secret: ${SECRET}`,
+      '',
+    ].join('\n'),
+  );
+  const gw = await spawnLogged(
+    'proxy/cli.ts',
+    ['-c', file],
+    {
+      ...simProviderEnv(upstream.url),
+      ROUTER_WORKERS: '2',
+      ROUTER_BILLING_LISTEN: `127.0.0.1:${await freePort()}`,
+    },
+    'router listening',
+  );
+  t.after(async () => {
+    if (gw.child.exitCode === null && gw.child.signalCode === null) {
+      gw.child.kill('SIGKILL');
+      await gw.exited;
+    }
+  });
+  await waitUntil(async () => (await readyz(gw.url)).status === 200, 'the workers and the sidecar');
+  return { gw, outboxDir };
+}
+
+async function readyz(url: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${url}/readyz`);
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+/** A chat request on a connection of its own, so that successive requests meet both workers. */
+function chatOnNewConnection(url: string, rid: string): Promise<number> {
+  const body = JSON.stringify({ model: 'gpt-5.4-mini', messages: [{ role: 'user', content: 'Hi.' }] });
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      `${url}/v1/chat/completions`,
+      {
+        method: 'POST',
+        agent: false,
+        headers: {
+          authorization: `Bearer ${ACCESS_KEY}`,
+          'content-type': 'application/json',
+          'x-router-request-id': rid,
+        },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+function getOnNewConnection(url: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        text += c;
+      });
+      res.on('end', () => resolve(text));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** The pids that logged the served requests of these ids. */
+function servingPids(gw: ChildGateway, rids: ReadonlySet<string>): Set<number> {
+  const pids = new Set<number>();
+  for (const line of gw.lines) {
+    if (line.msg === 'request' && rids.has(String(line.reqId))) pids.add(Number(line.pid));
+  }
+  return pids;
+}
+
+/** The sum of a counter's series. */
+function counter(metrics: string, name: string): number {
+  let total = 0;
+  for (const line of metrics.split('\n')) {
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `))
+      total += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return total;
+}
+
+test('two workers serve one address; /metrics adds them up; a subject blocked by webhook is refused by both', async (t) => {
+  const { gw, outboxDir } = await startRouter(t, 'notice');
+  const ready = await readyz(gw.url);
+  assert.deepEqual(ready.body.workers, { configured: 2, listening: 2, restarts: 0 });
+  assert.deepEqual(ready.body.sidecar, { supervised: true, state: 'up' });
+
+  const rids = new Set<string>();
+  for (let i = 0; i < 20; i++) {
+    const rid = `warm-${i}`;
+    rids.add(rid);
+    assert.equal(await chatOnNewConnection(gw.url, rid), 200);
+  }
+  const pids = servingPids(gw, rids);
+  assert.equal(pids.size, 2, `requests served by ${[...pids].join(', ')}`);
+  // Each worker writes its own outbox directory: the first the outbox itself, the second slot 1.
+  await access(join(outboxDir, 'writer.lock'));
+  await access(join(outboxDir, 'slots', '1', 'writer.lock'));
+  // Whichever worker answers, the count is both workers'.
+  for (let i = 0; i < 4; i++) {
+    assert.equal(counter(await getOnNewConnection(`${gw.url}/metrics`), 'router_requests_total'), 20);
+  }
+
+  // Both workers have the subject's "allowed" answer cached; the block must reach both at once.
+  const blocked = await billing.sendWebhook('wallet.insufficient_balance', SUBJECT, {
+    url: `${gw.url}${WEBHOOK_PATH}`,
+  });
+  assert.equal(blocked.status, 204);
+  // Applied by both workers before the 204 (on a quick machine each would also find it on its file watch).
+  assert.equal(
+    counter(await getOnNewConnection(`${gw.url}/metrics`), 'router_subject_state_notices_total'),
+    2,
+  );
+  const refused = new Set<string>();
+  for (let i = 0; i < 6; i++) {
+    const rid = `blocked-${i}`;
+    refused.add(rid);
+    assert.equal(await chatOnNewConnection(gw.url, rid), 402, `request ${i} after the block`);
+  }
+  assert.equal(servingPids(gw, refused).size, 2, 'both workers refused');
+  const credited = await billing.sendWebhook('wallet.balance_changed', SUBJECT, {
+    url: `${gw.url}${WEBHOOK_PATH}`,
+  });
+  assert.equal(credited.status, 204);
+  for (let i = 0; i < 4; i++) assert.equal(await chatOnNewConnection(gw.url, `again-${i}`), 200);
+
+  gw.child.kill('SIGTERM');
+  assert.deepEqual(await gw.exited, { code: 0, signal: null });
+});
