@@ -10,9 +10,11 @@ import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { Decimal } from 'decimal.js';
+import { Agent, request } from 'undici';
 import { type BillingSim, startBillingSim } from '../../sim/billing/server.ts';
 import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
-import { type ChildGateway, spawnLogged, waitUntil } from '../support/billing-stack.ts';
+import { type ChildGateway, sidecarPending, spawnLogged, waitUntil } from '../support/billing-stack.ts';
 import { freePort } from '../support/nginx.ts';
 import {
   ACCESS_KEY,
@@ -22,6 +24,7 @@ import {
   simProviderEnv,
   TRUST_LOOPBACK_IDS,
 } from '../support/stack.ts';
+import { chargeOf } from '../support/usage-events.ts';
 
 const SECRET = 'whsec_workers_test';
 const WEBHOOK_PATH = '/internal/billing/webhook';
@@ -51,6 +54,7 @@ after(async () => {
 interface Router {
   readonly gw: ChildGateway;
   readonly outboxDir: string;
+  readonly sidecarUrl: string;
 }
 
 async function startRouter(t: { after: (fn: () => unknown) => void }, name: string): Promise<Router> {
@@ -81,13 +85,14 @@ async function startRouter(t: { after: (fn: () => unknown) => void }, name: stri
       '',
     ].join('\n'),
   );
+  const sidecarPort = await freePort();
   const gw = await spawnLogged(
     'proxy/cli.ts',
     ['-c', file],
     {
       ...simProviderEnv(upstream.url),
       ROUTER_WORKERS: '2',
-      ROUTER_BILLING_LISTEN: `127.0.0.1:${await freePort()}`,
+      ROUTER_BILLING_LISTEN: `127.0.0.1:${sidecarPort}`,
     },
     'router listening',
   );
@@ -98,7 +103,7 @@ async function startRouter(t: { after: (fn: () => unknown) => void }, name: stri
     }
   });
   await waitUntil(async () => (await readyz(gw.url)).status === 200, 'the workers and the sidecar');
-  return { gw, outboxDir };
+  return { gw, outboxDir, sidecarUrl: `http://127.0.0.1:${sidecarPort}` };
 }
 
 async function readyz(url: string): Promise<{ status: number; body: Record<string, unknown> }> {
@@ -212,4 +217,92 @@ test('two workers serve one address; /metrics adds them up; a subject blocked by
 
   gw.child.kill('SIGTERM');
   assert.deepEqual(await gw.exited, { code: 0, signal: null });
+});
+
+test('kill -9 of one worker during 2,000 requests: every served request billed exactly once; the worker is restarted', async (t) => {
+  const { gw, sidecarUrl } = await startRouter(t, 'kill');
+  const workerPids = gw.lines.filter((l) => l.msg === 'worker listening').map((l) => Number(l.pid));
+  assert.equal(new Set(workerPids).size, 2);
+  const victim = workerPids[0]!;
+  const chargedBefore = new Decimal(billing.balance('api_key', 'client_a'));
+  const eventsBefore = billing.events.length;
+
+  const CONCURRENCY = 16;
+  const agent = new Agent({ connections: CONCURRENCY, pipelining: 1 });
+  t.after(() => agent.close());
+  const served = new Set<string>();
+  const statuses = new Map<number, number>();
+  let failures = 0;
+  let next = 0;
+  let killed = false;
+  const one = async (i: number) => {
+    const rid = `kill-${i}`;
+    const stream = i % 2 === 1;
+    try {
+      const res = await request(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        dispatcher: agent,
+        headers: {
+          authorization: `Bearer ${ACCESS_KEY}`,
+          'content-type': 'application/json',
+          'x-router-request-id': rid,
+        },
+        body: JSON.stringify({
+          model: 'gpt-5.4-mini',
+          messages: [{ role: 'user', content: `Request ${i}, tell me about ${i}.` }],
+          stream,
+        }),
+      });
+      const text = await res.body.text();
+      statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
+      if (res.statusCode === 200 && (!stream || text.includes('data: [DONE]'))) served.add(rid);
+    } catch {
+      failures++;
+    }
+  };
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < 2000) {
+        const i = next++;
+        if (i === 600 && !killed) {
+          killed = true;
+          process.kill(victim, 'SIGKILL');
+        }
+        await one(i);
+      }
+    }),
+  );
+  assert.ok(killed);
+  assert.deepEqual([...statuses.keys()], [200], `statuses ${JSON.stringify([...statuses])}`);
+  // Only requests on the killed worker's connections fail, each connection once (a connection the
+  // primary handed it as it died is one more).
+  assert.ok(failures <= 2 * CONCURRENCY, `${failures} requests failed`);
+  assert.equal(served.size + failures, 2000);
+
+  await waitUntil(async () => {
+    const body = (await readyz(gw.url)).body;
+    return JSON.stringify(body.workers) === JSON.stringify({ configured: 2, listening: 2, restarts: 1 });
+  }, 'the killed worker to be replaced');
+  assert.ok(gw.lines.some((l) => l.msg === 'worker exited; restarting' && l.signal === 'SIGKILL'));
+
+  // Every served request's event arrives, the dead worker's included; then nothing is left to deliver.
+  await waitUntil(
+    async () =>
+      billing.events.length - eventsBefore >= served.size && (await sidecarPending(sidecarUrl)) === 0,
+    'the sidecar to deliver every event',
+    60_000,
+  );
+  const mine = billing.events.slice(eventsBefore).map((e) => e.external_event_id);
+  assert.equal(new Set(mine).size, mine.length, 'no event accepted twice');
+  for (const rid of served) assert.ok(mine.includes(rid), `served request ${rid} was billed`);
+  // Billed but not served: requests whose reply the kill cut after their event was on record.
+  const extra = mine.filter((rid) => !served.has(rid));
+  assert.ok(extra.length <= failures, `${extra.length} billed requests were neither served nor cut`);
+  const charged = billing.events
+    .slice(eventsBefore)
+    .reduce((sum, e) => sum.plus(chargeOf(e)), new Decimal(0));
+  assert.ok(
+    chargedBefore.minus(billing.balance('api_key', 'client_a')).eq(charged),
+    'wallet debited once per event',
+  );
 });
