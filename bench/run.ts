@@ -4,7 +4,7 @@
 //
 //   npm run bench                      full run (about 10 minutes), rewrites docs/benchmarks.md
 //   npm run bench -- --smoke           every scenario for about a second with tiny counts; no docs
-//   npm run bench -- --only chat       one scenario (chat, stream, translate, growth, backlog, abuse); repeatable
+//   npm run bench -- --only chat       one scenario (chat, stream, translate, growth, backlog, abuse, workers); repeatable
 //   npm run bench -- --peers direct,gateway   only these peers
 //   npm run bench -- --profile         gateway processes run with --cpu-prof into bench/results/prof
 //   npm run bench -- --no-docs         do not rewrite docs/benchmarks.md
@@ -40,9 +40,10 @@ import { CHAT_PEERS, runChat } from './scenarios/chat.ts';
 import { GROWTH_PEERS, runGrowth } from './scenarios/growth.ts';
 import { runStream, STREAM_PEERS } from './scenarios/stream.ts';
 import { runTranslate, TRANSLATE_PEERS } from './scenarios/translate.ts';
+import { runWorkers, WORKERS_PEERS } from './scenarios/workers.ts';
 
 const REPO = join(dirname(fileURLToPath(import.meta.url)), '..');
-const SCENARIOS = ['chat', 'stream', 'translate', 'growth', 'backlog', 'abuse'] as const;
+const SCENARIOS = ['chat', 'stream', 'translate', 'growth', 'backlog', 'abuse', 'workers'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const ALL_PEERS: PeerId[] = [
   'direct',
@@ -53,6 +54,7 @@ const ALL_PEERS: PeerId[] = [
   'portkey',
   'gateway-info-log',
   'node-floor',
+  'gateway-2w',
 ];
 
 const PEERS_OF: Record<Scenario, PeerId[]> = {
@@ -62,6 +64,7 @@ const PEERS_OF: Record<Scenario, PeerId[]> = {
   growth: GROWTH_PEERS,
   backlog: [],
   abuse: ABUSE_PEERS,
+  workers: WORKERS_PEERS,
 };
 
 interface Options {
@@ -91,7 +94,7 @@ function parseOptions(argv: string[]): Options {
   });
   if (values.help) {
     console.log(
-      'usage: npm run bench -- [--smoke] [--only chat|stream|translate|growth|backlog|abuse]... [--peers a,b] [--profile] [--no-docs] [--out file.json]\n       npm run bench -- --render bench/results/<full run>.json   (rewrite docs/benchmarks.md from a saved full run; measures nothing)',
+      'usage: npm run bench -- [--smoke] [--only chat|stream|translate|growth|backlog|abuse|workers]... [--peers a,b] [--profile] [--no-docs] [--out file.json]\n       npm run bench -- --render bench/results/<full run>.json   (rewrite docs/benchmarks.md from a saved full run; measures nothing)',
     );
     process.exit(0);
   }
@@ -138,6 +141,7 @@ async function startPeers(
   await attempt('node-floor', () => startNodeFloor(ws, upstreamUrl));
   await attempt('portkey', () => startPortkey(ws));
   await attempt('gateway', () => startGatewayProcess(ws, upstreamUrl, { id: 'gateway' }));
+  await attempt('gateway-2w', () => startGatewayProcess(ws, upstreamUrl, { id: 'gateway-2w', workers: 2 }));
   await attempt('gateway-info-log', () =>
     startGatewayProcess(ws, upstreamUrl, { id: 'gateway-info-log', logLevel: 'info' }),
   );
@@ -250,6 +254,7 @@ export async function main(argv: string[]): Promise<number> {
       else if (scenario === 'translate') results.translate = await runTranslate(ctx);
       else if (scenario === 'growth') results.growth = await runGrowth(ctx);
       else if (scenario === 'abuse') results.abuse = await runAbuse(ctx);
+      else if (scenario === 'workers') results.workers = await runWorkers(ctx, results.machine.cpus);
       else if (scenario === 'backlog') {
         results.backlog = await runBacklog(ctx).catch((err: unknown) => ({
           error: err instanceof Error ? err.message : String(err),

@@ -114,8 +114,9 @@ export async function openEventSpool(
     throw err;
   }
 
-  const keys = createKeyLayout(store);
-  const markerPrefix = `${keys.stream}:moved:`;
+  // Always shard 0: a batch moved again after an unanswered move must meet its markers (same slot).
+  const target = createKeyLayout(store).shards[0]!.stream;
+  const markerPrefix = `${target}:moved:`;
   const markerTtl = String(opts.markerTtlMs ?? MOVED_MARKER_TTL_MS);
   const client: Redis = createRedisClient(store, { logger: log, connectionName: 'router-gateway-spool' });
   const statuses = sources.map((s) => openOutboxStatus(s.dir));
@@ -148,7 +149,7 @@ export async function openEventSpool(
       await client.eval(
         MOVE,
         1 + events.length,
-        keys.stream,
+        target,
         ...events.map((e) => markerPrefix + e.event.idempotency_key),
         markerTtl,
         ...events.map((e) => JSON.stringify(e.event)),

@@ -40,13 +40,15 @@ export interface RedisEventQueue extends EventQueue {
 
 export function createRedisEventQueue(
   client: Redis,
-  keys: Pick<KeyLayout, 'stream'>,
+  keys: Pick<KeyLayout, 'shards'>,
   spool?: EventSpool,
   logger?: Logger,
   replication: { replicas: number; timeoutMs: number } = { replicas: 0, timeoutMs: 0 },
 ): RedisEventQueue {
   let sending = 0;
   let idle: (() => void)[] = [];
+  // Each turn's batch goes to the next shard: the shards take equal shares of the event rate.
+  let nextShard = 0;
   // Logged once per outage: the first event spooled after a write that reached the stream.
   let spooling = false;
 
@@ -76,10 +78,12 @@ export function createRedisEventQueue(
       toSpool(events, new StoreUnavailableError('enqueue'));
       return;
     }
+    const stream = keys.shards[nextShard]!.stream;
+    nextShard = (nextShard + 1) % keys.shards.length;
     const added =
       events.length === 1
-        ? client.xadd(keys.stream, '*', 'payload', events[0]!.payload)
-        : client.eval(XADD_BATCH, 1, keys.stream, ...events.map((e) => e.payload));
+        ? client.xadd(stream, '*', 'payload', events[0]!.payload)
+        : client.eval(XADD_BATCH, 1, stream, ...events.map((e) => e.payload));
     // WAIT goes out with the write (same turn, same connection) and covers it: a batch the replicas did
     // not take may be lost in a failover, so it is spooled, and the spool moves it to the new primary.
     const sent = replication.replicas === 0 ? added : Promise.all([added, waitReplicas(client, replication)]);
@@ -185,14 +189,19 @@ export async function openRedisBillingSink(
   return {
     queue,
     async readiness() {
-      const reply = await client.pipeline().xlen(keys.stream).xlen(keys.deadLetter).exec();
-      const [lenR, deadR] = reply ?? [];
-      if (reply === null || lenR === undefined || deadR === undefined) {
-        throw new StoreUnavailableError('readiness');
+      // One command per key: in a cluster the shards are on different nodes (no cross-slot pipeline).
+      let lengths: number[];
+      try {
+        lengths = await Promise.all(
+          keys.shards.flatMap((shard) => [client.xlen(shard.stream), client.xlen(shard.deadLetter)]),
+        );
+      } catch (err) {
+        throw new StoreUnavailableError('readiness', err);
       }
-      for (const [err] of reply) if (err) throw new StoreUnavailableError('readiness', err);
       const spooled = shared === undefined ? 0 : await shared.spool.pending();
-      return { pending: Number(lenR[1]) + spooled, dead_letter: Number(deadR[1]) };
+      const pending = lengths.filter((_, i) => i % 2 === 0).reduce((a, b) => a + b, 0);
+      const deadLetter = lengths.filter((_, i) => i % 2 === 1).reduce((a, b) => a + b, 0);
+      return { pending: pending + spooled, dead_letter: deadLetter };
     },
     async close() {
       // Events still on their way end on the stream or in the spool before either closes.

@@ -13,7 +13,7 @@ import { acquireEventSpool } from './event-spool.ts';
 import type { OutboxStatusView } from './outbox/status.ts';
 import { createSidecarMetrics, streamConsumerSources } from './sidecar-metrics.ts';
 import { startSlottedDelivery } from './slotted-delivery.ts';
-import { type StreamConsumer, startStreamConsumer } from './stream-consumer.ts';
+import { type StreamConsumer, startShardedConsumers } from './stream-consumer.ts';
 import { createWebhookRoute, type WebhookRoute, type WebhookRouteOptions } from './webhook-handler.ts';
 
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
@@ -75,7 +75,7 @@ export async function startSidecar(
     client =
       opts.client ?? createBillingClient(billing, { connections: opts.worker?.window ?? 16, logger: log });
     if ('store' in config && config.store.enabled) {
-      consumer = await startStreamConsumer({
+      consumer = await startShardedConsumers({
         store: config.store,
         billing,
         client,

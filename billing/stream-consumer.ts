@@ -29,8 +29,8 @@ import {
   createRedisClient,
   defaultConsumerName,
   defineScript,
-  type KeyLayout,
   type Redis,
+  type StreamShardKeys,
   waitReady,
 } from '../store/redis-client.ts';
 import { DeliveryEngine, type DeliveryError, type IngestClient } from './delivery-engine.ts';
@@ -50,6 +50,8 @@ export interface StreamConsumerOptions {
   readonly reclaimIntervalMs?: number;
   /** Jitter source in [0, 1) (default Math.random). */
   readonly random?: () => number;
+  /** Which of the billing_stream_shards streams (default 0). */
+  readonly shard?: number;
 }
 
 export interface StreamConsumerCounters {
@@ -139,13 +141,16 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
   const random = opts.random ?? Math.random;
   const name = store.billingConsumerName === '' ? defaultConsumerName() : store.billingConsumerName;
   const group = store.billingConsumerGroup;
-  const keys: KeyLayout = createKeyLayout(store);
+  const shard = opts.shard ?? 0;
+  const shardKeys: StreamShardKeys | undefined = createKeyLayout(store).shards[shard];
+  if (shardKeys === undefined) throw new Error(`no billing stream shard ${shard}`);
+  const keys: StreamShardKeys = shardKeys;
 
-  const cmd = createRedisClient(store, { logger, connectionName: `router-billing:${name}` });
+  const cmd = createRedisClient(store, { logger, connectionName: `router-billing:${name}:${shard}` });
   // Blocking reads hold the connection for up to blockMs: their own client with a longer timeout.
   const reader = createRedisClient(store, {
     commandTimeoutMs: blockMs + store.operationTimeoutMs,
-    connectionName: `router-billing-read:${name}`,
+    connectionName: `router-billing-read:${name}:${shard}`,
   });
   await Promise.all([waitReady(cmd, 2000), waitReady(reader, 2000)]);
 
@@ -554,4 +559,42 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
       return stopped;
     },
   } satisfies StreamConsumer;
+}
+
+/**
+ * One consumer per billing stream shard (store.billing_stream_shards), seen as one: counters and status
+ * add up, stop stops them all. Each shard has its own connections, so a blocking read of one never
+ * holds up another (in a cluster the shards live on different nodes).
+ */
+export async function startShardedConsumers(opts: StreamConsumerOptions): Promise<StreamConsumer> {
+  const count = Math.max(1, opts.store.billingStreamShards);
+  if (count === 1) return startStreamConsumer(opts);
+  const consumers = await Promise.all(
+    Array.from({ length: count }, (_, shard) => startStreamConsumer({ ...opts, shard })),
+  );
+  return {
+    name: consumers[0]!.name,
+    counters() {
+      const all = consumers.map((c) => c.counters());
+      return {
+        delivered: all.reduce((n, c) => n + c.delivered, 0),
+        failedAttempts: all.reduce((n, c) => n + c.failedAttempts, 0),
+        deadLettered: all.reduce((n, c) => n + c.deadLettered, 0),
+        reclaimed: all.reduce((n, c) => n + c.reclaimed, 0),
+        inFlight: all.reduce((n, c) => n + c.inFlight, 0),
+        lastError: all.find((c) => c.lastError !== undefined)?.lastError,
+      };
+    },
+    async status() {
+      const all = await Promise.all(consumers.map((c) => c.status()));
+      return {
+        pending: all.reduce((n, s) => n + s.pending, 0),
+        claimed: all.reduce((n, s) => n + s.claimed, 0),
+        deadLetter: all.reduce((n, s) => n + s.deadLetter, 0),
+      };
+    },
+    async stop(stopOpts) {
+      await Promise.all(consumers.map((c) => c.stop(stopOpts)));
+    },
+  };
 }

@@ -92,6 +92,10 @@ export interface StoreConfig {
   readonly enabled: boolean;
   /** redis:// or rediss:// URL; with sentinels, only its credentials, database and TLS are used. */
   readonly addr: string;
+  /** A Redis Cluster: `addr` lists seed nodes (comma-separated URLs). */
+  readonly cluster: boolean;
+  /** Usage-event streams (docs/operations.md "Keys in Redis"). */
+  readonly billingStreamShards: number;
   /** Sentinels of a failover setup; empty = connect to addr directly. */
   readonly sentinels: readonly { readonly host: string; readonly port: number }[];
   readonly sentinelName: string;

@@ -9,7 +9,7 @@
 
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { StoreConfig } from '../common/config-types.ts';
 
@@ -93,7 +93,7 @@ function sentinelOptions(config: StoreConfig, tls: boolean): RedisOptions {
  * attempt), never with the password. Wait for `waitReady` before relying on it: commands fail while down.
  */
 export function createRedisClient(config: StoreConfig, opts: RedisClientOptions = {}): Redis {
-  const client = new Redis(redisOptions(config, opts));
+  const client = config.cluster ? createClusterClient(config, opts) : new Redis(redisOptions(config, opts));
   const log = opts.logger;
   let down = false;
   client.on('error', (err: Error) => {
@@ -109,6 +109,64 @@ export function createRedisClient(config: StoreConfig, opts: RedisClientOptions 
     down = false;
   });
   return client;
+}
+
+/** The seed nodes of `addr` (comma-separated URLs) as host and port. */
+export function clusterSeeds(addr: string): { host: string; port: number }[] {
+  return addr
+    .split(',')
+    .map((a) => a.trim())
+    .filter((a) => a !== '')
+    .map((a) => {
+      const url = new URL(a);
+      return { host: url.hostname.replace(/^\[|\]$/g, ''), port: url.port === '' ? 6379 : Number(url.port) };
+    });
+}
+
+/**
+ * An ioredis Cluster client with the same per-node options as a single endpoint (credentials and TLS of
+ * the first seed URL). It answers the commands the adapters use with the same shapes; every command or
+ * script of theirs touches keys of one hash slot (KeyLayout), which is all a cluster client can route.
+ */
+function createClusterClient(config: StoreConfig, opts: RedisClientOptions): Redis {
+  const first = config.addr.split(',')[0]?.trim() ?? '';
+  const {
+    host: _h,
+    port: _p,
+    db: _db,
+    retryStrategy: _r,
+    enableOfflineQueue: _o,
+    ...perNode
+  } = redisOptions({ ...config, addr: first, sentinels: [] }, opts);
+  const cluster = new Cluster(clusterSeeds(config.addr), {
+    redisOptions: perNode,
+    enableOfflineQueue: false,
+    clusterRetryStrategy: (times: number) => reconnectDelay(times),
+    enableAutoPipelining: perNode.enableAutoPipelining,
+    // Reads go to primaries: a replica may not have the latest key revocation yet.
+    scaleReads: 'master',
+    slotsRefreshTimeout: Math.max(1000, config.operationTimeoutMs * 2),
+  });
+  // Same command surface; the adapters never use what differs (db selection, MONITOR, SUBSCRIBE).
+  return cluster as unknown as Redis;
+}
+
+/** A plain client of one node of a cluster, with the credentials and TLS of the first seed URL. */
+export function createNodeClient(
+  config: StoreConfig,
+  host: string,
+  port: number,
+  opts: RedisClientOptions = {},
+): Redis {
+  const first = new URL(config.addr.split(',')[0]?.trim() ?? 'redis://localhost');
+  first.hostname = host.includes(':') ? `[${host}]` : host;
+  first.port = String(port);
+  return createRedisClient({ ...config, cluster: false, sentinels: [], addr: first.toString() }, opts);
+}
+
+/** Whether a client made by createRedisClient talks to a cluster. */
+export function isClusterClient(client: Redis): boolean {
+  return (client as unknown) instanceof Cluster;
 }
 
 /** Resolves true once the client is ready, false after `timeoutMs` (the client keeps trying). */
@@ -171,12 +229,17 @@ export function redactAddr(addr: string, config?: Pick<StoreConfig, 'sentinels' 
   if (config !== undefined && config.sentinels.length > 0) {
     return `sentinel ${config.sentinelName}@${config.sentinels.map((s) => `${s.host}:${s.port}`).join(',')}`;
   }
-  try {
-    const url = new URL(addr);
-    return `${url.protocol}//${url.host}`;
-  } catch {
-    return '(invalid address)';
-  }
+  return addr
+    .split(',')
+    .map((one) => {
+      try {
+        const url = new URL(one.trim());
+        return `${url.protocol}//${url.host}`;
+      } catch {
+        return '(invalid address)';
+      }
+    })
+    .join(',');
 }
 
 /** Consumer name when billing_consumer_name is empty: unique per process. */
@@ -184,8 +247,22 @@ export function defaultConsumerName(): string {
   return `${hostname()}-${process.pid}`;
 }
 
-/** The key layout (docs/operations.md "Keys in Redis"), all under key_prefix. */
+/** One usage-event stream and the keys that go with it (one hash slot in a cluster). */
+export interface StreamShardKeys {
+  readonly stream: string;
+  /** stream entry id -> counted delivery attempts. */
+  readonly attempts: string;
+  readonly deadLetter: string;
+}
+
+/**
+ * The key layout (docs/operations.md "Keys in Redis"), all under key_prefix. In a cluster every key a
+ * request reads (access keys, subjects, balances, webhook ids) carries the hash tag `{state}`, so one
+ * script reads them all on one node, and each stream shard has a tag of its own, so shards spread over
+ * slots.
+ */
 export interface KeyLayout {
+  /** What every state key starts with: key_prefix, and in a cluster the `{state}` tag after it. */
   readonly prefix: string;
   accessKey(name: string): string;
   readonly accessKeyIndex: string;
@@ -194,15 +271,26 @@ export interface KeyLayout {
   balance(type: string, id: string, currency: string): string;
   /** Single-flight refresh lock of one cached balance. */
   balanceLock(type: string, id: string, currency: string): string;
-  readonly stream: string;
-  /** stream entry id -> counted delivery attempts. */
-  readonly attempts: string;
-  readonly deadLetter: string;
+  /** billing_stream_shards streams; shard 0 of a single endpoint is the stream of earlier versions. */
+  readonly shards: readonly StreamShardKeys[];
 }
 
-export function createKeyLayout(config: Pick<StoreConfig, 'keyPrefix' | 'billingStream'>): KeyLayout {
-  const p = config.keyPrefix;
-  const stream = `${p}${config.billingStream}`;
+export function createKeyLayout(
+  config: Pick<StoreConfig, 'keyPrefix' | 'billingStream'> &
+    Partial<Pick<StoreConfig, 'cluster' | 'billingStreamShards'>>,
+): KeyLayout {
+  const cluster = config.cluster === true;
+  const p = cluster ? `${config.keyPrefix}{state}` : config.keyPrefix;
+  const shardCount = Math.max(1, config.billingStreamShards ?? 1);
+  const base = config.billingStream;
+  const shards = Array.from({ length: shardCount }, (_, k) => {
+    const stream = cluster
+      ? `${config.keyPrefix}{${base}:${k}}`
+      : k === 0
+        ? `${config.keyPrefix}${base}`
+        : `${config.keyPrefix}${base}:${k}`;
+    return { stream, attempts: `${stream}:attempts`, deadLetter: `${stream}:dead-letter` };
+  });
   return {
     prefix: p,
     accessKey: (name) => `${p}access_key:${name}`,
@@ -211,9 +299,7 @@ export function createKeyLayout(config: Pick<StoreConfig, 'keyPrefix' | 'billing
     webhook: (id) => `${p}webhook:${id}`,
     balance: (type, id, currency) => `${p}balance:${type}:${id}:${currency}`,
     balanceLock: (type, id, currency) => `${p}balance:${type}:${id}:${currency}:lock`,
-    stream,
-    attempts: `${stream}:attempts`,
-    deadLetter: `${stream}:dead-letter`,
+    shards,
   };
 }
 

@@ -6,7 +6,7 @@ import { parseAccessKey } from './redis-access-keys.ts';
 import { defineScript, type KeyLayout, type Redis } from './redis-client.ts';
 import { type ViewCache, viewCacheKey } from './view-cache.ts';
 
-// ARGV: prefix, key hash ('' = no key lookup), subject type, subject id, read subject ('1'/'0'), currency.
+// KEYS: the access-key index (routing). ARGV: prefix, key hash ('' = no key lookup), subject type, subject id, read subject ('1'/'0'), currency.
 // Returns {record (flat HGETALL) | false, subject json | false, balance json | false, balance PTTL,
 // key name | false, subject type, subject id} (the last ones say which keys were read, for the view cache).
 const VIEW_LUA = `
@@ -70,7 +70,9 @@ async function readView(client: Redis, k: KeyLayout, query: RequestViewQuery): P
   const subject = query.subject;
   const reply = (await VIEW.run(
     client,
-    [],
+    // Declared for routing only: in a cluster it sends the script to the node of the state slot, where
+    // every key the script builds lives (KeyLayout's `{state}` tag).
+    [k.accessKeyIndex],
     [
       k.prefix,
       query.keyHash ?? '',

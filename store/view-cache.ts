@@ -21,10 +21,11 @@
 // Misses are cached too (an unknown key hash, no subject state), so the entry count is capped; the oldest
 // entries go first.
 
+import type { Cluster } from 'ioredis';
 import type { Logger } from 'pino';
 import type { StoreConfig } from '../common/config-types.ts';
 import type { RequestView } from '../common/store-types.ts';
-import { createRedisClient, type Redis } from './redis-client.ts';
+import { createNodeClient, createRedisClient, type Redis } from './redis-client.ts';
 
 export interface ViewCacheOptions {
   /** Longest life of an entry, ms. */
@@ -85,12 +86,6 @@ export function openViewCache(config: StoreConfig, opts: ViewCacheOptions): View
   let live = false;
   let closed = false;
 
-  const sub: Redis = createRedisClient(config, {
-    logger: opts.logger,
-    connectionName: 'router-store-tracking',
-    subscriber: true,
-  });
-
   function remove(cacheKey: string): void {
     const entry = entries.get(cacheKey);
     if (entry === undefined) return;
@@ -120,7 +115,7 @@ export function openViewCache(config: StoreConfig, opts: ViewCacheOptions): View
     clear();
   }
 
-  sub.on('messageBuffer', (channel: Buffer, message: Buffer[] | Buffer | null) => {
+  function onInvalidate(channel: Buffer, message: Buffer[] | Buffer | null): void {
     if (String(channel) !== INVALIDATE_CHANNEL) return;
     epoch++;
     invalidations++;
@@ -130,14 +125,29 @@ export function openViewCache(config: StoreConfig, opts: ViewCacheOptions): View
       return;
     }
     for (const key of Array.isArray(message) ? message : [message]) dropKey(key.toString());
-  });
-  // Any break of the connection loses invalidations: stop serving until tracking is on again.
-  sub.on('close', stop);
-  sub.on('ready', () => {
-    void track();
-  });
+  }
 
-  async function track(): Promise<void> {
+  // One tracking connection per server: the endpoint, or every node of a cluster (the node that holds
+  // the state slot now, and any that may take it over). The cache serves only while all of them track.
+  const trackers = new Map<string, { sub: Redis; live: boolean }>();
+  const allLive = () => trackers.size > 0 && [...trackers.values()].every((t) => t.live);
+
+  function addTracker(id: string, sub: Redis): void {
+    const t = { sub, live: false };
+    trackers.set(id, t);
+    sub.on('messageBuffer', onInvalidate);
+    // Any break of a connection loses invalidations: stop serving until tracking is on again.
+    sub.on('close', () => {
+      t.live = false;
+      stop();
+    });
+    sub.on('ready', () => {
+      void track(t);
+    });
+  }
+
+  async function track(t: { sub: Redis; live: boolean }): Promise<void> {
+    const sub = t.sub;
     try {
       const id = await sub.client('ID');
       const args: (string | number)[] = ['TRACKING', 'ON', 'REDIRECT', String(id), 'BCAST'];
@@ -145,8 +155,11 @@ export function openViewCache(config: StoreConfig, opts: ViewCacheOptions): View
       await sub.call('CLIENT', ...args);
       await sub.subscribe(INVALIDATE_CHANNEL);
       if (closed || sub.status !== 'ready') return;
-      clear();
-      live = true;
+      t.live = true;
+      if (allLive() && !live) {
+        clear();
+        live = true;
+      }
     } catch (err) {
       // Older servers (< 6) or an ACL without CLIENT: the cache stays off and every view reads Redis.
       opts.logger?.warn(
@@ -154,6 +167,44 @@ export function openViewCache(config: StoreConfig, opts: ViewCacheOptions): View
         'store client-side caching unavailable; reading every request view from the store',
       );
     }
+  }
+
+  let topology: Cluster | undefined;
+  if (config.cluster) {
+    topology = createRedisClient(config, { connectionName: 'router-store-topology' }) as unknown as Cluster;
+    const follow = (node: Redis) => {
+      const { host, port } = node.options;
+      const id = `${host}:${port}`;
+      if (closed || trackers.has(id)) return;
+      // A node joined: until it tracks too, the cache does not serve.
+      stop();
+      addTracker(
+        id,
+        createNodeClient(config, host ?? '127.0.0.1', port ?? 6379, {
+          logger: opts.logger,
+          connectionName: 'router-store-tracking',
+          subscriber: true,
+        }),
+      );
+    };
+    topology.on('+node', follow);
+    topology.on('-node', (node: Redis) => {
+      const id = `${node.options.host}:${node.options.port}`;
+      const t = trackers.get(id);
+      if (t === undefined) return;
+      trackers.delete(id);
+      t.sub.disconnect();
+    });
+    topology.on('error', () => {});
+  } else {
+    addTracker(
+      'endpoint',
+      createRedisClient(config, {
+        logger: opts.logger,
+        connectionName: 'router-store-tracking',
+        subscriber: true,
+      }),
+    );
   }
 
   const cache: ViewCache = {
@@ -203,7 +254,8 @@ export function openViewCache(config: StoreConfig, opts: ViewCacheOptions): View
       closed = true;
       openCaches.delete(cache);
       stop();
-      sub.disconnect();
+      topology?.disconnect();
+      for (const t of trackers.values()) t.sub.disconnect();
     },
   };
   openCaches.add(cache);

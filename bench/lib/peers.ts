@@ -27,7 +27,8 @@ export type PeerId =
   | 'gateway-redis'
   | 'portkey'
   | 'gateway-info-log'
-  | 'node-floor';
+  | 'node-floor'
+  | 'gateway-2w';
 /** `nginx` kind: a transparent proxy that gets the simulator's own request (node-floor is one too). */
 export type PeerKind = 'direct' | 'nginx' | 'gateway' | 'portkey';
 
@@ -40,6 +41,7 @@ export const PEER_LABELS: Record<PeerId, string> = {
   portkey: 'Portkey gateway',
   'gateway-info-log': 'gateway, billing off, info-level access log',
   'node-floor': 'bare Node forwarder (floor)',
+  'gateway-2w': 'gateway, 2 workers, file mode, billing off',
 };
 
 export interface Peer {
@@ -158,6 +160,8 @@ export interface GatewayVariant {
   logLevel?: 'warn' | 'info';
   /** Billing on but no sidecar (events stay in the outbox): the serving path's own share of billing. */
   noSidecar?: boolean;
+  /** `workers:` of the configuration (default 1). */
+  workers?: number;
 }
 
 /** The main configuration as JSON (a YAML subset), every path absolute. */
@@ -171,12 +175,14 @@ export async function writeGatewayConfig(
     logLevel?: string;
     sidecarPort?: number;
     noSidecar?: boolean;
+    workers?: number;
   },
 ): Promise<string> {
   const dir = join(ws.tmp, name);
   await mkdir(dir, { recursive: true });
   const config: Record<string, unknown> = {
     listen: `127.0.0.1:${opts.listenPort}`,
+    workers: opts.workers ?? 1,
     providers_dir: join(ws.repo, 'deploy/config/providers'),
     models: join(ws.repo, 'deploy/config/models.yaml'),
     log: { level: opts.logLevel ?? 'warn' },
@@ -219,6 +225,7 @@ export async function startGatewayProcess(
     redisUrl: variant.redisUrl,
     logLevel: variant.logLevel,
     noSidecar: variant.noSidecar,
+    workers: variant.workers,
   });
   const env = cleanEnv();
   for (const provider of ['OPENAI', 'ANTHROPIC', 'GEMINI']) {

@@ -7,6 +7,7 @@ import type { ChatResult } from '../scenarios/chat.ts';
 import type { GrowthResult } from '../scenarios/growth.ts';
 import type { StreamResult } from '../scenarios/stream.ts';
 import type { TranslateResult } from '../scenarios/translate.ts';
+import type { WorkersResult } from '../scenarios/workers.ts';
 import { isError, type Measured } from './context.ts';
 import type { ThroughputResult } from './load.ts';
 import type { MachineInfo } from './machine.ts';
@@ -29,6 +30,7 @@ export interface BenchResults {
   growth?: GrowthResult;
   backlog?: Measured<BacklogResult>;
   abuse?: PeerMap<AbuseResult>;
+  workers?: WorkersResult;
 }
 
 export interface TargetRow {
@@ -689,6 +691,7 @@ export function renderMarkdown(r: BenchResults): string {
   }
 
   if (r.abuse) out.push(...renderAbuse(r));
+  if (r.workers) out.push(...renderWorkers(r.workers));
 
   out.push('## Notes', '');
   const notes: string[] = [];
@@ -710,4 +713,32 @@ export function renderMarkdown(r: BenchResults): string {
     );
   out.push(notes.join('\n'), '');
   return out.join('\n');
+}
+
+function renderWorkers(w: WorkersResult): string[] {
+  const rows: string[][] = [];
+  for (const [id, m] of Object.entries(w.runs) as [PeerId, Measured<WorkersResult['runs'][PeerId]>][]) {
+    const run = ok(m);
+    if (run === undefined) {
+      rows.push(errorRow(id, isError(m) ? m.error : 'missing', 4));
+      continue;
+    }
+    rows.push([
+      PEER_LABELS[id],
+      num(run.requestsPerSec, 1),
+      `${num(run.cpuUsPerRequest, 1)} µs`,
+      run.rounds.map((x) => `${num(x.cpuUsPerRequest, 1)}`).join(', '),
+    ]);
+  }
+  return [
+    '## Workers: one process against `workers: 2`',
+    '',
+    `Chat at c=${w.connections} on ${w.cores} cores shared with the load generator and the simulator, in interleaved rounds; CPU of the whole process tree (the primary included) per request served, from /proc. On so few shared cores a second worker cannot add throughput: CPU per request is the figure that carries to larger hosts.`,
+    '',
+    table(
+      ['peer', 'req/s (median round)', 'CPU per request (median)', 'CPU per request, each round (µs)'],
+      rows,
+    ),
+    '',
+  ];
 }

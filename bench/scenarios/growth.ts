@@ -18,7 +18,7 @@ export interface GrowthResult {
   streams: Record<string, Partial<Record<PeerId, Measured<StreamWithResources>>>>;
 }
 
-export const GROWTH_PEERS: PeerId[] = ['direct', 'nginx', 'gateway', 'portkey'];
+export const GROWTH_PEERS: PeerId[] = ['direct', 'nginx', 'gateway', 'gateway-2w', 'portkey'];
 
 export function sizeLabel(bytes: number): string {
   return bytes >= 1024 * 1024 ? `${bytes / (1024 * 1024)} MB` : `${bytes / 1024} KB`;

@@ -115,6 +115,24 @@ export function checkCrossFields(raw: RawConfig, report: ReturnType<typeof repor
         'store.addr is empty (required when store.enabled is true, unless store.sentinels are given)',
         '/store/enabled',
       );
+    if (store.cluster && store.sentinels.length > 0)
+      report(
+        '/store/cluster',
+        'store.cluster and store.sentinels exclude each other: a Redis Cluster fails over by itself',
+        '/store/sentinels',
+      );
+    if (!store.cluster && (store.addr ?? '').includes(','))
+      report(
+        '/store/addr',
+        'store.addr lists several addresses: set store.cluster: true for the seed nodes of a Redis Cluster, or give one endpoint',
+        '/store/cluster',
+      );
+    if (store.cluster && store.billing_wait_replicas > 0)
+      report(
+        '/store/billing_wait_replicas',
+        'store.billing_wait_replicas is not supported with store.cluster yet: set it to 0 (cluster replicas fail over by themselves; a failover may lose the last unreplicated batch)',
+        '/store/cluster',
+      );
     if (empty(store.access_key_hash_secret)) {
       report(
         '/store/access_key_hash_secret',

@@ -37,6 +37,8 @@ export const ENV_OVERRIDES: readonly EnvOverride[] = [
   env('ROUTER_BILLING_WEBHOOK_SECRET', 'string', 'billing.balance_enforcement.webhook_secret'),
   env('ROUTER_STORE_ENABLED', 'boolean', 'store.enabled'),
   env('ROUTER_STORE_ADDR', 'string', 'store.addr'),
+  env('ROUTER_STORE_CLUSTER', 'boolean', 'store.cluster'),
+  env('ROUTER_STORE_BILLING_STREAM_SHARDS', 'integer', 'store.billing_stream_shards'),
   env('ROUTER_STORE_PASSWORD', 'string', 'store.password'),
   env('ROUTER_ACCESS_KEY_HASH_SECRET', 'string', 'store.access_key_hash_secret'),
   env('ROUTER_BILLING_OUTBOX_DIR', 'string', 'billing.outbox_dir'),

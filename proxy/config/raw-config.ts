@@ -90,6 +90,8 @@ function toStore(raw: RawConfig['store']): StoreConfig {
   return {
     enabled: raw.enabled,
     addr,
+    cluster: raw.cluster,
+    billingStreamShards: raw.billing_stream_shards,
     sentinels: raw.sentinels.map((hostPort) => {
       const colon = hostPort.lastIndexOf(':');
       return { host: hostPort.slice(0, colon), port: Number(hostPort.slice(colon + 1)) };

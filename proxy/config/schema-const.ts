@@ -429,12 +429,25 @@ export const ROUTER_CONFIG_SCHEMA = {
         },
         "addr": {
           "type": "string",
-          "description": "Single endpoint URL, redis:// or rediss://. Env ROUTER_STORE_ADDR.",
-          "pattern": "^rediss?://.+",
-          "patternErrorMessage": "must be a redis:// or rediss:// URL",
+          "description": "Single endpoint URL, redis:// or rediss://; with cluster: true, the seed nodes as comma-separated URLs (the first one's credentials and TLS apply to all). Env ROUTER_STORE_ADDR.",
+          "pattern": "^rediss?://[^,]+(,rediss?://[^,]+)*$",
+          "patternErrorMessage": "must be a redis:// or rediss:// URL (several, comma-separated, for the seed nodes of a cluster)",
           "examples": [
-            "redis://127.0.0.1:6379"
+            "redis://127.0.0.1:6379",
+            "redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379"
           ]
+        },
+        "cluster": {
+          "type": "boolean",
+          "description": "The store is a Redis Cluster (or a managed cluster-mode service): addr lists seed nodes, subject and key state share one hash slot, and the billing stream is sharded over billing_stream_shards slots. Env ROUTER_STORE_CLUSTER.",
+          "default": false
+        },
+        "billing_stream_shards": {
+          "type": "integer",
+          "description": "Usage-event streams the gateways spread their batches over; every sidecar consumes all of them. More than 1 spreads the event rate over several Redis cores in a cluster. Env ROUTER_STORE_BILLING_STREAM_SHARDS.",
+          "default": 1,
+          "minimum": 1,
+          "maximum": 64
         },
         "sentinels": {
           "type": "array",

@@ -197,9 +197,12 @@ test('store mode: list, show, dry run, atomic replay (twice at once queues once)
   });
   const billing = { retryIntervalMs: 5, maxRetryIntervalMs: 20 };
   for (const i of [0, 1, 2])
-    await redis.admin.xadd(keys.stream, '*', 'payload', JSON.stringify(makeEvent(i)));
+    await redis.admin.xadd(keys.shards[0]!.stream, '*', 'payload', JSON.stringify(makeEvent(i)));
   consumer = await startStreamConsumer({ store, billing, client });
-  await waitUntil(async () => (await redis.admin.xlen(keys.deadLetter)) === 3, 'three dead letters');
+  await waitUntil(
+    async () => (await redis.admin.xlen(keys.shards[0]!.deadLetter)) === 3,
+    'three dead letters',
+  );
   await consumer.stop();
   consumer = undefined;
 
@@ -216,28 +219,28 @@ test('store mode: list, show, dry run, atomic replay (twice at once queues once)
 
   const dry = await admin('dead-letter', 'replay', ...cfg, '--all', '--dry-run');
   assert.equal(dry.out.match(/^would queue /gm)?.length, 3);
-  assert.equal(await redis.admin.xlen(keys.deadLetter), 3);
-  assert.equal(await redis.admin.xlen(keys.stream), 0);
+  assert.equal(await redis.admin.xlen(keys.shards[0]!.deadLetter), 3);
+  assert.equal(await redis.admin.xlen(keys.shards[0]!.stream), 0);
 
   const [a, b] = await Promise.all([
     admin('dead-letter', 'replay', ...cfg, ids[0]!),
     admin('dead-letter', 'replay', ...cfg, ids[0]!),
   ]);
   assert.deepEqual([a.code, b.code].sort(), [0, 1], `${a.out} / ${b.out}`);
-  assert.equal(await redis.admin.xlen(keys.stream), 1, 'queued once');
-  assert.equal(await redis.admin.xlen(keys.deadLetter), 2);
+  assert.equal(await redis.admin.xlen(keys.shards[0]!.stream), 1, 'queued once');
+  assert.equal(await redis.admin.xlen(keys.shards[0]!.deadLetter), 2);
 
   const rest = await admin('dead-letter', 'replay', ...cfg, '--all');
   assert.equal(rest.code, 0, rest.err);
   assert.match(rest.out, /^queued \S+ \(request req-\d\) -> \d+-\d+$/m);
-  assert.equal(await redis.admin.xlen(keys.stream), 3);
-  assert.equal(await redis.admin.xlen(keys.deadLetter), 0);
+  assert.equal(await redis.admin.xlen(keys.shards[0]!.stream), 3);
+  assert.equal(await redis.admin.xlen(keys.shards[0]!.deadLetter), 0);
   assert.equal((await admin('dead-letter', 'replay', ...cfg, ids[1]!)).code, 1, 'gone: not found');
 
   sim.setRuleSet('rs_router', 'published');
   consumer = await startStreamConsumer({ store, billing, client });
   await sim.waitForEvents(3, 10_000);
-  await waitUntil(async () => (await redis.admin.xlen(keys.stream)) === 0, 'delivered');
+  await waitUntil(async () => (await redis.admin.xlen(keys.shards[0]!.stream)) === 0, 'delivered');
   assert.equal(sim.duplicates, 0);
   assert.deepEqual(sim.events.map((e) => e.external_event_id).sort(), ['req-0', 'req-1', 'req-2']);
 });

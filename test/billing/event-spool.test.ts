@@ -58,7 +58,7 @@ test('Redis down: the queue spools each event, on disk once recorded() resolves;
     restarted = true;
     await waitUntil(async () => (await spool.pending()) === 0, 'the spool moved to the stream');
     assert.deepEqual(
-      (await streamIds(keys.stream)).sort(),
+      (await streamIds(keys.shards[0]!.stream)).sort(),
       Array.from({ length: 5 }, (_, i) => `router:req-${i}`).sort(),
     );
     await queue.settled();
@@ -87,7 +87,7 @@ test('a mover that died between XADD and checkpoint moves again: nothing twice o
   const second = await openEventSpool(root, store);
   await waitUntil(async () => (await second.pending()) === 0, 'moved');
   await second.close();
-  assert.deepEqual((await streamIds(keys.stream)).sort(), [...expected].sort());
+  assert.deepEqual((await streamIds(keys.shards[0]!.stream)).sort(), [...expected].sort());
 
   // The spool as it was before the move: the state a crash after the XADDs and before the checkpoint
   // leaves behind. The next mover sends all 150 again; the markers keep them off the stream.
@@ -96,8 +96,8 @@ test('a mover that died between XADD and checkpoint moves again: nothing twice o
   const third = await openEventSpool(root, store);
   await waitUntil(async () => (await third.pending()) === 0, 'moved again');
   await third.close();
-  assert.deepEqual((await streamIds(keys.stream)).sort(), [...expected].sort(), 'each event once');
-  const ttl = await redis.admin.pttl(`${keys.stream}:moved:router:req-0`);
+  assert.deepEqual((await streamIds(keys.shards[0]!.stream)).sort(), [...expected].sort(), 'each event once');
+  const ttl = await redis.admin.pttl(`${keys.shards[0]!.stream}:moved:router:req-0`);
   assert.ok(ttl > 0, 'the markers expire');
 });
 
@@ -120,7 +120,7 @@ test('a second spool takes the next slot; a slot whose writer is gone is drained
   assert.equal(c.dir, join(root, 'spool', '0'));
   await waitUntil(async () => (await c.pending()) === 0, 'both slots moved');
   await c.close();
-  assert.deepEqual((await streamIds(keys.stream)).sort(), ['router:req-0', 'router:req-1']);
+  assert.deepEqual((await streamIds(keys.shards[0]!.stream)).sort(), ['router:req-0', 'router:req-1']);
 });
 
 test('with billing_wait_replicas, a move no replica acknowledged stays in the spool (moved again later)', async () => {
@@ -132,7 +132,10 @@ test('with billing_wait_replicas, a move no replica acknowledged stays in the sp
   try {
     await spool.append(makeEvent(1));
     // The move itself reaches the stream (and is marked), but is not acknowledged by a replica.
-    await waitUntil(async () => (await streamIds(keys.stream)).length === 1, 'the move was attempted');
+    await waitUntil(
+      async () => (await streamIds(keys.shards[0]!.stream)).length === 1,
+      'the move was attempted',
+    );
     assert.equal(await spool.pending(), 1, 'still pending: no replica has it');
   } finally {
     await spool.close();

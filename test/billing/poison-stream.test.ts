@@ -76,7 +76,7 @@ async function parts(
 async function enqueue(p: Parts, events: UsageEvent[]): Promise<string[]> {
   const ids: string[] = [];
   for (const e of events)
-    ids.push((await redis.admin.xadd(p.keys.stream, '*', 'payload', JSON.stringify(e))) ?? '');
+    ids.push((await redis.admin.xadd(p.keys.shards[0]!.stream, '*', 'payload', JSON.stringify(e))) ?? '');
   return ids;
 }
 
@@ -86,7 +86,7 @@ function oversized(i: number): UsageEvent {
 }
 
 async function deadLetterFields(p: Parts): Promise<Record<string, string>[]> {
-  return (await redis.admin.xrange(p.keys.deadLetter, '-', '+')).map(([, f]) => {
+  return (await redis.admin.xrange(p.keys.shards[0]!.deadLetter, '-', '+')).map(([, f]) => {
     const o: Record<string, string> = {};
     for (let i = 0; i + 1 < f.length; i += 2) o[f[i]!] = f[i + 1]!;
     return o;
@@ -100,8 +100,11 @@ test('poison entry dropped mid-upload: dead-lettered after billing_max_attempts,
   await enqueue(p, [oversized(0), ...others()]);
   const consumer = await p.start();
   await p.sim.waitForEvents(EVENTS - 1, 15_000);
-  await waitUntil(async () => (await redis.admin.xlen(p.keys.deadLetter)) === 1, 'one dead letter');
-  await waitUntil(async () => (await redis.admin.xlen(p.keys.stream)) === 0, 'stream emptied');
+  await waitUntil(
+    async () => (await redis.admin.xlen(p.keys.shards[0]!.deadLetter)) === 1,
+    'one dead letter',
+  );
+  await waitUntil(async () => (await redis.admin.xlen(p.keys.shards[0]!.stream)) === 0, 'stream emptied');
   const [dead] = await deadLetterFields(p);
   assert.ok(dead);
   assert.equal(dead.attempts, String(MAX_ATTEMPTS));
@@ -119,10 +122,16 @@ test('poison entry across a consumer restart: its count persists, max_attempts s
   // The first consumer's retry waits far longer than the test: it stops after one counted attempt.
   const first = await p.start({ retryIntervalMs: 600_000, maxRetryIntervalMs: 600_000 });
   await p.sim.waitForEvents(EVENTS - 1, 15_000);
-  await waitUntil(async () => (await redis.admin.hget(p.keys.attempts, poisonId)) === '1', 'one count');
+  await waitUntil(
+    async () => (await redis.admin.hget(p.keys.shards[0]!.attempts, poisonId)) === '1',
+    'one count',
+  );
   await first.stop({ abort: true });
   await p.start(); // same consumer name: takes its pending entry back with its count
-  await waitUntil(async () => (await redis.admin.xlen(p.keys.deadLetter)) === 1, 'one dead letter');
+  await waitUntil(
+    async () => (await redis.admin.xlen(p.keys.shards[0]!.deadLetter)) === 1,
+    'one dead letter',
+  );
   const [dead] = await deadLetterFields(p);
   assert.ok(dead);
   assert.equal(dead.attempts, String(MAX_ATTEMPTS));
@@ -143,12 +152,12 @@ test('500 to every ingest, however long and across a restart: nothing is dead-le
   await first.stop({ abort: true });
   const second = await p.start();
   await waitUntil(() => second.counters().failedAttempts >= 15 * MAX_ATTEMPTS, 'many more after a restart');
-  assert.equal(await redis.admin.xlen(p.keys.deadLetter), 0);
+  assert.equal(await redis.admin.xlen(p.keys.shards[0]!.deadLetter), 0);
   assert.equal(first.counters().deadLettered + second.counters().deadLettered, 0);
   p.sim.setFailure('none');
   await p.sim.waitForEvents(5, 15_000);
-  await waitUntil(async () => (await redis.admin.xlen(p.keys.stream)) === 0, 'stream emptied');
-  assert.equal(await redis.admin.xlen(p.keys.deadLetter), 0);
+  await waitUntil(async () => (await redis.admin.xlen(p.keys.shards[0]!.stream)) === 0, 'stream emptied');
+  assert.equal(await redis.admin.xlen(p.keys.shards[0]!.deadLetter), 0);
 });
 
 test('service down: nothing is dead-lettered; delivered once it is back', async (t) => {
@@ -161,10 +170,10 @@ test('service down: nothing is dead-lettered; delivered once it is back', async 
   );
   const consumer = await p.start();
   await waitUntil(() => consumer.counters().failedAttempts >= 10 * MAX_ATTEMPTS, 'many failed tries');
-  assert.equal(await redis.admin.xlen(p.keys.deadLetter), 0);
+  assert.equal(await redis.admin.xlen(p.keys.shards[0]!.deadLetter), 0);
   const back = await startBillingSim({ apiKey: 'sk-test', port });
   t.after(() => back.close());
   await back.waitForEvents(5, 15_000);
-  await waitUntil(async () => (await redis.admin.xlen(p.keys.stream)) === 0, 'stream emptied');
-  assert.equal(await redis.admin.xlen(p.keys.deadLetter), 0);
+  await waitUntil(async () => (await redis.admin.xlen(p.keys.shards[0]!.stream)) === 0, 'stream emptied');
+  assert.equal(await redis.admin.xlen(p.keys.shards[0]!.deadLetter), 0);
 });

@@ -59,7 +59,7 @@ test('the events of one turn go to the stream in one command, in order; recorded
   const sent = (await monitor.stop()).map((c) => c[0]).filter((c) => c === 'xadd' || c!.startsWith('eval'));
   assert.deepEqual(sent, ['eval'], 'one script call for the batch (its XADDs run inside it)');
 
-  const entries = await redis.admin.xrange(keys.stream, '-', '+');
+  const entries = await redis.admin.xrange(keys.shards[0]!.stream, '-', '+');
   assert.deepEqual(
     entries.map(([, fields]) => (JSON.parse(fields[1]!) as { external_event_id: string }).external_event_id),
     Array.from({ length: 20 }, (_, i) => `req-${i}`),
@@ -70,17 +70,17 @@ test('a command error fails each event of the batch on its own, and the queue go
   const store = testStoreConfig(redis.url);
   const keys = createKeyLayout(store);
   const queue = createRedisEventQueue(client, keys);
-  await redis.admin.set(keys.stream, 'not a stream');
+  await redis.admin.set(keys.shards[0]!.stream, 'not a stream');
   const failed = await Promise.allSettled([queue.enqueue(makeEvent(1)), queue.enqueue(makeEvent(2))]);
   for (const r of failed) {
     assert.equal(r.status, 'rejected');
     assert.match(String((r as PromiseRejectedResult).reason), /WRONGTYPE/);
   }
-  await redis.admin.del(keys.stream);
+  await redis.admin.del(keys.shards[0]!.stream);
   // A lone event of its turn is a plain XADD.
   const monitor = await redis.monitor();
   await queue.enqueue(makeEvent(3));
-  assert.equal(await redis.admin.xlen(keys.stream), 1);
+  assert.equal(await redis.admin.xlen(keys.shards[0]!.stream), 1);
   const sent = (await monitor.stop()).map((c) => c[0]).filter((c) => c === 'xadd' || c!.startsWith('eval'));
   assert.deepEqual(sent, ['xadd']);
 });
@@ -101,7 +101,7 @@ test('with billing_wait_replicas, a batch no replica acknowledged is not counted
     });
     // The write itself went through: WAIT judges replication, not the write (the spool, when there is
     // one, takes the batch and the billing service counts a duplicate once).
-    assert.equal(await redis.admin.xlen(createKeyLayout(store).stream), 1);
+    assert.equal(await redis.admin.xlen(createKeyLayout(store).shards[0]!.stream), 1);
   } finally {
     own.disconnect();
   }

@@ -85,11 +85,11 @@ test('delivers every stream entry to the billing simulator once, then acks and d
     consumer = await startStreamConsumer({ store, billing: BILLING, client, window: 4 });
     await sim.waitForEvents(25, 10_000);
     const k = createKeyLayout(store);
-    await until(async () => (await redis.admin.xlen(k.stream)) === 0, 'stream emptied');
+    await until(async () => (await redis.admin.xlen(k.shards[0]!.stream)) === 0, 'stream emptied');
     assert.equal(sim.accepted, 25);
     assert.equal(sim.duplicates, 0);
     assert.deepEqual(await consumer.status(), { pending: 0, claimed: 0, deadLetter: 0 });
-    assert.equal(await redis.admin.exists(k.attempts), 0);
+    assert.equal(await redis.admin.exists(k.shards[0]!.attempts), 0);
     assert.equal(consumer.counters().delivered, 25);
   } finally {
     await consumer?.stop();
@@ -110,13 +110,16 @@ test('delivered entries are acknowledged in batches: one MULTI (XACK, XDEL, HDEL
   const before = await redis.commandCounts();
   const consumer = await startStreamConsumer({ store, billing: BILLING, client, window: 8 });
   try {
-    await until(async () => (await redis.admin.xlen(k.stream)) === 0, 'stream emptied');
+    await until(async () => (await redis.admin.xlen(k.shards[0]!.stream)) === 0, 'stream emptied');
     assert.equal(client.seen.length, 8);
     const delta = countDelta(before, await redis.commandCounts());
     assert.ok((delta.xack ?? 0) >= 1 && (delta.xack ?? 0) < 8, `batched XACKs: ${JSON.stringify(delta)}`);
     assert.equal(delta.xack, delta.xdel);
     assert.equal(delta.xack, delta.exec);
-    const pending = (await redis.admin.xpending(k.stream, 'router-billing')) as [number, ...unknown[]];
+    const pending = (await redis.admin.xpending(k.shards[0]!.stream, 'router-billing')) as [
+      number,
+      ...unknown[],
+    ];
     assert.equal(pending[0], 0, 'nothing left pending');
   } finally {
     await consumer.stop();
@@ -139,14 +142,14 @@ test('counted failures dead-letter at billing_max_attempts; outage failures are 
   const poison = { ...makeEvent(0), idempotency_key: 'router:req-poison', external_event_id: 'req-poison' };
   const outage = { ...makeEvent(1), idempotency_key: 'router:req-outage', external_event_id: 'req-outage' };
   await enqueue(store, [poison, outage]);
-  await redis.admin.xadd(k.stream, '*', 'payload', '{not json');
+  await redis.admin.xadd(k.shards[0]!.stream, '*', 'payload', '{not json');
   const consumer = await startStreamConsumer({ store, billing: BILLING, client, window: 4 });
   try {
-    await until(async () => (await redis.admin.xlen(k.deadLetter)) === 2, 'two dead letters');
-    await until(async () => (await redis.admin.xlen(k.stream)) === 0, 'stream emptied');
+    await until(async () => (await redis.admin.xlen(k.shards[0]!.deadLetter)) === 2, 'two dead letters');
+    await until(async () => (await redis.admin.xlen(k.shards[0]!.stream)) === 0, 'stream emptied');
     assert.equal(client.seen.filter((s) => s === 'router:req-poison').length, 3, 'three counted attempts');
     assert.equal(client.seen.filter((s) => s === 'router:req-outage').length, 7, 'six outages + success');
-    const dead = await redis.admin.xrange(k.deadLetter, '-', '+');
+    const dead = await redis.admin.xrange(k.shards[0]!.deadLetter, '-', '+');
     const fields = dead.map(([, f]) => {
       const o: Record<string, string> = {};
       for (let i = 0; i + 1 < f.length; i += 2) o[f[i]!] = f[i + 1]!;
@@ -156,7 +159,11 @@ test('counted failures dead-letter at billing_max_attempts; outage failures are 
     assert.equal(byCode.get('http_400')?.attempts, '3');
     assert.equal(JSON.parse(byCode.get('http_400')?.payload ?? '{}').idempotency_key, 'router:req-poison');
     assert.equal(byCode.get('invalid_payload')?.payload, '{not json');
-    assert.equal(await redis.admin.exists(k.attempts), 0, 'attempt counts removed with the entries');
+    assert.equal(
+      await redis.admin.exists(k.shards[0]!.attempts),
+      0,
+      'attempt counts removed with the entries',
+    );
     assert.deepEqual(await consumer.status(), { pending: 0, claimed: 0, deadLetter: 2 });
   } finally {
     await consumer.stop();
@@ -190,7 +197,7 @@ test("a dead consumer's pending entries are reclaimed by another after the idle 
     await until(async () => hanging.seen.length === 5, 'consumer A holding all five');
     // A "dies": its ingests never finish and its entries stay in its pending list.
     await a.stop({ abort: true });
-    const pending = (await redis.admin.xpending(k.stream, store.billingConsumerGroup)) as [
+    const pending = (await redis.admin.xpending(k.shards[0]!.stream, store.billingConsumerGroup)) as [
       number,
       string,
       string,
@@ -207,7 +214,7 @@ test("a dead consumer's pending entries are reclaimed by another after the idle 
       reclaimIntervalMs: 50,
     });
     await sim.waitForEvents(5, 10_000);
-    await until(async () => (await redis.admin.xlen(k.stream)) === 0, 'stream emptied');
+    await until(async () => (await redis.admin.xlen(k.shards[0]!.stream)) === 0, 'stream emptied');
     assert.equal(sim.accepted, 5);
     assert.equal(b.counters().reclaimed, 5);
     assert.deepEqual(
@@ -245,7 +252,7 @@ test('a live consumer keeps its entries: no reclaim while it retries past the id
   });
   try {
     const k = createKeyLayout(store);
-    await until(async () => (await redis.admin.xlen(k.stream)) === 0, 'delivered', 10_000);
+    await until(async () => (await redis.admin.xlen(k.shards[0]!.stream)) === 0, 'delivered', 10_000);
     assert.equal(other.seen.length, 0, 'the live owner was never robbed');
     assert.ok(slow.seen.length >= 2);
   } finally {
@@ -270,7 +277,7 @@ test('store restart: the consumer recreates its group and delivers new entries',
     await until(async () => (await redis.admin.ping().catch(() => '')) === 'PONG', 'admin reconnected');
     await enqueue(store, [makeEvent(301)]);
     await until(async () => client.seen.includes('router:req-301'), 'delivery after restart');
-    await until(async () => (await redis.admin.xlen(k.stream)) === 0, 'acked after restart');
+    await until(async () => (await redis.admin.xlen(k.shards[0]!.stream)) === 0, 'acked after restart');
   } finally {
     await consumer.stop();
   }

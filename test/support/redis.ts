@@ -249,6 +249,8 @@ export function testStoreConfig(url: string, overrides: Partial<StoreConfig> = {
   return {
     enabled: true,
     addr: url,
+    cluster: false,
+    billingStreamShards: 1,
     sentinels: [],
     sentinelName: 'mymaster',
     sentinelPassword: undefined,

@@ -100,12 +100,11 @@ end
 return out
 `);
 
-const STREAM_ID = /^\d+-\d+$/;
 const BATCH = 100;
 
 async function openStoreBackend(config: RouterConfig): Promise<DeadLetterBackend> {
   const store = config.store;
-  const where = `store ${redactAddr(store.addr, store)} (stream ${store.keyPrefix}${store.billingStream}:dead-letter)`;
+  const where = `store ${redactAddr(store.addr, store)} (the dead letters of ${store.billingStreamShards} billing stream shard${store.billingStreamShards === 1 ? '' : 's'})`;
   const readyTimeoutMs = Math.max(2000, store.operationTimeoutMs * 4);
   const { client, keys, connected } = await connectRedis(store, {
     connectionName: 'router-admin',
@@ -136,39 +135,61 @@ async function openStoreBackend(config: RouterConfig): Promise<DeadLetterBackend
     };
   }
 
+  // Entry ids are per stream: those of shard k > 0 carry the shard (`<k>/<id>`), as outbox slots do.
+  const qualify = (shard: number, id: string) => (shard === 0 ? id : `${shard}/${id}`);
+  const unqualify = (id: string): { shard: number; id: string } | undefined => {
+    const m = /^(?:([1-9][0-9]*)\/)?(\d+-\d+)$/.exec(id);
+    if (m === null) return undefined;
+    const shard = m[1] === undefined ? 0 : Number(m[1]);
+    return shard < keys.shards.length ? { shard, id: m[2]! } : undefined;
+  };
+
   async function list(): Promise<DeadLetterEntry[]> {
-    return (await client.xrange(keys.deadLetter, '-', '+')).map(toStoreEntry);
+    const perShard = await Promise.all(
+      keys.shards.map(async (shard, k) =>
+        (await client.xrange(shard.deadLetter, '-', '+')).map((e) => {
+          const entry = toStoreEntry(e);
+          return { ...entry, id: qualify(k, entry.id) };
+        }),
+      ),
+    );
+    return perShard.flat();
   }
 
   /** The entries of these ids that are in the dead letter now (for their request ids). */
   async function entries(ids: readonly string[]): Promise<Map<string, DeadLetterEntry>> {
-    const pipeline = client.pipeline();
-    for (const id of ids) pipeline.xrange(keys.deadLetter, id, id);
-    const replies = (await pipeline.exec()) ?? [];
     const out = new Map<string, DeadLetterEntry>();
-    for (const [err, reply] of replies) {
-      const found = err ? undefined : (reply as [string, string[]][])[0];
-      if (found !== undefined) out.set(found[0], toStoreEntry(found));
-    }
+    await Promise.all(
+      ids.map(async (id) => {
+        const where = unqualify(id);
+        if (where === undefined) return;
+        const found = (await client.xrange(keys.shards[where.shard]!.deadLetter, where.id, where.id))[0];
+        if (found !== undefined) out.set(id, { ...toStoreEntry(found), id });
+      }),
+    );
     return out;
   }
 
   async function replay(ids: readonly string[] | undefined, dryRun: boolean): Promise<ReplayResult[]> {
     const known = ids === undefined ? new Map((await list()).map((e) => [e.id, e])) : undefined;
     const wanted = [...new Set(ids ?? known?.keys() ?? [])];
-    const valid = wanted.filter((id) => STREAM_ID.test(id));
+    const valid = wanted.filter((id) => unqualify(id) !== undefined);
     const found = known ?? (await entries(valid));
     const moved = new Map<string, string>();
-    for (let i = 0; i < valid.length; i += BATCH) {
-      const batch = valid.slice(i, i + BATCH);
-      const reply = (await REPLAY.run(
-        client,
-        [keys.deadLetter, keys.stream],
-        [dryRun ? '1' : '0', ...batch],
-      )) as string[] | null;
-      batch.forEach((id, j) => {
-        moved.set(id, reply?.[j] ?? '');
-      });
+    // Back onto the stream of the same shard (one script per shard: its two keys share a slot).
+    for (let k = 0; k < keys.shards.length; k++) {
+      const mine = valid.filter((id) => unqualify(id)?.shard === k);
+      for (let i = 0; i < mine.length; i += BATCH) {
+        const batch = mine.slice(i, i + BATCH);
+        const reply = (await REPLAY.run(
+          client,
+          [keys.shards[k]!.deadLetter, keys.shards[k]!.stream],
+          [dryRun ? '1' : '0', ...batch.map((id) => unqualify(id)!.id)],
+        )) as string[] | null;
+        batch.forEach((id, j) => {
+          moved.set(id, reply?.[j] ?? '');
+        });
+      }
     }
     return wanted.map((id): ReplayResult => {
       const r = moved.get(id) ?? '';

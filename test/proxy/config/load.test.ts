@@ -1,6 +1,6 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${ENV}` in plain strings is the configuration syntax under test.
 import assert from 'node:assert/strict';
-import { homedir } from 'node:os';
+import { availableParallelism, homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { formatDiagnostic } from '../../../common/config-diagnostics.ts';
@@ -118,6 +118,8 @@ test('an empty file gets every documented default', async () => {
   assert.deepEqual(config.store, {
     enabled: false,
     addr: '',
+    cluster: false,
+    billingStreamShards: 1,
     sentinels: [],
     sentinelName: 'mymaster',
     sentinelPassword: undefined,
@@ -169,6 +171,9 @@ const FULL_ENV: Record<string, string> = {
   ROUTER_STORE_SENTINEL_PASSWORD: 'sentinel-password',
   ROUTER_STORE_KEY_PREFIX: 'prod:',
   ROUTER_ACCESS_KEY_PREVIOUS_HASH_SECRET: 'old-hash-secret',
+  ROUTER_WORKERS: '3',
+  ROUTER_STORE_CLUSTER: '0',
+  ROUTER_STORE_BILLING_STREAM_SHARDS: '4',
 };
 
 test('every ROUTER_* override reaches the configuration and wins over the file', async () => {
@@ -186,7 +191,8 @@ test('every ROUTER_* override reaches the configuration and wins over the file',
     '  base_url: http://file.example',
     '  listen: 127.0.0.1:1001',
     '  balance_enforcement: { currency: GBP, failure_mode: closed, request_timeout_ms: 5 }',
-    'store: { enabled: false, addr: redis://file:6379, key_prefix: "file:" }',
+    'store: { enabled: false, addr: redis://file:6379, key_prefix: "file:", cluster: true }',
+    'workers: 1',
   ].join('\n');
   const { config, diagnostics } = await loadText(file, FULL_ENV);
   assert.deepEqual(messages(diagnostics), []);
@@ -213,6 +219,9 @@ test('every ROUTER_* override reaches the configuration and wins over the file',
   const store = config.store;
   assert.equal(store.enabled, true);
   assert.equal(store.addr, 'rediss://cache.internal:6380');
+  assert.equal(store.cluster, false);
+  assert.equal(store.billingStreamShards, 4);
+  assert.equal(config.workers, 3);
   assert.equal(store.tls, true, 'rediss:// implies TLS');
   assert.equal(store.username, 'router');
   assert.deepEqual(store.sentinels, [
@@ -387,7 +396,20 @@ test('the store requires an address and the access-key hash secret', async () =>
     '2:12 store.access_key_hash_secret is empty (required when store.enabled is true)',
   ]);
   const bad = only((await loadText('store:\n  addr: http://cache:6379\n')).diagnostics);
-  assert.equal(bad.message, 'store.addr must be a redis:// or rediss:// URL');
+  assert.equal(
+    bad.message,
+    'store.addr must be a redis:// or rediss:// URL (several, comma-separated, for the seed nodes of a cluster)',
+  );
+  const seeds = 'redis://a:6379,redis://b:6379';
+  const single = only(
+    (await loadText(`store:\n  enabled: true\n  addr: ${seeds}\n  access_key_hash_secret: s\n`)).diagnostics,
+  );
+  assert.match(single.message, /set store\.cluster: true for the seed nodes/);
+  const { config, diagnostics } = await loadText(
+    `store:\n  enabled: true\n  cluster: true\n  addr: ${seeds}\n  access_key_hash_secret: s\n`,
+  );
+  assert.deepEqual(messages(diagnostics), []);
+  assert.equal(config?.store.cluster, true);
 });
 
 test('listen ports above 65535 and a sidecar sharing the gateway address are refused', async () => {
@@ -569,4 +591,15 @@ test('request_id.trusted_sources takes addresses and CIDR ranges; anything else 
     messages(bad.diagnostics)[0] ?? '',
     /:2:\d+: request_id\.trusted_sources\[0\] must be an IP address or CIDR range/,
   );
+});
+
+test('workers: a number of processes or "auto" (one per core); anything else is refused', async () => {
+  assert.equal((await loadText('workers: 4\n')).config?.workers, 4);
+  assert.equal((await loadText('workers: auto\n')).config?.workers, availableParallelism());
+  assert.equal((await loadText('{}\n', { ROUTER_WORKERS: '2' })).config?.workers, 2);
+  for (const bad of ['workers: 0', 'workers: many', 'workers: 1000']) {
+    const d = (await loadText(`${bad}\n`)).diagnostics;
+    assert.equal(d.length, 1, bad);
+    assert.match(d[0]!.message, /workers/, bad);
+  }
 });

@@ -1,0 +1,143 @@
+// Shared-store mode against a real three-primary Redis Cluster (store.cluster): key layout in hash slots
+// (every state key in the `{state}` slot, each billing stream shard in a slot of its own), the view read in
+// one script on the right node, the view cache kept exact by tracking on every node, usage events spread
+// over the shards and delivered from all of them, and a restart of the primary holding the state slot.
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { createRedisEventQueue } from '../../billing/redis-queue.ts';
+import { startShardedConsumers } from '../../billing/stream-consumer.ts';
+import type { StoreConfig } from '../../common/config-types.ts';
+import { hashAccessKey } from '../../hooks/builtin/auth.ts';
+import { createKeyLayout, createRedisClient, waitReady } from '../../store/redis-client.ts';
+import { openRedisStores } from '../../store/redis-store.ts';
+import { viewCacheKey } from '../../store/view-cache.ts';
+import { waitUntil } from '../support/billing-stack.ts';
+import { testKeyRecord, testStoreConfig } from '../support/redis.ts';
+import { type RedisClusterSetup, startRedisCluster } from '../support/redis-cluster.ts';
+import { makeEvent } from '../support/usage-events.ts';
+
+let cluster: RedisClusterSetup;
+
+before(async () => {
+  cluster = await startRedisCluster();
+});
+after(() => cluster?.close());
+
+function clusterConfig(overrides: Partial<StoreConfig> = {}): StoreConfig {
+  const addr = cluster.seeds
+    .split(',')
+    .map((s) => `redis://${s}`)
+    .join(',');
+  return testStoreConfig(addr, { cluster: true, ...overrides });
+}
+
+/** The slot of a key, as the cluster computes it. */
+async function slotOf(key: string): Promise<number> {
+  return Number(await cluster.admin.call('CLUSTER', 'KEYSLOT', key));
+}
+
+test('the key layout: state keys share the {state} slot, stream shards get slots of their own', async () => {
+  const k = createKeyLayout({
+    keyPrefix: 'router:',
+    billingStream: 'billing:events',
+    cluster: true,
+    billingStreamShards: 4,
+  });
+  const state = await slotOf(k.accessKeyIndex);
+  for (const key of [
+    k.accessKey('a'),
+    k.subject('api_key', 'x'),
+    k.balance('api_key', 'x', 'USD'),
+    k.balanceLock('api_key', 'x', 'USD'),
+    k.webhook('evt_1'),
+  ]) {
+    assert.ok(key.startsWith('router:'), key);
+    assert.equal(await slotOf(key), state, key);
+  }
+  const shardSlots = new Set<number>();
+  for (const shard of k.shards) {
+    const slot = await slotOf(shard.stream);
+    assert.equal(await slotOf(shard.attempts), slot);
+    assert.equal(await slotOf(shard.deadLetter), slot);
+    shardSlots.add(slot);
+  }
+  assert.equal(shardSlots.size, 4);
+  // A single endpoint keeps the layout of earlier versions.
+  const single = createKeyLayout({ keyPrefix: 'router:', billingStream: 'billing:events' });
+  assert.equal(single.accessKeyIndex, 'router:access_key:index');
+  assert.equal(single.shards[0]?.stream, 'router:billing:events');
+});
+
+test('keys made on one instance are seen by another; a revoke reaches its view cache at once', async () => {
+  const config = clusterConfig();
+  const a = await openRedisStores(config, { currencies: ['USD'], viewCacheMs: 60_000 });
+  const b = await openRedisStores(config, { currencies: ['USD'], viewCacheMs: 60_000 });
+  try {
+    assert.ok(b.viewCache);
+    await waitUntil(() => b.viewCache?.live === true, 'tracking on every node');
+    await a.accessKeys.create(testKeyRecord('cl-a', 'ak_cluster_a'));
+    const query = { keyHash: hashAccessKey('test-hash-secret', 'ak_cluster_a'), currency: 'USD' };
+    const first = await b.state.view(query);
+    assert.equal(first.key?.status, 'active');
+    assert.equal(first.subject, null);
+    assert.equal(await b.state.view(query), first, 'served from the view cache');
+
+    await a.accessKeys.revoke('cl-a');
+    const key = viewCacheKey(query.keyHash, undefined, undefined, 'USD');
+    await waitUntil(() => b.viewCache?.get(key) === undefined, 'the invalidation from the owning node');
+    assert.equal((await b.state.view(query)).key?.status, 'revoked');
+
+    // Subject state and balances (the balance pre-check's reads) live in the same slot.
+    const subject = { type: 'api_key', id: 'cl-a' };
+    await a.state.setSubject(subject, {
+      blocked: true,
+      lastEvent: 'wallet.insufficient_balance',
+      lastEventId: 'e1',
+      updatedAt: 1,
+    });
+    await waitUntil(async () => (await b.state.view(query)).subject?.blocked === true, 'the block');
+    assert.equal(await a.state.claimWebhook('evt_cluster_1', 60_000), true);
+    assert.equal(await b.state.claimWebhook('evt_cluster_1', 60_000), false);
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});
+
+test('usage events spread over four shards; one consumer per shard delivers every one once', async () => {
+  const config = clusterConfig({ billingStreamShards: 4 });
+  const k = createKeyLayout(config);
+  const client = createRedisClient(config, { writeAtOnce: true });
+  assert.ok(await waitReady(client, 5000));
+  const queue = createRedisEventQueue(client, k);
+  // One event per turn: each turn's batch goes to the next shard.
+  for (let i = 0; i < 40; i++) {
+    await queue.enqueue(makeEvent(i));
+    await queue.recorded?.();
+  }
+  await queue.settled();
+  const lengths = await Promise.all(k.shards.map((shard) => cluster.admin.xlen(shard.stream)));
+  assert.deepEqual(lengths, [10, 10, 10, 10]);
+  const received: string[] = [];
+  const consumer = await startShardedConsumers({
+    store: config,
+    billing: { retryIntervalMs: 10, maxRetryIntervalMs: 50 },
+    client: {
+      ingest: async (event) => {
+        received.push(event.external_event_id);
+        return { kind: 'ok', status: 202 };
+      },
+    },
+    blockMs: 50,
+  });
+  try {
+    await waitUntil(async () => (await consumer.status()).pending === 0, 'delivery from every shard', 15_000);
+    assert.equal(received.length, 40);
+    assert.equal(new Set(received).size, 40);
+    assert.equal(consumer.counters().delivered, 40);
+  } finally {
+    await consumer.stop();
+    client.disconnect();
+  }
+});
