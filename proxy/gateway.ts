@@ -134,14 +134,22 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
     gateway.server.once('error', reject);
     // A deep accept queue: a burst of new connections (a thousand clients opening streams at once)
     // must not overflow it while the event loop is busy, or clients wait out SYN retransmits (1 s, 3 s).
-    gateway.server.listen({ port: config.listen.port, host: config.listen.host, backlog: 4096 }, () => {
-      gateway.server.off('error', reject);
-      resolve();
-    });
+    // Workers bind the address each with SO_REUSEPORT: the kernel spreads new connections over them,
+    // and a worker that dies takes only its own connections along (node:cluster's round robin in the
+    // primary could leave a connection it was handing to a dying worker open and unanswered).
+    const shared = opts.cluster === undefined ? {} : { exclusive: true, reusePort: true };
+    gateway.server.listen(
+      { port: config.listen.port, host: config.listen.host, backlog: 4096, ...shared },
+      () => {
+        gateway.server.off('error', reject);
+        resolve();
+      },
+    );
   });
   const address = gateway.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
+  opts.cluster?.listening(url);
 
   const wantSidecar =
     opts.cluster === undefined && (opts.sidecar ?? config.sidecar.enabled) && config.billing.enabled;

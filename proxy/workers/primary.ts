@@ -6,10 +6,10 @@
 
 import cluster, { type Worker } from 'node:cluster';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
-import type { RouterConfig } from '../../common/config-types.ts';
+import type { ListenAddress, RouterConfig } from '../../common/config-types.ts';
 import { createNoticeHandler, GATEWAY_URL_ENV, SUBJECT_STATE_PATH } from '../../common/internal-notify.ts';
 import type { SubjectRef } from '../../common/store-types.ts';
 import { SidecarTracker } from '../sidecar-status.ts';
@@ -107,7 +107,12 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
   const fork = (slot: Slot) => {
     slot.timer = undefined;
     if (stopping) return;
-    const worker = cluster.fork({ ...(opts.env ?? {}), ROUTER_WORKER_ID: String(slot.id) });
+    const worker = cluster.fork({
+      ...(opts.env ?? {}),
+      ROUTER_WORKER_ID: String(slot.id),
+      // Every worker binds this address itself (SO_REUSEPORT): port 0 is resolved once, here.
+      ROUTER_LISTEN: listenAddress,
+    });
     const rpc = new Rpc({
       send: (m) => worker.send(m),
       onMessage: (listener) => worker.on('message', listener),
@@ -124,12 +129,12 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
     worker.once('online', () => {
       if (opts.sidecar) rpc.notify('sidecar', { supervised: true, state: sidecarState.state });
     });
-    worker.once('listening', (address: { address: string; port: number }) => {
+    rpc.handle('listening', (body) => {
       slot.listening = true;
       log.info({ worker: slot.id, pid: worker.process.pid }, 'worker listening');
       if (slots.every((s) => s.listening) && !everListened) {
         everListened = true;
-        firstListening?.(urlOf(address));
+        firstListening?.((body as { url: string }).url);
       }
     });
     worker.once('exit', (code, signal) => {
@@ -150,6 +155,7 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
     });
   };
 
+  const listenAddress = await resolvePort(config.listen);
   const sidecar = opts.sidecar
     ? superviseSidecar(
         opts.configFile,
@@ -198,10 +204,20 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
   };
 }
 
-function urlOf(address: { address: string | null; port: number }): string {
-  const host = address.address ?? '127.0.0.1';
-  const shown = host === '' || host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
-  return shown.includes(':') ? `http://[${shown}]:${address.port}` : `http://${shown}:${address.port}`;
+/**
+ * `host:port` for the workers, a free port in place of port 0 (tests, local runs): with SO_REUSEPORT each
+ * worker binding port 0 would get a port of its own.
+ */
+async function resolvePort(listen: ListenAddress): Promise<string> {
+  const hostPart = listen.host.includes(':') ? `[${listen.host}]` : listen.host;
+  if (listen.port !== 0) return `${hostPart}:${listen.port}`;
+  const probe = createNetServer();
+  const port = await new Promise<number>((resolve, reject) => {
+    probe.once('error', reject);
+    probe.listen(0, listen.host, () => resolve((probe.address() as AddressInfo).port));
+  });
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return `${hostPart}:${port}`;
 }
 
 /**

@@ -32,6 +32,8 @@ export interface ClusterLink {
   /** Called once on the primary's `stop` (drain and exit) and on every `reload`. */
   onStop(listener: () => void): void;
   onReload(listener: () => void): void;
+  /** Tells the primary this worker accepts connections (at `url`). */
+  listening(url: string): void;
   /** Tells the primary this worker has shut its listener and is draining. */
   close(): void;
 }
@@ -76,6 +78,9 @@ export function connectToPrimary(): ClusterLink {
     },
     onReload(listener) {
       reloads.push(listener);
+    },
+    listening(url) {
+      rpc.notify('listening', { url });
     },
     close() {
       rpc.notify('draining');

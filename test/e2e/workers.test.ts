@@ -233,6 +233,7 @@ test('kill -9 of one worker during 2,000 requests: every served request billed e
   const served = new Set<string>();
   const statuses = new Map<number, number>();
   let failures = 0;
+  const errors: string[] = [];
   let next = 0;
   let killed = false;
   const one = async (i: number) => {
@@ -242,6 +243,9 @@ test('kill -9 of one worker during 2,000 requests: every served request billed e
       const res = await request(`${gw.url}/v1/chat/completions`, {
         method: 'POST',
         dispatcher: agent,
+        // A connection lost between the primary and a dying worker must fail, not hang.
+        headersTimeout: 20_000,
+        bodyTimeout: 20_000,
         headers: {
           authorization: `Bearer ${ACCESS_KEY}`,
           'content-type': 'application/json',
@@ -256,8 +260,9 @@ test('kill -9 of one worker during 2,000 requests: every served request billed e
       const text = await res.body.text();
       statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
       if (res.statusCode === 200 && (!stream || text.includes('data: [DONE]'))) served.add(rid);
-    } catch {
+    } catch (err) {
       failures++;
+      errors.push(`${rid}: ${(err as Error).message}`);
     }
   };
   await Promise.all(
@@ -277,6 +282,7 @@ test('kill -9 of one worker during 2,000 requests: every served request billed e
   // Only requests on the killed worker's connections fail, each connection once (a connection the
   // primary handed it as it died is one more).
   assert.ok(failures <= 2 * CONCURRENCY, `${failures} requests failed`);
+  assert.ok(!errors.some((e) => /timeout/i.test(e)), `requests hung: ${errors.join('; ')}`);
   assert.equal(served.size + failures, 2000);
 
   await waitUntil(async () => {
