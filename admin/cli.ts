@@ -11,6 +11,7 @@ import { RotateAccessKeyCommand } from './commands/access-key/rotate.ts';
 import { ListDeadLettersCommand } from './commands/dead-letter/list.ts';
 import { ReplayDeadLettersCommand } from './commands/dead-letter/replay.ts';
 import { ShowDeadLetterCommand } from './commands/dead-letter/show.ts';
+import { MigrateStoreCommand } from './commands/store/migrate.ts';
 
 export function createAdminCli(): Cli {
   const cli = new Cli({ binaryLabel: 'router-admin', binaryName: 'router-admin', binaryVersion: '0.1.0' });
@@ -24,6 +25,7 @@ export function createAdminCli(): Cli {
   cli.register(ListDeadLettersCommand);
   cli.register(ShowDeadLetterCommand);
   cli.register(ReplayDeadLettersCommand);
+  cli.register(MigrateStoreCommand);
   return cli;
 }
 

@@ -103,6 +103,8 @@ before(async () => {
       '    currency: USD',
       `    webhook_secret: ${WEBHOOK_SECRET}`,
       '    failure_mode: open',
+      // No balance refresh (a store write that drops cached views) in the middle of the hot-path test.
+      '    cache_ttl_ms: 600000',
       'store:',
       '  enabled: true',
       '  cluster: true',
@@ -112,6 +114,7 @@ before(async () => {
       '  access_key_hash_secret: cluster-hash-secret',
       '  operation_timeout_ms: 500',
       '  reclaim_idle_ms: 600',
+      '  view_cache_ms: 600000',
       '',
     ].join('\n'),
   );
@@ -192,6 +195,54 @@ test('a key made with router-admin works on both gateways; a revoke is refused b
   for (const g of gateways) assert.equal(await chat(g, other), 401);
   const listed = await admin('access-key', 'list');
   assert.match(listed.out, /cl-a/);
+});
+
+/** The commands the gateways' connections send to every node while `fn` runs, in node order. */
+async function gatewayCommands(fn: () => Promise<void>): Promise<string[]> {
+  const mine = new Set<string>();
+  const monitors = [];
+  for (const node of cluster.nodes) {
+    const addrs = await node.clientAddrs('router-gateway');
+    for (const a of addrs) mine.add(a);
+    monitors.push(await node.monitor(addrs));
+  }
+  assert.ok(mine.size >= cluster.nodes.length, 'gateway connections are named on every node');
+  await fn();
+  const seen: string[] = [];
+  for (const m of monitors) for (const c of await m.stop()) seen.push(c[0]!);
+  return seen;
+}
+
+test('hot path: one XADD per request with a warm view cache; one EVALSHA more after a change', async () => {
+  const g = gateways[0]!;
+  // Warms the view cache and the cached balance, and writes once to every shard: the cluster client
+  // opens a node's connection at its first command there.
+  for (let i = 0; i < SHARDS; i++) assert.equal(await chat(g, secret), 200);
+  assert.deepEqual(
+    await gatewayCommands(async () => {
+      assert.equal(await chat(g, secret, 'cl-hot-1'), 200);
+      await waitUntil(() => billing.events.some((e) => e.external_event_id === 'cl-hot-1'), 'hot-path event');
+    }),
+    ['xadd'],
+  );
+  // A change to the subject by anyone reaches the gateway from the node of the state slot.
+  const invalidations = async () =>
+    (
+      (await (await fetch(`${g.url}/readyz`)).json()) as {
+        store: { view_cache?: { live: boolean; invalidations: number } };
+      }
+    ).store.view_cache?.invalidations ?? 0;
+  const heard = await invalidations();
+  await cluster.admin.set(
+    `${PREFIX}{state}subject:api_key:cl-a`,
+    JSON.stringify({ blocked: false, lastEvent: 'test', lastEventId: 'hot', updatedAt: Date.now() }),
+  );
+  await waitUntil(async () => (await invalidations()) > heard, 'the invalidation at the gateway');
+  const commands = await gatewayCommands(async () => {
+    assert.equal(await chat(g, secret, 'cl-hot-2'), 200);
+    await waitUntil(() => billing.events.some((e) => e.external_event_id === 'cl-hot-2'), 'hot-path event');
+  });
+  assert.deepEqual([...commands].sort(), ['evalsha', 'xadd']);
 });
 
 test('a webhook received by one sidecar blocks the subject on both gateways; a credit unblocks it', async () => {

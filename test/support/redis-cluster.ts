@@ -6,7 +6,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { Cluster } from 'ioredis';
-import { type RedisServer, startRedis } from './redis.ts';
+import { freePort, type RedisServer, startRedis } from './redis.ts';
 
 const run = promisify(execFile);
 
@@ -44,7 +44,15 @@ export async function startRedisCluster(): Promise<RedisClusterSetup> {
       nodes.push(
         await startRedis({
           persist: true,
-          extraArgs: ['--cluster-enabled', 'yes', '--cluster-node-timeout', '2000'],
+          // The bus port is chosen too: port + 10000 (the default) may be taken by another test's server.
+          extraArgs: [
+            '--cluster-enabled',
+            'yes',
+            '--cluster-node-timeout',
+            '2000',
+            '--cluster-port',
+            String(await freePort()),
+          ],
         }),
       );
     }
