@@ -1,5 +1,6 @@
 // `node bench/ab.ts --base <checkout> [--mode off|billing|redis] [--rounds 8] [--seconds 3]`: before /
-// after for one change. The gateway of another checkout (A, e.g. `git worktree add ../base HEAD~1` with
+// after for one change; `--modes off,billing` (or any two modes) pairs two modes instead, of this
+// checkout or of --base against this one: what billing or the store costs per request. The gateway of another checkout (A, e.g. `git worktree add ../base HEAD~1` with
 // node_modules linked) and this checkout's (B) run side by side in front of one upstream simulator, in
 // interleaved rounds of chat throughput at c=64 (the order flips every round). Per round: requests/s of
 // each, the ratio B/A, and each gateway's CPU time per request (utime + stime of its process from /proc,
@@ -38,18 +39,28 @@ function median(values: number[]): number {
   return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
 }
 
+type Mode = 'off' | 'billing' | 'redis';
+const MODES: readonly Mode[] = ['off', 'billing', 'redis'];
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       base: { type: 'string' },
       mode: { type: 'string', default: 'off' },
+      modes: { type: 'string' },
       rounds: { type: 'string', default: '8' },
       seconds: { type: 'string', default: '3' },
     },
   });
-  if (values.base === undefined || !['off', 'billing', 'redis'].includes(values.mode)) {
+  const modes = (values.modes ?? `${values.mode},${values.mode}`).split(',') as Mode[];
+  if (
+    (values.base === undefined && values.modes === undefined) ||
+    modes.length !== 2 ||
+    !modes.every((m) => MODES.includes(m))
+  ) {
     console.error(
-      'usage: node bench/ab.ts --base <checkout> [--mode off|billing|redis] [--rounds 8] [--seconds 3]',
+      'usage: node bench/ab.ts --base <checkout> [--mode off|billing|redis] [--rounds 8] [--seconds 3]\n' +
+        '       node bench/ab.ts --modes <a>,<b> [--base <checkout>] [--rounds 8] [--seconds 3]   (e.g. off,billing)',
     );
     process.exit(2);
   }
@@ -66,28 +77,34 @@ async function main(): Promise<void> {
   try {
     const up = await startUpstreamSimProcess(shared);
     stops.push(() => up.service.stop());
-    const variant: Omit<GatewayVariant, 'id'> = {};
-    if (values.mode !== 'off') {
+    let billingUrl: string | undefined;
+    if (modes.some((m) => m !== 'off')) {
       const billing = await startBillingSimProcess(shared);
       stops.push(() => billing.service.stop());
-      variant.billing = { url: billing.url };
+      billingUrl = billing.url;
     }
-    if (values.mode === 'redis') {
+    let redisUrl: string | undefined;
+    if (modes.includes('redis')) {
       const redis = await startRedis(shared);
       if (!('service' in redis)) throw new Error(`redis-server: ${redis.reason}`);
       stops.push(() => redis.service.stop());
-      variant.redisUrl = redis.url;
+      redisUrl = redis.url;
     }
-    const start = async (name: 'a' | 'b', repo: string): Promise<Peer> => {
+    const start = async (name: 'a' | 'b', repo: string, mode: Mode): Promise<Peer> => {
       // Each in its own folder, so each has its own outbox; in Redis mode each its own key prefix.
       const peer = await startGatewayProcess(await workspace(repo, name), up.url, {
-        ...variant,
-        id: values.mode === 'redis' ? (`gateway-redis-${name}` as GatewayVariant['id']) : 'gateway',
+        ...(mode === 'off' ? {} : { billing: { url: billingUrl! } }),
+        ...(mode === 'redis' ? { redisUrl: redisUrl! } : {}),
+        id: mode === 'redis' ? (`gateway-redis-${name}` as GatewayVariant['id']) : 'gateway',
       });
       stops.push(() => peer.service.stop());
       return peer;
     };
-    const gateways: [Peer, Peer] = [await start('a', resolve(values.base)), await start('b', REPO)];
+    console.log(`A: ${values.base ?? 'this checkout'}, ${modes[0]}; B: this checkout, ${modes[1]}`);
+    const gateways: [Peer, Peer] = [
+      await start('a', resolve(values.base ?? REPO), modes[0]!),
+      await start('b', REPO, modes[1]!),
+    ];
     const targets = [chatTarget(gateways[0], up.url), chatTarget(gateways[1], up.url)] as const;
     for (const t of targets) await throughput(t, 64, 2); // warm-up (JIT)
     const ratios: number[] = [];

@@ -2,9 +2,10 @@
 // process on a free port, runs the scenarios of docs/benchmarks.md against each of them, and writes
 // bench/results/<timestamp>.json plus docs/benchmarks.md.
 //
-//   npm run bench                      full run (about 10 minutes), rewrites docs/benchmarks.md
+//   npm run bench                      full run (about 12 minutes), rewrites docs/benchmarks.md
 //   npm run bench -- --smoke           every scenario for about a second with tiny counts; no docs
-//   npm run bench -- --only chat       one scenario (chat, stream, translate, growth, backlog, abuse, workers); repeatable
+//   npm run bench -- --only chat       one scenario (chat, stream, translate, growth, backlog, abuse, workers,
+//                                      shards); repeatable
 //   npm run bench -- --peers direct,gateway   only these peers
 //   npm run bench -- --profile         gateway processes run with --cpu-prof into bench/results/prof
 //   npm run bench -- --no-docs         do not rewrite docs/benchmarks.md
@@ -38,12 +39,13 @@ import { ABUSE_PEERS, runAbuse } from './scenarios/abuse.ts';
 import { runBacklog } from './scenarios/backlog.ts';
 import { CHAT_PEERS, runChat } from './scenarios/chat.ts';
 import { GROWTH_PEERS, runGrowth } from './scenarios/growth.ts';
+import { runShards } from './scenarios/shards.ts';
 import { runStream, STREAM_PEERS } from './scenarios/stream.ts';
 import { runTranslate, TRANSLATE_PEERS } from './scenarios/translate.ts';
 import { runWorkers, WORKERS_PEERS } from './scenarios/workers.ts';
 
 const REPO = join(dirname(fileURLToPath(import.meta.url)), '..');
-const SCENARIOS = ['chat', 'stream', 'translate', 'growth', 'backlog', 'abuse', 'workers'] as const;
+const SCENARIOS = ['chat', 'stream', 'translate', 'growth', 'backlog', 'abuse', 'workers', 'shards'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const ALL_PEERS: PeerId[] = [
   'direct',
@@ -65,6 +67,7 @@ const PEERS_OF: Record<Scenario, PeerId[]> = {
   backlog: [],
   abuse: ABUSE_PEERS,
   workers: WORKERS_PEERS,
+  shards: [],
 };
 
 interface Options {
@@ -94,7 +97,7 @@ function parseOptions(argv: string[]): Options {
   });
   if (values.help) {
     console.log(
-      'usage: npm run bench -- [--smoke] [--only chat|stream|translate|growth|backlog|abuse|workers]... [--peers a,b] [--profile] [--no-docs] [--out file.json]\n       npm run bench -- --render bench/results/<full run>.json   (rewrite docs/benchmarks.md from a saved full run; measures nothing)',
+      'usage: npm run bench -- [--smoke] [--only chat|stream|translate|growth|backlog|abuse|workers|shards]... [--peers a,b] [--profile] [--no-docs] [--out file.json]\n       npm run bench -- --render bench/results/<full run>.json   (rewrite docs/benchmarks.md from a saved full run; measures nothing)',
     );
     process.exit(0);
   }
@@ -255,6 +258,7 @@ export async function main(argv: string[]): Promise<number> {
       else if (scenario === 'growth') results.growth = await runGrowth(ctx);
       else if (scenario === 'abuse') results.abuse = await runAbuse(ctx);
       else if (scenario === 'workers') results.workers = await runWorkers(ctx, results.machine.cpus);
+      else if (scenario === 'shards') results.shards = await runShards(ctx);
       else if (scenario === 'backlog') {
         results.backlog = await runBacklog(ctx).catch((err: unknown) => ({
           error: err instanceof Error ? err.message : String(err),
@@ -294,8 +298,8 @@ export async function main(argv: string[]): Promise<number> {
  */
 async function render(file: string): Promise<number> {
   const results = JSON.parse(await readFile(file, 'utf8')) as BenchResults;
-  // Runs saved before the abuse scenario existed still render (without its section).
-  const missing = SCENARIOS.filter((s) => s !== 'abuse' && results[s] === undefined);
+  // Runs saved before the abuse and shards scenarios existed still render (without their sections).
+  const missing = SCENARIOS.filter((s) => s !== 'abuse' && s !== 'shards' && results[s] === undefined);
   if (missing.length > 0 || results.smoke) {
     log(`${file} is not a full run (missing: ${missing.join(', ') || 'none'}; smoke: ${results.smoke})`);
     return 1;

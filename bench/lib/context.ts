@@ -35,6 +35,8 @@ export interface Settings {
     streamMs: number;
   };
   backlog: { events: number; timeoutMs: number };
+  /** Per variant of the shards scenario. */
+  shards: { events: number; timeoutMs: number };
   abuse: {
     /** /healthz is requested on this schedule, whatever the answers do. */
     probeIntervalMs: number;
@@ -63,6 +65,7 @@ export const FULL: Settings = {
     streamMs: 6000,
   },
   backlog: { events: 100_000, timeoutMs: 300_000 },
+  shards: { events: 100_000, timeoutMs: 120_000 },
   // 10,000 idle connections stay within the bench process's own descriptor limit (ulimit -n).
   abuse: {
     probeIntervalMs: 10,
@@ -91,6 +94,7 @@ export const SMOKE: Settings = {
     streamMs: 600,
   },
   backlog: { events: 1000, timeoutMs: 60_000 },
+  shards: { events: 1000, timeoutMs: 60_000 },
   abuse: {
     probeIntervalMs: 10,
     baselineMs: 200,

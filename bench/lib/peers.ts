@@ -172,6 +172,8 @@ export async function writeGatewayConfig(
     listenPort: number;
     billingUrl?: string;
     redisUrl?: string;
+    /** With redisUrl: `store.cluster` (redisUrl then lists the seeds) and `store.billing_stream_shards`. */
+    store?: { cluster?: boolean; shards?: number };
     logLevel?: string;
     sidecarPort?: number;
     noSidecar?: boolean;
@@ -206,6 +208,8 @@ export async function writeGatewayConfig(
       addr: opts.redisUrl,
       access_key_hash_secret: 'bench-hash-secret-0123456789',
       key_prefix: `bench-${name}:`,
+      ...(opts.store?.cluster === undefined ? {} : { cluster: opts.store.cluster }),
+      ...(opts.store?.shards === undefined ? {} : { billing_stream_shards: opts.store.shards }),
     };
   }
   const file = join(dir, 'router.yaml');

@@ -5,6 +5,7 @@ import type { AbuseResult } from '../scenarios/abuse.ts';
 import type { BacklogResult } from '../scenarios/backlog.ts';
 import type { ChatResult } from '../scenarios/chat.ts';
 import type { GrowthResult } from '../scenarios/growth.ts';
+import type { ShardsResult, ShardsRun } from '../scenarios/shards.ts';
 import type { StreamResult } from '../scenarios/stream.ts';
 import type { TranslateResult } from '../scenarios/translate.ts';
 import type { WorkersResult } from '../scenarios/workers.ts';
@@ -31,6 +32,7 @@ export interface BenchResults {
   backlog?: Measured<BacklogResult>;
   abuse?: PeerMap<AbuseResult>;
   workers?: WorkersResult;
+  shards?: ShardsResult;
 }
 
 export interface TargetRow {
@@ -692,6 +694,7 @@ export function renderMarkdown(r: BenchResults): string {
 
   if (r.abuse) out.push(...renderAbuse(r));
   if (r.workers) out.push(...renderWorkers(r.workers));
+  if (r.shards) out.push(...renderShards(r.shards));
 
   out.push('## Notes', '');
   const notes: string[] = [];
@@ -737,6 +740,54 @@ function renderWorkers(w: WorkersResult): string[] {
     '',
     table(
       ['peer', 'req/s (median round)', 'CPU per request (median)', 'CPU per request, each round (µs)'],
+      rows,
+    ),
+    '',
+  ];
+}
+
+function renderShards(s: ShardsResult): string[] {
+  const rows: string[][] = [];
+  for (const [label, m] of Object.entries(s.runs) as [string, Measured<ShardsRun>][]) {
+    const run = ok(m);
+    if (run === undefined) {
+      const error = isError(m) ? m.error : 'missing';
+      rows.push([
+        label,
+        `error: ${error.replaceAll('|', '\\|').replaceAll('\n', ' ').slice(0, 300)}`,
+        ...Array(7).fill(''),
+      ]);
+      continue;
+    }
+    rows.push([
+      run.drained ? label : `${label} (not drained)`,
+      num(run.shards),
+      num(run.events),
+      num(run.eventsPerSec),
+      num(run.eventsPerSecPerShard),
+      `${num(run.sidecarCpuUsPerEvent, 1)} µs`,
+      `${num(run.redisCpuUsPerEvent, 1)} µs`,
+      `${num(run.sidecarPeakRssMb, 1)} MB`,
+      `${num(run.billingSimCpuUsPerEvent, 1)} µs`,
+    ]);
+  }
+  return [
+    '## Billing stream shards: events/s per shard',
+    '',
+    `For each variant a fresh Redis (one endpoint, or a cluster of three primaries), N usage events written into the \`billing_stream_shards\` streams round-robin, then one sidecar (one consumer per shard) draining them into the billing simulator. Rates and CPU cover sidecar ready (first /readyz answer) to streams empty; CPU per event is from /proc, Redis summed over its servers. The sidecar, the billing simulator (SCHED_IDLE, nice 19) and every Redis server share the machine's ${s.cores} cores.`,
+    '',
+    table(
+      [
+        'variant',
+        'shards',
+        'events',
+        'drain events/s',
+        'events/s per shard',
+        'sidecar CPU per event',
+        'Redis CPU per event',
+        'sidecar peak RSS',
+        'billing sim CPU per event',
+      ],
       rows,
     ),
     '',
