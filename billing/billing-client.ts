@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import { Pool } from 'undici';
 import type { BillingConfig } from '../common/config-types.ts';
+import { failSpan, type Tracing } from '../common/tracing.ts';
 import type { UsageEvent } from '../common/usage-event.ts';
 
 export type IngestResult =
@@ -66,10 +67,12 @@ export interface BillingClientOptions {
   /** Sockets to the billing origin (default 16). */
   connections?: number;
   logger?: Logger;
+  /** A delivery of an event that carries its request's traceparent is a span of that trace. */
+  tracing?: Tracing;
 }
 
 export interface BillingClient {
-  ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult>;
+  ingest(event: UsageEvent, signal?: AbortSignal, traceparent?: string): Promise<IngestResult>;
   /**
    * Whether the service answers at all: a GET of the ingest path, which carries no event and changes
    * nothing. Any answer but 408, 429 and 5xx counts (405 included); no answer does not.
@@ -119,7 +122,34 @@ export function createBillingClient(
   });
   const log = opts.logger;
 
-  async function ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult> {
+  const tracing = opts.tracing?.enabled === true ? opts.tracing : undefined;
+
+  async function ingest(
+    event: UsageEvent,
+    signal?: AbortSignal,
+    traceparent?: string,
+  ): Promise<IngestResult> {
+    if (tracing === undefined || traceparent === undefined) return send(event, signal, undefined);
+    const span = tracing.startFromTraceparent('billing ingest', traceparent, {
+      'http.request.method': 'POST',
+      'server.address': base.hostname,
+      'router.request_id': event.raw_json.meta.request_id,
+      'router.subject_id': event.subject_id,
+    });
+    const headers: Record<string, string> = {};
+    tracing.inject(span, headers);
+    const result = await send(event, signal, headers.traceparent);
+    if (result.status !== undefined) span.setAttribute('http.response.status_code', result.status);
+    if (result.kind !== 'ok') failSpan(span, result.code);
+    span.end();
+    return result;
+  }
+
+  async function send(
+    event: UsageEvent,
+    signal: AbortSignal | undefined,
+    traceparent: string | undefined,
+  ): Promise<IngestResult> {
     let status: number;
     let contentType: string;
     let text = '';
@@ -131,6 +161,7 @@ export function createBillingClient(
           authorization,
           'content-type': 'application/json',
           'idempotency-key': event.idempotency_key,
+          ...(traceparent === undefined ? {} : { traceparent }),
         },
         body: JSON.stringify(event),
         ...(signal === undefined ? {} : { signal }),

@@ -20,7 +20,8 @@ import {
 } from './delivery-policy.ts';
 
 export interface IngestClient {
-  ingest(event: UsageEvent, signal?: AbortSignal): Promise<IngestResult>;
+  /** `traceparent`: the request's, for the ingest's span (never in the body). */
+  ingest(event: UsageEvent, signal?: AbortSignal, traceparent?: string): Promise<IngestResult>;
   /** BillingClient.probe; without it the service is taken to answer. */
   probe?(): Promise<boolean>;
 }
@@ -85,13 +86,17 @@ export class DeliveryEngine {
    */
   async send(
     event: UsageEvent,
-    opts: { readonly inFlight?: boolean; readonly countDelivered?: boolean } = {},
+    opts: {
+      readonly inFlight?: boolean;
+      readonly countDelivered?: boolean;
+      readonly traceparent?: string | undefined;
+    } = {},
   ): Promise<SendOutcome> {
     const inWindow = opts.inFlight ?? true;
     if (inWindow) this.inFlight++;
     // Through a promise chain so that even a synchronous throw of the client ends as a failure.
     const result = await Promise.resolve()
-      .then(() => this.#opts.client.ingest(event, this.#inflight.signal))
+      .then(() => this.#opts.client.ingest(event, this.#inflight.signal, opts.traceparent))
       .catch((err: unknown): IngestResult => thrownFailure(errorText(err)));
     if (inWindow) this.inFlight--;
     if (result.kind === 'ok') {

@@ -200,7 +200,7 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
     const item = slot.item;
     if (item.kind !== 'event') return;
     slot.state = 'inflight';
-    slot.settled = engine.send(item.event).then((outcome) => {
+    slot.settled = engine.send(item.event, { traceparent: item.traceparent }).then((outcome) => {
       if (outcome.kind === 'ok') {
         slot.state = 'done';
         if (slot !== window[0]) slot.item = { ...positionOf(item), kind: 'skip' };

@@ -95,7 +95,7 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
       // (recorded(), proxy/server.ts), and waiting for the fsync or the Redis reply here would keep the whole request (context, bodies) alive for that long, which showed up as old-space
       // garbage collection under load. The outcome is counted when it arrives.
       const requestId = ctx.id;
-      queue.enqueue(event).then(
+      queue.enqueue(event, ctx.traceparent).then(
         () => queued.inc(),
         (err: unknown) => {
           queueFailed.inc();

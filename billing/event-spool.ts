@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { StoreConfig } from '../common/config-types.ts';
 import { sharedByKey } from '../common/shared-by-key.ts';
-import type { UsageEvent } from '../common/usage-event.ts';
+import { queuedJson, type UsageEvent } from '../common/usage-event.ts';
 import { closeRedisClient, createKeyLayout, createRedisClient, type Redis } from '../store/redis-client.ts';
 import { SPOOL_DIR } from './outbox/layout.ts';
 import { openOutboxStatus } from './outbox/status.ts';
@@ -51,7 +51,7 @@ export interface EventSpool {
   /** The slot directory this process appends to. */
   readonly dir: string;
   /** Resolves once the event is durable in the spool. */
-  append(event: UsageEvent): Promise<void>;
+  append(event: UsageEvent, traceparent?: string): Promise<void>;
   /** As OutboxWriter.recorded: the spool's pending write of this turn, if any. */
   recorded(): Promise<void> | undefined;
   /** Events in the spool (every slot this process drains) not yet moved to the stream. */
@@ -152,7 +152,7 @@ export async function openEventSpool(
         target,
         ...events.map((e) => markerPrefix + e.event.idempotency_key),
         markerTtl,
-        ...events.map((e) => JSON.stringify(e.event)),
+        ...events.map((e) => queuedJson(e.event, e.traceparent)),
       );
       // As the queue's own writes: a move no replica took could be lost in a failover, so the batch
       // stays held and is moved again (the markers keep a move that did survive from doubling).
@@ -223,8 +223,8 @@ export async function openEventSpool(
 
   return {
     dir: writer.dir,
-    append(event) {
-      return writer.append(event).then(kick);
+    append(event, traceparent) {
+      return writer.append(event, traceparent).then(kick);
     },
     recorded: () => writer.recorded(),
     async pending() {

@@ -38,7 +38,7 @@
 import { mkdir, open, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { appendDurable, isErrno, removeIfExists } from '../common/durable-fs.ts';
-import type { UsageEvent } from '../common/usage-event.ts';
+import { takeTraceparent, type UsageEvent } from '../common/usage-event.ts';
 import {
   ACTIVE_FILE,
   CHECKPOINT_FILE,
@@ -66,7 +66,15 @@ export interface OutboxPosition {
 
 export type OutboxItem =
   /** A usage event occupying bytes [offset, end) of its segment. */
-  | { kind: 'event'; segment: number; offset: number; end: number; event: UsageEvent }
+  | {
+      kind: 'event';
+      segment: number;
+      offset: number;
+      end: number;
+      event: UsageEvent;
+      /** The request's traceparent stored beside the event (common/usage-event.ts TRACE_KEY). */
+      traceparent?: string;
+    }
   /** A line already moved to quarantine.jsonl; done as soon as it is seen. */
   | { kind: 'skip'; segment: number; offset: number; end: number }
   /** The end of a sealed segment; passing it lets the segment be deleted. */
@@ -218,7 +226,8 @@ export async function openOutboxReader(dir: string, opts: OutboxReaderOptions = 
         }
         if (reason === undefined && isHeader(value)) continue;
         if (reason === undefined && isUsageEvent(value)) {
-          items.push({ kind: 'event', segment: seg.seq, offset, end, event: value });
+          const traceparent = takeTraceparent(value as unknown as Record<string, unknown>);
+          items.push({ kind: 'event', segment: seg.seq, offset, end, event: value, traceparent });
           continue;
         }
         reason ??= 'not a usage event';

@@ -25,7 +25,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fsyncDir, removeIfExists } from '../common/durable-fs.ts';
 import { createTurnBatch } from '../common/turn-batch.ts';
-import type { UsageEvent } from '../common/usage-event.ts';
+import { queuedJson, type UsageEvent } from '../common/usage-event.ts';
 import {
   ACTIVE_FILE,
   type FileHandle,
@@ -74,7 +74,8 @@ export interface OutboxWriterStats {
 export interface OutboxWriter {
   readonly dir: string;
   /** Resolves once the event is on disk (written and fsync'ed); rejects when the write failed. */
-  append(event: UsageEvent): Promise<void>;
+  /** `traceparent`: stored beside the event (common/usage-event.ts TRACE_KEY). */
+  append(event: UsageEvent, traceparent?: string): Promise<void>;
   /**
    * Resolves once every line appended so far has been handed to the kernel (or, when the synchronous
    * write failed or a rotation holds it back, to the flush loop); undefined when nothing is waiting.
@@ -246,10 +247,10 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
     flushing = undefined;
   }
 
-  function append(event: UsageEvent): Promise<void> {
+  function append(event: UsageEvent, traceparent?: string): Promise<void> {
     if (closed) return Promise.reject(new Error('outbox writer is closed'));
     // Serialize now: the caller may reuse the object, and JSON.stringify never emits a raw newline.
-    const line = `${JSON.stringify(event)}\n`;
+    const line = `${queuedJson(event, traceparent)}\n`;
     return new Promise<void>((resolve, reject) => {
       const q: QueuedLine = { line, resolve, reject, written: false, awaitingWrite: true };
       queue.push(q);

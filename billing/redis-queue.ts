@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { StoreConfig } from '../common/config-types.ts';
 import { type EventQueue, StoreUnavailableError } from '../common/store-types.ts';
 import { createTurnBatch } from '../common/turn-batch.ts';
-import type { UsageEvent } from '../common/usage-event.ts';
+import { queuedJson, type UsageEvent } from '../common/usage-event.ts';
 import {
   closeRedisClient,
   connectRedis,
@@ -65,7 +65,7 @@ export function createRedisEventQueue(
         'billing stream unavailable: usage events go to the local spool',
       );
     }
-    for (const e of events) spool.append(e.event).then(e.resolve, e.reject);
+    for (const e of events) spool.append(e.event, e.traceparent).then(e.resolve, e.reject);
   }
 
   // The events completed in one event-loop turn go out together: a lone event as a plain XADD, several
@@ -123,9 +123,11 @@ export function createRedisEventQueue(
   }
 
   return {
-    enqueue(event: UsageEvent): Promise<void> {
-      const payload = JSON.stringify(event);
-      return new Promise<void>((resolve, reject) => turn.add({ event, payload, resolve, reject }));
+    enqueue(event: UsageEvent, traceparent?: string): Promise<void> {
+      const payload = queuedJson(event, traceparent);
+      return new Promise<void>((resolve, reject) =>
+        turn.add({ event, traceparent, payload, resolve, reject }),
+      );
     },
     recorded,
     async settled() {
@@ -150,6 +152,7 @@ async function waitReplicas(
 
 interface PendingEvent {
   event: UsageEvent;
+  traceparent: string | undefined;
   payload: string;
   resolve: () => void;
   reject: (err: unknown) => void;

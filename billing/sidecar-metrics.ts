@@ -79,7 +79,8 @@ export function createSidecarMetrics(
   deadLetters: DeadLetterSource | undefined,
 ): SidecarMetrics {
   const registry = new client.Registry();
-  client.collectDefaultMetrics({ register: registry, prefix: 'router_billing_' });
+  // Unprefixed like the gateway's: Prometheus tells the two apart by their scrape job.
+  client.collectDefaultMetrics({ register: registry });
   registry.registerMetric(webhooksTotal);
 
   new client.Counter({

@@ -6,6 +6,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { BillingConfig, ListenAddress, RouterConfig } from '../common/config-types.ts';
+import { openTracing } from '../common/tracing.ts';
 import { type BillingClient, createBillingClient } from './billing-client.ts';
 import { createReplayRoute } from './dead-letter-route.ts';
 import type { DeliveryWorker, DeliveryWorkerOptions } from './delivery-worker.ts';
@@ -71,9 +72,19 @@ export async function startSidecar(
   let status: OutboxStatusView | undefined;
   let consumer: StreamConsumer | undefined;
   let spool: { release(): Promise<void> } | undefined;
+  // Deliveries join their requests' traces when telemetry is configured (docs/operations.md "Tracing").
+  const tracing =
+    'telemetry' in config && ownsClient
+      ? openTracing(config.telemetry.traces, { attributes: { 'router.component': 'billing-sidecar' } })
+      : undefined;
   if (configured) {
     client =
-      opts.client ?? createBillingClient(billing, { connections: opts.worker?.window ?? 16, logger: log });
+      opts.client ??
+      createBillingClient(billing, {
+        connections: opts.worker?.window ?? 16,
+        logger: log,
+        ...(tracing === undefined ? {} : { tracing }),
+      });
     if ('store' in config && config.store.enabled) {
       consumer = await startShardedConsumers({
         store: config.store,
@@ -198,6 +209,7 @@ export async function startSidecar(
       await consumer?.stop();
       await spool?.release();
       if (ownsClient) await client?.close();
+      await tracing?.shutdown().catch(() => undefined);
       server.closeAllConnections();
       await serverClosed;
       await webhook?.close();

@@ -22,7 +22,7 @@
 
 import type { Logger } from 'pino';
 import type { BillingConfig, StoreConfig } from '../common/config-types.ts';
-import type { UsageEvent } from '../common/usage-event.ts';
+import { takeTraceparent, type UsageEvent } from '../common/usage-event.ts';
 import {
   closeRedisClient,
   createKeyLayout,
@@ -276,11 +276,13 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
   /** One entry from first send to delivered, dead-lettered, lost to another consumer, or stop. */
   async function deliver(entry: Held): Promise<void> {
     let event: UsageEvent;
+    let traceparent: string | undefined;
     try {
       event = JSON.parse(entry.payload) as UsageEvent;
       if (event === null || typeof event !== 'object' || typeof event.idempotency_key !== 'string') {
         throw new Error('not a usage event');
       }
+      traceparent = takeTraceparent(event as unknown as Record<string, unknown>);
     } catch (err) {
       await deadLetter(entry, 'invalid_payload', errorText(err));
       return;
@@ -292,7 +294,7 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
         if (stopping) return;
         if (!(await stillOwned(entry))) return;
       }
-      const outcome = await engine.send(event);
+      const outcome = await engine.send(event, { traceparent });
       if (outcome.kind === 'ok') {
         recordOutcome(entry.id, true, undefined);
         entry.outage = false;

@@ -39,9 +39,9 @@ export class RouterBillingCommand extends Command {
       return EXIT_USAGE;
     }
     // Loaded here, not at the top, so --help and --version do not compile the sidecar.
-    const [{ pino }, { loadConfig }, { GATEWAY_URL_ENV, SUPERVISED_ENV }, { startSidecar }] =
+    const [{ createLogger }, { loadConfig }, { GATEWAY_URL_ENV, SUPERVISED_ENV }, { startSidecar }] =
       await Promise.all([
-        import('pino'),
+        import('../proxy/logger.ts'),
         import('../proxy/config/load.ts'),
         import('../common/internal-notify.ts'),
         import('../billing/sidecar.ts'),
@@ -50,7 +50,8 @@ export class RouterBillingCommand extends Command {
     for (const d of diagnostics) this.context.stderr.write(`${d.file}:${d.line}:${d.col}: ${d.message}\n`);
     if (!config) return EXIT_USAGE;
 
-    const logger = pino({ name: 'router-billing', level: config.log.level });
+    // The gateway's redaction: a credential passed to a log call never reaches a line.
+    const logger = createLogger('router-billing', config.log.level);
     let sidecar: Awaited<ReturnType<typeof startSidecar>>;
     try {
       // A supervising gateway names its real address (it may listen on port 0).

@@ -181,6 +181,28 @@ export interface PricingConfig {
   readonly files: readonly string[];
 }
 
+export type TraceSampler =
+  | 'always_on'
+  | 'always_off'
+  | 'traceidratio'
+  | 'parentbased_always_on'
+  | 'parentbased_always_off'
+  | 'parentbased_traceidratio';
+
+/** `telemetry.traces` with the OTEL_* variables applied; `url` undefined means tracing is off. */
+export interface TracesConfig {
+  readonly url: string | undefined;
+  readonly protocol: 'http/protobuf' | 'http/json';
+  /** Secret (a collector's API key may be among them). */
+  readonly headers: Readonly<Record<string, string>>;
+  readonly sampler: TraceSampler;
+  readonly samplerArg: number;
+  /** Longest wait before buffered spans are exported. */
+  readonly exportDelayMs: number;
+  readonly serviceName: string;
+  readonly resourceAttributes: Readonly<Record<string, string>>;
+}
+
 export interface RouterConfig {
   /** Absolute path of the main file. */
   readonly file: string;
@@ -193,6 +215,7 @@ export interface RouterConfig {
   readonly limits: LimitsConfig;
   readonly requestId: { readonly trustedSources: readonly string[] };
   readonly log: { readonly level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent' };
+  readonly telemetry: { readonly traces: TracesConfig };
   readonly hooks: readonly HookConfig[];
   readonly sidecar: SidecarConfig;
   readonly billing: BillingConfig;

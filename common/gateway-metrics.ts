@@ -5,7 +5,11 @@ import type { RequestContext } from './types.ts';
 
 export interface GatewayMetrics {
   readonly registry: client.Registry;
-  observeRequest(ctx: RequestContext, durationMs: number): void;
+  /**
+   * One finished request. `models`: the exact model ids of the registry in force; any other requested
+   * model is labelled `other` on the GenAI series (none given: all are).
+   */
+  observeRequest(ctx: RequestContext, durationMs: number, models?: ReadonlySet<string>): void;
   readonly activeStreams: client.Gauge;
   readonly billingEnqueued: client.Counter<'result'>;
   readonly balanceChecks: client.Counter<'result'>;

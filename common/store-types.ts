@@ -141,7 +141,8 @@ export interface AccessKeyStore {
 
 /** The usage-event queue as the gateway sees it: resolves once the event is durably queued. */
 export interface EventQueue {
-  enqueue(event: UsageEvent): Promise<void>;
+  /** `traceparent`: the request's, stored beside the event for the delivery's span (never sent). */
+  enqueue(event: UsageEvent, traceparent?: string): Promise<void>;
   /**
    * When the queue puts events on record in batches (the outbox: one write per event-loop turn), the
    * promise of the pending batch; the reply's last byte waits for it. Undefined: nothing is pending.

@@ -160,6 +160,10 @@ export interface RequestContext {
   channel: string | undefined;
   /** Time from sending the upstream request to its response head, in ms. */
   upstreamTtfbMs: number | undefined;
+  /** Streams: ms after startedAt when the first event carrying generated text went to the client. */
+  firstTokenMs?: number | undefined;
+  /** The W3C traceparent of the request's server span when tracing is on; its usage event carries it. */
+  readonly traceparent?: string | undefined;
   /** HTTP status sent to the client (0 until the head is written). */
   status: number;
   /** Usage as reported by the upstream (set by the usage hooks) or estimated at completion. */

@@ -53,3 +53,26 @@ export interface UsageEvent {
     pricing_hints?: Record<string, PricingHint>;
   };
 }
+
+/**
+ * The key under which a queued event (an outbox line, a stream entry's payload) carries the W3C
+ * traceparent of its request, so that the sidecar's delivery joins the request's trace. Taken off before
+ * the event is sent: the billing service never receives it.
+ */
+export const TRACE_KEY = 'x-router-trace';
+
+/** An event as queued: its JSON, with the request's traceparent first when there is one. */
+export function queuedJson(event: UsageEvent, traceparent: string | undefined): string {
+  const json = JSON.stringify(event);
+  return traceparent === undefined ? json : `{"${TRACE_KEY}":${JSON.stringify(traceparent)},${json.slice(1)}`;
+}
+
+/** Removes the traceparent a queued event carries and returns it (a string of the W3C shape only). */
+export function takeTraceparent(value: Record<string, unknown>): string | undefined {
+  const carried = value[TRACE_KEY];
+  if (carried === undefined) return undefined;
+  delete value[TRACE_KEY];
+  return typeof carried === 'string' && /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/.test(carried)
+    ? carried
+    : undefined;
+}

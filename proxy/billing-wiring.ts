@@ -58,7 +58,10 @@ async function openOutboxSink(dir: string, log: Logger): Promise<BillingSink> {
     log.info({ slot: writer.dir }, 'another gateway writes the outbox directory: writing a slot of it');
   const status = openOutboxStatus(writer.dir);
   return {
-    queue: { enqueue: (event) => writer.append(event), recorded: () => writer.recorded() },
+    queue: {
+      enqueue: (event, traceparent) => writer.append(event, traceparent),
+      recorded: () => writer.recorded(),
+    },
     async readiness() {
       const s = await status.read();
       return { pending: s.pendingEvents + writer.pending(), dead_letter: s.deadLettered };

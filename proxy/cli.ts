@@ -85,15 +85,15 @@ export class RouterCommand extends Command {
 
   /** `workers: n`: start n workers and the sidecar, serve nothing here (proxy/workers/primary.ts). */
   private async serveAsPrimary(file: string): Promise<number> {
-    const { ConfigError, checkConfig, REDACT } = await import('./gateway.ts');
+    const { ConfigError, checkConfig } = await import('./gateway.ts');
     const { loadConfig } = await import('./config/load.ts');
     const { startPrimary } = await import('./workers/primary.ts');
     // Checked whole here, once, so that a broken configuration is reported once and not by every worker.
     const problems = await checkConfig(file);
     if (problems.length > 0) throw new ConfigError(problems);
     const config = (await loadConfig(file)).config!;
-    const { pino } = await import('pino');
-    const log = pino({ name: 'router', level: config.log.level, redact: REDACT });
+    const { createLogger } = await import('./logger.ts');
+    const log = createLogger('router', config.log.level);
     const primary = await startPrimary({
       configFile: file,
       config,

@@ -54,6 +54,8 @@ export async function forward(
     ctx.upstreamModel = candidate.upstreamModel;
     const hooks = rt.ruleHooks(candidate.provider, rule);
     const upstreamReq = await runRewriteBody(hooks.rewrite, ctx, baseRequest(ctx, rule));
+    const trace = ctx.trace;
+    trace?.attempt(ctx, candidate.provider, upstreamReq);
     const last = i === attempts - 1;
     let upstreamRes: UpstreamResponse;
     const t0 = performance.now();
@@ -65,6 +67,7 @@ export async function forward(
         return;
       }
       lastError = classifyUpstreamError(err);
+      trace?.attemptFailed(lastError instanceof GatewayError ? lastError.code : 'upstream_unreachable');
       ctx.log.warn(
         { provider: candidate.provider, err: describeError(err), attempt: i + 1 },
         'upstream call failed',
@@ -87,6 +90,7 @@ export async function forward(
         "upstream refused the gateway's credentials",
       );
       lastError = new GatewayError('upstream_auth_failed');
+      trace?.attemptFailed('upstream_auth_failed', status);
       if (last) throw lastError;
       continue;
     }
@@ -96,6 +100,7 @@ export async function forward(
         'upstream refused; trying the next provider',
       );
       await upstreamRes.body.dump().catch(() => undefined);
+      trace?.attemptFailed(String(status), status);
       continue;
     }
     completion.useRule(hooks);

@@ -8,10 +8,10 @@ import { pricingWarnings, unpricedModels } from '../billing/price-coverage.ts';
 import { loadPricing } from '../billing/pricing.ts';
 import type { RouterConfig } from '../common/config-types.ts';
 import { GATEWAY_URL_ENV, loopbackUrl } from '../common/internal-notify.ts';
-import { KEY_HEADERS } from '../hooks/families/index.ts';
 import { createBillingParts } from './billing-wiring.ts';
 import { type LoadConfigOptions, loadConfig } from './config/load.ts';
 import { withBalanceEnforcement } from './enforcement-wiring.ts';
+import { createLogger } from './logger.ts';
 import { createGatewayMetrics } from './metrics.ts';
 import { type BuildOptions, buildRuntime, checkRuntime, type Runtime } from './runtime.ts';
 import { createGatewayServer, type GatewayServer } from './server.ts';
@@ -65,6 +65,7 @@ export async function compileConfig(
     log?: Logger;
     upstream?: UpstreamClient;
     metrics?: BuildOptions['metrics'];
+    tracing?: BuildOptions['tracing'];
     sidecarStatus?: SidecarStatus;
   },
 ): Promise<{ runtime: Runtime | undefined; config: RouterConfig | undefined; diagnostics: string[] }> {
@@ -72,11 +73,12 @@ export async function compileConfig(
   const diagnostics = loaded.diagnostics.map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`);
   if (loaded.config === undefined) return { runtime: undefined, config: undefined, diagnostics };
   // The logger follows the configuration (log.level), unless the caller brings its own.
-  const log = opts.log ?? pino({ name: 'router', level: loaded.config.log.level, redact: REDACT });
+  const log = opts.log ?? createLogger('router', loaded.config.log.level);
   const built = await buildRuntime(loaded.config, {
     log,
     env: opts.env,
     upstream: opts.upstream,
+    tracing: opts.tracing,
     metrics: opts.metrics,
     billing: withBalanceEnforcement(createBillingParts),
     extraHooks: opts.extraHooks,
@@ -124,6 +126,7 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
   const log = runtime.log;
   const upstream = runtime.upstream;
   const metrics = runtime.metrics;
+  const tracing = runtime.tracing;
   const gateway = createGatewayServer(runtime);
   opts.cluster?.serve({
     metricsJson: () => metrics.registry.getMetricsAsJSON(),
@@ -179,7 +182,14 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
     let next: Awaited<ReturnType<typeof compileConfig>>;
     try {
       // A reload may change log.level: the new runtime gets a logger of its own unless one was given.
-      next = await compileConfig(file, { ...opts, log: opts.logger, upstream, metrics, sidecarStatus });
+      next = await compileConfig(file, {
+        ...opts,
+        log: opts.logger,
+        upstream,
+        metrics,
+        tracing,
+        sidecarStatus,
+      });
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       log.error({ diagnostic: message }, 'reload refused: configuration could not be built');
@@ -245,6 +255,8 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
       await Promise.all(retiring);
       await runtime.close();
       await upstream.close().catch(() => undefined);
+      // The spans of the last requests go out before the process ends.
+      await tracing.shutdown().catch(() => undefined);
       await sidecar?.stop();
     },
   };
@@ -290,20 +302,5 @@ function waitIdle(gateway: GatewayServer, timeoutMs: number): Promise<void> {
     }, 25);
   });
 }
-
-/** Keys whose values never reach a log line. */
-export const REDACT = {
-  paths: [
-    'req.headers.authorization',
-    ...KEY_HEADERS.map((name) => `req.headers["${name}"]`),
-    'headers.authorization',
-    '*.api_key',
-    '*.apiKey',
-    '*.password',
-    '*.secret',
-    '*.webhookSecret',
-  ],
-  censor: '[redacted]',
-};
 
 export { createGatewayMetrics };

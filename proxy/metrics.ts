@@ -1,17 +1,28 @@
 // Prometheus metrics of the gateway (prom-client), one registry per process. Label sets are small and
-// bounded (provider, api, HTTP status code, stream) so cardinality stays flat whatever clients send.
+// bounded (provider, api, HTTP status code, stream, configured model ids) so cardinality stays flat
+// whatever clients send. The GenAI semantic-convention histograms are proxy/genai-metrics.ts.
 
 import client from 'prom-client';
 import { setBounded } from '../common/bounded-map.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import { FastCounter, FastHistogram } from './fast-metrics.ts';
+import {
+  createGenAiMetrics,
+  errorTypeOf,
+  type GenAiSeries,
+  modelLabel,
+  observeGenAi,
+} from './genai-metrics.ts';
 
 /** Label sets kept ready; statuses and providers are few, this only bounds pathological cases. */
 const MAX_CACHED_SERIES = 2048;
 
+const NO_MODELS: ReadonlySet<string> = new Set();
+
 export function createGatewayMetrics(): GatewayMetrics {
   const registry = new client.Registry();
-  client.collectDefaultMetrics({ register: registry, prefix: 'router_' });
+  // Unprefixed (process_*, nodejs_*): the names stock Node.js dashboards and alerts expect.
+  client.collectDefaultMetrics({ register: registry });
   // The per-request series use the fast implementations (proxy/fast-metrics.ts); the rest are rare.
   const requests = new FastCounter(
     registry,
@@ -39,6 +50,7 @@ export function createGatewayMetrics(): GatewayMetrics {
     'Tokens metered, by provider, direction (input/output) and stage (upstream/estimated)',
     ['provider', 'direction', 'stage'],
   );
+  const genai = createGenAiMetrics(registry);
   // One label per counter is all the gateway's own counters need.
   const counter = <L extends string>(name: string, help: string, label: L): client.Counter<L> =>
     new client.Counter({ name, help, labelNames: [label] as const, registers: [registry] });
@@ -113,6 +125,8 @@ export function createGatewayMetrics(): GatewayMetrics {
     outputUpstream: { inc(by?: number): void };
     inputEstimated: { inc(by?: number): void };
     outputEstimated: { inc(by?: number): void };
+    /** GenAI series by model label, for the error type this status implies. */
+    genai: Map<string, GenAiSeries>;
   }
   const series = new Map<string, Series>();
   return {
@@ -132,7 +146,7 @@ export function createGatewayMetrics(): GatewayMetrics {
       openConnections = open;
       connectionsMax.set(max);
     },
-    observeRequest(ctx, durationMs) {
+    observeRequest(ctx, durationMs, models = NO_MODELS) {
       const provider = ctx.provider ?? 'none';
       const stream = ctx.stream ? 'true' : 'false';
       const key = `${provider}\u0000${ctx.api}\u0000${ctx.status}\u0000${stream}`;
@@ -146,6 +160,7 @@ export function createGatewayMetrics(): GatewayMetrics {
           outputUpstream: tokens.series(provider, 'output', 'upstream'),
           inputEstimated: tokens.series(provider, 'input', 'estimated'),
           outputEstimated: tokens.series(provider, 'output', 'estimated'),
+          genai: new Map(),
         };
         setBounded(series, key, s, MAX_CACHED_SERIES);
       }
@@ -157,6 +172,18 @@ export function createGatewayMetrics(): GatewayMetrics {
         (estimated ? s.inputEstimated : s.inputUpstream).inc(ctx.usage.inputTokens);
         (estimated ? s.outputEstimated : s.outputUpstream).inc(ctx.usage.outputTokens);
       }
+      if (ctx.provider === undefined) return;
+      const model = modelLabel(ctx.model, models);
+      const errorType = errorTypeOf(ctx);
+      // The status (part of this series' key) decides the error type except after a failed or
+      // abandoned stream: those rare requests skip the cache.
+      const cacheable = ctx.status >= 400 || errorType === '';
+      let g = cacheable ? s.genai.get(model) : undefined;
+      if (g === undefined) {
+        g = genai.series(provider, ctx.api, model, errorType);
+        if (cacheable) setBounded(s.genai, model, g, MAX_CACHED_SERIES);
+      }
+      observeGenAi(g, ctx, durationMs, errorType);
     },
   };
 }

@@ -10,6 +10,7 @@ import { runOnRequest } from './pipeline.ts';
 import { parseJsonBody, readBody, readMultipartFields } from './request-body.ts';
 import { RequestCompletion } from './request-completion.ts';
 import { Context } from './request-context.ts';
+import { RequestTrace } from './request-trace.ts';
 import type { Route } from './routes.ts';
 import type { Runtime } from './runtime.ts';
 import { sendError, sendJson } from './send.ts';
@@ -26,6 +27,10 @@ export async function proxyRequest(
 ): Promise<void> {
   const ctx = new Context(rt.log, route, req, id, route.upstreamPath ?? path, query);
   ctx.correlationId = correlationId;
+  if (rt.tracing.enabled) {
+    ctx.trace = new RequestTrace(rt.tracing, ctx, req, routeTemplate(route, path));
+    ctx.traceparent = ctx.trace.traceparent();
+  }
   res.on('close', () => {
     if (!res.writableFinished) ctx.abort();
   });
@@ -71,6 +76,17 @@ export async function proxyRequest(
     if (!completion.started && !res.writableFinished && !res.destroyed) await onceClosed(res);
     await completion.settled();
   }
+}
+
+/** http.route: the path, with a model named in it as `{model}` (bounded span names). */
+function routeTemplate(route: Extract<Route, { kind: 'proxy' }>, path: string): string {
+  const model = route.pathModel;
+  if (model === undefined) return path;
+  for (const form of [model, encodeURIComponent(model)]) {
+    const at = path.indexOf(`/${form}`);
+    if (at >= 0) return `${path.slice(0, at + 1)}{model}${path.slice(at + 1 + form.length)}`;
+  }
+  return route.api;
 }
 
 function isConnectionReset(err: unknown): boolean {

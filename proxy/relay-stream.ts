@@ -3,12 +3,15 @@
 // in the client's shape when the upstream fails mid-stream.
 
 import type { ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import { describeError, GatewayError } from '../common/errors.ts';
-import type { RequestContext, ResponseHead, ResponsePart } from '../common/types.ts';
+import type { JsonValue, RequestContext, ResponseHead, ResponsePart } from '../common/types.ts';
 import { errorEvent } from '../hooks/families/index.ts';
 import { DELIVERED_TEXT_LIMIT, recordDelivered } from './metering.ts';
 import { runResponseChunk, runResponseEnd } from './pipeline.ts';
 import type { RequestCompletion } from './request-completion.ts';
+import type { Context } from './request-context.ts';
+import type { RequestTrace } from './request-trace.ts';
 import type { RuleHooks } from './runtime.ts';
 import { write } from './send.ts';
 import { endsWithBlankLine, type SseEvent, SseReader, serializeEvent } from './sse.ts';
@@ -16,13 +19,19 @@ import { classifyUpstreamError, type UpstreamResponse } from './upstream.ts';
 
 /** One reply on its way to the client, as the three relays take it. */
 export interface RelayJob {
-  readonly ctx: RequestContext;
+  readonly ctx: Context;
   readonly hooks: RuleHooks;
   readonly up: UpstreamResponse;
   readonly res: ServerResponse;
   readonly head: ResponseHead;
   readonly completion: RequestCompletion;
 }
+
+/**
+ * An event that carries generated text: a non-empty string under one of the text fields of the families'
+ * deltas (role-only deltas, `message_start`, pings and usage events do not). Tested only until the first.
+ */
+const GENERATED_TEXT = /"(?:content|text|delta|arguments|partial_json|thinking|refusal)"\s*:\s*"[^"]/;
 
 export async function relayStream(job: RelayJob): Promise<void> {
   const { ctx, hooks, up, res, head, completion } = job;
@@ -38,11 +47,13 @@ export async function relayStream(job: RelayJob): Promise<void> {
   // cannot go out as received (see the loop).
   const held: SseEvent[] = [];
   let unchanged = true;
+  const trace = ctx.trace;
   const emit = (parts: readonly ResponsePart[]) => {
     for (const part of parts) {
       if (part.type !== 'event') continue;
       if (!passthrough) held.push(part);
       if (keep.bytes < DELIVERED_TEXT_LIMIT) recordDelivered(ctx, part.data, keep);
+      if (trace !== undefined) traceEvent(trace, ctx.clientFormat, part.data);
     }
   };
   const serializeHeld = (): string => {
@@ -52,6 +63,9 @@ export async function relayStream(job: RelayJob): Promise<void> {
     return text;
   };
   const reader = new SseReader((ev) => {
+    if (ctx.firstTokenMs === undefined && GENERATED_TEXT.test(ev.data)) {
+      ctx.firstTokenMs = performance.now() - ctx.startedAt;
+    }
     const part: ResponsePart = { type: 'event', event: ev.event, data: ev.data };
     const parts = runResponseChunk(hooks.response, ctx, [part]);
     // Hooks hand an event on unchanged as its own part object (provider-rule.ts, observers).
@@ -121,4 +135,14 @@ function streamFailure(ctx: RequestContext): GatewayError {
     ctx.error?.code === 'upstream_timeout' ? 'upstream_timeout' : 'upstream_unreachable',
     'The upstream stream failed before it completed',
   );
+}
+
+/** Reply facts (id, model, finish reasons) of one event the client gets, when tracing is on. */
+function traceEvent(trace: RequestTrace, format: string, data: string): void {
+  if (data.charCodeAt(0) !== 123) return; // not a JSON object ([DONE], pings)
+  try {
+    trace.reply(format, JSON.parse(data) as JsonValue);
+  } catch {
+    // not JSON: nothing to read
+  }
 }

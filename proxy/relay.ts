@@ -4,11 +4,12 @@
 
 import type { ServerResponse } from 'node:http';
 import { describeError, GatewayError } from '../common/errors.ts';
-import type { JsonValue, RequestContext, ResponseHead } from '../common/types.ts';
+import type { JsonValue, ResponseHead } from '../common/types.ts';
 import { recordDelivered } from './metering.ts';
 import { runResponseChunk, runResponseHead } from './pipeline.ts';
 import { type RelayJob, relayStream } from './relay-stream.ts';
 import type { RequestCompletion } from './request-completion.ts';
+import type { Context } from './request-context.ts';
 import type { RuleHooks } from './runtime.ts';
 import { write } from './send.ts';
 import { classifyUpstreamError, forwardableHeaders, type UpstreamResponse } from './upstream.ts';
@@ -20,7 +21,7 @@ const OBSERVE_FIRST_BYTES = 16 * 1024;
 const MAX_JSON_REPLY_BYTES = 256 * 1024 * 1024;
 
 export async function relay(
-  ctx: RequestContext,
+  ctx: Context,
   hooks: RuleHooks,
   up: UpstreamResponse,
   res: ServerResponse,
@@ -67,9 +68,12 @@ async function relayJson(job: RelayJob): Promise<void> {
     // byte while the observers parse it.
     const holdBack = raw.length > OBSERVE_FIRST_BYTES;
     if (holdBack) res.write(raw.subarray(0, raw.length - 1));
-    if (hooks.response.length > 0 || hooks.keepDelivered) {
+    if (hooks.response.length > 0 || hooks.keepDelivered || ctx.trace !== undefined) {
       const value = parseReply(raw, head.status);
-      if (value !== undefined) runResponseChunk(hooks.response, ctx, [{ type: 'json', value }]);
+      if (value !== undefined) {
+        runResponseChunk(hooks.response, ctx, [{ type: 'json', value }]);
+        ctx.trace?.reply(ctx.clientFormat, value);
+      }
       // Output text is kept only when it is needed to estimate usage the upstream did not report.
       if (hooks.keepDelivered && head.status < 400 && ctx.usage === undefined) {
         recordDelivered(ctx, raw.toString('utf8'), { bytes: 0 });
@@ -82,7 +86,9 @@ async function relayJson(job: RelayJob): Promise<void> {
   if (value === undefined) throw new GatewayError('upstream_bad_response');
   const parts = runResponseChunk(hooks.response, ctx, [{ type: 'json', value }]);
   const json = parts.find((p) => p.type === 'json');
-  const text = JSON.stringify(json === undefined ? value : json.value);
+  const out = json === undefined ? value : json.value;
+  ctx.trace?.reply(ctx.clientFormat, out);
+  const text = JSON.stringify(out);
   head.headers['content-length'] = String(Buffer.byteLength(text));
   res.writeHead(head.status, head.headers);
   ctx.responseStarted = true;

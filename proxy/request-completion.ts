@@ -4,17 +4,17 @@
 
 import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import type { RequestContext } from '../common/types.ts';
 import { runOnComplete } from './pipeline.ts';
+import type { Context } from './request-context.ts';
 import type { RuleHooks, Runtime } from './runtime.ts';
 
 export class RequestCompletion {
   readonly #rt: Runtime;
-  readonly #ctx: RequestContext;
+  readonly #ctx: Context;
   #hooks: RuleHooks | undefined = undefined;
   #done: Promise<void> | undefined = undefined;
 
-  constructor(rt: Runtime, ctx: RequestContext) {
+  constructor(rt: Runtime, ctx: Context) {
     this.#rt = rt;
     this.#ctx = ctx;
   }
@@ -53,7 +53,7 @@ export class RequestCompletion {
   }
 }
 
-async function finish(rt: Runtime, ctx: RequestContext, hooks: RuleHooks | undefined): Promise<void> {
+async function finish(rt: Runtime, ctx: Context, hooks: RuleHooks | undefined): Promise<void> {
   const durationMs = performance.now() - ctx.startedAt;
   // Not awaited when settled at once: the usage event must be queued before recorded() is asked.
   const settling = rt.settle(ctx);
@@ -76,5 +76,6 @@ async function finish(rt: Runtime, ctx: RequestContext, hooks: RuleHooks | undef
     );
   }
   rt.observe(ctx, durationMs);
+  ctx.trace?.finish(ctx);
   await runOnComplete(hooks === undefined ? rt.completeHooks : hooks.complete, ctx);
 }

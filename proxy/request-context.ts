@@ -3,6 +3,7 @@
 import type { IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { RequestContext } from '../common/types.ts';
+import type { RequestTrace } from './request-trace.ts';
 import type { Route } from './routes.ts';
 import { Cancellation } from './upstream.ts';
 
@@ -33,6 +34,7 @@ export class Context implements RequestContext {
   upstreamModel: string | undefined = undefined;
   channel: string | undefined = undefined;
   upstreamTtfbMs: number | undefined = undefined;
+  firstTokenMs: number | undefined = undefined;
   status = 0;
   usage: RequestContext['usage'] = undefined;
   usageStage: RequestContext['usageStage'] = undefined;
@@ -40,6 +42,9 @@ export class Context implements RequestContext {
   clientAborted = false;
   deliveredText: string[] = [];
   error: RequestContext['error'] = undefined;
+  /** The request's spans, when tracing is on. */
+  trace: RequestTrace | undefined = undefined;
+  traceparent: string | undefined = undefined;
   readonly #rootLog: RequestContext['log'];
   #log: RequestContext['log'] | undefined = undefined;
   #abort: AbortController | undefined = undefined;
@@ -67,11 +72,15 @@ export class Context implements RequestContext {
   }
 
   get log(): RequestContext['log'] {
-    this.#log ??= this.#rootLog.child(
-      this.correlationId === undefined
-        ? { reqId: this.id }
-        : { reqId: this.id, correlationId: this.correlationId },
-    );
+    if (this.#log === undefined) {
+      const fields: Record<string, string> = { reqId: this.id };
+      if (this.correlationId !== undefined) fields.correlationId = this.correlationId;
+      if (this.trace !== undefined) {
+        fields.traceId = this.trace.traceId;
+        fields.spanId = this.trace.spanId;
+      }
+      this.#log = this.#rootLog.child(fields);
+    }
     return this.#log;
   }
 

@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import type { RouterConfig } from '../common/config-types.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import type { StateStore, SubjectRef } from '../common/store-types.ts';
+import { openTracing, type Tracing } from '../common/tracing.ts';
 import type { ApiName, Hook, JsonValue, Principal, RequestContext, WireFormat } from '../common/types.ts';
 import {
   type Authenticator,
@@ -23,6 +24,7 @@ import type { CompiledProvider, CompiledRule } from '../hooks/dsl/types.ts';
 import { tokenCountOf } from '../hooks/families/index.ts';
 import { estimateUsageSteps } from '../hooks/usage/estimate.ts';
 import { openStateStore } from '../store/index.ts';
+import { isPattern } from './config/models.ts';
 import { watchKeysFile } from './keys-watch.ts';
 import { settleUsage } from './metering.ts';
 import { createGatewayMetrics } from './metrics.ts';
@@ -55,6 +57,8 @@ export interface Runtime {
   readonly providers: ReadonlyMap<string, CompiledProvider>;
   readonly upstream: UpstreamClient;
   readonly metrics: GatewayMetrics;
+  /** Traces (common/tracing.ts); `enabled` false when off. */
+  readonly tracing: Tracing;
   /** onRequest and selectTarget hooks, in order. */
   readonly requestHooks: readonly Hook[];
   /** onComplete hooks of requests that never reached a rule. */
@@ -92,6 +96,8 @@ export interface BuildOptions {
   /** Reuse across reloads so keep-alive pools and counters survive. */
   readonly upstream?: UpstreamClient;
   readonly metrics?: GatewayMetrics;
+  /** One per process (reloads reuse it: telemetry changes take a restart); opened from the configuration when not given. */
+  readonly tracing?: Tracing;
   /** Built by the billing wiring (proxy/billing-wiring.ts) when billing is enabled. */
   readonly billing?: (
     config: RouterConfig,
@@ -149,6 +155,10 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
       (matchRule(provider, api, false) ?? matchRule(provider, api, true)) !== undefined
     );
   });
+  // The GenAI metrics label a request's model only by an id listed exactly (clients choose the rest).
+  const modelIds: ReadonlySet<string> = new Set(
+    config.models.entries.filter((e) => !isPattern(e.id)).map((e) => e.id),
+  );
   const endpoints = createEndpoints({
     config,
     log,
@@ -166,6 +176,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     log,
     providers,
     upstream,
+    tracing: opts.tracing ?? openTracing(config.telemetry.traces),
     metrics,
     requestHooks,
     completeHooks,
@@ -200,7 +211,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
       return pending;
     },
     observe(ctx, durationMs) {
-      metrics.observeRequest(ctx, durationMs);
+      metrics.observeRequest(ctx, durationMs, modelIds);
     },
     recorded() {
       const pending = settling;

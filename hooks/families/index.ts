@@ -14,7 +14,7 @@ import { countTranslator } from './count-translator.ts';
 import { geminiFamily } from './gemini/index.ts';
 import { openaiFamily } from './openai/index.ts';
 import { responsesFamily } from './responses/index.ts';
-import type { TokenCount, WireFamily } from './types.ts';
+import type { FamilyTelemetry, TokenCount, WireFamily } from './types.ts';
 
 /** Registration order decides ties; the first family shapes errors of requests no family claims. */
 // biome-ignore format: one registration line per family
@@ -146,3 +146,10 @@ export const USAGE_FIELDS: ReadonlySet<string> = new Set(FAMILIES.flatMap((f) =>
 export function completionStyleUsage(format: string): boolean {
   return familyOf(format).completionStyleUsage;
 }
+
+/** The telemetry readers of a client format's family (undefined for a family without them). */
+export function telemetryOf(format: string): FamilyTelemetry | undefined {
+  return familyOf(format).telemetry;
+}
+
+export { operationName } from './operations.ts';

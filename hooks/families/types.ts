@@ -58,6 +58,27 @@ export interface TokenCount {
   requestFor?(generation: JsonObject, upstreamModel: string | undefined): JsonObject;
 }
 
+/** What a trace records of a reply (GenAI semantic conventions: gen_ai.response.*). */
+export interface ReplyFacts {
+  id?: string;
+  model?: string;
+  finishReasons?: string[];
+}
+
+/** A span attribute value the family reads out of a request (numbers, strings, string lists). */
+export type TraceAttribute = string | number | boolean | string[];
+
+/**
+ * What traces record of the family's requests and replies: request parameters and reply facts, never
+ * prompts, completions or keys.
+ */
+export interface FamilyTelemetry {
+  /** gen_ai.request.* attributes of a request body in the family's shape. */
+  requestAttributes(body: JsonObject): Record<string, TraceAttribute>;
+  /** Adds the facts a reply body, or one stream event's data (parsed), carries. */
+  readReply(reply: JsonValue, facts: ReplyFacts): void;
+}
+
 export interface WireFamily {
   /** The family's name: the client format of its routes (RequestContext.clientFormat) and translators. */
   readonly name: string;
@@ -125,6 +146,9 @@ export interface WireFamily {
 
   /** The family's token-counting endpoint, when it has one. */
   readonly tokenCount?: TokenCount;
+
+  /** GenAI trace attributes of its requests and replies. */
+  readonly telemetry?: FamilyTelemetry;
 }
 
 /** Percent-decoding of client input: undefined for malformed escapes (the client's 400, not a 500). */

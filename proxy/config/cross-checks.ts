@@ -150,6 +150,24 @@ export function checkCrossFields(raw: RawConfig, report: ReturnType<typeof repor
       );
     }
   }
+  const traces = raw.telemetry.traces;
+  for (const key of ['endpoint', 'traces_endpoint'] as const) {
+    const url = traces[key];
+    if (url !== undefined && !isHttpUrl(url))
+      report(
+        `/telemetry/traces/${key}`,
+        `telemetry.traces.${key} must be an http:// or https:// URL of an OTLP/HTTP receiver (a collector listens on port 4318; gRPC is not supported)`,
+      );
+  }
+}
+
+function isHttpUrl(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return url.protocol === 'http:' || url.protocol === 'https:';
+  } catch {
+    return false;
+  }
 }
 
 /** Checks that need both the main file and the keys file. */

@@ -1,6 +1,7 @@
-// ROUTER_* environment variables that override keys of the main file (env > file > default). Every name is
-// listed in docs/configuration.md "Environment variables". An empty variable counts as
-// unset, so `ROUTER_X=` in a container manifest never blanks a value by accident.
+// ROUTER_* environment variables, and the standard OTEL_* ones of OpenTelemetry, that override keys of the
+// main file (env > file > default). Every name is listed in docs/configuration.md "Environment variables".
+// An empty variable counts as unset, so `ROUTER_X=` in a container manifest never blanks a value by
+// accident.
 
 import { displayPath, pointerOf } from '../../common/config-diagnostics.ts';
 import type { ConfigDiagnostic } from '../../common/config-types.ts';
@@ -10,8 +11,11 @@ export interface EnvOverride {
   readonly name: string;
   /** Path of the key it sets, as snake_case segments of the main file. */
   readonly path: readonly string[];
-  /** `list`: comma-separated values (blanks around commas ignored). */
-  readonly kind: 'string' | 'boolean' | 'integer' | 'list';
+  /**
+   * `list`: comma-separated values (blanks around commas ignored). `pairs`: OpenTelemetry's
+   * `key=value,key2=value2` (values percent-decoded), each merged over the file's mapping at `path`.
+   */
+  readonly kind: 'string' | 'boolean' | 'integer' | 'number' | 'list' | 'pairs';
 }
 
 /** `path` as the dotted key of the main file (`store.addr`). */
@@ -54,7 +58,36 @@ export const ENV_OVERRIDES: readonly EnvOverride[] = [
   env('ROUTER_STORE_SENTINEL_PASSWORD', 'string', 'store.sentinel_password'),
   env('ROUTER_STORE_KEY_PREFIX', 'string', 'store.key_prefix'),
   env('ROUTER_ACCESS_KEY_PREVIOUS_HASH_SECRET', 'string', 'store.previous_access_key_hash_secret'),
+  // The general OTLP variables first: the traces-specific ones override them.
+  env('OTEL_TRACES_EXPORTER', 'string', 'telemetry.traces.exporter'),
+  env('OTEL_EXPORTER_OTLP_ENDPOINT', 'string', 'telemetry.traces.endpoint'),
+  env('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'string', 'telemetry.traces.traces_endpoint'),
+  env('OTEL_EXPORTER_OTLP_PROTOCOL', 'string', 'telemetry.traces.protocol'),
+  env('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'string', 'telemetry.traces.protocol'),
+  env('OTEL_EXPORTER_OTLP_HEADERS', 'pairs', 'telemetry.traces.headers'),
+  env('OTEL_EXPORTER_OTLP_TRACES_HEADERS', 'pairs', 'telemetry.traces.headers'),
+  env('OTEL_TRACES_SAMPLER', 'string', 'telemetry.traces.sampler'),
+  env('OTEL_TRACES_SAMPLER_ARG', 'number', 'telemetry.traces.sampler_arg'),
+  env('OTEL_BSP_SCHEDULE_DELAY', 'integer', 'telemetry.traces.export_delay_ms'),
+  env('OTEL_SERVICE_NAME', 'string', 'telemetry.traces.service_name'),
+  env('OTEL_RESOURCE_ATTRIBUTES', 'pairs', 'telemetry.traces.resource_attributes'),
 ];
+
+/** OpenTelemetry's `key=value,key2=value2` list; undefined when an entry is malformed. */
+export function parsePairs(text: string): [string, string][] | undefined {
+  const out: [string, string][] = [];
+  for (const item of text.split(',')) {
+    if (item.trim() === '') continue;
+    const eq = item.indexOf('=');
+    if (eq <= 0) return undefined;
+    try {
+      out.push([decodeURIComponent(item.slice(0, eq).trim()), decodeURIComponent(item.slice(eq + 1).trim())]);
+    } catch {
+      return undefined;
+    }
+  }
+  return out;
+}
 
 function parseBoolean(text: string): boolean | undefined {
   const lower = text.trim().toLowerCase();
@@ -115,6 +148,28 @@ export function applyEnvOverrides(
         .split(',')
         .map((item) => item.trim())
         .filter((item) => item !== '');
+    } else if (override.kind === 'pairs') {
+      const pairs = parsePairs(text);
+      if (pairs === undefined) {
+        diagnostics.push({
+          file,
+          line: 0,
+          col: 0,
+          message: `${override.name} must be a list of key=value pairs separated by commas`,
+        });
+        continue;
+      }
+      for (const [key, item] of pairs) {
+        setPath(root, [...override.path, key], item);
+        origins.set(pointerOf([...override.path, key]), `environment variable ${override.name}`);
+      }
+      continue;
+    } else if (override.kind === 'number') {
+      value = Number(text.trim());
+      if (text.trim() === '' || !Number.isFinite(value)) {
+        diagnostics.push({ file, line: 0, col: 0, message: `${override.name} must be a number` });
+        continue;
+      }
     } else if (override.kind === 'integer') {
       value = parseInteger(text);
       if (value === undefined) {

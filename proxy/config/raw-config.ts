@@ -13,6 +13,7 @@ import type {
   ModelRegistryConfig,
   RouterConfig,
   StoreConfig,
+  TracesConfig,
 } from '../../common/config-types.ts';
 import type { JsonValue } from '../../common/types.ts';
 import type { Env } from './interpolate.ts';
@@ -153,6 +154,7 @@ export function toConfig(
     },
     requestId: { trustedSources: raw.request_id.trusted_sources },
     log: { level: raw.log.level },
+    telemetry: { traces: toTraces(raw.telemetry.traces) },
     hooks,
     sidecar: { enabled: raw.sidecar.enabled, webhookWaitMs: raw.sidecar.webhook_wait_ms },
     billing: toBilling(raw.billing, dir, env),
@@ -160,6 +162,26 @@ export function toConfig(
     keys,
     models,
     pricing: { files: pricing.map((path) => resolve(dir, path)) },
+  };
+}
+
+/** Where spans go: traces_endpoint as given, else endpoint + /v1/traces; exporter none turns it off. */
+function toTraces(raw: RawConfig['telemetry']['traces']): TracesConfig {
+  let url: string | undefined;
+  if (raw.exporter !== 'none') {
+    if (optional(raw.traces_endpoint) !== undefined) url = raw.traces_endpoint;
+    else if (optional(raw.endpoint) !== undefined) url = `${raw.endpoint!.replace(/\/+$/, '')}/v1/traces`;
+    else if (raw.exporter === 'otlp') url = 'http://localhost:4318/v1/traces';
+  }
+  return {
+    url,
+    protocol: raw.protocol,
+    headers: raw.headers,
+    sampler: raw.sampler,
+    samplerArg: raw.sampler_arg,
+    exportDelayMs: raw.export_delay_ms,
+    serviceName: raw.service_name,
+    resourceAttributes: raw.resource_attributes,
   };
 }
 

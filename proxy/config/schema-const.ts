@@ -197,6 +197,101 @@ export const ROUTER_CONFIG_SCHEMA = {
         }
       }
     },
+    "telemetry": {
+      "type": "object",
+      "description": "OpenTelemetry. The standard OTEL_* environment variables override these keys (docs/configuration.md \"Telemetry\").",
+      "additionalProperties": false,
+      "default": {},
+      "properties": {
+        "traces": {
+          "type": "object",
+          "description": "Traces exported over OTLP/HTTP: one server span per request, one client span per upstream attempt, the billing delivery linked to its request. Off unless an endpoint is set or the exporter is otlp.",
+          "additionalProperties": false,
+          "default": {},
+          "properties": {
+            "exporter": {
+              "type": "string",
+              "description": "otlp: export spans; none: tracing off. Default: otlp when an endpoint is set, none otherwise. Env OTEL_TRACES_EXPORTER.",
+              "enum": [
+                "otlp",
+                "none"
+              ]
+            },
+            "endpoint": {
+              "type": "string",
+              "description": "Base URL of the OTLP/HTTP receiver (an OpenTelemetry Collector, port 4318); /v1/traces is appended. Env OTEL_EXPORTER_OTLP_ENDPOINT.",
+              "examples": [
+                "http://otel-collector:4318"
+              ]
+            },
+            "traces_endpoint": {
+              "type": "string",
+              "description": "Full URL for spans, used as given (wins over endpoint). Env OTEL_EXPORTER_OTLP_TRACES_ENDPOINT.",
+              "examples": [
+                "http://otel-collector:4318/v1/traces"
+              ]
+            },
+            "protocol": {
+              "type": "string",
+              "description": "OTLP encoding. Env OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL.",
+              "enum": [
+                "http/protobuf",
+                "http/json"
+              ],
+              "default": "http/protobuf"
+            },
+            "headers": {
+              "type": "object",
+              "description": "Headers sent with every export (a collector's or vendor's API key). Secret. Env OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TRACES_HEADERS (key=value,key2=value2).",
+              "additionalProperties": {
+                "type": "string"
+              },
+              "default": {}
+            },
+            "sampler": {
+              "type": "string",
+              "description": "Which traces are kept. The parentbased_ samplers follow the sampled flag of an incoming traceparent. Env OTEL_TRACES_SAMPLER.",
+              "enum": [
+                "always_on",
+                "always_off",
+                "traceidratio",
+                "parentbased_always_on",
+                "parentbased_always_off",
+                "parentbased_traceidratio"
+              ],
+              "default": "parentbased_always_on"
+            },
+            "sampler_arg": {
+              "type": "number",
+              "description": "The ratio of the traceidratio samplers, 0 to 1. Env OTEL_TRACES_SAMPLER_ARG.",
+              "minimum": 0,
+              "maximum": 1,
+              "default": 1
+            },
+            "export_delay_ms": {
+              "type": "integer",
+              "description": "Longest wait before buffered spans are exported (they also go out once 512 are buffered). Env OTEL_BSP_SCHEDULE_DELAY.",
+              "minimum": 1,
+              "maximum": 60000,
+              "default": 5000
+            },
+            "service_name": {
+              "type": "string",
+              "description": "service.name of the spans (the sidecar's carry the same name). Env OTEL_SERVICE_NAME.",
+              "default": "llm-router"
+            },
+            "resource_attributes": {
+              "type": "object",
+              "description": "More resource attributes (deployment.environment.name, service.namespace, ...). Env OTEL_RESOURCE_ATTRIBUTES (key=value,key2=value2), merged over these.",
+              "additionalProperties": {
+                "type": "string"
+              },
+              "default": {}
+            }
+          }
+        }
+      }
+    },
     "hooks": {
       "type": "array",
       "description": "Custom hook modules, run after the built-in hooks in the order listed.",

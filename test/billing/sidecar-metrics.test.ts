@@ -96,7 +96,9 @@ billing:
   assert.equal(sample(text, 'router_billing_webhooks_total{kind="other",result="applied"}'), 1);
   assert.equal(sample(text, 'router_billing_webhooks_total{kind="unknown",result="unauthorized"}'), 1);
   assert.ok(!text.includes('made.up.kind'));
-  assert.ok(text.includes('router_billing_process_resident_memory_bytes'));
+  assert.ok(text.includes('\nprocess_resident_memory_bytes '));
+  assert.ok(text.includes('\nnodejs_eventloop_lag_seconds '));
+  assert.ok(!text.includes('router_billing_process_') && !text.includes('router_billing_nodejs_'));
   assert.ok(!text.includes('billing-secret'));
 });
 

@@ -1,6 +1,7 @@
 // GET /metrics of the gateway after known traffic: requests by provider / api / status / stream, the
 // latency and upstream time-to-first-byte histograms, tokens metered (equal to what the upstream
-// reported), active streams while one is in flight, usage events queued.
+// reported), active streams while one is in flight, usage events queued; the GenAI semantic-convention
+// histograms with their buckets, labels and model rule.
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -130,7 +131,14 @@ test('counters and histograms after known traffic', async () => {
   for (const name of ['router_balance_checks_total', 'router_store_errors_total']) {
     assert.ok(m.includes(`# TYPE ${name} counter`), `${name} is declared`);
   }
-  assert.ok(m.includes('router_process_resident_memory_bytes'));
+  // The default process metrics under their standard names (stock Node.js dashboards).
+  for (const name of [
+    'process_cpu_seconds_total',
+    'process_resident_memory_bytes',
+    'nodejs_eventloop_lag_seconds',
+  ])
+    assert.ok(m.includes(`\n${name} `), `${name} is served`);
+  assert.ok(!m.includes('router_process_') && !m.includes('router_nodejs_'));
   // Nothing secret or client-chosen leaks into label values.
   assert.ok(!m.includes(ACCESS_KEY) && !m.includes('billing-secret') && !m.includes('count my tokens'));
 });
@@ -146,4 +154,92 @@ test('unknown endpoints and health probes are not counted as proxied requests', 
       .filter((l) => l.startsWith('router_requests_total{'))
       .reduce((sum, l) => sum + Number(l.split(' ').at(-1)), 0);
   assert.equal(total(after), total(before));
+});
+
+/** Series text of a GenAI histogram's _count/_sum (labels in prom-client's order). */
+function genai(name: string, labels: Record<string, string>): string {
+  return `${name}{${Object.entries(labels)
+    .map(([k, v]) => `${k}="${v}"`)
+    .join(',')}}`;
+}
+
+test('GenAI metrics: conventions buckets, model label only for registry ids, TTFT and TPOT of streams', async () => {
+  const before = await scrape();
+  const chatLabels = (model: string) => ({
+    gen_ai_provider_name: 'openai',
+    gen_ai_request_model: model,
+    gen_ai_operation_name: 'chat',
+  });
+  const delta = (after: string, series: string) =>
+    (sample(after, series) ?? 0) - (sample(before, series) ?? 0);
+
+  const known = await chat({ model: 'gpt-5.4-mini' });
+  assert.equal(known.status, 200);
+  const knownUsage = ((await known.json()) as { usage: Usage }).usage;
+  // A pattern route (gpt-*) and a made-up id the client chose: both are `other`.
+  const pattern = await chat({ model: 'gpt-4o-mini' });
+  assert.equal(pattern.status, 200);
+  await pattern.arrayBuffer();
+  const madeUp = await chat({ model: 'client-chosen-zz9' }, { 'x-router-provider': 'openai' });
+  assert.equal(madeUp.status, 200);
+  await madeUp.arrayBuffer();
+  const failed = await chat({ model: 'sim-fail-503' }, { 'x-router-provider': 'openai' });
+  assert.equal(failed.status, 503);
+  await failed.arrayBuffer();
+  const stream = await chat(
+    { model: 'gpt-5.4-mini', stream: true, stream_options: { include_usage: true } },
+    { 'x-router-provider': 'pacer', 'x-sim-chunks': '4', 'x-sim-chunk-delay-ms': '30' },
+  );
+  assert.equal(stream.status, 200);
+  const streamText = await stream.text();
+  const streamUsage = streamText
+    .split('\n\n')
+    .map((e) => e.replace(/^data: /, ''))
+    .filter((e) => e.startsWith('{'))
+    .map((e) => JSON.parse(e) as { usage?: Usage | null })
+    .find((c) => c.usage)?.usage;
+  assert.ok(streamUsage && streamUsage.completion_tokens > 1);
+
+  const m = await scrape();
+  const duration = 'gen_ai_server_request_duration_seconds_count';
+  assert.equal(delta(m, genai(duration, { ...chatLabels('gpt-5.4-mini'), error_type: '' })), 1);
+  assert.equal(delta(m, genai(duration, { ...chatLabels('other'), error_type: '' })), 2);
+  assert.equal(delta(m, genai(duration, { ...chatLabels('other'), error_type: '503' })), 1);
+  assert.ok(!m.includes('client-chosen-zz9') && !m.includes('gpt-4o-mini'));
+
+  const tokens = (model: string, type: string) =>
+    genai('gen_ai_client_token_usage_sum', { ...chatLabels(model), gen_ai_token_type: type });
+  assert.equal(delta(m, tokens('gpt-5.4-mini', 'input')), knownUsage.prompt_tokens);
+  assert.equal(delta(m, tokens('gpt-5.4-mini', 'output')), knownUsage.completion_tokens);
+
+  const pacer = {
+    gen_ai_provider_name: 'pacer',
+    gen_ai_request_model: 'gpt-5.4-mini',
+    gen_ai_operation_name: 'chat',
+  };
+  const ttft = sample(m, genai('gen_ai_server_time_to_first_token_seconds_sum', pacer));
+  const tpot = sample(m, genai('gen_ai_server_time_per_output_token_seconds_sum', pacer));
+  const total = sample(m, genai('gen_ai_server_request_duration_seconds_sum', { ...pacer, error_type: '' }));
+  assert.equal(sample(m, genai('gen_ai_server_time_to_first_token_seconds_count', pacer)), 1);
+  assert.equal(sample(m, genai('gen_ai_server_time_per_output_token_seconds_count', pacer)), 1);
+  assert.ok(ttft !== undefined && tpot !== undefined && total !== undefined);
+  // The simulator pauses 30 ms between its events: its first one (a role-only delta) is no token, the
+  // text starts after one pause, and six more pauses follow.
+  assert.ok(ttft >= 0.025 && ttft < total - 0.15, `ttft ${ttft} within the stream of ${total} s`);
+  const expected = (total - ttft) / (streamUsage.completion_tokens - 1);
+  assert.ok(Math.abs(tpot - expected) < 0.005, `tpot ${tpot}, expected about ${expected}`);
+  // Non-streamed and failed requests have no time to first token.
+  assert.equal(
+    sample(m, genai('gen_ai_server_time_to_first_token_seconds_count', chatLabels('other'))),
+    undefined,
+  );
+
+  // The conventions' explicit bucket boundaries, largest included.
+  const le = (name: string, bound: string) => new RegExp(`^${name}_bucket\\{le="${bound}",`, 'm');
+  assert.match(m, le('gen_ai_client_token_usage', '67108864'));
+  assert.match(m, le('gen_ai_client_token_usage', '1'));
+  assert.match(m, le('gen_ai_server_time_to_first_token_seconds', '0.001'));
+  assert.match(m, le('gen_ai_server_time_to_first_token_seconds', '10'));
+  assert.match(m, le('gen_ai_server_time_per_output_token_seconds', '2.5'));
+  assert.match(m, le('gen_ai_server_request_duration_seconds', '81.92'));
 });

@@ -5,6 +5,7 @@ import type { ListedModel, WireFamily } from '../types.ts';
 import { anthropicToOpenai } from './anthropic-to-openai.ts';
 import { anthropicErrorBody, anthropicErrorEvent, anthropicErrorType } from './errors.ts';
 import { openaiToAnthropic } from './openai-to-anthropic.ts';
+import { anthropicTelemetry } from './telemetry.ts';
 import { anthropicTokenCount } from './token-count.ts';
 import { anthropicMessages } from './usage.ts';
 
@@ -47,4 +48,5 @@ export const anthropicFamily: WireFamily = {
   completionStyleUsage: false,
   translators: [openaiToAnthropic, anthropicToOpenai],
   tokenCount: anthropicTokenCount,
+  telemetry: anthropicTelemetry,
 };

@@ -9,6 +9,7 @@ import { geminiErrorBody, geminiErrorEvent, googleStatusName } from './errors.ts
 import { geminiToOpenai } from './gemini-to-openai.ts';
 import { openaiEmbeddingsToGemini } from './openai-embeddings-to-gemini.ts';
 import { openaiToGemini } from './openai-to-gemini.ts';
+import { geminiTelemetry } from './telemetry.ts';
 import { geminiTokenCount } from './token-count.ts';
 import { geminiEmbedContent, geminiGenerateContent } from './usage.ts';
 
@@ -80,4 +81,5 @@ export const geminiFamily: WireFamily = {
   completionStyleUsage: false,
   translators: [openaiToGemini, geminiToOpenai, openaiEmbeddingsToGemini],
   tokenCount: geminiTokenCount,
+  telemetry: geminiTelemetry,
 };

@@ -4,6 +4,7 @@
 
 import type { ListedModel, WireFamily } from '../types.ts';
 import { openaiErrorBody, openaiErrorEvent, openaiErrorType } from './errors.ts';
+import { openaiTelemetry } from './telemetry.ts';
 import { UNIT_PRESETS } from './unit-usage.ts';
 import { openAiCompletionPreset, openAiResponses } from './usage.ts';
 import { openaiUsageStrip } from './usage-strip.ts';
@@ -51,4 +52,5 @@ export const openaiFamily: WireFamily = {
   completionStyleUsage: true,
   translators: [],
   transforms: [openaiUsageStrip],
+  telemetry: openaiTelemetry,
 };

@@ -6,6 +6,7 @@ import { openaiErrorBody, openaiErrorType } from '../openai/errors.ts';
 import type { WireFamily } from '../types.ts';
 import { responsesErrorEvent } from './errors.ts';
 import { responsesToOpenai } from './responses-to-openai.ts';
+import { responsesTelemetry } from './telemetry.ts';
 import { responsesTokenCount } from './token-count.ts';
 
 export const responsesFamily: WireFamily = {
@@ -24,4 +25,5 @@ export const responsesFamily: WireFamily = {
   completionStyleUsage: true,
   translators: [responsesToOpenai],
   tokenCount: responsesTokenCount,
+  telemetry: responsesTelemetry,
 };

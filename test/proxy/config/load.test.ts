@@ -174,9 +174,21 @@ const FULL_ENV: Record<string, string> = {
   ROUTER_WORKERS: '3',
   ROUTER_STORE_CLUSTER: '0',
   ROUTER_STORE_BILLING_STREAM_SHARDS: '4',
+  OTEL_TRACES_EXPORTER: 'otlp',
+  OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://traces.example/v1/traces',
+  OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
+  OTEL_EXPORTER_OTLP_HEADERS: 'x-team=ai,authorization=Bearer%20general',
+  OTEL_EXPORTER_OTLP_TRACES_HEADERS: 'authorization=Bearer%20traces',
+  OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+  OTEL_TRACES_SAMPLER_ARG: '0.25',
+  OTEL_BSP_SCHEDULE_DELAY: '1000',
+  OTEL_SERVICE_NAME: 'gateway-eu',
+  OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=prod,service.namespace=ai',
 };
 
-test('every ROUTER_* override reaches the configuration and wins over the file', async () => {
+test('every ROUTER_* and OTEL_* override reaches the configuration and wins over the file', async () => {
   assert.deepEqual(
     Object.keys(FULL_ENV).sort(),
     ENV_OVERRIDES.map((o) => o.name).sort(),
@@ -193,6 +205,7 @@ test('every ROUTER_* override reaches the configuration and wins over the file',
     '  balance_enforcement: { currency: GBP, failure_mode: closed, request_timeout_ms: 5 }',
     'store: { enabled: false, addr: redis://file:6379, key_prefix: "file:", cluster: true }',
     'workers: 1',
+    'telemetry: { traces: { service_name: file-name, headers: { x-team: file, x-file: kept } } }',
   ].join('\n');
   const { config, diagnostics } = await loadText(file, FULL_ENV);
   assert.deepEqual(messages(diagnostics), []);
@@ -235,6 +248,46 @@ test('every ROUTER_* override reaches the configuration and wins over the file',
   assert.equal(store.accessKeyHashSecret, 'hash-secret');
   assert.equal(store.previousAccessKeyHashSecret, 'old-hash-secret');
   assert.deepEqual(config.keys.accessKeys, [], 'the hash-secret variables define no access key');
+  assert.deepEqual(config.telemetry.traces, {
+    url: 'https://traces.example/v1/traces',
+    protocol: 'http/json',
+    headers: { 'x-team': 'ai', 'x-file': 'kept', authorization: 'Bearer traces' },
+    sampler: 'parentbased_traceidratio',
+    samplerArg: 0.25,
+    exportDelayMs: 1000,
+    serviceName: 'gateway-eu',
+    resourceAttributes: { 'deployment.environment.name': 'prod', 'service.namespace': 'ai' },
+  });
+});
+
+test('telemetry.traces: off by default; an endpoint turns it on; exporter none turns it off', async () => {
+  const url = async (text: string, env: Record<string, string> = {}) =>
+    (await loadText(text, env)).config?.telemetry.traces.url;
+  assert.equal(await url(''), undefined);
+  assert.equal(await url('telemetry: { traces: { endpoint: "http://c:4318/" } }'), 'http://c:4318/v1/traces');
+  assert.equal(await url('', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }), 'http://c:4318/v1/traces');
+  assert.equal(await url('', { OTEL_TRACES_EXPORTER: 'otlp' }), 'http://localhost:4318/v1/traces');
+  assert.equal(
+    await url('', { OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }),
+    undefined,
+  );
+});
+
+test('telemetry mistakes name the variable or key and the fix, never a header value', async () => {
+  const problems = async (text: string, env: Record<string, string>) =>
+    messages((await loadText(text, env)).diagnostics).join('\n');
+  assert.match(await problems('', { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }), /OTEL_EXPORTER_OTLP_PROTOCOL/);
+  assert.match(
+    await problems('', { OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4317' }),
+    /http:\/\/ or https:\/\/ URL .*gRPC is not supported.*OTEL_EXPORTER_OTLP_ENDPOINT/,
+  );
+  const headers = await problems('', { OTEL_EXPORTER_OTLP_HEADERS: 'authorization: Bearer s3cret-token' });
+  assert.match(headers, /OTEL_EXPORTER_OTLP_HEADERS must be a list of key=value pairs/);
+  assert.doesNotMatch(headers, /s3cret-token/);
+  assert.match(
+    await problems('', { OTEL_TRACES_SAMPLER_ARG: 'half' }),
+    /OTEL_TRACES_SAMPLER_ARG must be a number/,
+  );
 });
 
 test('an empty environment variable counts as unset', async () => {

@@ -1,0 +1,30 @@
+// GenAI trace attributes of Anthropic Messages requests and replies (whole, or message_start and
+// message_delta events of a stream).
+
+import type { JsonValue } from '../../../common/types.ts';
+import { addFinishReason, copyParams, objectOf, setFact } from '../telemetry-fields.ts';
+import type { FamilyTelemetry } from '../types.ts';
+
+const PARAMS: Readonly<Record<string, string>> = {
+  max_tokens: 'gen_ai.request.max_tokens',
+  temperature: 'gen_ai.request.temperature',
+  top_p: 'gen_ai.request.top_p',
+  top_k: 'gen_ai.request.top_k',
+  stop_sequences: 'gen_ai.request.stop_sequences',
+};
+
+export const anthropicTelemetry: FamilyTelemetry = {
+  requestAttributes(body) {
+    const out = {};
+    copyParams(body, PARAMS, out);
+    return out;
+  },
+  readReply(reply: JsonValue, facts) {
+    const body = objectOf(reply);
+    if (body === undefined) return;
+    const message = objectOf(body.message) ?? body;
+    setFact(facts, 'id', message.id);
+    setFact(facts, 'model', message.model);
+    addFinishReason(facts, message.stop_reason ?? objectOf(body.delta)?.stop_reason);
+  },
+};

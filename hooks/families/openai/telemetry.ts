@@ -1,0 +1,35 @@
+// GenAI trace attributes of completion-style requests and replies (chat chunks share the reply's shape).
+
+import type { JsonValue } from '../../../common/types.ts';
+import { addFinishReason, copyParams, objectOf, setFact } from '../telemetry-fields.ts';
+import type { FamilyTelemetry } from '../types.ts';
+
+const PARAMS: Readonly<Record<string, string>> = {
+  max_tokens: 'gen_ai.request.max_tokens',
+  max_completion_tokens: 'gen_ai.request.max_tokens',
+  temperature: 'gen_ai.request.temperature',
+  top_p: 'gen_ai.request.top_p',
+  frequency_penalty: 'gen_ai.request.frequency_penalty',
+  presence_penalty: 'gen_ai.request.presence_penalty',
+  stop: 'gen_ai.request.stop_sequences',
+  seed: 'gen_ai.request.seed',
+  n: 'gen_ai.request.choice.count',
+  dimensions: 'gen_ai.embeddings.dimension.count',
+};
+
+export const openaiTelemetry: FamilyTelemetry = {
+  requestAttributes(body) {
+    const out = {};
+    copyParams(body, PARAMS, out);
+    return out;
+  },
+  readReply(reply: JsonValue, facts) {
+    const body = objectOf(reply);
+    if (body === undefined) return;
+    setFact(facts, 'id', body.id);
+    setFact(facts, 'model', body.model);
+    const choices = body.choices;
+    if (Array.isArray(choices))
+      for (const choice of choices) addFinishReason(facts, objectOf(choice)?.finish_reason);
+  },
+};

@@ -1,0 +1,34 @@
+// GenAI trace attributes of Responses API requests and replies (whole, or the response object the
+// stream's lifecycle events carry).
+
+import type { JsonValue } from '../../../common/types.ts';
+import { addFinishReason, copyParams, objectOf, setFact } from '../telemetry-fields.ts';
+import type { FamilyTelemetry } from '../types.ts';
+
+const PARAMS: Readonly<Record<string, string>> = {
+  max_output_tokens: 'gen_ai.request.max_tokens',
+  temperature: 'gen_ai.request.temperature',
+  top_p: 'gen_ai.request.top_p',
+};
+
+export const responsesTelemetry: FamilyTelemetry = {
+  requestAttributes(body) {
+    const out = {};
+    copyParams(body, PARAMS, out);
+    return out;
+  },
+  readReply(reply: JsonValue, facts) {
+    const body = objectOf(reply);
+    if (body === undefined) return;
+    const response = objectOf(body.response) ?? body;
+    if (response.object !== 'response' && body.response === undefined) return;
+    setFact(facts, 'id', response.id);
+    setFact(facts, 'model', response.model);
+    // A finished response says why it stopped only when it did not complete.
+    const status = response.status;
+    if (status === 'completed') addFinishReason(facts, 'stop');
+    else if (status === 'incomplete')
+      addFinishReason(facts, objectOf(response.incomplete_details)?.reason ?? 'incomplete');
+    else if (status === 'failed') addFinishReason(facts, 'error');
+  },
+};

@@ -1,0 +1,146 @@
+// The spans of one proxied request (docs/operations.md "Tracing"): a SERVER span continuing the client's
+// trace, one CLIENT span per upstream attempt (its traceparent goes upstream), the reply's facts read by
+// the client family's telemetry reader, and the GenAI attributes set once the request completes. Only
+// created when tracing is on; nothing of a prompt, a completion or a key is ever set.
+
+import type { IncomingMessage } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import type { Attributes, Span, Tracing } from '../common/tracing.ts';
+import { failSpan } from '../common/tracing.ts';
+import type { JsonValue, RequestContext, UpstreamRequest } from '../common/types.ts';
+import { operationName, telemetryOf } from '../hooks/families/index.ts';
+import type { ReplyFacts } from '../hooks/families/types.ts';
+
+export class RequestTrace {
+  readonly #tracing: Tracing;
+  readonly #server: Span;
+  #attempt: Span | undefined = undefined;
+  #attempts = 0;
+  readonly facts: ReplyFacts = {};
+
+  constructor(tracing: Tracing, ctx: RequestContext, req: IncomingMessage, route: string) {
+    this.#tracing = tracing;
+    this.#server = tracing.startServer(`${ctx.method} ${route}`, req.headers, {
+      'http.request.method': ctx.method,
+      'http.route': route,
+      'url.path': ctx.path,
+      'router.api': ctx.api,
+      'router.request_id': ctx.id,
+      'gen_ai.operation.name': operationName(ctx.api),
+    });
+  }
+
+  /** The server span's trace id (log lines carry it). */
+  get traceId(): string {
+    return this.#server.spanContext().traceId;
+  }
+
+  get spanId(): string {
+    return this.#server.spanContext().spanId;
+  }
+
+  /** The traceparent of the request's server span, carried beside its usage event. */
+  traceparent(): string | undefined {
+    return this.#tracing.traceparent(this.#server);
+  }
+
+  /** Starts the CLIENT span of an upstream attempt and names it as the parent in the upstream request. */
+  attempt(ctx: RequestContext, provider: string, upstream: UpstreamRequest): void {
+    this.#attempts++;
+    const operation = operationName(ctx.api);
+    const model = ctx.upstreamModel ?? ctx.model;
+    const attributes: Attributes = {
+      'gen_ai.operation.name': operation,
+      'gen_ai.provider.name': provider,
+      'http.request.method': upstream.method,
+      'server.address': hostOf(upstream.origin),
+      'router.attempt': this.#attempts,
+    };
+    if (model !== undefined) attributes['gen_ai.request.model'] = model;
+    const span = this.#tracing.startChild(
+      model === undefined ? operation : `${operation} ${model}`,
+      this.#server,
+      attributes,
+    );
+    this.#attempt = span;
+    this.#tracing.inject(span, upstream.headers);
+  }
+
+  /** The attempt ended without a reply the client gets (refused, unreachable): the next may follow. */
+  attemptFailed(errorType: string, status?: number): void {
+    const span = this.#attempt;
+    if (span === undefined) return;
+    if (status !== undefined) span.setAttribute('http.response.status_code', status);
+    failSpan(span, errorType);
+    span.end();
+    this.#attempt = undefined;
+  }
+
+  /** A reply body or stream event in the client's shape. */
+  reply(format: string, value: JsonValue): void {
+    telemetryOf(format)?.readReply(value, this.facts);
+  }
+
+  /**
+   * Sets what the request's completion knows and ends the spans. The request parameters and the reply's
+   * facts go on the attempt that served (the inference span of the conventions); the server span gets
+   * the outcome: status, usage, subject, error.
+   */
+  finish(ctx: RequestContext): void {
+    const outcome: Attributes = {
+      'http.response.status_code': ctx.status,
+    };
+    if (ctx.provider !== undefined) outcome['gen_ai.provider.name'] = ctx.provider;
+    if (ctx.usage !== undefined) {
+      outcome['gen_ai.usage.input_tokens'] = ctx.usage.inputTokens;
+      outcome['gen_ai.usage.output_tokens'] = ctx.usage.outputTokens;
+    }
+    const errorType =
+      ctx.error?.code ??
+      (ctx.status >= 400 ? String(ctx.status) : ctx.clientAborted ? 'client_aborted' : undefined);
+    const end = performance.timeOrigin + performance.now();
+    const attempt = this.#attempt;
+    if (attempt !== undefined) {
+      attempt.setAttributes(outcome);
+      if (ctx.body !== undefined) {
+        const params = telemetryOf(ctx.clientFormat)?.requestAttributes(ctx.body);
+        if (params !== undefined) attempt.setAttributes(params);
+      }
+      const facts = this.facts;
+      if (facts.id !== undefined) attempt.setAttribute('gen_ai.response.id', facts.id);
+      if (facts.model !== undefined) attempt.setAttribute('gen_ai.response.model', facts.model);
+      if (facts.finishReasons !== undefined)
+        attempt.setAttribute('gen_ai.response.finish_reasons', facts.finishReasons);
+      if (errorType !== undefined) failSpan(attempt, errorType);
+      attempt.end(end);
+    }
+    const server = this.#server;
+    server.setAttributes(outcome);
+    server.setAttribute('router.stream', ctx.stream);
+    if (ctx.model !== undefined) server.setAttribute('gen_ai.request.model', ctx.model);
+    if (ctx.usageStage !== undefined) server.setAttribute('router.usage_stage', ctx.usageStage);
+    if (ctx.principal?.subjectId !== undefined)
+      server.setAttribute('router.subject_id', ctx.principal.subjectId);
+    if (ctx.firstTokenMs !== undefined)
+      server.setAttribute('router.time_to_first_token_ms', Math.round(ctx.firstTokenMs * 1000) / 1000);
+    if (ctx.clientAborted) server.setAttribute('router.client_aborted', true);
+    if (errorType !== undefined) failSpan(server, errorType);
+    server.end(end);
+  }
+}
+
+/** Origins are few (one per provider): their host names are parsed once. */
+const HOSTS = new Map<string, string>();
+
+function hostOf(origin: string): string {
+  let host = HOSTS.get(origin);
+  if (host === undefined) {
+    try {
+      host = new URL(origin).hostname;
+    } catch {
+      host = origin;
+    }
+    if (HOSTS.size < 1024) HOSTS.set(origin, host);
+  }
+  return host;
+}
