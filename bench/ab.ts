@@ -1,4 +1,4 @@
-// `node bench/ab.ts --base <checkout> [--mode off|billing|redis] [--rounds 8] [--seconds 3]`: before /
+// `node bench/ab.ts --base <checkout> [--mode off|billing|redis|cluster|traced] [--rounds 8] [--seconds 3]`: before /
 // after for one change; `--modes off,billing` (or any two modes) pairs two modes instead, of this
 // checkout or of --base against this one: what billing or the store costs per request. The gateway of another checkout (A, e.g. `git worktree add ../base HEAD~1` with
 // node_modules linked) and this checkout's (B) run side by side in front of one upstream simulator, in
@@ -13,6 +13,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { throughput } from './lib/load.ts';
+import { startOtlpSink } from './lib/otlp-sink.ts';
 import {
   GATEWAY_V8_FLAGS,
   type GatewayVariant,
@@ -23,6 +24,7 @@ import {
   startUpstreamSimProcess,
   type Workspace,
 } from './lib/peers.ts';
+import { startRedisCluster } from './lib/redis-cluster.ts';
 import { chatTarget } from './lib/requests.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
@@ -39,8 +41,8 @@ function median(values: number[]): number {
   return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
 }
 
-type Mode = 'off' | 'billing' | 'redis';
-const MODES: readonly Mode[] = ['off', 'billing', 'redis'];
+type Mode = 'off' | 'billing' | 'redis' | 'cluster' | 'traced';
+const MODES: readonly Mode[] = ['off', 'billing', 'redis', 'cluster', 'traced'];
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -59,7 +61,7 @@ async function main(): Promise<void> {
     !modes.every((m) => MODES.includes(m))
   ) {
     console.error(
-      'usage: node bench/ab.ts --base <checkout> [--mode off|billing|redis] [--rounds 8] [--seconds 3]\n' +
+      'usage: node bench/ab.ts --base <checkout> [--mode off|billing|redis|cluster|traced] [--rounds 8] [--seconds 3]\n' +
         '       node bench/ab.ts --modes <a>,<b> [--base <checkout>] [--rounds 8] [--seconds 3]   (e.g. off,billing)',
     );
     process.exit(2);
@@ -78,11 +80,14 @@ async function main(): Promise<void> {
     const up = await startUpstreamSimProcess(shared);
     stops.push(() => up.service.stop());
     let billingUrl: string | undefined;
-    if (modes.some((m) => m !== 'off')) {
+    const billed = (m: Mode) => m === 'billing' || m === 'redis' || m === 'cluster';
+    if (modes.some(billed)) {
       const billing = await startBillingSimProcess(shared);
       stops.push(() => billing.service.stop());
       billingUrl = billing.url;
     }
+    let tracesUrl: string | undefined;
+    if (modes.includes('traced')) tracesUrl = `${(await startOtlpSink()).url}/v1/traces`;
     let redisUrl: string | undefined;
     if (modes.includes('redis')) {
       const redis = await startRedis(shared);
@@ -90,12 +95,24 @@ async function main(): Promise<void> {
       stops.push(() => redis.service.stop());
       redisUrl = redis.url;
     }
+    let clusterSeeds: string | undefined;
+    if (modes.includes('cluster')) {
+      const cluster = await startRedisCluster(shared);
+      if (!('seeds' in cluster)) throw new Error(`redis cluster: ${cluster.reason}`);
+      stops.push(() => cluster.stop());
+      clusterSeeds = cluster.seeds;
+    }
     const start = async (name: 'a' | 'b', repo: string, mode: Mode): Promise<Peer> => {
       // Each in its own folder, so each has its own outbox; in Redis mode each its own key prefix.
       const peer = await startGatewayProcess(await workspace(repo, name), up.url, {
-        ...(mode === 'off' ? {} : { billing: { url: billingUrl! } }),
+        ...(billed(mode) ? { billing: { url: billingUrl! } } : {}),
+        ...(mode === 'cluster' ? { redisUrl: clusterSeeds!, store: { cluster: true, shards: 4 } } : {}),
+        ...(mode === 'traced' ? { tracesUrl: tracesUrl! } : {}),
         ...(mode === 'redis' ? { redisUrl: redisUrl! } : {}),
-        id: mode === 'redis' ? (`gateway-redis-${name}` as GatewayVariant['id']) : 'gateway',
+        id:
+          mode === 'redis' || mode === 'cluster'
+            ? (`gateway-${mode}-${name}` as GatewayVariant['id'])
+            : 'gateway',
       });
       stops.push(() => peer.service.stop());
       return peer;

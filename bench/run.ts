@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type BenchContext, FULL, SMOKE } from './lib/context.ts';
 import { loadAverage, machineInfo } from './lib/machine.ts';
+import { startOtlpSink } from './lib/otlp-sink.ts';
 import {
   GATEWAY_V8_FLAGS,
   gatewayUsesRedis,
@@ -57,6 +58,7 @@ const ALL_PEERS: PeerId[] = [
   'gateway-info-log',
   'node-floor',
   'gateway-2w',
+  'gateway-traced',
 ];
 
 const PEERS_OF: Record<Scenario, PeerId[]> = {
@@ -145,6 +147,11 @@ async function startPeers(
   await attempt('portkey', () => startPortkey(ws));
   await attempt('gateway', () => startGatewayProcess(ws, upstreamUrl, { id: 'gateway' }));
   await attempt('gateway-2w', () => startGatewayProcess(ws, upstreamUrl, { id: 'gateway-2w', workers: 2 }));
+  await attempt('gateway-traced', async () => {
+    // In this process, unref'd: it ends with the bench.
+    const sink = await startOtlpSink();
+    return startGatewayProcess(ws, upstreamUrl, { id: 'gateway-traced', tracesUrl: `${sink.url}/v1/traces` });
+  });
   await attempt('gateway-info-log', () =>
     startGatewayProcess(ws, upstreamUrl, { id: 'gateway-info-log', logLevel: 'info' }),
   );

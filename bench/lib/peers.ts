@@ -28,7 +28,8 @@ export type PeerId =
   | 'portkey'
   | 'gateway-info-log'
   | 'node-floor'
-  | 'gateway-2w';
+  | 'gateway-2w'
+  | 'gateway-traced';
 /** `nginx` kind: a transparent proxy that gets the simulator's own request (node-floor is one too). */
 export type PeerKind = 'direct' | 'nginx' | 'gateway' | 'portkey';
 
@@ -42,6 +43,7 @@ export const PEER_LABELS: Record<PeerId, string> = {
   'gateway-info-log': 'gateway, billing off, info-level access log',
   'node-floor': 'bare Node forwarder (floor)',
   'gateway-2w': 'gateway, 2 workers, file mode, billing off',
+  'gateway-traced': 'gateway, billing off, traces exported (sampling 1.0)',
 };
 
 export interface Peer {
@@ -162,6 +164,10 @@ export interface GatewayVariant {
   noSidecar?: boolean;
   /** `workers:` of the configuration (default 1). */
   workers?: number;
+  /** OTLP/HTTP traces endpoint: tracing on, every request sampled. */
+  tracesUrl?: string;
+  /** With redisUrl: a Redis Cluster (redisUrl lists its seeds) and the billing stream's shards. */
+  store?: { cluster?: boolean; shards?: number };
 }
 
 /** The main configuration as JSON (a YAML subset), every path absolute. */
@@ -230,6 +236,7 @@ export async function startGatewayProcess(
     logLevel: variant.logLevel,
     noSidecar: variant.noSidecar,
     workers: variant.workers,
+    store: variant.store,
   });
   const env = cleanEnv();
   for (const provider of ['OPENAI', 'ANTHROPIC', 'GEMINI']) {
@@ -237,6 +244,10 @@ export async function startGatewayProcess(
     env[`ROUTER_PROVIDER_${provider}_API_KEY`] = SIM_KEY;
   }
   env.ROUTER_ACCESS_KEY_BENCH = BENCH_ACCESS_KEY;
+  if (variant.tracesUrl !== undefined) {
+    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = variant.tracesUrl;
+    env.OTEL_TRACES_SAMPLER = 'always_on';
+  }
   const sidecarFlags = ws.sidecarNodeFlags(variant.id);
   if (sidecarFlags.length > 0) env.ROUTER_SIDECAR_NODE_FLAGS = sidecarFlags.join(' ');
   const service = startService(

@@ -160,6 +160,13 @@ export function evaluateTargets(r: BenchResults): TargetRow[] {
       billingCost === undefined ? 'n/a' : `${pct(billingCost)} (${num(rps('gateway-billing'))} req/s)`,
     pass: billingCost === undefined ? undefined : billingCost <= 0.1,
   });
+  const tracedRatio = ratio('gateway-traced', 'gateway');
+  const tracedCost = tracedRatio === undefined ? undefined : 1 - tracedRatio;
+  rows.push({
+    target: 'Tracing on (sampling 1.0) costs <= 10% of throughput',
+    measured: tracedCost === undefined ? 'n/a' : `${pct(tracedCost)} (${num(rps('gateway-traced'))} req/s)`,
+    pass: tracedCost === undefined ? undefined : tracedCost <= 0.1,
+  });
   const redisRatio = ratio('gateway-redis', 'gateway');
   const redisCost = redisRatio === undefined ? undefined : 1 - redisRatio;
   const redisNote = r.unavailable.find((u) => u.id === 'gateway-redis');

@@ -23,6 +23,7 @@ export const CHAT_PEERS: PeerId[] = [
   'gateway-redis',
   'portkey',
   'gateway-info-log',
+  'gateway-traced',
 ];
 
 const BILLING_PEERS: ReadonlySet<PeerId> = new Set(['gateway-billing', 'gateway-redis']);
@@ -75,7 +76,7 @@ export async function runChat(ctx: BenchContext): Promise<ChatResult> {
   }
   // Latency at c=1 in the same interleaved rounds, every sample pooled per peer: a slow minute of the
   // machine then lands on every peer alike instead of on whichever peer it happened to meet.
-  const latencyPeers = CHAT_PEERS.filter((id) => id !== 'gateway-info-log');
+  const latencyPeers = CHAT_PEERS.filter((id) => id !== 'gateway-info-log' && id !== 'gateway-traced');
   const perRound = Math.max(1, Math.round(s.latencyCount / s.rounds));
   const pooled = new Map<
     PeerId,
