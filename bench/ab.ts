@@ -29,11 +29,11 @@ import { chatTarget } from './lib/requests.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 
-/** CPU time (user + system) of a process so far, in clock ticks (1/100 s on Linux). */
-async function cpuTicks(pid: number): Promise<number> {
+/** CPU time of a process so far, user and system, in clock ticks (1/100 s on Linux). */
+async function cpuTicks(pid: number): Promise<{ user: number; system: number }> {
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(fields[11]) + Number(fields[12]);
+  return { user: Number(fields[11]), system: Number(fields[12]) };
 }
 
 function median(values: number[]): number {
@@ -126,6 +126,8 @@ async function main(): Promise<void> {
     for (const t of targets) await throughput(t, 64, 2); // warm-up (JIT)
     const ratios: number[] = [];
     const cpu: [number[], number[]] = [[], []];
+    // The kernel's share (system time): sockets, files, wake-ups.
+    const sys: [number[], number[]] = [[], []];
     for (let round = 0; round < rounds; round++) {
       const rps: [number, number] = [0, 0];
       const roundCpu: [number, number] = [0, 0];
@@ -133,10 +135,12 @@ async function main(): Promise<void> {
       for (const i of order) {
         const before = await cpuTicks(gateways[i].service.pid);
         const r = await throughput(targets[i], 64, seconds);
-        const ticks = (await cpuTicks(gateways[i].service.pid)) - before;
+        const after = await cpuTicks(gateways[i].service.pid);
+        const ticks = after.user + after.system - before.user - before.system;
         rps[i] = r.requestsPerSec;
         roundCpu[i] = (ticks * 10_000) / Math.max(1, r.total2xx); // µs per request
         cpu[i].push(roundCpu[i]);
+        sys[i].push(((after.system - before.system) * 10_000) / Math.max(1, r.total2xx));
       }
       ratios.push(rps[1] / rps[0]);
       console.log(
@@ -144,7 +148,7 @@ async function main(): Promise<void> {
       );
     }
     console.log(
-      `median B/A ${median(ratios).toFixed(3)}; median CPU per request A ${median(cpu[0]).toFixed(1)} µs, B ${median(cpu[1]).toFixed(1)} µs`,
+      `median B/A ${median(ratios).toFixed(3)}; median CPU per request A ${median(cpu[0]).toFixed(1)} µs, B ${median(cpu[1]).toFixed(1)} µs (system: A ${median(sys[0]).toFixed(1)}, B ${median(sys[1]).toFixed(1)} µs)`,
     );
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);

@@ -124,7 +124,8 @@ export function openTracing(config: TracesConfig, opts: TracingOptions = {}): Tr
   return {
     enabled: true,
     startServer(name, headers, attributes) {
-      const parent = propagator.extract(ROOT_CONTEXT, headers, getter);
+      const parent =
+        headers.traceparent === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, headers, getter);
       return tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
     },
     startChild(name, parent, attributes, kind = SpanKind.CLIENT) {
@@ -136,15 +137,22 @@ export function openTracing(config: TracesConfig, opts: TracingOptions = {}): Tr
       return tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes }, parent);
     },
     inject(span, headers) {
-      propagator.inject(under(span), headers, setter);
+      // Most contexts carry no tracestate: their header is written directly.
+      if (span.spanContext().traceState !== undefined) propagator.inject(under(span), headers, setter);
+      else {
+        const value = traceparentOf(span);
+        if (value !== undefined) headers.traceparent = value;
+      }
     },
-    traceparent(span) {
-      const c = span.spanContext();
-      if (!trace.isSpanContextValid(c)) return undefined;
-      return `00-${c.traceId}-${c.spanId}-0${(c.traceFlags & 1).toString()}`;
-    },
+    traceparent: traceparentOf,
     shutdown: () => provider.shutdown(),
   };
+}
+
+function traceparentOf(span: Span): string | undefined {
+  const c = span.spanContext();
+  if (!trace.isSpanContextValid(c)) return undefined;
+  return `00-${c.traceId}-${c.spanId}-0${(c.traceFlags & 1).toString()}`;
 }
 
 /** Marks `span` failed, with the gateway's error code (or the upstream's status) as `error.type`. */
