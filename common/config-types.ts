@@ -20,6 +20,8 @@ export interface LimitsConfig {
   readonly upstreamBodyTimeoutMs: number;
   /** Further providers tried after the first on connect error, 429 or 5xx before any byte was sent. */
   readonly maxRetries: number;
+  /** Longest a realtime session may last, in seconds (0: no limit). */
+  readonly realtimeMaxSessionS: number;
   /** Time in-flight requests get to finish on SIGTERM. */
   readonly drainTimeoutMs: number;
   /** Time a client gets to send a request's headers; exceeded -> 408. */

@@ -3,6 +3,11 @@
 import type client from 'prom-client';
 import type { RequestContext } from './types.ts';
 
+/** Frames and bytes of one direction of the realtime relay. */
+export interface RelayCounter {
+  frame(bytes: number): void;
+}
+
 export interface GatewayMetrics {
   readonly registry: client.Registry;
   /**
@@ -26,6 +31,9 @@ export interface GatewayMetrics {
   readonly clientRejected: client.Counter<'reason'>;
   /** Subject state changes applied: told by the sidecar (`notice`) or relayed by the primary (`relay`). */
   readonly subjectStateNotices: client.Counter<'via'>;
+  /** Realtime sessions: open now; frames and bytes relayed by direction (`to_upstream`, `to_client`). */
+  readonly realtimeSessions: client.Gauge;
+  readonly realtimeFrames: { readonly toUpstream: RelayCounter; readonly toClient: RelayCounter };
   /** Where the open-connections gauge reads from, and the cap in force. */
   trackConnections(open: () => number, max: number): void;
 }

@@ -19,6 +19,9 @@ export const API_NAMES = [
   'audio.translations',
   'native.generateContent',
   'native.streamGenerateContent',
+  // Realtime sessions over WebSocket (docs/realtime.md): OpenAI Realtime and Gemini Live.
+  'realtime',
+  'native.live',
   // Token counting: not model calls, never billed (docs/translation.md "Counting tokens").
   'messages.count_tokens',
   'native.countTokens',

@@ -242,8 +242,11 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
       if (gateway.inFlight() > 0) {
         log.warn({ inFlight: gateway.inFlight() }, 'drain timeout: closing the connections still open');
         // Closing a connection aborts its request (upstream call cancelled); each still completes
-        // (usage settled on what was delivered, event queued) before the queue may close.
+        // (usage settled on what was delivered, event queued) before the queue may close. Realtime
+        // sessions still open get a close frame (1001, going away).
+        const sessionsClosed = gateway.closeSessions();
         gateway.server.closeAllConnections();
+        await sessionsClosed;
         await waitCompleting(gateway, COMPLETION_STALL_MS);
         if (gateway.inFlight() > 0)
           log.error(

@@ -115,6 +115,30 @@ export function createGatewayMetrics(): GatewayMetrics {
     'Subject state changes applied before the sidecar answered a webhook: told by it (notice) or by the primary of several workers (relay)',
     'via',
   );
+  const realtimeSessions = gauge('router_realtime_sessions', 'Realtime (WebSocket) sessions open');
+  const frames = new FastCounter(
+    registry,
+    'router_realtime_frames_total',
+    'Realtime frames relayed, by direction (to_upstream, to_client)',
+    ['direction'],
+  );
+  const bytes = new FastCounter(
+    registry,
+    'router_realtime_bytes_total',
+    'Realtime payload bytes relayed, by direction (to_upstream, to_client)',
+    ['direction'],
+  );
+  const relayCounter = (direction: string) => {
+    const f = frames.series(direction);
+    const b = bytes.series(direction);
+    return {
+      frame(n: number) {
+        f.inc();
+        b.inc(n);
+      },
+    };
+  };
+  const realtimeFrames = { toUpstream: relayCounter('to_upstream'), toClient: relayCounter('to_client') };
   // Labelled children per label set, so a request does one map lookup instead of hashing label
   // objects for every series it touches (a measurable share of the hot path).
   interface Series {
@@ -142,6 +166,8 @@ export function createGatewayMetrics(): GatewayMetrics {
     clientTimeouts,
     clientRejected,
     subjectStateNotices,
+    realtimeSessions,
+    realtimeFrames,
     trackConnections(open, max) {
       openConnections = open;
       connectionsMax.set(max);

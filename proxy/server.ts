@@ -11,6 +11,7 @@ import { carrierFamily } from '../hooks/families/index.ts';
 import { clientErrorCode, type ParserError, rawErrorResponse } from './client-errors.ts';
 import { ConnectionGuard, fitToDescriptors, readNofile } from './connection-guard.ts';
 import { proxyRequest } from './proxy-request.ts';
+import { handleRealtimeUpgrade, RealtimeSessions } from './realtime-session.ts';
 import { bodyTimedOut } from './request-body.ts';
 import { requestIdPolicy } from './request-id.ts';
 import { type Route, resolveRoute } from './routes.ts';
@@ -35,6 +36,8 @@ export interface GatewayServer {
   settled(runtime: Runtime): Promise<void>;
   /** Client connections open. */
   connections(): number;
+  /** Closes the realtime sessions still open (1001, going away). */
+  closeSessions(): Promise<void>;
 }
 
 /** The metric reason of each answer the clientError handler gives, but timeouts. */
@@ -59,6 +62,7 @@ export function createGatewayServer(initial: Runtime): GatewayServer {
   };
 
   const metrics = initial.metrics;
+  const sessions = new RealtimeSessions();
   const guard = new ConnectionGuard(Number.POSITIVE_INFINITY, (reason) =>
     metrics.connectionsShed.inc({ reason }),
   );
@@ -136,6 +140,33 @@ export function createGatewayServer(initial: Runtime): GatewayServer {
     metrics.clientTimeouts.inc({ kind: 'keepalive' });
     socket.destroy();
   });
+  // WebSocket upgrades: realtime sessions (proxy/realtime-session.ts); any other upgrade is a 404.
+  server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+    const rt = current;
+    socket.on('error', () => socket.destroy());
+    const { id, correlationId } = requestIdPolicy(rt.config.requestId.trustedSources)(req);
+    if (phase === 'draining') {
+      socket.end(rawErrorResponse('shutting_down'));
+      return;
+    }
+    // A session holds its runtime as a request does: a reload retires the runtime (and closes its
+    // billing queue) only once the session has ended.
+    active++;
+    const u = users.get(rt);
+    if (u === undefined) users.set(rt, { count: 1, idle: [] });
+    else u.count++;
+    let open = true;
+    const ended = () => {
+      if (!open) return;
+      open = false;
+      active--;
+      release(rt);
+    };
+    if (!handleRealtimeUpgrade(rt, req, socket, head, { id, correlationId, ended, sessions })) {
+      ended();
+      socket.end(rawErrorResponse('not_found'));
+    }
+  });
   // Requests the parser refused or timed out before a request existed: 408/414/431/413/400, then close.
   server.on('clientError', (err: ParserError, socket: Socket) => {
     const code = clientErrorCode(err);
@@ -167,6 +198,7 @@ export function createGatewayServer(initial: Runtime): GatewayServer {
     },
     inFlight: () => active,
     connections: () => guard.open,
+    closeSessions: () => sessions.close(),
     settled(runtime) {
       const u = users.get(runtime);
       if (u === undefined) return Promise.resolve();

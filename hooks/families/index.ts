@@ -14,7 +14,7 @@ import { countTranslator } from './count-translator.ts';
 import { geminiFamily } from './gemini/index.ts';
 import { openaiFamily } from './openai/index.ts';
 import { responsesFamily } from './responses/index.ts';
-import type { FamilyTelemetry, TokenCount, WireFamily } from './types.ts';
+import type { FamilyTelemetry, RealtimeDialect, TokenCount, WireFamily } from './types.ts';
 
 /** Registration order decides ties; the first family shapes errors of requests no family claims. */
 // biome-ignore format: one registration line per family
@@ -153,3 +153,10 @@ export function telemetryOf(format: string): FamilyTelemetry | undefined {
 }
 
 export { operationName } from './operations.ts';
+
+/** The realtime dialect whose upgrade path this is, with its family's name (the client format). */
+export function realtimeDialectOf(path: string): { dialect: RealtimeDialect; format: string } | undefined {
+  for (const f of FAMILIES)
+    for (const dialect of f.realtime ?? []) if (dialect.matches(path)) return { dialect, format: f.name };
+  return undefined;
+}

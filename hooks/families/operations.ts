@@ -17,6 +17,9 @@ const GEN_AI_OPERATIONS: Readonly<Record<ApiName, string>> = {
   'audio.translations': 'translation',
   'native.generateContent': 'generate_content',
   'native.streamGenerateContent': 'generate_content',
+  // A realtime session is a conversation: each of its model responses is a chat turn.
+  realtime: 'chat',
+  'native.live': 'chat',
   'messages.count_tokens': 'count_tokens',
   'native.countTokens': 'count_tokens',
   'responses.input_tokens': 'count_tokens',

@@ -3,7 +3,7 @@
 // and never names a family; adding one is a folder here plus one line in the registry.
 
 import type { GatewayError } from '../../common/errors.ts';
-import type { ApiName, JsonObject, JsonValue, SseOut } from '../../common/types.ts';
+import type { ApiName, JsonObject, JsonValue, SseOut, Usage } from '../../common/types.ts';
 import type { StreamTransformFactory } from '../transforms/types.ts';
 import type { TranslatorFactory } from '../translators/types.ts';
 import type { UsagePreset } from '../usage/types.ts';
@@ -79,6 +79,38 @@ export interface FamilyTelemetry {
   readReply(reply: JsonValue, facts: ReplyFacts): void;
 }
 
+/** Usage of one model response of a realtime session, with the response's id (or turn number). */
+export interface RealtimeUsage {
+  readonly responseId: string;
+  readonly usage: Usage;
+}
+
+/**
+ * A realtime API of the family: a WebSocket session (`GET` upgraded) whose frames the gateway relays
+ * unchanged, reading the server's usage messages (docs/realtime.md).
+ */
+export interface RealtimeDialect {
+  readonly api: ApiName;
+  /** Whether an upgrade request's path is this dialect's. */
+  matches(path: string): boolean;
+  /** Where the session's model is named: the query's `model`, or the client's first message. */
+  readonly modelIn: 'query' | 'first-message';
+  /** The model a first message names, undefined when it names none (not the setup message). */
+  firstMessageModel?(message: JsonObject): string | undefined;
+  /** The first message with the model the registry maps to (the upstream's name). */
+  withModel?(message: JsonObject, model: string): JsonObject;
+  /** A subprotocol that carries the access key (`openai-insecure-api-key.`): read, never forwarded. */
+  readonly keyProtocolPrefix?: string;
+  /** Query parameters that carry the access key (read, never forwarded). */
+  readonly keyQuery?: readonly string[];
+  /** Substrings of the server message that starts a model response (a response is then in progress). */
+  readonly responseMarkers: readonly string[];
+  /** Substrings one of which a server message has when it may carry usage (checked before parsing). */
+  readonly usageMarkers: readonly string[];
+  /** The usage a server message reports for one model response; `turn` numbers responses without ids. */
+  usage(message: JsonObject, turn: number): RealtimeUsage | undefined;
+}
+
 export interface WireFamily {
   /** The family's name: the client format of its routes (RequestContext.clientFormat) and translators. */
   readonly name: string;
@@ -149,6 +181,9 @@ export interface WireFamily {
 
   /** GenAI trace attributes of its requests and replies. */
   readonly telemetry?: FamilyTelemetry;
+
+  /** Its realtime (WebSocket) APIs. */
+  readonly realtime?: readonly RealtimeDialect[];
 }
 
 /** Percent-decoding of client input: undefined for malformed escapes (the client's 400, not a 500). */

@@ -107,6 +107,12 @@ export const ROUTER_CONFIG_SCHEMA = {
           "minimum": 0,
           "maximum": 10
         },
+        "realtime_max_session_s": {
+          "type": "integer",
+          "description": "Longest a realtime (WebSocket) session may last; then it is closed (1008) once its current response has ended. 0: no limit.",
+          "default": 0,
+          "minimum": 0
+        },
         "drain_timeout_ms": {
           "type": "integer",
           "description": "Time in-flight requests get to finish after SIGTERM.",

@@ -7,6 +7,8 @@ import { anthropicDialect, anthropicRoutes } from './anthropic.ts';
 import { geminiDialect, geminiListModels, geminiMethods } from './gemini.ts';
 import { readKnobs } from './knobs.ts';
 import { openaiDialect, openaiGetModel, openaiRoutes } from './openai.ts';
+import { createRealtimeEndpoints } from './realtime.ts';
+import type { RealtimeRecording } from './realtime-types.ts';
 import { FixtureLibrary } from './replay.ts';
 import { precountTokens, withPrecounted } from './text.ts';
 import type {
@@ -20,6 +22,7 @@ import type {
   SimStats,
 } from './types.ts';
 
+export type { RealtimeClose, RealtimeRecording, RecordedRealtimeSession } from './realtime-types.ts';
 export type { RecordedRequest, SimStats } from './types.ts';
 
 export interface UpstreamSimOptions {
@@ -46,9 +49,14 @@ export interface UpstreamSim {
   /** The most recent requests, oldest first (bounded). */
   readonly requests: RecordedRequest[];
   readonly stats: SimStats;
-  /** Clears recorded requests, stats and x-sim-fail-times counters. */
+  /** Realtime WebSocket sessions (OpenAI Realtime, Gemini Live): README "Realtime". */
+  readonly realtime: RealtimeRecording;
+  /** Clears recorded requests, realtime sessions, stats and x-sim-fail-times counters. */
   reset(): void;
-  /** Resolves once `predicate` holds; re-checked after every request, response end and abort. */
+  /**
+   * Resolves once `predicate` holds; re-checked after every request, response end and abort, and after
+   * every realtime handshake, frame (either way) and close.
+   */
   waitFor(predicate: (sim: UpstreamSim) => boolean, timeoutMs?: number): Promise<void>;
 }
 
@@ -408,6 +416,19 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
     }
   }
 
+  const realtime = createRealtimeEndpoints({
+    requireAuth,
+    record,
+    maxRecorded,
+    defaultChunkDelayMs: defaultDelay,
+    failure(knobs) {
+      const failure = activeFailure(knobs);
+      if (failure !== undefined) stats.injected++;
+      return failure;
+    },
+    notify,
+  });
+
   const server = createServer(function onRequest(req, res) {
     const ex: Exchange = { timer: undefined, deliberate: false, admin: false };
     res.on('finish', function onFinish() {
@@ -434,6 +455,7 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
     });
   });
   server.keepAliveTimeout = 30_000;
+  server.on('upgrade', realtime.handleUpgrade);
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -450,8 +472,10 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
     port: address.port,
     requests,
     stats,
+    realtime,
     reset() {
       requests.length = 0;
+      realtime.reset();
       stats.aborted = 0;
       stats.served = 0;
       stats.injected = 0;
@@ -478,6 +502,7 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
     },
     close() {
       closing = true;
+      realtime.closeAll();
       return new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

@@ -7,6 +7,7 @@ import { escapePathSegment } from '../../dsl/template.ts';
 import { decodePathPart, type ListedModel, type PathRoute, type WireFamily } from '../types.ts';
 import { geminiErrorBody, geminiErrorEvent, googleStatusName } from './errors.ts';
 import { geminiToOpenai } from './gemini-to-openai.ts';
+import { geminiLive } from './live.ts';
 import { openaiEmbeddingsToGemini } from './openai-embeddings-to-gemini.ts';
 import { openaiToGemini } from './openai-to-gemini.ts';
 import { geminiTelemetry } from './telemetry.ts';
@@ -82,4 +83,5 @@ export const geminiFamily: WireFamily = {
   translators: [openaiToGemini, geminiToOpenai, openaiEmbeddingsToGemini],
   tokenCount: geminiTokenCount,
   telemetry: geminiTelemetry,
+  realtime: [geminiLive],
 };

@@ -4,6 +4,7 @@
 
 import type { ListedModel, WireFamily } from '../types.ts';
 import { openaiErrorBody, openaiErrorEvent, openaiErrorType } from './errors.ts';
+import { openaiRealtime } from './realtime.ts';
 import { openaiTelemetry } from './telemetry.ts';
 import { UNIT_PRESETS } from './unit-usage.ts';
 import { openAiCompletionPreset, openAiResponses } from './usage.ts';
@@ -53,4 +54,5 @@ export const openaiFamily: WireFamily = {
   translators: [],
   transforms: [openaiUsageStrip],
   telemetry: openaiTelemetry,
+  realtime: [openaiRealtime],
 };

@@ -616,7 +616,7 @@ provider "p" {
     [
       '4:3: duplicate defaults block (the first is at 3:3)',
       '5:3: unknown directive "auth" in provider (expected defaults, match); "auth" goes inside defaults or match',
-      '6:15: unknown api "chat" (known: completions, chat.completions, responses, native.messages, embeddings, images.generations, images.edits, audio.speech, audio.transcriptions, audio.translations, native.generateContent, native.streamGenerateContent, messages.count_tokens, native.countTokens, responses.input_tokens)',
+      '6:15: unknown api "chat" (known: completions, chat.completions, responses, native.messages, embeddings, images.generations, images.edits, audio.speech, audio.transcriptions, audio.translations, native.generateContent, native.streamGenerateContent, realtime, native.live, messages.count_tokens, native.countTokens, responses.input_tokens)',
       '7:37: stream must be true or false',
       '8:28: duplicate "api" in match',
       '9:3: match needs api = "<api>"',

@@ -73,6 +73,7 @@ test('an empty file gets every documented default', async () => {
     upstreamHeadersTimeoutMs: 60000,
     upstreamBodyTimeoutMs: 300000,
     maxRetries: 1,
+    realtimeMaxSessionS: 0,
     drainTimeoutMs: 30000,
     clientHeaderTimeoutMs: 30000,
     clientBodyTimeoutMs: 30000,

@@ -163,6 +163,8 @@ test('the reference models.yaml routes every family to its provider', async () =
     'gpt-5.4',
     'gpt-5.4-mini',
     'o4-mini',
+    'gpt-realtime',
+    'gpt-realtime-mini',
     'text-embedding-3-small',
     'text-embedding-3-large',
     'claude-opus-5',
@@ -171,6 +173,7 @@ test('the reference models.yaml routes every family to its provider', async () =
     'gemini-3.8-pro',
     'gemini-3.8-flash',
     'gemini-embedding-001',
+    'gemini-live-2.5-flash',
   ]);
   assert.ok(registry.listed().every((e) => e.ownedBy !== undefined));
 });

@@ -1,0 +1,33 @@
+// OpenAI Realtime sessions (`GET /v1/realtime?model=...` upgraded): the model in the query, the key in
+// `Authorization` or, from browsers, the `openai-insecure-api-key.<key>` subprotocol; every
+// `response.done` reports the usage of one model response.
+
+import type { JsonObject, Usage } from '../../../common/types.ts';
+import { objectOf } from '../telemetry-fields.ts';
+import type { RealtimeDialect } from '../types.ts';
+
+function count(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : 0;
+}
+
+export const openaiRealtime: RealtimeDialect = {
+  api: 'realtime',
+  matches: (path) => path === '/v1/realtime',
+  modelIn: 'query',
+  keyProtocolPrefix: 'openai-insecure-api-key.',
+  responseMarkers: ['"response.created"'],
+  usageMarkers: ['"response.done"'],
+  usage(message: JsonObject) {
+    if (message.type !== 'response.done') return undefined;
+    const response = objectOf(message.response);
+    const id = response?.id;
+    const reported = objectOf(response?.usage);
+    if (typeof id !== 'string' || reported === undefined) return undefined;
+    const input = count(reported.input_tokens);
+    const output = count(reported.output_tokens);
+    const usage: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
+    const cached = count(objectOf(reported.input_token_details)?.cached_tokens);
+    if (cached > 0) usage.cacheReadTokens = cached;
+    return { responseId: id, usage };
+  },
+};

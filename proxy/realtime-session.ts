@@ -1,0 +1,547 @@
+// Realtime sessions (docs/realtime.md): an upgrade request goes through the same stages as an HTTP
+// request (onRequest for the key and the balance, selectTarget, the provider rule for the realtime api),
+// then the gateway opens the upstream WebSocket, accepts the client's, and relays every frame unchanged in
+// both directions with back-pressure. The server's usage messages are read on the way: each model
+// response becomes one usage event (idempotency key `router:<request id>:<response id>`), on record
+// before the message that reports it reaches the client.
+
+import type { IncomingMessage } from 'node:http';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { type RawData, WebSocket, WebSocketServer } from 'ws';
+import { splitBaseUrl } from '../common/base-url.ts';
+import { describeError, GatewayError, toGatewayError } from '../common/errors.ts';
+import type { JsonObject, RequestContext, UpstreamRequest, Usage } from '../common/types.ts';
+import { errorBody, realtimeDialectOf } from '../hooks/families/index.ts';
+import type { RealtimeDialect } from '../hooks/families/types.ts';
+import { runOnComplete, runOnRequest, runRewriteBody, runSelectTarget } from './pipeline.ts';
+import { Context } from './request-context.ts';
+import type { Route } from './routes.ts';
+import type { RuleHooks, Runtime } from './runtime.ts';
+
+/** A side's unsent bytes above which the other side stops being read, and below which it resumes. */
+const HIGH_WATER = 1024 * 1024;
+const LOW_WATER = 256 * 1024;
+
+/** Close codes sent to the client (RFC 6455 7.4; 4xxx are the application's). */
+const CLOSE = { upstreamGone: 1011, policy: 1008, goingAway: 1001, badMessage: 1007 } as const;
+
+const acceptor = new WebSocketServer({ noServer: true, perMessageDeflate: false, clientTracking: false });
+
+export interface UpgradeInfo {
+  readonly id: string;
+  readonly correlationId: string | undefined;
+  /** Called once when the upgrade was refused or the session has ended (the runtime is free). */
+  readonly ended: () => void;
+  /** The server's open sessions, which the session joins while it is open. */
+  readonly sessions: RealtimeSessions;
+}
+
+/** A server's open sessions, so that shutdown can close them ("going away") after the drain timeout. */
+export class RealtimeSessions {
+  readonly open = new Set<WebSocket>();
+
+  /** Closes every open session with 1001 (going away); resolves when their sockets have closed. */
+  close(reason = 'the gateway is shutting down'): Promise<void> {
+    return closeAll(this.open, reason);
+  }
+}
+
+async function closeAll(sessions: ReadonlySet<WebSocket>, reason: string): Promise<void> {
+  const closing = [...sessions].map(
+    (ws) =>
+      new Promise<void>((resolve) => {
+        if (ws.readyState === WebSocket.CLOSED) return resolve();
+        ws.once('close', () => resolve());
+        ws.close(CLOSE.goingAway, reason);
+        // A peer that never answers the close frame: its socket goes after a bound.
+        setTimeout(() => ws.terminate(), 2000).unref();
+      }),
+  );
+  await Promise.all(closing);
+}
+
+/** Answers an upgrade request the gateway serves as a realtime session; false when the path is not one. */
+export function handleRealtimeUpgrade(
+  rt: Runtime,
+  req: IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+  info: UpgradeInfo,
+): boolean {
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  const path = q === -1 ? url : url.slice(0, q);
+  const found = realtimeDialectOf(path);
+  if (found === undefined) return false;
+  const query = new URLSearchParams(q === -1 ? '' : url.slice(q + 1));
+  const { dialect, format } = found;
+  const route: Extract<Route, { kind: 'proxy' }> = { kind: 'proxy', api: dialect.api, format, body: 'json' };
+  const ctx = new Context(rt.log, route, withKeyHeader(req, dialect, query), info.id, path, query);
+  ctx.correlationId = info.correlationId;
+  ctx.stream = true;
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    info.ended();
+  };
+  const join = (client: WebSocket) => {
+    info.sessions.open.add(client);
+    client.once('close', () => {
+      info.sessions.open.delete(client);
+      end();
+    });
+  };
+  open(rt, ctx, dialect, req, socket, head, join, end).catch((err: unknown) => {
+    const gwErr = toGatewayError(err);
+    if (!(err instanceof GatewayError)) ctx.log.error({ err: describeError(err) }, 'realtime session failed');
+    refuse(socket, format, gwErr, ctx.id);
+    end();
+  });
+  return true;
+}
+
+/**
+ * The request's headers with a key carried as a subprotocol or in the query moved to `Authorization`,
+ * where the auth hook reads it (the subprotocol and the query parameter are never forwarded).
+ */
+function withKeyHeader(
+  req: IncomingMessage,
+  dialect: RealtimeDialect,
+  query: URLSearchParams,
+): IncomingMessage {
+  if (req.headers.authorization !== undefined) return req;
+  let key: string | undefined;
+  const prefix = dialect.keyProtocolPrefix;
+  if (prefix !== undefined) {
+    for (const p of protocolsOf(req)) if (p.startsWith(prefix)) key = p.slice(prefix.length);
+  }
+  for (const name of dialect.keyQuery ?? []) key ??= query.get(name) ?? undefined;
+  if (key !== undefined) req.headers.authorization = `Bearer ${key}`;
+  return req;
+}
+
+function protocolsOf(req: IncomingMessage): string[] {
+  const header = req.headers['sec-websocket-protocol'];
+  if (header === undefined) return [];
+  return header
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p !== '');
+}
+
+function refuse(socket: Duplex, format: string, err: GatewayError, id: string): void {
+  if (socket.destroyed) return;
+  const body = JSON.stringify(errorBody(format, err, id));
+  socket.end(
+    `HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? 'Error'}\r\nconnection: close\r\n` +
+      `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+      `x-router-request-id: ${id}\r\n\r\n${body}`,
+  );
+}
+
+async function open(
+  rt: Runtime,
+  ctx: Context,
+  dialect: RealtimeDialect,
+  req: IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+  join: (client: WebSocket) => void,
+  end: () => void,
+): Promise<void> {
+  const early = await runOnRequest(rt.requestHooks, ctx);
+  if (early.kind === 'respond') {
+    const message =
+      typeof early.body === 'object' && early.body !== null ? JSON.stringify(early.body) : String(early.body);
+    socket.end(
+      `HTTP/1.1 ${early.status} ${STATUS_CODES[early.status] ?? 'Error'}\r\nconnection: close\r\n` +
+        `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(message)}\r\n` +
+        `x-router-request-id: ${ctx.id}\r\n\r\n${message}`,
+    );
+    end();
+    return;
+  }
+  const offered = protocolsOf(req).filter(
+    (p) => dialect.keyProtocolPrefix === undefined || !p.startsWith(dialect.keyProtocolPrefix),
+  );
+  if (dialect.modelIn === 'query') {
+    ctx.model = ctx.query.get('model') ?? undefined;
+    if (ctx.model === undefined)
+      throw new GatewayError('invalid_parameter', 'The realtime session needs ?model=<model>', 'model');
+    const upstream = await connectUpstream(rt, ctx, offered);
+    const client = await accept(req, socket, head, offered, ctx.id);
+    join(client);
+    relay(rt, ctx, dialect, client, upstream, []);
+    return;
+  }
+  // The model is in the client's first message: accept, read it, then open the upstream.
+  const client = await accept(req, socket, head, offered, ctx.id);
+  join(client);
+  // Messages after the setup (sent before setupComplete, while the upstream opens) go after it; frames
+  // of one read arrive in one turn, so the listener is on from the start.
+  const waiting: Frame[] = [];
+  const keep = (data: RawData, binary: boolean) => waiting.push({ data, binary });
+  client.on('message', keep);
+  const first = await firstMessage(client, waiting);
+  if (first === undefined) return;
+  let setup: JsonObject;
+  try {
+    setup = JSON.parse(first.toString('utf8')) as JsonObject;
+  } catch {
+    client.close(CLOSE.badMessage, 'the first message must be the JSON setup message');
+    return;
+  }
+  ctx.model = dialect.firstMessageModel?.(setup);
+  if (ctx.model === undefined) {
+    client.close(CLOSE.policy, 'the first message must be the setup message naming the model');
+    return;
+  }
+  let upstream: Upstream;
+  try {
+    upstream = await connectUpstream(rt, ctx, offered);
+  } catch (err) {
+    const gwErr = toGatewayError(err);
+    client.close(gwErr.status >= 500 ? CLOSE.upstreamGone : CLOSE.policy, closeReason(gwErr.message));
+    return;
+  }
+  const mapped =
+    ctx.upstreamModel !== undefined && dialect.withModel !== undefined
+      ? Buffer.from(JSON.stringify(dialect.withModel(setup, ctx.upstreamModel)))
+      : first;
+  client.off('message', keep);
+  relay(rt, ctx, dialect, client, upstream, [{ data: mapped, binary: false }, ...waiting]);
+}
+
+/** A close reason fits in a control frame (123 bytes of UTF-8). */
+function closeReason(text: string): string {
+  return Buffer.byteLength(text) <= 123 ? text : `${text.slice(0, 110)}...`;
+}
+
+function accept(
+  req: IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+  offered: readonly string[],
+  id: string,
+): Promise<WebSocket> {
+  return new Promise((resolve) => {
+    const addId = (headers: string[]) => headers.push(`x-router-request-id: ${id}`);
+    acceptor.once('headers', addId);
+    // The client's first offered protocol other than the key (the SDKs' `realtime`).
+    acceptor.options.handleProtocols = () => offered[0] ?? false;
+    acceptor.handleUpgrade(req, socket, head, (ws) => resolve(ws));
+  });
+}
+
+/** The first message the client sends (taken off `waiting`, where every message lands). */
+function firstMessage(ws: WebSocket, waiting: Frame[]): Promise<Buffer | undefined> {
+  return new Promise((resolve) => {
+    const take = () => {
+      const f = waiting.shift();
+      if (f === undefined) return false;
+      ws.off('message', onMessage);
+      ws.off('close', onClose);
+      resolve(toBuffer(f.data));
+      return true;
+    };
+    const onMessage = () => {
+      take();
+    };
+    const onClose = () => {
+      ws.off('message', onMessage);
+      resolve(undefined);
+    };
+    if (take()) return;
+    ws.on('message', onMessage);
+    ws.once('close', onClose);
+  });
+}
+
+function toBuffer(data: RawData): Buffer {
+  if (Buffer.isBuffer(data)) return data;
+  if (Array.isArray(data)) return Buffer.concat(data);
+  return Buffer.from(data);
+}
+
+/** Picks the target as for HTTP and opens the upstream WebSocket; rejects before the client is accepted. */
+async function connectUpstream(rt: Runtime, ctx: Context, protocols: readonly string[]): Promise<Upstream> {
+  const choice = await runSelectTarget(rt.requestHooks, ctx);
+  const candidate = choice?.candidates[0];
+  if (candidate === undefined) throw new GatewayError('provider_not_selected');
+  const provider = rt.providers.get(candidate.provider);
+  if (provider === undefined)
+    throw new GatewayError('unknown_provider', `Unknown provider '${candidate.provider}'`);
+  const rule = rt.matchRule(provider, ctx.api, true);
+  if (rule === undefined) {
+    throw new GatewayError(
+      'no_matching_rule',
+      `The provider '${candidate.provider}' has no rule for api '${ctx.api}'`,
+    );
+  }
+  ctx.provider = candidate.provider;
+  ctx.upstreamModel = candidate.upstreamModel;
+  const hooks = rt.ruleHooks(candidate.provider, rule);
+  const { origin, prefix } = splitBaseUrl(rule.upstreamConfig.baseUrl);
+  const base: UpstreamRequest = {
+    method: 'GET',
+    origin,
+    path: prefix + ctx.path,
+    query: new URLSearchParams(),
+    headers: {},
+    body: undefined,
+  };
+  const up = await runRewriteBody(hooks.rewrite, ctx, base);
+  const target = new URL(up.path, up.origin);
+  target.protocol = target.protocol === 'https:' ? 'wss:' : 'ws:';
+  target.search = up.query.toString();
+  const socket = new WebSocket(target, [...protocols], {
+    headers: up.headers,
+    perMessageDeflate: false,
+    handshakeTimeout: rt.config.limits.upstreamConnectTimeoutMs + rt.config.limits.upstreamHeadersTimeoutMs,
+  });
+  // The server speaks first (session.created), in the same read as the handshake's answer, while the
+  // client is still being accepted: kept until the relay takes over.
+  const early: Frame[] = [];
+  const keep = (data: RawData, binary: boolean) => early.push({ data, binary });
+  socket.on('message', keep);
+  await new Promise<void>((resolve, reject) => {
+    socket.once('open', () => resolve());
+    socket.once('unexpected-response', (_req, res) => {
+      res.resume();
+      socket.terminate();
+      const status = res.statusCode ?? 502;
+      reject(
+        status === 401 || status === 403
+          ? new GatewayError('upstream_auth_failed')
+          : new GatewayError('upstream_unreachable', `The upstream refused the session (HTTP ${status})`),
+      );
+    });
+    socket.once('error', (err) => {
+      ctx.log.warn({ provider: ctx.provider, err: describeError(err) }, 'realtime upstream failed');
+      reject(new GatewayError('upstream_unreachable'));
+    });
+  });
+  return { socket, hooks, early, stopKeeping: () => socket.off('message', keep) };
+}
+
+interface Frame {
+  readonly data: RawData;
+  readonly binary: boolean;
+}
+
+interface Upstream {
+  readonly socket: WebSocket;
+  readonly hooks: RuleHooks;
+  /** Messages the upstream sent before the relay started, in order. */
+  readonly early: readonly Frame[];
+  stopKeeping(): void;
+}
+
+function relay(
+  rt: Runtime,
+  ctx: Context,
+  dialect: RealtimeDialect,
+  client: WebSocket,
+  up: Upstream,
+  firstToUpstream: readonly Frame[],
+): void {
+  const upstream = up.socket;
+  const hooks = up.hooks;
+  for (const f of firstToUpstream) upstream.send(f.data, { binary: f.binary });
+  const { toUpstream, toClient: countToClient } = rt.metrics.realtimeFrames;
+  rt.metrics.realtimeSessions.inc();
+  client.once('close', () => rt.metrics.realtimeSessions.dec());
+  client.on('message', (data, binary) => {
+    toUpstream.frame(byteLength(data));
+    sendWithBackPressure(client, upstream, data, binary);
+  });
+  let turn = 0;
+  // Server messages wait behind a usage event being put on record: the client sees the message that
+  // reports a response only once its event is (as an HTTP reply's last byte).
+  let recording: Promise<void> | undefined;
+  const held: Frame[] = [];
+  const toClient = (data: RawData, binary: boolean) => {
+    countToClient.frame(byteLength(data));
+    sendWithBackPressure(upstream, client, data, binary);
+  };
+  const fromUpstream = (data: RawData, binary: boolean) => {
+    if (recording !== undefined) {
+      held.push({ data, binary });
+      return;
+    }
+    const usage = binary ? undefined : usageIn(dialect, data, turn + 1);
+    if (usage === undefined) {
+      toClient(data, binary);
+      return;
+    }
+    turn++;
+    const pending = record(rt, ctx, hooks, usage.responseId, usage.usage);
+    if (pending === undefined) {
+      toClient(data, binary);
+      responseEnded();
+      return;
+    }
+    held.push({ data, binary });
+    // The message that reports the usage goes out; what came behind it is read as it would have been.
+    const release = () => {
+      recording = undefined;
+      const [reported, ...rest] = held.splice(0);
+      if (reported !== undefined) toClient(reported.data, reported.binary);
+      responseEnded();
+      for (const m of rest) fromUpstream(m.data, m.binary);
+    };
+    recording = pending.then(release, release);
+  };
+  // Closing for a reason of the gateway's (a subject blocked meanwhile, the duration limit) waits for
+  // the response being generated to end, so that it is delivered and billed whole.
+  let active = false;
+  let closing: string | undefined;
+  const closeNow = (reason: string) => {
+    if (client.readyState === WebSocket.OPEN) client.close(CLOSE.policy, closeReason(reason));
+  };
+  const closeAfterResponse = (reason: string) => {
+    closing ??= reason;
+    if (!active) closeNow(closing);
+  };
+  const responseEnded = () => {
+    active = false;
+    if (closing !== undefined) {
+      closeNow(closing);
+      return;
+    }
+    // The subject may have been blocked (webhook) since the session opened: the key and the balance are
+    // asked again (from the caches), as for a new request.
+    runOnRequest(rt.requestHooks, sessionContext(ctx, ctx.id, undefined)).then(
+      (again) => {
+        if (again.kind === 'respond') closeAfterResponse(refusalText(again.body));
+      },
+      (err: unknown) => {
+        if (err instanceof GatewayError && err.status < 500) closeAfterResponse(err.message);
+        else ctx.log.warn({ err: describeError(err) }, 'realtime balance re-check failed');
+      },
+    );
+  };
+  const markStart = (data: RawData, binary: boolean) => {
+    if (!binary && !active && dialect.responseMarkers.some((m) => toBuffer(data).includes(m))) active = true;
+  };
+  upstream.prependListener('message', markStart);
+  const maxS = rt.config.limits.realtimeMaxSessionS;
+  if (maxS > 0) {
+    const timer = setTimeout(
+      () => closeAfterResponse(`the session reached its longest duration (${maxS} s)`),
+      maxS * 1000,
+    );
+    timer.unref();
+    client.once('close', () => clearTimeout(timer));
+  }
+  up.stopKeeping();
+  for (const m of up.early) fromUpstream(m.data, m.binary);
+  upstream.on('message', fromUpstream);
+  client.on('close', (code, reason) => closeOther(upstream, code, reason));
+  upstream.on('close', (code, reason) => closeOther(client, code, reason));
+  client.on('error', (err) => ctx.log.debug({ err: describeError(err) }, 'realtime client socket failed'));
+  upstream.on('error', (err) => {
+    ctx.log.warn({ provider: ctx.provider, err: describeError(err) }, 'realtime upstream socket failed');
+    if (client.readyState === WebSocket.OPEN)
+      client.close(CLOSE.upstreamGone, 'the upstream connection failed');
+  });
+}
+
+/** The message of a refusal body in any family's shape. */
+function refusalText(body: unknown): string {
+  const error = (body as { error?: { message?: unknown } } | null)?.error;
+  return typeof error?.message === 'string' ? error.message : 'the session is no longer allowed';
+}
+
+function byteLength(data: RawData): number {
+  if (Array.isArray(data)) return data.reduce((n, b) => n + b.length, 0);
+  return data.byteLength;
+}
+
+function sendWithBackPressure(from: WebSocket, to: WebSocket, data: RawData, binary: boolean): void {
+  if (to.readyState !== WebSocket.OPEN) return;
+  to.send(data, { binary }, () => {
+    if (from.isPaused && to.bufferedAmount < LOW_WATER) from.resume();
+  });
+  if (!from.isPaused && to.bufferedAmount > HIGH_WATER) from.pause();
+}
+
+function closeOther(other: WebSocket, code: number, reason: Buffer): void {
+  if (other.readyState === WebSocket.CLOSED || other.readyState === WebSocket.CLOSING) return;
+  // 1005 (no status) and 1006 (abnormal) are never sent in a close frame.
+  const sendable = code >= 1000 && code < 5000 && code !== 1005 && code !== 1006 && code !== 1015;
+  other.close(sendable ? code : 1000, sendable ? reason : undefined);
+}
+
+function usageIn(
+  dialect: RealtimeDialect,
+  data: RawData,
+  turn: number,
+): { responseId: string; usage: Usage } | undefined {
+  const text = toBuffer(data).toString('utf8');
+  if (!dialect.usageMarkers.some((m) => text.includes(m))) return undefined;
+  try {
+    const message = JSON.parse(text) as JsonObject;
+    return dialect.usage(message, turn);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * One model response's usage through the rule's onComplete hooks (billing among them), as a request of
+ * its own whose id is the session's request id and the response id; the promise that its event is on
+ * record, when the queue batches.
+ */
+function record(
+  rt: Runtime,
+  ctx: Context,
+  hooks: RuleHooks,
+  responseId: string,
+  usage: Usage,
+): Promise<void> | undefined {
+  const done = runOnComplete(hooks.complete, sessionContext(ctx, `${ctx.id}:${responseId}`, usage));
+  const recorded = rt.recorded();
+  return recorded === undefined ? done : Promise.all([done, recorded]).then(() => undefined);
+}
+
+/**
+ * A request context of its own for one step of the session (a response's usage, a re-check): the
+ * session's facts, a fresh identity (per-request memos start empty), this id and usage.
+ */
+function sessionContext(ctx: Context, id: string, usage: Usage | undefined): RequestContext {
+  return {
+    id,
+    correlationId: ctx.correlationId,
+    api: ctx.api,
+    clientFormat: ctx.clientFormat,
+    method: ctx.method,
+    path: ctx.path,
+    query: ctx.query,
+    headers: ctx.headers,
+    receivedAt: ctx.receivedAt,
+    startedAt: ctx.startedAt,
+    signal: ctx.signal,
+    log: ctx.log,
+    body: undefined,
+    rawBody: ctx.rawBody,
+    model: ctx.model,
+    stream: true,
+    principal: ctx.principal,
+    provider: ctx.provider,
+    upstreamModel: ctx.upstreamModel,
+    channel: ctx.channel,
+    upstreamTtfbMs: undefined,
+    status: 200,
+    usage,
+    usageStage: usage === undefined ? undefined : 'upstream',
+    responseStarted: true,
+    clientAborted: false,
+    deliveredText: [],
+    error: undefined,
+  };
+}
+
+export { CLOSE as REALTIME_CLOSE };

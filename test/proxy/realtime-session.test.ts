@@ -1,0 +1,242 @@
+// Realtime sessions through the gateway, against the upstream simulator's OpenAI Realtime and Gemini
+// Live endpoints and the billing simulator: every frame relayed unchanged both ways, one billing event
+// per model response with the simulator's usage, the client's key never upstream, refusals at upgrade.
+
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { type ClientOptions, type RawData, WebSocket } from 'ws';
+import { type BillingStack, startBillingStack } from '../support/billing-stack.ts';
+import { ACCESS_KEY } from '../support/stack.ts';
+
+// biome-ignore lint/suspicious/noExplicitAny: wire messages are read loosely; the assertions check their shape
+type Json = Record<string, any>;
+
+const GEMINI_PATH = '/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent';
+
+let stack: BillingStack;
+let wsBase: string;
+
+before(async () => {
+  stack = await startBillingStack();
+  wsBase = stack.url.replace(/^http/, 'ws');
+});
+
+after(async () => {
+  await stack?.close();
+});
+
+/** A client whose messages are read in order; every message and its raw text are kept. */
+class Client {
+  readonly ws: WebSocket;
+  readonly texts: string[] = [];
+  private readonly queue: Json[] = [];
+  private readonly waiting: ((m: Json) => void)[] = [];
+  readonly closed: Promise<{ code: number; reason: string }>;
+
+  private constructor(ws: WebSocket) {
+    this.ws = ws;
+    ws.on('message', (data: RawData) => {
+      const text = String(data);
+      this.texts.push(text);
+      const msg = JSON.parse(text) as Json;
+      const w = this.waiting.shift();
+      if (w) w(msg);
+      else this.queue.push(msg);
+    });
+    this.closed = new Promise((resolve) =>
+      ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+    );
+  }
+
+  static open(path: string, opts: ClientOptions = {}, protocols: string[] = []): Promise<Client> {
+    const ws = new WebSocket(`${wsBase}${path}`, protocols, opts);
+    const client = new Client(ws);
+    return new Promise((resolve, reject) => {
+      ws.once('open', () => resolve(client));
+      ws.once('unexpected-response', (_req, res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => {
+          body += c.toString();
+        });
+        res.on('end', () =>
+          reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode, body })),
+        );
+      });
+      ws.once('error', reject);
+    });
+  }
+
+  next(): Promise<Json> {
+    const m = this.queue.shift();
+    if (m !== undefined) return Promise.resolve(m);
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  async until(type: (m: Json) => boolean): Promise<Json> {
+    for (;;) {
+      const m = await this.next();
+      if (type(m)) return m;
+    }
+  }
+
+  send(message: Json): string {
+    const text = JSON.stringify(message);
+    this.ws.send(text);
+    return text;
+  }
+}
+
+const bearer = { headers: { authorization: `Bearer ${ACCESS_KEY}` } };
+
+describe('OpenAI Realtime', () => {
+  test('every frame relayed unchanged; one billing event per response with the usage reported', async () => {
+    const rid = 'rt-openai-1';
+    const client = await Client.open('/v1/realtime?model=gpt-realtime', {
+      headers: { ...bearer.headers, 'x-router-request-id': rid },
+    });
+    await client.until((m) => m.type === 'session.created');
+    const sent: string[] = [];
+    sent.push(
+      client.send({ type: 'session.update', session: { type: 'realtime', output_modalities: ['text'] } }),
+    );
+    await client.until((m) => m.type === 'session.updated');
+    sent.push(
+      client.send({
+        type: 'conversation.item.create',
+        item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hello there' }] },
+      }),
+    );
+    sent.push(client.send({ type: 'response.create' }));
+    const first = await client.until((m) => m.type === 'response.done');
+    sent.push(client.send({ type: 'response.create' }));
+    const second = await client.until((m) => m.type === 'response.done');
+    await client.until((m) => m.type === 'rate_limits.updated');
+    client.ws.close(1000, 'bye');
+    await client.closed;
+
+    const upstream = stack.upstream.realtime.sessions.at(-1)!;
+    await stack.upstream.waitFor(() => upstream.closed !== undefined);
+    // Both directions, frame for frame.
+    assert.deepEqual(
+      client.texts.map((t) => JSON.parse(t)),
+      upstream.sent,
+    );
+    assert.deepEqual(
+      upstream.received,
+      sent.map((t) => JSON.parse(t)),
+    );
+    assert.equal(upstream.closed?.code, 1000);
+    // The gateway's credentials upstream, never the client's key.
+    assert.equal(upstream.headers.authorization, 'Bearer sim-openai-key');
+    assert.ok(!JSON.stringify(upstream.headers).includes(ACCESS_KEY));
+    assert.match(upstream.path, /^\/v1\/realtime\?model=gpt-realtime$/);
+
+    for (const done of [first, second]) {
+      const event = await stack.eventFor(`${rid}:${done.response.id}`);
+      assert.equal(event.idempotency_key, `router:${rid}:${done.response.id}`);
+      assert.equal(event.raw_json.api, 'realtime');
+      assert.equal(event.raw_json.model, 'gpt-realtime');
+      assert.equal(event.raw_json.usage.input_tokens, done.response.usage.input_tokens);
+      assert.equal(event.raw_json.usage.output_tokens, done.response.usage.output_tokens);
+    }
+    assert.equal(
+      stack.billing.events.filter((e) => e.external_event_id.startsWith(`${rid}:`)).length,
+      2,
+      'one event per response',
+    );
+  });
+
+  test('a key in the browser subprotocol is accepted and never forwarded', async () => {
+    const client = await Client.open('/v1/realtime?model=gpt-realtime', {}, [
+      'realtime',
+      `openai-insecure-api-key.${ACCESS_KEY}`,
+    ]);
+    assert.equal(client.ws.protocol, 'realtime');
+    await client.until((m) => m.type === 'session.created');
+    client.ws.close(1000);
+    await client.closed;
+    const upstream = stack.upstream.realtime.sessions.at(-1)!;
+    assert.ok(!JSON.stringify(upstream.headers).includes(ACCESS_KEY));
+    assert.equal(upstream.protocol, 'realtime');
+  });
+
+  test('an unknown key is refused at the upgrade with 401 in the OpenAI error shape', async () => {
+    const before = stack.upstream.realtime.sessions.length;
+    await assert.rejects(
+      Client.open('/v1/realtime?model=gpt-realtime', { headers: { authorization: 'Bearer nope' } }),
+      (err: { status?: number; body?: string }) => {
+        assert.equal(err.status, 401);
+        assert.equal(JSON.parse(err.body ?? '{}').error?.code, 'invalid_api_key');
+        return true;
+      },
+    );
+    assert.equal(stack.upstream.realtime.sessions.length, before, 'nothing reached the upstream');
+  });
+
+  test('an upstream that refuses the session: 502 at the upgrade; an unknown path: 404', async () => {
+    await assert.rejects(
+      // The simulator fails the session by the model's name; the header routes the unlisted model.
+      Client.open('/v1/realtime?model=gpt-realtime-fail-503', {
+        headers: { ...bearer.headers, 'x-router-provider': 'openai' },
+      }),
+      (err: { status?: number }) => err.status === 502,
+    );
+    await assert.rejects(
+      Client.open('/v1/elsewhere', bearer),
+      (err: { status?: number }) => err.status === 404,
+    );
+  });
+});
+
+describe('Gemini Live', () => {
+  test('the setup message routes the session; each turn is billed with its usageMetadata', async () => {
+    const rid = 'rt-gemini-1';
+    const client = await Client.open(`${GEMINI_PATH}?key=${ACCESS_KEY}`, {
+      headers: { 'x-router-request-id': rid },
+    });
+    const sent: string[] = [];
+    sent.push(
+      client.send({
+        setup: { model: 'models/gemini-live-2.5-flash', generationConfig: { responseModalities: ['TEXT'] } },
+      }),
+    );
+    // Sent before setupComplete, while the gateway opens the upstream: it goes after the setup.
+    sent.push(
+      client.send({
+        clientContent: { turns: [{ role: 'user', parts: [{ text: 'hello gemini' }] }], turnComplete: true },
+      }),
+    );
+    await client.until((m) => m.setupComplete !== undefined);
+    const done = await client.until((m) => m.usageMetadata !== undefined);
+    client.ws.close(1000);
+    await client.closed;
+
+    const upstream = stack.upstream.realtime.sessions.at(-1)!;
+    await stack.upstream.waitFor(() => upstream.closed !== undefined);
+    assert.deepEqual(
+      client.texts.map((t) => JSON.parse(t)),
+      upstream.sent,
+    );
+    assert.deepEqual(
+      upstream.received,
+      sent.map((t) => JSON.parse(t)),
+    );
+    assert.equal(upstream.model, 'gemini-live-2.5-flash');
+    assert.ok(!upstream.path.includes(ACCESS_KEY), 'the access key is not in the upstream query');
+    assert.equal(upstream.headers['x-goog-api-key'], 'sim-gemini-key');
+
+    const event = await stack.eventFor(`${rid}:turn-1`);
+    assert.equal(event.idempotency_key, `router:${rid}:turn-1`);
+    assert.equal(event.raw_json.api, 'native.live');
+    assert.equal(event.raw_json.usage.input_tokens, done.usageMetadata.promptTokenCount);
+    assert.equal(event.raw_json.usage.output_tokens, done.usageMetadata.responseTokenCount);
+  });
+
+  test('a first message that is not a setup message closes the session (1008)', async () => {
+    const client = await Client.open(`${GEMINI_PATH}?key=${ACCESS_KEY}`);
+    client.send({ clientContent: { turns: [], turnComplete: true } });
+    const closed = await client.closed;
+    assert.equal(closed.code, 1008);
+    assert.match(closed.reason, /setup/);
+  });
+});
