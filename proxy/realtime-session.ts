@@ -23,6 +23,9 @@ import type { RuleHooks, Runtime } from './runtime.ts';
 const HIGH_WATER = 1024 * 1024;
 const LOW_WATER = 256 * 1024;
 
+/** How long a response cancelled by a client that left gets to report its usage. */
+const CANCEL_WAIT_MS = 5000;
+
 /** Close codes sent to the client (RFC 6455 7.4; 4xxx are the application's). */
 const CLOSE = { upstreamGone: 1011, policy: 1008, goingAway: 1001, badMessage: 1007 } as const;
 
@@ -405,8 +408,13 @@ function relay(
     closing ??= reason;
     if (!active) closeNow(closing);
   };
+  let leftMidResponse: (() => void) | undefined;
   const responseEnded = () => {
     active = false;
+    if (leftMidResponse !== undefined) {
+      leftMidResponse();
+      return;
+    }
     if (closing !== undefined) {
       closeNow(closing);
       return;
@@ -439,7 +447,22 @@ function relay(
   up.stopKeeping();
   for (const m of up.early) fromUpstream(m.data, m.binary);
   upstream.on('message', fromUpstream);
-  client.on('close', (code, reason) => closeOther(upstream, code, reason));
+  client.on('close', (code, reason) => {
+    // A client that leaves mid-response: the response is cancelled upstream, and the usage the upstream
+    // reports for what it generated until then is billed; bounded, then the upstream is closed anyway.
+    const cancel = dialect.cancelMessage;
+    if (active && cancel !== undefined && upstream.readyState === WebSocket.OPEN) {
+      upstream.send(JSON.stringify(cancel));
+      const timer = setTimeout(() => closeOther(upstream, code, reason), CANCEL_WAIT_MS);
+      // Its usage is on record when the response ends (responseEnded): then the upstream may go.
+      leftMidResponse = () => {
+        clearTimeout(timer);
+        closeOther(upstream, code, reason);
+      };
+      return;
+    }
+    closeOther(upstream, code, reason);
+  });
   upstream.on('close', (code, reason) => closeOther(client, code, reason));
   client.on('error', (err) => ctx.log.debug({ err: describeError(err) }, 'realtime client socket failed'));
   upstream.on('error', (err) => {

@@ -107,6 +107,8 @@ export interface RealtimeDialect {
   readonly responseMarkers: readonly string[];
   /** Substrings one of which a server message has when it may carry usage (checked before parsing). */
   readonly usageMarkers: readonly string[];
+  /** What cancels the response in progress (sent when the client leaves mid-response). */
+  readonly cancelMessage?: JsonObject;
   /** The usage a server message reports for one model response; `turn` numbers responses without ids. */
   usage(message: JsonObject, turn: number): RealtimeUsage | undefined;
 }

@@ -16,6 +16,8 @@ export const openaiRealtime: RealtimeDialect = {
   modelIn: 'query',
   keyProtocolPrefix: 'openai-insecure-api-key.',
   responseMarkers: ['"response.created"'],
+  // The server answers with response.done (status cancelled) and the usage of what it generated.
+  cancelMessage: { type: 'response.cancel' },
   usageMarkers: ['"response.done"'],
   usage(message: JsonObject) {
     if (message.type !== 'response.done') return undefined;
