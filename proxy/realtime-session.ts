@@ -23,6 +23,9 @@ import type { RuleHooks, Runtime } from './runtime.ts';
 const HIGH_WATER = 1024 * 1024;
 const LOW_WATER = 256 * 1024;
 
+/** Server messages of one response kept for estimating a cut one. */
+const MAX_KEPT_MESSAGES = 10_000;
+
 /** How long a response cancelled by a client that left gets to report its usage. */
 const CANCEL_WAIT_MS = 5000;
 
@@ -380,7 +383,9 @@ function relay(
       return;
     }
     turn++;
-    const pending = record(rt, ctx, hooks, usage.responseId, usage.usage);
+    lastUsage = usage.usage;
+    relayedInResponse.length = 0;
+    const pending = record(rt, ctx, hooks, usage.responseId, usage.usage, 'upstream');
     if (pending === undefined) {
       toClient(data, binary);
       responseEnded();
@@ -409,6 +414,9 @@ function relay(
     if (!active) closeNow(closing);
   };
   let leftMidResponse: (() => void) | undefined;
+  const estimates = dialect.cancelMessage === undefined && dialect.estimateCut !== undefined;
+  const relayedInResponse: JsonObject[] = [];
+  let lastUsage: Usage | undefined;
   const responseEnded = () => {
     active = false;
     if (leftMidResponse !== undefined) {
@@ -432,7 +440,16 @@ function relay(
     );
   };
   const markStart = (data: RawData, binary: boolean) => {
-    if (!binary && !active && dialect.responseMarkers.some((m) => toBuffer(data).includes(m))) active = true;
+    if (binary) return;
+    if (!active && dialect.responseMarkers.some((m) => toBuffer(data).includes(m))) active = true;
+    // What a response relays is kept only where a cut one is estimated from it (bounded).
+    if (active && estimates && relayedInResponse.length < MAX_KEPT_MESSAGES) {
+      try {
+        relayedInResponse.push(JSON.parse(toBuffer(data).toString('utf8')) as JsonObject);
+      } catch {
+        // not JSON: nothing to count
+      }
+    }
   };
   upstream.prependListener('message', markStart);
   const maxS = rt.config.limits.realtimeMaxSessionS;
@@ -460,6 +477,12 @@ function relay(
         closeOther(upstream, code, reason);
       };
       return;
+    }
+    if (active && estimates) {
+      // No cancel that reports usage: what was relayed of the cut response is billed as an estimate.
+      const usage = dialect.estimateCut!(relayedInResponse, ctx.upstreamModel ?? ctx.model ?? '', lastUsage);
+      turn++;
+      record(rt, ctx, hooks, `turn-${turn}`, usage, 'estimated');
     }
     closeOther(upstream, code, reason);
   });
@@ -524,8 +547,9 @@ function record(
   hooks: RuleHooks,
   responseId: string,
   usage: Usage,
+  stage: 'upstream' | 'estimated',
 ): Promise<void> | undefined {
-  const done = runOnComplete(hooks.complete, sessionContext(ctx, `${ctx.id}:${responseId}`, usage));
+  const done = runOnComplete(hooks.complete, sessionContext(ctx, `${ctx.id}:${responseId}`, usage, stage));
   const recorded = rt.recorded();
   return recorded === undefined ? done : Promise.all([done, recorded]).then(() => undefined);
 }
@@ -534,7 +558,12 @@ function record(
  * A request context of its own for one step of the session (a response's usage, a re-check): the
  * session's facts, a fresh identity (per-request memos start empty), this id and usage.
  */
-function sessionContext(ctx: Context, id: string, usage: Usage | undefined): RequestContext {
+function sessionContext(
+  ctx: Context,
+  id: string,
+  usage: Usage | undefined,
+  stage?: 'upstream' | 'estimated',
+): RequestContext {
   return {
     id,
     correlationId: ctx.correlationId,
@@ -559,7 +588,7 @@ function sessionContext(ctx: Context, id: string, usage: Usage | undefined): Req
     upstreamTtfbMs: undefined,
     status: 200,
     usage,
-    usageStage: usage === undefined ? undefined : 'upstream',
+    usageStage: stage,
     responseStarted: true,
     clientAborted: false,
     deliveredText: [],

@@ -107,6 +107,11 @@ export interface RealtimeDialect {
   readonly responseMarkers: readonly string[];
   /** Substrings one of which a server message has when it may carry usage (checked before parsing). */
   readonly usageMarkers: readonly string[];
+  /**
+   * The usage of a response the client cut (left mid-response) when the protocol cannot cancel it with
+   * a usage report: estimated from the server messages relayed during it and the last reported usage.
+   */
+  estimateCut?(relayed: readonly JsonObject[], model: string, previous: Usage | undefined): Usage;
   /** What cancels the response in progress (sent when the client leaves mid-response). */
   readonly cancelMessage?: JsonObject;
   /** The usage a server message reports for one model response; `turn` numbers responses without ids. */

@@ -121,3 +121,53 @@ test('a client that leaves mid-response: the response is cancelled upstream and 
   gateway.child.kill('SIGTERM');
   await gateway.exited;
 });
+
+test('a Gemini Live client that cuts a turn: what was relayed is billed as an estimate', async () => {
+  gateway = await spawnGateway(stack);
+  const rid = 'rt-leave-gemini';
+  const path = '/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent';
+  const ws = new WebSocket(`${gateway.url.replace(/^http/, 'ws')}${path}?key=${ACCESS_KEY}`, {
+    headers: { 'x-router-request-id': rid, 'x-router-provider': 'gemini' },
+  });
+  const messages: Json[] = [];
+  let wake: (() => void) | undefined;
+  ws.on('message', (d: RawData) => {
+    messages.push(JSON.parse(String(d)) as Json);
+    wake?.();
+  });
+  const until = async (pred: (m: Json) => boolean) => {
+    while (!messages.some(pred)) await new Promise<void>((r) => (wake = r));
+  };
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  // Slow text deltas (the simulator reads the pace from the model name).
+  ws.send(
+    JSON.stringify({
+      setup: {
+        model: 'models/gemini-live-2.5-flash-delay-200',
+        generationConfig: { responseModalities: ['TEXT'] },
+      },
+    }),
+  );
+  await until((m) => m.setupComplete !== undefined);
+  ws.send(
+    JSON.stringify({
+      clientContent: {
+        turns: [{ role: 'user', parts: [{ text: 'tell me a long story' }] }],
+        turnComplete: true,
+      },
+    }),
+  );
+  await until((m) => m.serverContent?.modelTurn !== undefined);
+  ws.close(1000);
+
+  await stack.startSidecar();
+  const event = await stack.eventFor(`${rid}:turn-1`);
+  assert.equal(event.raw_json.usage_stage, 'estimated');
+  assert.ok(event.raw_json.usage.output_tokens > 0, 'the relayed text is counted');
+  await stack.stopSidecar();
+  gateway.child.kill('SIGTERM');
+  await gateway.exited;
+});

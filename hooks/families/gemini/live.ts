@@ -2,7 +2,8 @@
 // `x-goog-api-key`; the model in the client's first message (`setup.model`, "models/<id>"); a server
 // message with `usageMetadata` reports the usage of one turn (turns have no ids: they are numbered).
 
-import type { JsonObject, Usage } from '../../../common/types.ts';
+import type { JsonObject, JsonValue, Usage } from '../../../common/types.ts';
+import { countTokens } from '../../usage/estimate.ts';
 import { objectOf } from '../telemetry-fields.ts';
 import type { RealtimeDialect } from '../types.ts';
 
@@ -26,6 +27,24 @@ export const geminiLive: RealtimeDialect = {
     return { ...message, setup: { ...setup, model: `models/${model}` } };
   },
   keyQuery: ['key', 'access_token'],
+  estimateCut(relayed, model, previous) {
+    let text = '';
+    let audioMs = 0;
+    for (const message of relayed) {
+      const parts = objectOf(objectOf(message.serverContent)?.modelTurn)?.parts;
+      if (!Array.isArray(parts)) continue;
+      for (const part of parts) {
+        const p = objectOf(part);
+        if (typeof p?.text === 'string') text += p.text;
+        const inline = objectOf(p?.inlineData);
+        if (typeof inline?.data === 'string') audioMs += pcmMs(inline.data, inline.mimeType);
+      }
+    }
+    // Audio is 32 tokens a second (the Live API's rate); the context is at least the last turn's.
+    const output = countTokens(text, model) + Math.ceil((audioMs * 32) / 1000);
+    const input = previous === undefined ? 0 : previous.inputTokens + previous.outputTokens;
+    return { inputTokens: input, outputTokens: output, totalTokens: input + output };
+  },
   responseMarkers: ['"modelTurn"'],
   usageMarkers: ['"usageMetadata"'],
   usage(message: JsonObject, turn: number) {
@@ -39,3 +58,10 @@ export const geminiLive: RealtimeDialect = {
     return { responseId: `turn-${turn}`, usage };
   },
 };
+
+/** Milliseconds of base64 PCM16 audio at the rate its MIME type names (24 kHz when it names none). */
+function pcmMs(base64: string, mimeType: JsonValue | undefined): number {
+  const rate = Number(/rate=(\d+)/.exec(typeof mimeType === 'string' ? mimeType : '')?.[1] ?? 24_000);
+  const bytes = Math.floor((base64.length * 3) / 4);
+  return rate > 0 ? (bytes / (rate * 2)) * 1000 : 0;
+}
