@@ -14,6 +14,7 @@ import { describeError, GatewayError, toGatewayError } from '../common/errors.ts
 import type { JsonObject, RequestContext, UpstreamRequest, Usage } from '../common/types.ts';
 import { errorBody, realtimeDialectOf } from '../hooks/families/index.ts';
 import type { RealtimeDialect } from '../hooks/families/types.ts';
+import { MODEL_NAME_RULE, modelNameProblem } from './model-name.ts';
 import { runOnComplete, runOnRequest, runRewriteBody, runSelectTarget } from './pipeline.ts';
 import { Context } from './request-context.ts';
 import type { Route } from './routes.ts';
@@ -157,6 +158,8 @@ async function open(
   join: (client: WebSocket) => void,
   end: () => void,
 ): Promise<void> {
+  // Known before the stages run: a client secret may be bound to the model.
+  if (dialect.modelIn === 'query') ctx.model = checkedModel(ctx.query.get('model') ?? undefined);
   const early = await runOnRequest(rt.requestHooks, ctx);
   if (early.kind === 'respond') {
     const message =
@@ -173,7 +176,6 @@ async function open(
     (p) => dialect.keyProtocolPrefix === undefined || !p.startsWith(dialect.keyProtocolPrefix),
   );
   if (dialect.modelIn === 'query') {
-    ctx.model = ctx.query.get('model') ?? undefined;
     if (ctx.model === undefined)
       throw new GatewayError('invalid_parameter', 'The realtime session needs ?model=<model>', 'model');
     const upstream = await connectUpstream(rt, ctx, offered);
@@ -199,7 +201,12 @@ async function open(
     client.close(CLOSE.badMessage, 'the first message must be the JSON setup message');
     return;
   }
-  ctx.model = dialect.firstMessageModel?.(setup);
+  try {
+    ctx.model = checkedModel(dialect.firstMessageModel?.(setup));
+  } catch (err) {
+    client.close(CLOSE.policy, closeReason(toGatewayError(err).message));
+    return;
+  }
   if (ctx.model === undefined) {
     client.close(CLOSE.policy, 'the first message must be the setup message naming the model');
     return;
@@ -218,6 +225,19 @@ async function open(
       : first;
   client.off('message', keep);
   relay(rt, ctx, dialect, client, upstream, [{ data: mapped, binary: false }, ...waiting]);
+}
+
+/** A model name outside the documented shape is refused before it is routed or sent anywhere. */
+function checkedModel(model: string | undefined): string | undefined {
+  if (model === undefined) return undefined;
+  const problem = modelNameProblem(model);
+  if (problem !== undefined)
+    throw new GatewayError(
+      'invalid_model',
+      `The model name is not valid: ${problem}. ${MODEL_NAME_RULE}`,
+      'model',
+    );
+  return model;
 }
 
 /** A close reason fits in a control frame (123 bytes of UTF-8). */

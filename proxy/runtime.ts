@@ -18,6 +18,11 @@ import {
   createStoreAuthHook,
   presentedSecret,
 } from '../hooks/builtin/auth.ts';
+import {
+  type ClientSecrets,
+  createClientSecrets,
+  withClientSecrets,
+} from '../hooks/builtin/client-secrets.ts';
 import { createSelectTargetHook } from '../hooks/builtin/select-target.ts';
 import { matchRule } from '../hooks/dsl/index.ts';
 import type { CompiledProvider, CompiledRule } from '../hooks/dsl/types.ts';
@@ -67,6 +72,8 @@ export interface Runtime {
   ruleHooks(provider: string, rule: CompiledRule): RuleHooks;
   /** Authenticate a request outside the proxy pipeline (GET /v1/models), with the same key sources. */
   authenticate(headers: IncomingHttpHeaders, query: URLSearchParams): Promise<Principal>;
+  /** Short-lived secrets for realtime sessions (POST /v1/realtime/client_secrets). */
+  readonly clientSecrets: ClientSecrets;
   modelList(format: WireFormat): JsonValue;
   modelInfo(format: WireFormat, id: string): JsonValue | undefined;
   readiness(): Promise<ReadyReport>;
@@ -187,6 +194,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
       return hooks;
     },
     authenticate: keys.authenticate,
+    clientSecrets: keys.clientSecrets,
     modelList: models.list,
     modelInfo: models.info,
     readiness: endpoints.readiness,
@@ -232,9 +240,21 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
 /** Access keys while this runtime serves: the auth hook, authenticate() and what to close. */
 interface AccessKeys {
   readonly hook: Hook;
+  readonly clientSecrets: ClientSecrets;
   readonly store: StateStore | undefined;
   authenticate(headers: IncomingHttpHeaders, query: URLSearchParams): Promise<Principal>;
   close(): void;
+}
+
+/**
+ * What client secrets are signed with: material every instance and worker of a deployment shares and no
+ * client knows (the store's hash secret, else the configured keys and master key).
+ */
+function clientSecretMaterial(config: RouterConfig): string {
+  if (config.store.enabled && config.store.accessKeyHashSecret !== '')
+    return config.store.accessKeyHashSecret;
+  const parts = config.keys.accessKeys.map((k) => `${k.name}:${k.hash ?? k.value ?? ''}`).sort();
+  return [...parts, config.masterKey ?? ''].join('\n');
 }
 
 async function openAccessKeys(
@@ -284,11 +304,15 @@ async function openAccessKeys(
             fileAuth = fileAuthenticator(config, keys);
           },
         });
+  const clientSecrets = createClientSecrets(clientSecretMaterial(config));
   return {
-    hook:
+    hook: withClientSecrets(
       keyStore === undefined || storeAuth === undefined
         ? createAuthHook(authenticator)
         : createStoreAuthHook(storeAuth, keyStore),
+      clientSecrets,
+    ),
+    clientSecrets,
     store: keyStore,
     async authenticate(headers, query) {
       const secret = presentedSecret(headers, query);

@@ -9,6 +9,7 @@ import type { Socket } from 'node:net';
 import { clip, describeError, type ErrorCode, GatewayError, toGatewayError } from '../common/errors.ts';
 import { carrierFamily } from '../hooks/families/index.ts';
 import { clientErrorCode, type ParserError, rawErrorResponse } from './client-errors.ts';
+import { answerClientSecret } from './client-secret-endpoint.ts';
 import { ConnectionGuard, fitToDescriptors, readNofile } from './connection-guard.ts';
 import { proxyRequest } from './proxy-request.ts';
 import { handleRealtimeUpgrade, RealtimeSessions } from './realtime-session.ts';
@@ -248,6 +249,9 @@ async function handle(
       res.end(body);
       return;
     }
+    case 'client_secret':
+      if (phase === 'draining') return sendError(res, 'openai', new GatewayError('shutting_down'), id);
+      return answerClientSecret(rt, req, res, id, query);
     case 'webhook':
       return rt.forwardWebhook(req, res);
     case 'subject_state':

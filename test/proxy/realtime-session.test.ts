@@ -240,3 +240,74 @@ describe('Gemini Live', () => {
     assert.match(closed.reason, /setup/);
   });
 });
+
+describe('client secrets', () => {
+  async function mint(body: unknown): Promise<{ status: number; json: Json }> {
+    const res = await fetch(`${stack.url}/v1/realtime/client_secrets`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ACCESS_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, json: (await res.json()) as Json };
+  }
+
+  test('a minted secret opens a session for its model, billed to the key subject; nothing else', async () => {
+    const before = Math.floor(Date.now() / 1000);
+    const minted = await mint({
+      expires_after: { anchor: 'created_at', seconds: 60 },
+      session: { type: 'realtime', model: 'gpt-realtime' },
+    });
+    assert.equal(minted.status, 200);
+    const secret = String(minted.json.value);
+    assert.match(secret, /^ek_router_/);
+    assert.ok(minted.json.expires_at >= before + 59 && minted.json.expires_at <= before + 61);
+    assert.equal(minted.json.session.model, 'gpt-realtime');
+
+    const rid = 'rt-secret-1';
+    const client = await Client.open(
+      '/v1/realtime?model=gpt-realtime',
+      { headers: { 'x-router-request-id': rid } },
+      ['realtime', `openai-insecure-api-key.${secret}`],
+    );
+    await client.until((m) => m.type === 'session.created');
+    client.send({ type: 'response.create', response: { output_modalities: ['text'] } });
+    const done = await client.until((m) => m.type === 'response.done');
+    client.ws.close(1000);
+    await client.closed;
+    const event = await stack.eventFor(`${rid}:${done.response.id}`);
+    assert.equal(event.subject_id, 'client_a');
+    assert.ok(!JSON.stringify(stack.upstream.realtime.sessions.at(-1)!.headers).includes(secret));
+
+    // Another model: refused at the upgrade, naming the model it was issued for.
+    await assert.rejects(
+      Client.open('/v1/realtime?model=gpt-realtime-mini', {}, [
+        'realtime',
+        `openai-insecure-api-key.${secret}`,
+      ]),
+      (err: { status?: number; body?: string }) =>
+        err.status === 401 && /issued for the model 'gpt-realtime'/.test(err.body ?? ''),
+    );
+    // Not an access key for anything else.
+    const chat = await fetch(`${stack.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-5.4-mini', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    assert.equal(chat.status, 401);
+    assert.match(((await chat.json()) as Json).error.message, /realtime sessions only/);
+    // Forged: the signature does not match.
+    const forged = `${secret.slice(0, -4)}AAAA`;
+    await assert.rejects(
+      Client.open('/v1/realtime?model=gpt-realtime', {}, ['realtime', `openai-insecure-api-key.${forged}`]),
+      (err: { status?: number }) => err.status === 401,
+    );
+  });
+
+  test('minting needs an access key and a lifetime within the bounds', async () => {
+    const noKey = await fetch(`${stack.url}/v1/realtime/client_secrets`, { method: 'POST', body: '{}' });
+    assert.equal(noKey.status, 401);
+    const short = await mint({ expires_after: { anchor: 'created_at', seconds: 5 } });
+    assert.equal(short.status, 400);
+    assert.match(short.json.error.message, /10 to 7200/);
+  });
+});
