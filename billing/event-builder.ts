@@ -63,6 +63,10 @@ function usageCounts(usage: Usage, completionStyle: boolean): UsageCounts {
   };
   if (cacheRead > 0) counts.cache_read_tokens = cacheRead;
   if (cacheCreation > 0) counts.cache_creation_tokens = cacheCreation;
+  const inputAudio = tokens(usage.inputAudioTokens);
+  const outputAudio = tokens(usage.outputAudioTokens);
+  if (inputAudio > 0) counts.input_audio_tokens = inputAudio;
+  if (outputAudio > 0) counts.output_audio_tokens = outputAudio;
   const units = unitQuantities(usage);
   if (units.images > 0) counts.images = units.images;
   if (units.characters > 0) counts.input_characters = units.characters;
@@ -79,12 +83,17 @@ function billingItems(usage: Usage, price: ModelPrice | undefined): BillingItem[
   const cacheRead = price?.unitPrices.cache_read !== undefined ? tokens(usage.cacheReadTokens) : 0;
   const cacheCreation =
     price?.unitPrices.cache_creation !== undefined ? tokens(usage.cacheCreationTokens) : 0;
-  const prompt = Math.max(0, tokens(usage.inputTokens) - cacheRead - cacheCreation);
+  // Audio tokens are their own items only when the price has their component; else text prices them.
+  const inputAudio = price?.unitPrices.input_audio !== undefined ? tokens(usage.inputAudioTokens) : 0;
+  const outputAudio = price?.unitPrices.output_audio !== undefined ? tokens(usage.outputAudioTokens) : 0;
+  const prompt = Math.max(0, tokens(usage.inputTokens) - cacheRead - cacheCreation - inputAudio);
   const candidates: [string, number][] = [
     ['prompt_tokens', prompt],
-    ['completion_tokens', tokens(usage.outputTokens)],
+    ['completion_tokens', Math.max(0, tokens(usage.outputTokens) - outputAudio)],
     ['cache_read_tokens', cacheRead],
     ['cache_creation_tokens', cacheCreation],
+    ['input_audio_tokens', inputAudio],
+    ['output_audio_tokens', outputAudio],
   ];
   const items = candidates
     .filter(([, quantity]) => quantity > 0)

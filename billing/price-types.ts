@@ -4,7 +4,18 @@
 import type { Decimal } from 'decimal.js';
 import type { PricingHint } from '../common/usage-event.ts';
 
-export const TOKEN_COMPONENTS = ['input', 'output', 'cache_read', 'cache_creation'] as const;
+/**
+ * `input_audio` / `output_audio`: audio tokens (realtime sessions), priced apart from text tokens when
+ * the model's entry prices them; otherwise they are billed as input / output.
+ */
+export const TOKEN_COMPONENTS = [
+  'input',
+  'output',
+  'cache_read',
+  'cache_creation',
+  'input_audio',
+  'output_audio',
+] as const;
 /**
  * Components with one price each: tokens and input characters per pricing_unit, audio per minute. Images
  * (`images`) are priced per image by size and quality (ModelPrice.imagePrices).
@@ -19,6 +30,8 @@ export const COMPONENT_METRIC: Readonly<Record<PriceComponent, string>> = {
   output: 'completion_tokens',
   cache_read: 'cache_read_tokens',
   cache_creation: 'cache_creation_tokens',
+  input_audio: 'input_audio_tokens',
+  output_audio: 'output_audio_tokens',
   input_characters: 'input_characters',
   audio_minutes: 'audio_seconds',
 };

@@ -45,6 +45,9 @@ export interface Usage {
   totalTokens: number;
   cacheReadTokens?: number;
   cacheCreationTokens?: number;
+  /** Audio tokens among the input and output tokens (realtime sessions), not cached ones. */
+  inputAudioTokens?: number;
+  outputAudioTokens?: number;
   reasoningTokens?: number;
   /** Images generated, and the size and quality they are priced by (reported by the reply, else asked for). */
   images?: number;

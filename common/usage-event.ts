@@ -8,6 +8,9 @@ export interface UsageCounts {
   total_tokens: number;
   cache_read_tokens?: number;
   cache_creation_tokens?: number;
+  /** Audio tokens among input_tokens / output_tokens (realtime sessions), present when non-zero. */
+  input_audio_tokens?: number;
+  output_audio_tokens?: number;
   /** Completion-style aliases, emitted for completion-style rules. */
   prompt_tokens?: number;
   completion_tokens?: number;

@@ -192,7 +192,7 @@ prices:
       [
         21,
         34,
-        'unknown cost "cached_read"; expected one of input, output, cache_read, cache_creation, input_characters, audio_minutes, images (ignored)',
+        'unknown cost "cached_read"; expected one of input, output, cache_read, cache_creation, input_audio, output_audio, input_characters, audio_minutes, images (ignored)',
       ],
     ],
   );

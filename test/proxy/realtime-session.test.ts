@@ -146,6 +146,30 @@ describe('OpenAI Realtime', () => {
     );
   });
 
+  test('an audio response: audio and text tokens are priced apart', async () => {
+    const rid = 'rt-openai-audio';
+    const client = await Client.open('/v1/realtime?model=gpt-realtime', {
+      headers: { ...bearer.headers, 'x-router-request-id': rid },
+    });
+    await client.until((m) => m.type === 'session.created');
+    client.send({
+      type: 'conversation.item.create',
+      item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'say something' }] },
+    });
+    client.send({ type: 'response.create' });
+    const done = await client.until((m) => m.type === 'response.done');
+    client.ws.close(1000);
+    const usage = done.response.usage;
+    const audioOut = usage.output_token_details.audio_tokens;
+    assert.ok(audioOut > 0, 'the simulator spoke');
+    const event = await stack.eventFor(`${rid}:${done.response.id}`);
+    assert.equal(event.raw_json.usage.output_audio_tokens, audioOut);
+    const items = Object.fromEntries((event['x-billing']?.items ?? []).map((i) => [i.metric, i.quantity]));
+    assert.equal(items.output_audio_tokens, audioOut);
+    assert.equal(items.completion_tokens, usage.output_tokens - audioOut);
+    assert.ok(event['x-billing']?.pricing_hints?.output_audio_tokens, 'the audio price is hinted');
+  });
+
   test('a key in the browser subprotocol is accepted and never forwarded', async () => {
     const client = await Client.open('/v1/realtime?model=gpt-realtime', {}, [
       'realtime',

@@ -55,6 +55,10 @@ export const geminiLive: RealtimeDialect = {
     const usage: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
     const cached = count(meta.cachedContentTokenCount);
     if (cached > 0) usage.cacheReadTokens = cached;
+    const inputAudio = audioTokens(meta.promptTokensDetails);
+    const outputAudio = audioTokens(meta.responseTokensDetails);
+    if (inputAudio > 0) usage.inputAudioTokens = inputAudio;
+    if (outputAudio > 0) usage.outputAudioTokens = outputAudio;
     return { responseId: `turn-${turn}`, usage };
   },
 };
@@ -64,4 +68,15 @@ function pcmMs(base64: string, mimeType: JsonValue | undefined): number {
   const rate = Number(/rate=(\d+)/.exec(typeof mimeType === 'string' ? mimeType : '')?.[1] ?? 24_000);
   const bytes = Math.floor((base64.length * 3) / 4);
   return rate > 0 ? (bytes / (rate * 2)) * 1000 : 0;
+}
+
+/** The AUDIO entry of a Live API modality breakdown (`[{modality, tokenCount}]`). */
+function audioTokens(details: JsonValue | undefined): number {
+  if (!Array.isArray(details)) return 0;
+  let n = 0;
+  for (const d of details) {
+    const o = objectOf(d);
+    if (o?.modality === 'AUDIO') n += count(o.tokenCount);
+  }
+  return n;
 }

@@ -28,8 +28,15 @@ export const openaiRealtime: RealtimeDialect = {
     const input = count(reported.input_tokens);
     const output = count(reported.output_tokens);
     const usage: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
-    const cached = count(objectOf(reported.input_token_details)?.cached_tokens);
+    const inputDetails = objectOf(reported.input_token_details);
+    const cached = count(inputDetails?.cached_tokens);
     if (cached > 0) usage.cacheReadTokens = cached;
+    // Audio tokens apart (they cost more than text); cached ones are priced as cached.
+    const cachedAudio = count(objectOf(inputDetails?.cached_tokens_details)?.audio_tokens);
+    const inputAudio = Math.max(0, count(inputDetails?.audio_tokens) - cachedAudio);
+    const outputAudio = count(objectOf(reported.output_token_details)?.audio_tokens);
+    if (inputAudio > 0) usage.inputAudioTokens = inputAudio;
+    if (outputAudio > 0) usage.outputAudioTokens = outputAudio;
     return { responseId: id, usage };
   },
 };
