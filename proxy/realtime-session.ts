@@ -54,18 +54,28 @@ export class RealtimeSessions {
   }
 }
 
+/** The upstream socket of each client socket, so that shutdown waits for both to close. */
+const upstreamOf = new WeakMap<WebSocket, WebSocket>();
+
 async function closeAll(sessions: ReadonlySet<WebSocket>, reason: string): Promise<void> {
-  const closing = [...sessions].map(
-    (ws) =>
-      new Promise<void>((resolve) => {
-        if (ws.readyState === WebSocket.CLOSED) return resolve();
-        ws.once('close', () => resolve());
-        ws.close(CLOSE.goingAway, reason);
-        // A peer that never answers the close frame: its socket goes after a bound.
-        setTimeout(() => ws.terminate(), 2000).unref();
-      }),
+  await Promise.all(
+    [...sessions].map(async (client) => {
+      const upstream = upstreamOf.get(client);
+      // The client's close is passed upstream by the relay.
+      await closed(client, () => client.close(CLOSE.goingAway, reason));
+      if (upstream !== undefined) await closed(upstream, () => upstream.close(CLOSE.goingAway, reason));
+    }),
   );
-  await Promise.all(closing);
+}
+
+/** Resolves once `ws` has closed; `start` begins the close, and a peer that never answers is cut. */
+function closed(ws: WebSocket, start: () => void): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (ws.readyState === WebSocket.CLOSED) return resolve();
+    ws.once('close', () => resolve());
+    if (ws.readyState !== WebSocket.CLOSING) start();
+    setTimeout(() => ws.terminate(), 2000).unref();
+  });
 }
 
 /** Answers an upgrade request the gateway serves as a realtime session; false when the path is not one. */
@@ -375,6 +385,7 @@ function relay(
 ): void {
   const upstream = up.socket;
   const hooks = up.hooks;
+  upstreamOf.set(client, upstream);
   for (const f of firstToUpstream) upstream.send(f.data, { binary: f.binary });
   const { toUpstream, toClient: countToClient } = rt.metrics.realtimeFrames;
   rt.metrics.realtimeSessions.inc();
