@@ -88,7 +88,8 @@ export function handleRealtimeUpgrade(
 ): boolean {
   const url = req.url ?? '/';
   const q = url.indexOf('?');
-  const path = q === -1 ? url : url.slice(0, q);
+  // The genai SDK joins its base URL and path with a double slash.
+  const path = (q === -1 ? url : url.slice(0, q)).replace(/\/{2,}/g, '/');
   const found = realtimeDialectOf(path);
   if (found === undefined) return false;
   const query = new URLSearchParams(q === -1 ? '' : url.slice(q + 1));
@@ -408,7 +409,8 @@ function relay(
       held.push({ data, binary });
       return;
     }
-    const usage = binary ? undefined : usageIn(dialect, data, turn + 1);
+    // Google's servers send the Live API's JSON messages as binary frames: both kinds are read.
+    const usage = usageIn(dialect, data, turn + 1);
     if (usage === undefined) {
       toClient(data, binary);
       return;
@@ -470,8 +472,7 @@ function relay(
       },
     );
   };
-  const markStart = (data: RawData, binary: boolean) => {
-    if (binary) return;
+  const markStart = (data: RawData) => {
     if (!active && dialect.responseMarkers.some((m) => toBuffer(data).includes(m))) active = true;
     // What a response relays is kept only where a cut one is estimated from it (bounded).
     if (active && estimates && relayedInResponse.length < MAX_KEPT_MESSAGES) {

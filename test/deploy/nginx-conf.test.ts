@@ -1,5 +1,6 @@
 // deploy/nginx/router.conf agrees with the gateway's configuration defaults (body limits, webhook path,
-// timeouts, keep-alive ordering), and nginx accepts it (`nginx -t` on the rendered file, when installed).
+// timeouts, keep-alive ordering), upgrades the realtime paths only, and nginx accepts it (`nginx -t` on
+// the rendered file, when installed).
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -8,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
+import { realtimeDialectOf } from '../../hooks/families/index.ts';
 import { findNginx, ROUTER_CONF, renderRouterConf } from '../support/nginx.ts';
 import { ROOT } from '../support/stack.ts';
 
@@ -87,6 +89,64 @@ test('router.conf body limits, webhook path and timeouts match the gateway defau
     !/\$request_uri|\$args|\$query_string|\$http_authorization/.test(conf),
     'secrets in the log format',
   );
+});
+
+/** A block's text without the blocks nested in it (a server's own directives, not its locations'). */
+function ownText(blockText: string): string {
+  const body = blockText.slice(blockText.indexOf('{') + 1, -1);
+  let out = '';
+  let depth = 0;
+  let lineStart = 0;
+  for (let i = 0; i < body.length; i++) {
+    if (body[i] === '\n' && depth === 0) {
+      out += body.slice(lineStart, i + 1);
+      lineStart = i + 1;
+    } else if (body[i] === '{') depth++;
+    else if (body[i] === '}' && --depth === 0) lineStart = i + 1;
+  }
+  return out;
+}
+
+const headersOf = (text: string): string[] =>
+  [...text.matchAll(/^\s*proxy_set_header\s+([^;]+);/gm)].map((m) => m[1]!.trim().replace(/\s+/g, ' '));
+
+test('router.conf upgrades the realtime paths, and only those, with session-long timeouts', async () => {
+  const conf = await readFile(ROUTER_CONF, 'utf8');
+  const server = block(conf, /^server \{/m);
+  const own = ownText(server);
+  // Plain requests: no Upgrade forwarded, Connection cleared for keep-alive.
+  const upgrades = (text: string) => headersOf(text).some((h) => /^(Upgrade|Connection \$)/i.test(h));
+  assert.ok(!upgrades(own), 'the server level forwards no upgrade');
+  assert.ok(!upgrades(block(server, /location \/ \{/)), 'location / forwards no upgrade');
+  assert.ok(headersOf(own).includes('Connection ""'));
+  // The map gives `upgrade` for an upgrade and nothing (keep-alive) otherwise.
+  const map = block(conf, /^map \$http_upgrade \$connection_upgrade \{/m);
+  assert.match(map, /default\s+upgrade;/);
+  assert.match(map, /''\s+'';/);
+
+  // The gateway's realtime paths (hooks/families realtimeDialectOf) and the locations that carry them.
+  const paths = {
+    '/v1/realtime': /location = \/v1\/realtime \{/,
+    '/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent': /location \/ws\/ \{/,
+    '/ws/google.ai.generativelanguage.v1alpha.GenerativeService.BidiGenerateContent': /location \/ws\/ \{/,
+  };
+  const serverHeaders = headersOf(own).filter((h) => !h.startsWith('Connection '));
+  const serverRead = seconds(directive(own, 'proxy_read_timeout') ?? '60s');
+  for (const [path, opener] of Object.entries(paths)) {
+    assert.ok(realtimeDialectOf(path), `${path} is a realtime path of the gateway`);
+    const loc = block(server, opener);
+    assert.equal(directive(loc, 'proxy_pass'), 'http://router_gateway');
+    const headers = headersOf(loc);
+    assert.ok(headers.includes('Upgrade $http_upgrade'), `${path}: Upgrade`);
+    assert.ok(headers.includes('Connection $connection_upgrade'), `${path}: Connection`);
+    // A location's proxy_set_header replaces the server's list: every server header is repeated.
+    for (const h of serverHeaders) assert.ok(headers.includes(h), `${path}: proxy_set_header ${h}`);
+    // Session-long: at least an hour (the longest upstream session) and the HTTP timeouts.
+    for (const name of ['proxy_read_timeout', 'proxy_send_timeout']) {
+      const value = seconds(directive(loc, name) ?? '60s');
+      assert.ok(value >= 3600 && value >= serverRead, `${path}: ${name} ${value}`);
+    }
+  }
 });
 
 test('nginx -t accepts the rendered router.conf', {

@@ -7,7 +7,9 @@ import { countTokens } from '../../usage/estimate.ts';
 import { objectOf } from '../telemetry-fields.ts';
 import type { RealtimeDialect } from '../types.ts';
 
-const PATH = /^\/ws\/google\.ai\.generativelanguage\.v1(alpha|beta)\.GenerativeService\.BidiGenerateContent$/;
+// v1 (the genai SDK's default), v1beta, v1alpha; the Constrained method takes ephemeral tokens.
+const PATH =
+  /^\/ws\/google\.ai\.generativelanguage\.v1(alpha|beta)?\.GenerativeService\.BidiGenerateContent(Constrained)?$/;
 
 function count(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : 0;
