@@ -1,6 +1,7 @@
 // POST /v1/realtime/client_secrets, answered by the gateway (docs/realtime.md "Client secrets"): a
 // server holding an access key asks for a short-lived secret that a browser uses to open one realtime
-// session, in the OpenAI shape ({ value, expires_at, session }).
+// session, in the shape of the vendor endpoint it mirrors ({ value, expires_at, session }); errors in the
+// shape of the family that owns the path.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GatewayError, toGatewayError } from '../common/errors.ts';
@@ -21,6 +22,7 @@ export async function answerClientSecret(
   res: ServerResponse,
   id: string,
   query: URLSearchParams,
+  format: string,
 ): Promise<void> {
   try {
     const principal = await rt.authenticate(req.headers, query);
@@ -63,6 +65,6 @@ export async function answerClientSecret(
       session,
     });
   } catch (err) {
-    sendError(res, 'openai', toGatewayError(err), id);
+    sendError(res, format, toGatewayError(err), id);
   }
 }

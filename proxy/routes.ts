@@ -31,7 +31,7 @@ export type Route =
   | { readonly kind: 'metrics' }
   | { readonly kind: 'webhook' }
   | { readonly kind: 'subject_state' }
-  | { readonly kind: 'client_secret' }
+  | { readonly kind: 'client_secret'; readonly format: WireFormat }
   | { readonly kind: 'not_found'; readonly format: WireFormat }
   | { readonly kind: 'bad_path'; readonly format: WireFormat }
   | { readonly kind: 'method_not_allowed'; readonly format: WireFormat; readonly allow: string };
@@ -57,7 +57,6 @@ const WEBHOOK: Route = { kind: 'webhook' };
 const SUBJECT_STATE: Route = { kind: 'subject_state' };
 /** Short-lived secrets for realtime sessions (proxy/client-secret-endpoint.ts). */
 export const CLIENT_SECRET_PATH = '/v1/realtime/client_secrets';
-const CLIENT_SECRET: Route = { kind: 'client_secret' };
 
 /** A POST path a family serves by pattern (the model in the path). */
 function patternRoute(path: string): Route | undefined {
@@ -125,7 +124,7 @@ export function resolveRoute(
     if (route !== undefined) return route;
     if (path === webhookPath) return WEBHOOK;
     if (path === SUBJECT_STATE_PATH) return SUBJECT_STATE;
-    if (path === CLIENT_SECRET_PATH) return CLIENT_SECRET;
+    if (path === CLIENT_SECRET_PATH) return { kind: 'client_secret', format: pathFamily(path).name };
     const pattern = patternRoute(path);
     if (pattern !== undefined) return pattern;
   } else if ((method === 'GET' || method === 'HEAD') && patternRoute(path) === undefined) {

@@ -250,8 +250,8 @@ async function handle(
       return;
     }
     case 'client_secret':
-      if (phase === 'draining') return sendError(res, 'openai', new GatewayError('shutting_down'), id);
-      return answerClientSecret(rt, req, res, id, query);
+      if (phase === 'draining') return sendError(res, route.format, new GatewayError('shutting_down'), id);
+      return answerClientSecret(rt, req, res, id, query, route.format);
     case 'webhook':
       return rt.forwardWebhook(req, res);
     case 'subject_state':
