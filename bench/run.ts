@@ -5,7 +5,7 @@
 //   npm run bench                      full run (about 12 minutes), rewrites docs/benchmarks.md
 //   npm run bench -- --smoke           every scenario for about a second with tiny counts; no docs
 //   npm run bench -- --only chat       one scenario (chat, stream, translate, growth, backlog, abuse, workers,
-//                                      shards); repeatable
+//                                      shards, realtime); repeatable
 //   npm run bench -- --peers direct,gateway   only these peers
 //   npm run bench -- --profile         gateway processes run with --cpu-prof into bench/results/prof
 //   npm run bench -- --no-docs         do not rewrite docs/benchmarks.md
@@ -40,13 +40,24 @@ import { ABUSE_PEERS, runAbuse } from './scenarios/abuse.ts';
 import { runBacklog } from './scenarios/backlog.ts';
 import { CHAT_PEERS, runChat } from './scenarios/chat.ts';
 import { GROWTH_PEERS, runGrowth } from './scenarios/growth.ts';
+import { REALTIME_PEERS, runRealtime } from './scenarios/realtime.ts';
 import { runShards } from './scenarios/shards.ts';
 import { runStream, STREAM_PEERS } from './scenarios/stream.ts';
 import { runTranslate, TRANSLATE_PEERS } from './scenarios/translate.ts';
 import { runWorkers, WORKERS_PEERS } from './scenarios/workers.ts';
 
 const REPO = join(dirname(fileURLToPath(import.meta.url)), '..');
-const SCENARIOS = ['chat', 'stream', 'translate', 'growth', 'backlog', 'abuse', 'workers', 'shards'] as const;
+const SCENARIOS = [
+  'chat',
+  'stream',
+  'translate',
+  'growth',
+  'backlog',
+  'abuse',
+  'workers',
+  'shards',
+  'realtime',
+] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const ALL_PEERS: PeerId[] = [
   'direct',
@@ -70,6 +81,7 @@ const PEERS_OF: Record<Scenario, PeerId[]> = {
   abuse: ABUSE_PEERS,
   workers: WORKERS_PEERS,
   shards: [],
+  realtime: REALTIME_PEERS,
 };
 
 interface Options {
@@ -99,7 +111,7 @@ function parseOptions(argv: string[]): Options {
   });
   if (values.help) {
     console.log(
-      'usage: npm run bench -- [--smoke] [--only chat|stream|translate|growth|backlog|abuse|workers|shards]... [--peers a,b] [--profile] [--no-docs] [--out file.json]\n       npm run bench -- --render bench/results/<full run>.json   (rewrite docs/benchmarks.md from a saved full run; measures nothing)',
+      'usage: npm run bench -- [--smoke] [--only chat|stream|translate|growth|backlog|abuse|workers|shards|realtime]... [--peers a,b] [--profile] [--no-docs] [--out file.json]\n       npm run bench -- --render bench/results/<full run>.json   (rewrite docs/benchmarks.md from a saved full run; measures nothing)',
     );
     process.exit(0);
   }
@@ -266,6 +278,7 @@ export async function main(argv: string[]): Promise<number> {
       else if (scenario === 'abuse') results.abuse = await runAbuse(ctx);
       else if (scenario === 'workers') results.workers = await runWorkers(ctx, results.machine.cpus);
       else if (scenario === 'shards') results.shards = await runShards(ctx);
+      else if (scenario === 'realtime') results.realtime = await runRealtime(ctx);
       else if (scenario === 'backlog') {
         results.backlog = await runBacklog(ctx).catch((err: unknown) => ({
           error: err instanceof Error ? err.message : String(err),
@@ -305,8 +318,9 @@ export async function main(argv: string[]): Promise<number> {
  */
 async function render(file: string): Promise<number> {
   const results = JSON.parse(await readFile(file, 'utf8')) as BenchResults;
-  // Runs saved before the abuse and shards scenarios existed still render (without their sections).
-  const missing = SCENARIOS.filter((s) => s !== 'abuse' && s !== 'shards' && results[s] === undefined);
+  // Runs saved before the abuse, shards and realtime scenarios existed still render (without their sections).
+  const optional: Scenario[] = ['abuse', 'shards', 'realtime'];
+  const missing = SCENARIOS.filter((s) => !optional.includes(s) && results[s] === undefined);
   if (missing.length > 0 || results.smoke) {
     log(`${file} is not a full run (missing: ${missing.join(', ') || 'none'}; smoke: ${results.smoke})`);
     return 1;

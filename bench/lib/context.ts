@@ -37,6 +37,18 @@ export interface Settings {
   backlog: { events: number; timeoutMs: number };
   /** Per variant of the shards scenario. */
   shards: { events: number; timeoutMs: number };
+  /**
+   * Concurrent OpenAI Realtime sessions, one text response of `chunks` deltas `delayMs` apart each, in
+   * `rounds` interleaved rounds per peer after a warm-up round.
+   */
+  realtime: {
+    sessions: number;
+    chunks: number;
+    delayMs: number;
+    rampMs: number;
+    timeoutMs: number;
+    rounds: number;
+  };
   abuse: {
     /** /healthz is requested on this schedule, whatever the answers do. */
     probeIntervalMs: number;
@@ -66,6 +78,7 @@ export const FULL: Settings = {
   },
   backlog: { events: 100_000, timeoutMs: 300_000 },
   shards: { events: 100_000, timeoutMs: 120_000 },
+  realtime: { sessions: 500, chunks: 20, delayMs: 100, rampMs: 1000, timeoutMs: 60_000, rounds: 3 },
   // 10,000 idle connections stay within the bench process's own descriptor limit (ulimit -n).
   abuse: {
     probeIntervalMs: 10,
@@ -95,6 +108,7 @@ export const SMOKE: Settings = {
   },
   backlog: { events: 1000, timeoutMs: 60_000 },
   shards: { events: 1000, timeoutMs: 60_000 },
+  realtime: { sessions: 10, chunks: 5, delayMs: 50, rampMs: 100, timeoutMs: 20_000, rounds: 1 },
   abuse: {
     probeIntervalMs: 10,
     baselineMs: 200,

@@ -5,6 +5,7 @@ import type { AbuseResult } from '../scenarios/abuse.ts';
 import type { BacklogResult } from '../scenarios/backlog.ts';
 import type { ChatResult } from '../scenarios/chat.ts';
 import type { GrowthResult } from '../scenarios/growth.ts';
+import type { RealtimeResult } from '../scenarios/realtime.ts';
 import type { ShardsResult, ShardsRun } from '../scenarios/shards.ts';
 import type { StreamResult } from '../scenarios/stream.ts';
 import type { TranslateResult } from '../scenarios/translate.ts';
@@ -33,6 +34,7 @@ export interface BenchResults {
   abuse?: PeerMap<AbuseResult>;
   workers?: WorkersResult;
   shards?: ShardsResult;
+  realtime?: RealtimeResult;
 }
 
 export interface TargetRow {
@@ -702,6 +704,7 @@ export function renderMarkdown(r: BenchResults): string {
   if (r.abuse) out.push(...renderAbuse(r));
   if (r.workers) out.push(...renderWorkers(r.workers));
   if (r.shards) out.push(...renderShards(r.shards));
+  if (r.realtime) out.push(...renderRealtime(r.realtime));
 
   out.push('## Notes', '');
   const notes: string[] = [];
@@ -798,5 +801,66 @@ function renderShards(s: ShardsResult): string[] {
       rows,
     ),
     '',
+  ];
+}
+
+/** Realtime sessions: N OpenAI Realtime sessions at once, directly and through the gateway. */
+export function renderRealtime(rt: RealtimeResult): string[] {
+  const base = ok(rt.runs.direct);
+  const head = [
+    'peer',
+    'sessions',
+    'completed',
+    'failed',
+    'peak open',
+    'deltas/session',
+    'session.created p50 / p99 ms',
+    'first delta p50 / p99 ms',
+    'gap p50 ms',
+    'gap p99 ms',
+    'added gap p50 / p99 ms',
+    'gap p99 each round',
+    'peak RSS MB',
+    'CPU % of a core',
+  ];
+  const rows: string[][] = [];
+  const failures: string[] = [];
+  for (const [id, m] of Object.entries(rt.runs) as [PeerId, Measured<RealtimeResult['runs'][PeerId]>][]) {
+    const run = ok(m);
+    if (run === undefined) {
+      rows.push(errorRow(id, isError(m) ? m.error : 'missing', head.length));
+      continue;
+    }
+    rows.push([
+      PEER_LABELS[id],
+      num(run.sessions),
+      num(run.completed),
+      num(run.failed),
+      num(run.peakOpen),
+      num(run.deltasPerSession, 1),
+      `${num(run.sessionCreatedMs.p50)} / ${num(run.sessionCreatedMs.p99)}`,
+      `${num(run.firstDeltaMs.p50)} / ${num(run.firstDeltaMs.p99)}`,
+      num(run.gapMs.p50),
+      num(run.gapMs.p99),
+      base && id !== 'direct'
+        ? `${signed(run.gapMs.p50 - base.gapMs.p50)} / ${signed(run.gapMs.p99 - base.gapMs.p99)}`
+        : '',
+      (run.roundGapP99s ?? []).map((x) => num(x, 1)).join(' · '),
+      num(run.resources.peakRssMb, 1),
+      num(run.resources.cpuPercent, 1),
+    ]);
+    if (run.failures.length > 0)
+      failures.push(
+        `- ${PEER_LABELS[id]}: ${run.failures.map((f) => `${num(f.count)} × \`${f.kind.replaceAll('`', "'")}\``).join('; ')}`,
+      );
+  }
+  return [
+    '## Realtime sessions (WebSocket)',
+    '',
+    `${num(rt.sessions)} OpenAI Realtime sessions at once (\`GET /v1/realtime?model=${rt.model}\`, started evenly over ${num(rt.rampMs)} ms), each waiting for \`session.created\`, then asking for one text response of ${rt.chunks} deltas ${rt.delayMs} ms apart, and staying open until every session has had its response, so that all of them are open together at the peak ("peak open" is the lowest such peak over the rounds). Through the gateway the model is routed with \`x-router-provider: openai\`. After a warm-up round the peers take turns for ${rt.rounds} round${rt.rounds === 1 ? '' : 's'}; sessions, completed and failed are totals over them, percentiles pool every round's samples. The client is the \`ws\` package in its own node process, timestamping every frame when it arrives: session.created is from \`new WebSocket()\`, first delta from \`response.create\` sent, and gaps are between consecutive \`response.output_text.delta\` messages of a session; the added gap is the peer minus the simulator measured directly (the frame latency the relay adds). RSS (the highest over the rounds) and CPU (their mean) are the peer's process tree (billing on: with its sidecar) while the sessions run.`,
+    '',
+    table(head, rows),
+    '',
+    ...(failures.length > 0 ? ['Failures by kind:', '', failures.join('\n'), ''] : []),
   ];
 }
