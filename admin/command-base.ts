@@ -4,8 +4,8 @@
 
 import { Command, Option } from 'clipanion';
 import type { RouterConfig } from '../common/config-types.ts';
-import { loadConfig } from '../proxy/config/load.ts';
-import { AdminError, EXIT } from './key-backend.ts';
+import { AdminError, EXIT } from './admin-error.ts';
+import { loadAdminConfig, missingKeysFileHint } from './keys-file.ts';
 
 export abstract class ConfigCommand<Backend extends { close(): Promise<void> }> extends Command {
   config = Option.String('--config,-c', { required: true, description: 'Main configuration file' });
@@ -19,13 +19,23 @@ export abstract class ConfigCommand<Backend extends { close(): Promise<void> }> 
   /** Options checked before anything is opened (usage errors). */
   validate(): void {}
 
+  /** Whether a missing or empty keys file is started before the command runs (`access-key create`). */
+  startsKeysFile(): boolean {
+    return false;
+  }
+
   async execute(): Promise<number> {
     try {
       this.validate();
-      const loaded = await loadConfig(this.config);
+      const loaded = await loadAdminConfig(this.config, {
+        startKeysFile: this.startsKeysFile(),
+        note: (line) => this.context.stderr.write(`${line}\n`),
+      });
       if (loaded.config === undefined) {
         for (const d of loaded.diagnostics)
           this.context.stderr.write(`${d.file}:${d.line}:${d.col}: ${d.message}\n`);
+        const hint = missingKeysFileHint(this.config, loaded.diagnostics);
+        if (hint !== '') this.context.stderr.write(`router-admin: ${hint}\n`);
         return EXIT.usage;
       }
       const backend = await this.open(loaded.config);

@@ -1,30 +1,23 @@
 // Where `router-admin access-key` keeps keys: the shared store when `store.enabled` (only the HMAC of a
 // secret is written, docs/operations.md "Keys in Redis"), else the keys file the main configuration names (a hash when
 // store.access_key_hash_secret is set, else the plaintext value, which is all the file format allows
-// without that secret). Both are behind one small interface so each command is written once.
+// without that secret: `secretStorage` says which, so that no message claims a secret is shown only once
+// while it sits in the file). Both are behind one small interface so each command is written once.
 
 import { randomBytes } from 'node:crypto';
 import { readFile, rename, writeFile } from 'node:fs/promises';
-import { dump as dumpYaml, load as loadYaml } from 'js-yaml';
+import { dump as dumpYaml } from 'js-yaml';
 import type { AccessKeyEntry, RouterConfig } from '../common/config-types.ts';
 import type { StoredAccessKey } from '../common/store-types.ts';
+import { isPlainObject, parseYaml } from '../common/yaml-source.ts';
 import { hashAccessKey, hashSecretId } from '../hooks/builtin/auth.ts';
 import { parseIsoInstant } from '../proxy/config/keys.ts';
-import { redactAddr } from '../store/redis-client.ts';
+import { closeRedisClient, redactAddr } from '../store/redis-client.ts';
 import { openRedisStores } from '../store/redis-store.ts';
+import { AdminError, EXIT } from './admin-error.ts';
+import { configuredStoreSide, connectStore, storeFailureMessage } from './store-connect.ts';
 
-/** Exit codes of router-admin. */
-export const EXIT = { ok: 0, failed: 1, usage: 2, unavailable: 3 } as const;
-
-/** A failure with the exit code it should end the command with. */
-export class AdminError extends Error {
-  readonly exitCode: number;
-  constructor(message: string, exitCode: number) {
-    super(message);
-    this.name = 'AdminError';
-    this.exitCode = exitCode;
-  }
-}
+export { AdminError, EXIT };
 
 export interface AdminKey {
   readonly name: string;
@@ -57,6 +50,11 @@ export interface KeyBackend {
   readonly where: string;
   /** How running gateways learn of a change made here, for the command's output. */
   readonly pickup: string;
+  /**
+   * What is kept of a secret: its HMAC only (the store; the keys file with store.access_key_hash_secret
+   * set), so it can be shown once only, or the secret itself in plain text (the keys file without it).
+   */
+  readonly secretStorage: 'hash' | 'plaintext';
   create(key: NewKey, secret: string): Promise<'created' | 'exists'>;
   list(): Promise<AdminKey[]>;
   revoke(name: string): Promise<AdminKey | undefined>;
@@ -109,12 +107,22 @@ async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
   const where = `store ${redactAddr(store.addr, store)} (prefix ${store.keyPrefix})`;
   if (store.accessKeyHashSecret === '')
     throw new AdminError('store.access_key_hash_secret is empty; it is needed to hash keys', EXIT.usage);
-  const stores = await openRedisStores(store, {
-    readyTimeoutMs: Math.max(2000, store.operationTimeoutMs * 4),
-  });
+  const side = configuredStoreSide(store, where);
+  const readyTimeoutMs = Math.max(2000, store.operationTimeoutMs * 4);
+  // A connection of its own first, so that a failure can be told apart (unreachable, credentials, TLS).
+  const probe = await connectStore(store, side, { connectionName: 'router-admin', readyTimeoutMs });
+  await closeRedisClient(probe.client);
+  const stores = await openRedisStores(store, { readyTimeoutMs });
   if (!stores.connected) {
     await stores.close();
-    throw new AdminError(`cannot reach the ${where}; nothing was changed`, EXIT.unavailable);
+    throw new AdminError(
+      storeFailureMessage(
+        side,
+        { kind: 'unreachable', code: undefined, reason: 'no answer' },
+        readyTimeoutMs,
+      ),
+      EXIT.unavailable,
+    );
   }
   const keys = stores.accessKeys;
   const hash = (secret: string): string => hashAccessKey(store.accessKeyHashSecret, secret);
@@ -132,6 +140,7 @@ async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
   return {
     where,
     pickup: 'every gateway instance applies it at its next request',
+    secretStorage: 'hash',
     create: (key, secret) =>
       keys.create({
         ...key,
@@ -236,9 +245,17 @@ async function openFileBackend(config: RouterConfig): Promise<KeyBackend> {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
-    const doc = (loadYaml(text) ?? {}) as Record<string, unknown>;
-    if (typeof doc !== 'object' || Array.isArray(doc))
-      throw new AdminError(`${file}: not a mapping`, EXIT.usage);
+    // An empty file (or one of comments only) is a keys file without keys, as the gateway reads it.
+    const parsed = parseYaml(text, file as string);
+    const problem = parsed.diagnostics[0];
+    if (problem !== undefined)
+      throw new AdminError(`${problem.file}:${problem.line}:${problem.col}: ${problem.message}`, EXIT.usage);
+    const doc = parsed.yaml?.value ?? {};
+    if (!isPlainObject(doc))
+      throw new AdminError(
+        `${file}: a keys file must be a mapping with "access_keys" and/or "providers"`,
+        EXIT.usage,
+      );
     const keys = Array.isArray(doc.access_keys) ? (doc.access_keys as RawKey[]) : [];
     return { doc, keys };
   }
@@ -278,6 +295,7 @@ async function openFileBackend(config: RouterConfig): Promise<KeyBackend> {
   return {
     where,
     pickup: FILE_PICKUP,
+    secretStorage: hashSecret === '' ? 'plaintext' : 'hash',
     async create(key, secret) {
       const { doc, keys } = await load();
       if (keys.some((k) => k.name === key.name)) return 'exists';

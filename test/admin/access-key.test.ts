@@ -186,7 +186,7 @@ test('store unreachable: a clear message and exit code 3', async () => {
   assert.equal(result.code, 3);
   assert.match(
     result.err,
-    /cannot reach the store redis:\/\/127\.0\.0\.1:1 \(prefix adm3:\); nothing was changed/,
+    /cannot connect to the store redis:\/\/127\.0\.0\.1:1 \(prefix adm3:\): connection refused \(ECONNREFUSED\); check store\.addr \(ROUTER_STORE_ADDR\).*; nothing was changed/,
   );
 });
 

@@ -1,21 +1,24 @@
-// `router-admin access-key create`: a new key with a fresh secret, printed once and never stored.
+// `router-admin access-key create`: a new key with a fresh secret, printed on stdout. The store keeps only
+// its HMAC (printed once); the keys file keeps its HMAC with store.access_key_hash_secret set, else the
+// secret itself, and the message says which. A keys file that is missing or empty is started first.
 
 import { Option } from 'clipanion';
 import type { RouterConfig } from '../../../common/config-types.ts';
 import { AdminError, EXIT, generateSecret, type KeyBackend, parseExpiry } from '../../key-backend.ts';
-import { AccessKeyCommand, accessKeyUsage } from './base.ts';
+import { AccessKeyCommand, accessKeyUsage, secretHeading } from './base.ts';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
 
 export class CreateAccessKeyCommand extends AccessKeyCommand {
   static override paths = [['access-key', 'create']];
   static override usage = accessKeyUsage({
-    description: 'Create an access key and print its secret (once)',
+    description: 'Create an access key and print its secret',
     details: `
-      Generates a secret (\`ak_\` + 43 base64url characters) and stores only its HMAC-SHA256 under
-      \`store.access_key_hash_secret\` (shared store), or adds the key to the keys file (file mode, which a
-      running gateway re-reads within about 0.1 s). The secret is printed once on stdout; it cannot be
-      shown again (rotate the key if it is lost).
+      Generates a secret (\`ak_\` + 43 base64url characters) and prints it on stdout. Shared store: only
+      its HMAC-SHA256 under \`store.access_key_hash_secret\` is stored, so it is shown this once (rotate
+      the key if it is lost). File mode: the key is added to the keys file, which a running gateway re-reads
+      within about 0.1 s, as that HMAC when \`store.access_key_hash_secret\` is set, else as the secret in
+      plain text (\`value\`). A keys file that does not exist yet, or is empty, is started (mode 0600).
     `,
     examples: [
       [
@@ -46,6 +49,10 @@ export class CreateAccessKeyCommand extends AccessKeyCommand {
       );
   }
 
+  override startsKeysFile(): boolean {
+    return true;
+  }
+
   async run(backend: KeyBackend, config: RouterConfig): Promise<number> {
     const secret = generateSecret();
     const key = {
@@ -60,7 +67,7 @@ export class CreateAccessKeyCommand extends AccessKeyCommand {
     }
     this.context.stderr.write(
       `created key ${this.name} (subject ${key.subjectType}:${key.subjectId}) in the ${backend.where}; ` +
-        `${backend.pickup}\nsecret (shown once, store it now):\n`,
+        `${backend.pickup}\n${secretHeading(backend, this.name, 'secret')}\n`,
     );
     this.out(secret);
     return EXIT.ok;

@@ -3,15 +3,17 @@
 
 import { Option } from 'clipanion';
 import { EXIT, generateSecret, type KeyBackend } from '../../key-backend.ts';
-import { AccessKeyCommand, accessKeyUsage } from './base.ts';
+import { AccessKeyCommand, accessKeyUsage, secretHeading } from './base.ts';
 
 export class RotateAccessKeyCommand extends AccessKeyCommand {
   static override paths = [['access-key', 'rotate']];
   static override usage = accessKeyUsage({
-    description: 'Give a key a new secret and print it (once)',
+    description: 'Give a key a new secret and print it',
     details: `
       The old secret stops working at every instance's next request (shared store), or once a running
-      gateway has re-read the keys file, within about 0.1 s (file mode). The new secret is printed once.
+      gateway has re-read the keys file, within about 0.1 s (file mode). The new secret is printed on
+      stdout: once, where only its HMAC is kept (the store; the keys file with
+      \`store.access_key_hash_secret\` set); else it is also in the keys file in plain text.
     `,
     examples: [['Rotate a leaked key', '$0 access-key rotate --config router.yaml --name client-a']],
   });
@@ -26,7 +28,7 @@ export class RotateAccessKeyCommand extends AccessKeyCommand {
       return EXIT.failed;
     }
     this.context.stderr.write(
-      `rotated key ${this.name}; ${backend.pickup}\nnew secret (shown once, store it now):\n`,
+      `rotated key ${this.name}; ${backend.pickup}\n${secretHeading(backend, this.name, 'new secret')}\n`,
     );
     this.out(secret);
     return EXIT.ok;

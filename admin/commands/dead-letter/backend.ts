@@ -20,8 +20,9 @@ import { acquirePidLock, OutboxLockedError } from '../../../billing/outbox/lock.
 import { outboxDirs, slotDeadLetterId, slotOfDeadLetterId } from '../../../billing/outbox/slots.ts';
 import type { RouterConfig } from '../../../common/config-types.ts';
 import { loopbackUrl } from '../../../common/internal-notify.ts';
-import { closeRedisClient, connectRedis, defineScript, redactAddr } from '../../../store/redis-client.ts';
+import { closeRedisClient, defineScript, redactAddr } from '../../../store/redis-client.ts';
 import { AdminError, EXIT } from '../../key-backend.ts';
+import { configuredStoreSide, connectStore } from '../../store-connect.ts';
 
 export interface DeadLetterEntry {
   readonly id: string;
@@ -106,14 +107,10 @@ async function openStoreBackend(config: RouterConfig): Promise<DeadLetterBackend
   const store = config.store;
   const where = `store ${redactAddr(store.addr, store)} (the dead letters of ${store.billingStreamShards} billing stream shard${store.billingStreamShards === 1 ? '' : 's'})`;
   const readyTimeoutMs = Math.max(2000, store.operationTimeoutMs * 4);
-  const { client, keys, connected } = await connectRedis(store, {
+  const { client, keys } = await connectStore(store, configuredStoreSide(store, where), {
     connectionName: 'router-admin',
     readyTimeoutMs,
   });
-  if (!connected) {
-    client.disconnect();
-    throw new AdminError(`cannot reach the ${where}; nothing was changed`, EXIT.unavailable);
-  }
 
   function toStoreEntry([id, flat]: [string, string[]]): DeadLetterEntry {
     const fields: Record<string, unknown> = {};

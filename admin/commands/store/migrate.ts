@@ -6,7 +6,6 @@ import { Command, Option } from 'clipanion';
 import type { RouterConfig } from '../../../common/config-types.ts';
 import {
   closeRedisClient,
-  connectRedis,
   createKeyLayout,
   type KeyLayout,
   type Redis,
@@ -14,6 +13,7 @@ import {
 } from '../../../store/redis-client.ts';
 import { ConfigCommand } from '../../command-base.ts';
 import { AdminError, EXIT } from '../../key-backend.ts';
+import { configuredStoreSide, connectStore } from '../../store-connect.ts';
 import { migrateStore } from '../../store-migration.ts';
 
 interface Sides {
@@ -80,25 +80,25 @@ export class MigrateStoreCommand extends ConfigCommand<Sides> {
       billingStreamShards: 1,
     };
     const readyTimeoutMs = Math.max(2000, config.store.operationTimeoutMs * 4);
-    const source = await connectRedis(sourceConfig, {
-      connectionName: 'router-admin-source',
-      readyTimeoutMs,
-    });
-    if (!source.connected) {
+    const source = await connectStore(
+      sourceConfig,
+      {
+        where: `source store ${redactAddr(this.from)}`,
+        tls: sourceConfig.tls || /^rediss:/i.test(this.from),
+        addrFix: '--from',
+        authFix: 'the credentials in the --from URL (redis://user:password@host:port)',
+      },
+      { connectionName: 'router-admin-source', readyTimeoutMs },
+    );
+    let target: Awaited<ReturnType<typeof connectStore>>;
+    try {
+      target = await connectStore(config.store, configuredStoreSide(config.store), {
+        connectionName: 'router-admin',
+        readyTimeoutMs,
+      });
+    } catch (err) {
       source.client.disconnect();
-      throw new AdminError(
-        `cannot reach the source store ${redactAddr(this.from)}; nothing was changed`,
-        EXIT.unavailable,
-      );
-    }
-    const target = await connectRedis(config.store, { connectionName: 'router-admin', readyTimeoutMs });
-    if (!target.connected) {
-      source.client.disconnect();
-      target.client.disconnect();
-      throw new AdminError(
-        `cannot reach the store ${redactAddr(config.store.addr, config.store)}; nothing was changed`,
-        EXIT.unavailable,
-      );
+      throw err;
     }
     return {
       from: { client: source.client, keys: createKeyLayout(sourceConfig) },
