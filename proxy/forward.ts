@@ -14,7 +14,7 @@ import { relay } from './relay.ts';
 import type { RequestCompletion } from './request-completion.ts';
 import type { Context } from './request-context.ts';
 import type { Runtime } from './runtime.ts';
-import { classifyUpstreamError, type UpstreamResponse } from './upstream.ts';
+import { classifyUpstreamError, type UpstreamResponse, upstreamFailure } from './upstream.ts';
 
 /** Pick a target, call it (retrying on the next candidate while nothing was sent) and relay the reply. */
 export async function forward(
@@ -68,8 +68,14 @@ export async function forward(
       }
       lastError = classifyUpstreamError(err);
       trace?.attemptFailed(lastError instanceof GatewayError ? lastError.code : 'upstream_unreachable');
+      // Where it went and what the transport said, for the operator; the client's error names neither.
       ctx.log.warn(
-        { provider: candidate.provider, err: describeError(err), attempt: i + 1 },
+        {
+          provider: candidate.provider,
+          ...upstreamFailure(err, upstreamReq.origin),
+          err: describeError(lastError),
+          attempt: i + 1,
+        },
         'upstream call failed',
       );
       if (last) throw lastError;

@@ -105,7 +105,8 @@ export async function checkConfig(
   const diagnostics = loaded.diagnostics.map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`);
   if (loaded.config === undefined) return diagnostics;
   const log = pino({ level: 'silent' });
-  diagnostics.push(...(await checkRuntime(loaded.config, { log, env: opts.env })));
+  // A routed provider without its upstream key is a warning: valid, but its requests will be refused.
+  diagnostics.push(...(await checkRuntime(loaded.config, { log, env: opts.env, warnings: opts.warnings })));
   const pricing = await loadPricing(loaded.config.pricing.files);
   for (const d of pricing.diagnostics) diagnostics.push(`${d.file}:${d.line}:${d.col}: ${d.message}`);
   // Not problems: the configuration is valid, but with billing on these cost money (billing/price-coverage.ts).

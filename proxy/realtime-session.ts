@@ -19,6 +19,7 @@ import { runOnComplete, runOnRequest, runRewriteBody, runSelectTarget } from './
 import { Context } from './request-context.ts';
 import type { Route } from './routes.ts';
 import type { RuleHooks, Runtime } from './runtime.ts';
+import { upstreamFailure } from './upstream.ts';
 
 /** A side's unsent bytes above which the other side stops being read, and below which it resumes. */
 const HIGH_WATER = 1024 * 1024;
@@ -356,7 +357,10 @@ async function connectUpstream(rt: Runtime, ctx: Context, protocols: readonly st
       );
     });
     socket.once('error', (err) => {
-      ctx.log.warn({ provider: ctx.provider, err: describeError(err) }, 'realtime upstream failed');
+      ctx.log.warn(
+        { provider: ctx.provider, ...upstreamFailure(err, origin), err: describeError(err) },
+        'realtime upstream failed',
+      );
       reject(new GatewayError('upstream_unreachable'));
     });
   });

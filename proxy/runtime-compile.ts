@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import type { RouterConfig } from '../common/config-types.ts';
 import { describeError } from '../common/errors.ts';
+import { providerKeyEnvName } from '../common/provider-key-env.ts';
 import type { Hook } from '../common/types.ts';
 import { type Authenticator, createAuthenticator } from '../hooks/builtin/auth.ts';
 import { formatDiagnostic, loadProviderDir } from '../hooks/dsl/index.ts';
@@ -19,6 +20,12 @@ export interface CompileOptions {
   readonly env?: Record<string, string | undefined>;
 }
 
+/** What `router -t` asks of checkRuntime: the same, and a list for the configuration's warnings. */
+export interface CheckOptions extends CompileOptions {
+  /** Receives what is valid but will fail requests (a routed provider without its upstream key). */
+  readonly warnings?: string[];
+}
+
 /** What compiling a configuration yields before any resource is opened. */
 export interface Compiled {
   readonly diagnostics: string[];
@@ -27,6 +34,8 @@ export interface Compiled {
   readonly authenticator: Authenticator;
   readonly globalCustom: Hook[];
   readonly ruleCustom: Map<HookRef, Hook>;
+  /** Valid, but requests will fail: one line per routed provider without an upstream key. */
+  readonly warnings: string[];
 }
 
 /**
@@ -34,8 +43,81 @@ export interface Compiled {
  * registry, keys, hook modules) without opening anything: no outbox, store, billing or network
  * connection, no file watch. `router -t` is this.
  */
-export async function checkRuntime(config: RouterConfig, opts: CompileOptions): Promise<string[]> {
-  return (await compileRuntime(config, opts)).diagnostics;
+export async function checkRuntime(config: RouterConfig, opts: CheckOptions): Promise<string[]> {
+  const compiled = await compileRuntime(config, opts);
+  opts.warnings?.push(...compiled.warnings);
+  return compiled.diagnostics;
+}
+
+/** A provider the model registry routes to, whose rules send a credential, with no upstream key. */
+export interface MissingProviderKey {
+  readonly provider: string;
+  /**
+   * The variable that gives it a key (`ROUTER_PROVIDER_<NAME>_API_KEY`); undefined when the variable
+   * alone would name another provider (a name with capitals, `_` or `.`: only the keys file can).
+   */
+  readonly variable: string | undefined;
+  /** The keys file of the configuration, if it has one. */
+  readonly keysFile: string | undefined;
+  /** Registry ids routed to it, in the registry's order. */
+  readonly models: readonly string[];
+}
+
+/** How many model ids a warning names before "and N more". */
+const MODELS_NAMED = 3;
+
+/**
+ * Providers that requests will reach (the registry routes to them) and that will refuse every such request
+ * with 503 provider_key_missing: a rule of theirs sends a credential (auth_bearer, auth_header_key,
+ * auth_query_key) and neither the keys file nor ROUTER_PROVIDER_<NAME>_API_KEY gives them a key. A provider
+ * whose rules send none (no auth block, or auth_none: a local server) needs no key.
+ */
+export function missingProviderKeys(
+  config: RouterConfig,
+  providers: ReadonlyMap<string, CompiledProvider>,
+): MissingProviderKey[] {
+  const routed = new Map<string, string[]>();
+  for (const entry of config.models.entries) {
+    for (const route of entry.routes) {
+      const models = routed.get(route.provider) ?? [];
+      if (!models.includes(entry.id)) models.push(entry.id);
+      routed.set(route.provider, models);
+    }
+  }
+  const missing: MissingProviderKey[] = [];
+  for (const [name, models] of routed) {
+    const provider = providers.get(name);
+    // An unknown provider is a diagnostic of its own.
+    if (provider === undefined) continue;
+    const needsKey = provider.rules.some((rule) => rule.auth.some((op) => op.op !== 'auth_none'));
+    if (!needsKey || (config.keys.providerKeys.get(name)?.length ?? 0) > 0) continue;
+    const variable = providerKeyEnvName(name);
+    // The keys loader gives the variable to the provider of this spelling when the keys file names none.
+    const reaches = variable
+      .slice('ROUTER_PROVIDER_'.length, -'_API_KEY'.length)
+      .toLowerCase()
+      .replaceAll('_', '-');
+    missing.push({
+      provider: name,
+      variable: reaches === name ? variable : undefined,
+      keysFile: config.keys.file,
+      models,
+    });
+  }
+  return missing;
+}
+
+/** The one-line warning for a provider without its key: what fails, and the variable or entry to set. */
+export function missingProviderKeyWarning(m: MissingProviderKey): string {
+  const named = m.models.slice(0, MODELS_NAMED).join(', ');
+  const more = m.models.length - MODELS_NAMED;
+  const models = more > 0 ? `${named} and ${more} more` : named;
+  const entry =
+    m.keysFile === undefined
+      ? `providers.${m.provider}.api_key to a keys file (\`keys:\` of the main file)`
+      : `providers.${m.provider}.api_key to the keys file ${m.keysFile}`;
+  const fix = m.variable === undefined ? `add ${entry}` : `set ${m.variable} or add ${entry}`;
+  return `provider '${m.provider}' has no upstream API key: requests for ${models} will be refused with 503 provider_key_missing; ${fix}`;
 }
 
 /** The access keys of the keys file (and ROUTER_ACCESS_KEY_*) as the gateway checks them. */
@@ -107,5 +189,22 @@ export async function compileRuntime(config: RouterConfig, opts: CompileOptions)
       }
     }
   }
-  return { diagnostics, providers, registry, authenticator, globalCustom, ruleCustom };
+  const warnings: string[] = [];
+  if (diagnostics.length === 0) {
+    for (const missing of missingProviderKeys(config, providers)) {
+      const warning = missingProviderKeyWarning(missing);
+      warnings.push(warning);
+      log.warn(
+        {
+          provider: missing.provider,
+          variable: missing.variable,
+          keysFile: missing.keysFile,
+          models: missing.models.slice(0, MODELS_NAMED),
+          moreModels: Math.max(0, missing.models.length - MODELS_NAMED),
+        },
+        warning,
+      );
+    }
+  }
+  return { diagnostics, providers, registry, authenticator, globalCustom, ruleCustom, warnings };
 }

@@ -270,7 +270,10 @@ export class UpstreamClient {
   }
 }
 
-/** Map a transport error to the catalogue: timeouts -> 504, anything else before a reply -> 502. */
+/**
+ * Map a transport error to the catalogue: timeouts -> 504, anything else before a reply -> 502. The
+ * transport error stays on the result as its `cause` (not enumerable: never serialized) for the log.
+ */
 export function classifyUpstreamError(err: unknown): GatewayError | Error {
   if (err instanceof GatewayError) return err;
   if (err instanceof Error && err.name === 'AbortError') return err;
@@ -279,9 +282,86 @@ export function classifyUpstreamError(err: unknown): GatewayError | Error {
     err instanceof undiciErrors.BodyTimeoutError ||
     err instanceof undiciErrors.ConnectTimeoutError
   ) {
-    return new GatewayError('upstream_timeout');
+    return withCause(new GatewayError('upstream_timeout'), err);
   }
-  return new GatewayError('upstream_unreachable');
+  return withCause(new GatewayError('upstream_unreachable'), err);
+}
+
+function withCause(err: GatewayError, cause: unknown): GatewayError {
+  Object.defineProperty(err, 'cause', {
+    value: cause,
+    writable: true,
+    configurable: true,
+    enumerable: false,
+  });
+  return err;
+}
+
+/** The log fields of an upstream call that failed before a reply (for the gateway's log, never a client). */
+export interface UpstreamFailure {
+  /** `host:port` of the upstream (from the origin: no credentials, path or query). */
+  readonly upstream: string;
+  /**
+   * The transport's code: the system's errno name (ECONNREFUSED, ENOTFOUND, ECONNRESET, ETIMEDOUT), the
+   * TLS library's (CERT_HAS_EXPIRED, DEPTH_ZERO_SELF_SIGNED_CERT), else undici's (UND_ERR_HEADERS_TIMEOUT).
+   */
+  readonly code: string | undefined;
+  /** The messages of the transport error and its causes, outermost first. */
+  readonly cause: string | undefined;
+}
+
+/** How deep a chain of causes is followed (undici and fetch wrap one or two levels). */
+const CAUSE_DEPTH = 5;
+
+/**
+ * Where a failed call went and why, from what `send` rejected with (a catalogue error whose cause is the
+ * transport error, or the transport error itself) and the request's origin.
+ */
+export function upstreamFailure(err: unknown, origin: string): UpstreamFailure {
+  const chain: Error[] = [];
+  let at: unknown = err;
+  while (at instanceof Error && chain.length < CAUSE_DEPTH) {
+    if (!(at instanceof GatewayError)) chain.push(at);
+    at = at.cause;
+  }
+  let code: string | undefined;
+  let fallback: string | undefined;
+  const messages: string[] = [];
+  for (const e of chain) {
+    const own = (e as { code?: unknown }).code;
+    if (typeof own === 'string') {
+      // undici's own codes say less than the system's or TLS library's underneath.
+      if (own.startsWith('UND_ERR')) fallback ??= own;
+      else code ??= own;
+    }
+    // Happy eyeballs (several addresses tried) fails with an AggregateError of one error per address.
+    const parts = e instanceof AggregateError ? e.errors.filter((x) => x instanceof Error) : [];
+    const message =
+      e.message !== ''
+        ? e.message
+        : parts
+            .map((x: Error) => x.message)
+            .filter((m) => m !== '')
+            .join('; ');
+    if (message !== '' && !messages.includes(message)) messages.push(message);
+  }
+  return {
+    upstream: hostPort(origin),
+    code: code ?? fallback,
+    cause: messages.length > 0 ? messages.join(': ') : undefined,
+  };
+}
+
+/** `host:port` of an origin, the scheme's default port written out. */
+function hostPort(origin: string): string {
+  try {
+    const url = new URL(origin);
+    const secure = url.protocol === 'https:' || url.protocol === 'wss:';
+    const port = url.port !== '' ? url.port : secure ? '443' : '80';
+    return `${url.hostname}:${port}`;
+  } catch {
+    return 'unknown';
+  }
 }
 
 /** Response headers worth forwarding to the client (hop-by-hop and length/encoding are recomputed). */
