@@ -82,8 +82,11 @@ export class RouterBillingCommand extends Command {
       );
     }
     process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-    // Supervised by `router`: stdin is a pipe from it that closes when it dies, however it dies.
+    // Supervised by `router`: a Ctrl-C reaches the whole process group, and the gateway stops this
+    // process itself (SIGTERM) once its own requests are done; stdin is a pipe from it that closes
+    // when it dies, however it dies.
+    if (process.env[SUPERVISED_ENV] !== '1') process.on('SIGINT', onSignal);
+    else process.on('SIGINT', () => logger.info('SIGINT: the supervising gateway stops this process'));
     if (process.env[SUPERVISED_ENV] === '1') {
       process.stdin.on('error', () => {});
       process.stdin.once('close', () => {

@@ -4,23 +4,97 @@
 //
 // Ports (env overrides): gateway ROUTER_LISTEN (127.0.0.1:8080), sidecar ROUTER_BILLING_LISTEN
 // (127.0.0.1:8081), upstream simulator LOCAL_UPSTREAM_PORT (9101), billing simulator LOCAL_BILLING_PORT
-// (9102) and its portal (9103). State lives in .local-stack/ (outbox, subject state, keys; ignored by git);
+// (9102) and its portal LOCAL_BILLING_PORTAL_PORT (9103). A port in use is one line naming its variable,
+// exit 1. State lives in LOCAL_STACK_DIR (.local-stack/: outbox, subject state, keys; ignored by git);
 // delete it to start afresh.
+//
+// Stopping: SIGINT (Ctrl-C), SIGTERM or SIGHUP close everything (the gateway stops its sidecar) and exit
+// 0; a second signal exits 1 at once. npm may end without telling this process (SIGTERM to npm kills
+// only the shell between them; SIGKILL tells no one): scripts/parent-watch.ts notices and stops the stack
+// the same way. Killed itself, even by SIGKILL, its sidecar follows (its stdin pipe closes) and the
+// simulators, which run in this process, are gone with it.
 
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { createServer } from 'node:net';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startGateway } from '../proxy/gateway.ts';
+import { formatListenAddress, parseListenAddress } from '../proxy/config/listen.ts';
+import { ConfigError, startGateway } from '../proxy/gateway.ts';
 import { startBillingSim } from '../sim/billing/server.ts';
 import { startUpstreamSim } from '../sim/upstream/server.ts';
+import { watchLauncher } from './parent-watch.ts';
+import { quickstartExamples, renderQuickstart } from './quickstart-examples.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const stateDir = join(root, '.local-stack');
 const env = process.env;
-const listen = env.ROUTER_LISTEN ?? '127.0.0.1:8080';
-const sidecarListen = env.ROUTER_BILLING_LISTEN ?? '127.0.0.1:8081';
+const stateDir = env.LOCAL_STACK_DIR ? resolve(env.LOCAL_STACK_DIR) : join(root, '.local-stack');
+
+/** A problem the user fixes (a port in use, a malformed variable): one line on stderr, exit 1. */
+class StartError extends Error {}
+
+/** A listener of the stack and the variable that moves it (docs/configuration.md). */
+interface Listener {
+  readonly what: string;
+  readonly variable: string;
+  readonly host: string;
+  readonly port: number;
+  /** What the variable holds. */
+  readonly holds: 'port' | 'host:port';
+}
+
+function portFrom(variable: string, fallback: number, what: string): Listener {
+  const text = env[variable] ?? String(fallback);
+  if (!/^[0-9]{1,5}$/.test(text) || Number(text) > 65535)
+    throw new StartError(`${variable} must be a port number (0-65535), not "${text}"`);
+  return { what, variable, host: '127.0.0.1', port: Number(text), holds: 'port' };
+}
+
+function addressFrom(variable: string, fallback: string, what: string): Listener {
+  const text = env[variable] ?? fallback;
+  const address = parseListenAddress(text);
+  if (address === undefined) throw new StartError(`${variable} must be host:port, not "${text}"`);
+  return { what, variable, ...address, holds: 'host:port' };
+}
+
+function listenProblem(l: Listener, err: NodeJS.ErrnoException): string {
+  const where = `${formatListenAddress(l)} (${l.what})`;
+  if (err.code === 'EADDRINUSE')
+    return `${where} is already in use (another \`npm start\` still running?): set ${l.variable} to a free ${l.holds}`;
+  return `cannot listen on ${where}: ${err.code ?? err.message}: set ${l.variable} to another ${l.holds}`;
+}
+
+/** Fails with the one line when a listener's address cannot be bound now (port 0 always can). */
+async function assertFree(l: Listener): Promise<void> {
+  if (l.port === 0) return;
+  const server = createServer();
+  try {
+    await new Promise<void>((done, fail) => {
+      server.once('error', fail);
+      server.listen({ host: l.host, port: l.port, exclusive: true }, () => server.close(() => done()));
+    });
+  } catch (err) {
+    throw new StartError(listenProblem(l, err as NodeJS.ErrnoException));
+  }
+}
+
+/** Runs a start step; its listen error (taken between the check and the bind) becomes the one line. */
+async function listening<T>(listeners: readonly Listener[], start: () => Promise<T>): Promise<T> {
+  try {
+    return await start();
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException & { port?: number };
+    const l = e.syscall === 'listen' ? (listeners.find((x) => x.port === e.port) ?? listeners[0]) : undefined;
+    throw l === undefined ? err : new StartError(listenProblem(l, e));
+  }
+}
+
+/** A path as the user would type it from here: relative when under the current folder. */
+function shown(path: string): string {
+  const rel = relative(process.cwd(), path);
+  return rel.startsWith('..') || isAbsolute(rel) ? path : rel;
+}
 
 async function persistentSecret(name: string, make: () => string): Promise<string> {
   const file = join(stateDir, name);
@@ -30,25 +104,83 @@ async function persistentSecret(name: string, make: () => string): Promise<strin
   return value;
 }
 
+/** What is running, closed last-started first when the stack stops. */
+const running: { name: string; close(): Promise<void> }[] = [];
+let startup: Promise<void> = Promise.resolve();
+let stopping = false;
+
+/**
+ * Lets a start in progress finish, closes everything that started, then exits; a second call (a second
+ * Ctrl-C) exits 1 at once.
+ */
+function stop(why: string): void {
+  if (stopping) {
+    console.error(`npm start: ${why} again: exiting at once`);
+    process.exit(1);
+  }
+  stopping = true;
+  console.log(`\nStopping the local stack (${why})...`);
+  // Bounded even if a close hangs (the gateway's own drain gives up after limits.drain_timeout_ms).
+  setTimeout(() => {
+    console.error('npm start: still stopping after 60 s: exiting');
+    process.exit(1);
+  }, 60_000).unref();
+  void (async () => {
+    await startup.catch(() => undefined);
+    let code = 0;
+    for (let r = running.pop(); r !== undefined; r = running.pop()) {
+      try {
+        await r.close();
+      } catch (err) {
+        console.error(`npm start: closing the ${r.name} failed: ${err instanceof Error ? err.message : err}`);
+        code = 1;
+      }
+    }
+    console.log('Local stack stopped.');
+    process.exit(code);
+  })();
+}
+
 async function main(): Promise<void> {
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => stop(signal));
+  watchLauncher(() => stop('the npm process that started it is gone'));
+  // Whoever reads the output may be gone too (a closed terminal, a killed pipe reader): keep stopping.
+  process.stdout.on('error', () => {});
+  process.stderr.on('error', () => {});
+
+  const gatewayListener = addressFrom('ROUTER_LISTEN', '127.0.0.1:8080', 'gateway');
+  const sidecarListener = addressFrom('ROUTER_BILLING_LISTEN', '127.0.0.1:8081', 'billing sidecar');
+  const upstreamListener = portFrom('LOCAL_UPSTREAM_PORT', 9101, 'upstream simulator');
+  const billingListener = portFrom('LOCAL_BILLING_PORT', 9102, 'billing simulator');
+  const portalListener = portFrom('LOCAL_BILLING_PORTAL_PORT', 9103, 'billing simulator portal');
+  // Every address is checked before anything starts: the sidecar is a child that would otherwise
+  // retry its bind forever, and a half-started stack is no use.
+  for (const l of [gatewayListener, sidecarListener, upstreamListener, billingListener, portalListener])
+    await assertFree(l);
+  const listen = formatListenAddress(gatewayListener);
+  const sidecarListen = formatListenAddress(sidecarListener);
+
   await mkdir(stateDir, { recursive: true });
   const accessKey = await persistentSecret('access-key', () => `ak_${randomBytes(32).toString('base64url')}`);
   const webhookSecret = await persistentSecret('webhook-secret', () => randomBytes(24).toString('hex'));
   const billingApiKey = 'local-billing-key';
 
-  const upstream = await startUpstreamSim({
-    port: Number(env.LOCAL_UPSTREAM_PORT ?? 9101),
-    defaultChunkDelayMs: 40,
-  });
-  const billing = await startBillingSim({
-    port: Number(env.LOCAL_BILLING_PORT ?? 9102),
-    portalPort: Number(env.LOCAL_BILLING_PORTAL_PORT ?? 9103),
-    apiKey: billingApiKey,
-    projectId: 'proj_local',
-    ruleSets: { rs_router: 'published' },
-    wallets: { 'api_key:local_dev': '5.00' },
-    webhook: { url: `http://${listen}/internal/billing/webhook`, secret: webhookSecret },
-  });
+  const upstream = await listening([upstreamListener], () =>
+    startUpstreamSim({ port: upstreamListener.port, defaultChunkDelayMs: 40 }),
+  );
+  running.push({ name: 'upstream simulator', close: () => upstream.close() });
+  const billing = await listening([billingListener, portalListener], () =>
+    startBillingSim({
+      port: billingListener.port,
+      portalPort: portalListener.port,
+      apiKey: billingApiKey,
+      projectId: 'proj_local',
+      ruleSets: { rs_router: 'published' },
+      wallets: { 'api_key:local_dev': '5.00' },
+      webhook: { url: `http://${listen}/internal/billing/webhook`, secret: webhookSecret },
+    }),
+  );
+  running.push({ name: 'billing simulator', close: () => billing.close() });
 
   const configFile = join(stateDir, 'router.yaml');
   await writeFile(
@@ -84,8 +216,10 @@ async function main(): Promise<void> {
     stackEnv[`ROUTER_PROVIDER_${name}_BASE_URL`] = upstream.url;
     stackEnv[`ROUTER_PROVIDER_${name}_API_KEY`] = `sim-${p}-key`;
   }
-  const gateway = await startGateway(configFile, { env: stackEnv });
+  const gateway = await listening([gatewayListener], () => startGateway(configFile, { env: stackEnv }));
+  running.push({ name: 'gateway', close: () => gateway.close() });
   const base = gateway.url;
+  if (stopping) return;
 
   console.log(`
 LLM router: local stack is up (offline: upstreams and billing are simulators)
@@ -93,54 +227,23 @@ LLM router: local stack is up (offline: upstreams and billing are simulators)
   gateway            ${base}
   upstream simulator ${upstream.url}   (OpenAI, Anthropic and Gemini wire formats)
   billing simulator  ${billing.url}   (wallet of subject api_key:local_dev holds $5.00)
-  access key         ${accessKey}     (name local_dev; kept in .local-stack/access-key)
+  access key         ${accessKey}     (name local_dev; kept in ${shown(join(stateDir, 'access-key'))})
 
-Try it:
+Try it (paste into a shell in this folder; each makes a call and prints its answer):
 
-  curl -s ${base}/v1/chat/completions -H "Authorization: Bearer ${accessKey}" \\
-    -H 'content-type: application/json' \\
-    -d '{"model":"gpt-5.4-mini","messages":[{"role":"user","content":"Say hello"}]}'
-
-  curl -sN ${base}/v1/chat/completions -H "Authorization: Bearer ${accessKey}" \\
-    -H 'content-type: application/json' \\
-    -d '{"model":"claude-sonnet-5","stream":true,"messages":[{"role":"user","content":"Say hello"}]}'
-
-  curl -s ${base}/v1/messages -H "x-api-key: ${accessKey}" -H 'anthropic-version: 2023-06-01' \\
-    -H 'content-type: application/json' \\
-    -d '{"model":"claude-haiku-5-5","max_tokens":100,"messages":[{"role":"user","content":"Say hello"}]}'
-
-  curl -s "${base}/v1beta/models/gemini-3.8-flash:generateContent" -H "x-goog-api-key: ${accessKey}" \\
-    -H 'content-type: application/json' -d '{"contents":[{"role":"user","parts":[{"text":"Say hello"}]}]}'
-
-  curl -s ${billing.url}/v1/projects/proj_local/usage/events/details?limit=5 -H "Authorization: Bearer ${billingApiKey}"
-
-SDKs (Node):
-
-  import OpenAI from 'openai';
-  const client = new OpenAI({ apiKey: '${accessKey}', baseURL: '${base}/v1' });
-  console.log((await client.chat.completions.create({ model: 'gpt-5.4-mini',
-    messages: [{ role: 'user', content: 'Say hello' }] })).choices[0].message.content);
-
-  import Anthropic from '@anthropic-ai/sdk';
-  const claude = new Anthropic({ apiKey: '${accessKey}', baseURL: '${base}' });
-
-  import { GoogleGenAI } from '@google/genai';
-  const gemini = new GoogleGenAI({ apiKey: '${accessKey}', httpOptions: { baseUrl: '${base}' } });
+${renderQuickstart(
+  quickstartExamples({ base, accessKey, billingUrl: billing.url, billingApiKey, project: 'proj_local' }),
+)}
+The balance walk-through (a wallet runs out: 402, the billing webhook, a top-up): npm run demo
 
 Ctrl-C stops everything.
 `);
-
-  let stopping = false;
-  const stop = async () => {
-    if (stopping) process.exit(1);
-    stopping = true;
-    await gateway.close();
-    await billing.close();
-    await upstream.close();
-    process.exit(0);
-  };
-  process.on('SIGINT', () => void stop());
-  process.on('SIGTERM', () => void stop());
 }
 
-await main();
+startup = main();
+startup.catch((err: unknown) => {
+  if (stopping) return;
+  console.error(err instanceof StartError || err instanceof ConfigError ? `npm start: ${err.message}` : err);
+  // The sidecar, if it started, follows through its pipe; the simulators end with this process.
+  process.exit(1);
+});
