@@ -15,7 +15,9 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Anthropic from '@anthropic-ai/sdk';
 import { GoogleGenAI } from '@google/genai';
+import { Decimal } from 'decimal.js';
 import OpenAI from 'openai';
+import type { UsageEvent } from '../common/usage-event.ts';
 import { startGateway } from '../proxy/gateway.ts';
 import { startBillingSim } from '../sim/billing/server.ts';
 import { startUpstreamSim } from '../sim/upstream/server.ts';
@@ -35,6 +37,18 @@ function freePort(): Promise<number> {
       server.close(() => resolvePort(port));
     });
   });
+}
+
+/** What the billing service charges for an event: its items at the prices the event hints. */
+function chargeOf(event: UsageEvent): Decimal {
+  let total = new Decimal(0);
+  const billing = event['x-billing'];
+  for (const item of billing?.items ?? []) {
+    const hint = billing?.pricing_hints?.[item.metric];
+    if (hint !== undefined)
+      total = total.plus(new Decimal(item.quantity).times(hint.unit_price).dividedBy(hint.pricing_unit));
+  }
+  return total;
 }
 
 function step(title: string): void {
@@ -177,7 +191,8 @@ async function run(base: string, billing: Awaited<ReturnType<typeof startBilling
   step('2. Balance enforcement: spend, blocked by webhook (402), top up, unblocked');
   show('wallet of api_key:team_a:', `$${billing.balance('api_key', 'team_a')}`);
   let served = 0;
-  const before = billing.events.length;
+  // Each served request is one event: the seven of step 1, then these.
+  const before = 7;
   while (billing.webhooksSent.length === 0 && served < 200) {
     await openai.chat.completions.create({
       model: 'gpt-5.4',
@@ -219,14 +234,18 @@ async function run(base: string, billing: Awaited<ReturnType<typeof startBilling
 
   step('3. What the billing service saw');
   const events = billing.events;
-  for (const e of events.slice(0, 6)) {
+  let total = new Decimal(0);
+  for (const [i, e] of events.entries()) {
     const usage = e.raw_json.usage;
-    show(
-      `${e.raw_json.provider}/${e.raw_json.model}`,
-      `${usage.input_tokens} in, ${usage.output_tokens} out (${e.subject_type}:${e.subject_id})`,
-    );
+    const charge = chargeOf(e);
+    total = total.plus(charge);
+    if (i < 8)
+      show(
+        `${e.raw_json.provider}/${e.raw_json.model}`,
+        `${usage.input_tokens} in, ${usage.output_tokens} out: $${charge.toFixed(8)} (${e.subject_type}:${e.subject_id})`,
+      );
   }
-  show('events billed:', String(events.length));
+  show('events billed, charged in all:', `${events.length}, $${total.toFixed(8)}`);
   show('wallet of api_key:team_a now:', `$${billing.balance('api_key', 'team_a')}`);
   console.log('\nDemo complete.');
 }
