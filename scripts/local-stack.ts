@@ -110,15 +110,21 @@ let startup: Promise<void> = Promise.resolve();
 let stopping = false;
 
 /**
- * Lets a start in progress finish, closes everything that started, then exits; a second call (a second
- * Ctrl-C) exits 1 at once.
+ * Lets a start in progress finish, closes everything that started, then exits; a second call a second
+ * or more later (a second Ctrl-C) exits 1 at once.
  */
+/** When the first stop began: a Ctrl-C reaches this process twice (the terminal, and npm passing it on). */
+let stoppedAt = 0;
+const SAME_SIGNAL_MS = 1000;
+
 function stop(why: string): void {
   if (stopping) {
+    if (Date.now() - stoppedAt < SAME_SIGNAL_MS) return;
     console.error(`npm start: ${why} again: exiting at once`);
     process.exit(1);
   }
   stopping = true;
+  stoppedAt = Date.now();
   console.log(`\nStopping the local stack (${why})...`);
   // Bounded even if a close hangs (the gateway's own drain gives up after limits.drain_timeout_ms).
   setTimeout(() => {
