@@ -8,6 +8,8 @@ export interface QuickstartExample {
   readonly command: string;
   /** What its output shows when it worked (for the test). */
   readonly expect: RegExp;
+  /** Shows it only once the sidecar has delivered the events of the examples before it (asynchronous). */
+  readonly eventually?: boolean;
 }
 
 export interface QuickstartTargets {
@@ -97,6 +99,7 @@ console.log('gemini:', reply.text);
       title: "What the billing service received (the simulator's API)",
       command: `curl -s "${t.billingUrl}/v1/projects/${t.project}/usage/events/details?limit=3" -H "Authorization: Bearer ${t.billingApiKey}"`,
       expect: /external_event_id/,
+      eventually: true,
     },
   ];
 }
