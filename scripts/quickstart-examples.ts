@@ -96,7 +96,7 @@ console.log('gemini:', reply.text);
       expect: /gemini: Echo: Say hello/,
     },
     {
-      title: "What the billing service received (the simulator's API)",
+      title: "What the billing service received (the simulator's API; the sidecar delivers within a moment)",
       command: `curl -s "${t.billingUrl}/v1/projects/${t.project}/usage/events/details?limit=3" -H "Authorization: Bearer ${t.billingApiKey}"`,
       expect: /external_event_id/,
       eventually: true,
