@@ -562,10 +562,11 @@ function usageIn(
   data: RawData,
   turn: number,
 ): { responseId: string; usage: Usage } | undefined {
-  const text = toBuffer(data).toString('utf8');
-  if (!dialect.usageMarkers.some((m) => text.includes(m))) return undefined;
+  // Most frames (audio and text deltas) carry no usage: looked for in the bytes, decoded only on a hit.
+  const bytes = toBuffer(data);
+  if (!dialect.usageMarkers.some((m) => bytes.includes(m))) return undefined;
   try {
-    const message = JSON.parse(text) as JsonObject;
+    const message = JSON.parse(bytes.toString('utf8')) as JsonObject;
     return dialect.usage(message, turn);
   } catch {
     return undefined;

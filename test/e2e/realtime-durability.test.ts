@@ -11,10 +11,8 @@ import {
   spawnGateway,
   startBillingStack,
 } from '../support/billing-stack.ts';
+import { type Json, RealtimeClient } from '../support/realtime-client.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
-
-// biome-ignore lint/suspicious/noExplicitAny: wire messages are read loosely
-type Json = Record<string, any>;
 
 let stack: BillingStack;
 let gateway: ChildGateway | undefined;
@@ -31,41 +29,9 @@ after(async () => {
   await stack?.close();
 });
 
-interface Session {
-  readonly ws: WebSocket;
-  next(pred: (m: Json) => boolean): Promise<Json>;
-}
-
-function connect(
-  base: string,
-  model: string,
-  rid: string,
-  headers: Record<string, string> = {},
-): Promise<Session> {
-  const ws = new WebSocket(`${base.replace(/^http/, 'ws')}/v1/realtime?model=${model}`, {
+function connect(base: string, model: string, rid: string, headers: Record<string, string> = {}) {
+  return RealtimeClient.open(`${base.replace(/^http/, 'ws')}/v1/realtime?model=${model}`, {
     headers: { authorization: `Bearer ${ACCESS_KEY}`, 'x-router-request-id': rid, ...headers },
-  });
-  const queue: Json[] = [];
-  let wake: (() => void) | undefined;
-  ws.on('message', (d: RawData) => {
-    queue.push(JSON.parse(String(d)) as Json);
-    wake?.();
-  });
-  const next = async (pred: (m: Json) => boolean): Promise<Json> => {
-    for (;;) {
-      const m = queue.shift();
-      if (m !== undefined) {
-        if (pred(m)) return m;
-        continue;
-      }
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-      });
-    }
-  };
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve({ ws, next }));
-    ws.once('error', reject);
   });
 }
 
@@ -73,11 +39,11 @@ test('kill -9 of the gateway mid-session: every response the client saw end is b
   gateway = await spawnGateway(stack);
   const rid = 'rt-kill-1';
   const session = await connect(gateway.url, 'gpt-realtime', rid);
-  await session.next((m) => m.type === 'session.created');
+  await session.until((m) => m.type === 'session.created');
   const seen: string[] = [];
   for (let i = 0; i < 3; i++) {
     session.ws.send(JSON.stringify({ type: 'response.create', response: { output_modalities: ['text'] } }));
-    seen.push((await session.next((m) => m.type === 'response.done')).response.id);
+    seen.push((await session.until((m) => m.type === 'response.done')).response.id);
   }
   gateway.child.kill('SIGKILL');
   await gateway.exited;
@@ -97,10 +63,10 @@ test('a client that leaves mid-response: the response is cancelled upstream and 
   const session = await connect(gateway.url, 'gpt-realtime-delay-100', rid, {
     'x-router-provider': 'openai',
   });
-  await session.next((m) => m.type === 'session.created');
+  await session.until((m) => m.type === 'session.created');
   session.ws.send(JSON.stringify({ type: 'response.create', response: { output_modalities: ['text'] } }));
-  const created = await session.next((m) => m.type === 'response.created');
-  await session.next((m) => m.type === 'response.output_text.delta');
+  const created = await session.until((m) => m.type === 'response.created');
+  await session.until((m) => m.type === 'response.output_text.delta');
   session.ws.close(1000);
 
   await stack.upstream.waitFor((sim) => sim.realtime.sessions.at(-1)?.closed !== undefined, 10_000);

@@ -4,17 +4,14 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { type RawData, WebSocket } from 'ws';
 import {
   type EnforcementStack,
   SUBJECT_A,
   startEnforcementStack,
   WEBHOOK_PATH,
 } from '../support/enforcement-stack.ts';
+import { type Json, RealtimeClient } from '../support/realtime-client.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
-
-// biome-ignore lint/suspicious/noExplicitAny: wire messages are read loosely
-type Json = Record<string, any>;
 
 let stack: EnforcementStack;
 const subject = { subject_type: 'api_key', subject_id: SUBJECT_A };
@@ -27,42 +24,17 @@ after(async () => {
   await stack?.close();
 });
 
-function connect(): Promise<{ ws: WebSocket; next: (pred: (m: Json) => boolean) => Promise<Json> }> {
-  const ws = new WebSocket(`${stack.url.replace(/^http/, 'ws')}/v1/realtime?model=gpt-realtime`, {
+function connect(): Promise<RealtimeClient> {
+  return RealtimeClient.open(`${stack.url.replace(/^http/, 'ws')}/v1/realtime?model=gpt-realtime`, {
     headers: { authorization: `Bearer ${ACCESS_KEY}` },
-  });
-  const queue: Json[] = [];
-  let wake: (() => void) | undefined;
-  ws.on('message', (d: RawData) => {
-    queue.push(JSON.parse(String(d)) as Json);
-    wake?.();
-  });
-  const next = async (pred: (m: Json) => boolean): Promise<Json> => {
-    for (;;) {
-      const m = queue.shift();
-      if (m !== undefined) {
-        if (pred(m)) return m;
-        continue;
-      }
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-      });
-    }
-  };
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve({ ws, next }));
-    ws.once('unexpected-response', (_req, res) =>
-      reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode })),
-    );
-    ws.once('error', reject);
   });
 }
 
 test('blocked mid-session: closed with 1008 after the current response; the next upgrade is 402', async () => {
-  const { ws, next } = await connect();
-  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
-    ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })),
-  );
+  const client = await connect();
+  const { ws } = client;
+  const next = (pred: (m: Json) => boolean) => client.until(pred);
+  const closed = client.closed;
   await next((m) => m.type === 'session.created');
   ws.send(JSON.stringify({ type: 'response.create', response: { output_modalities: ['text'] } }));
   await next((m) => m.type === 'response.done');
@@ -86,6 +58,6 @@ test('blocked mid-session: closed with 1008 after the current response; the next
   });
   assert.equal(credited.status, 204);
   const again = await connect();
-  await again.next((m) => m.type === 'session.created');
+  await again.until((m) => m.type === 'session.created');
   again.ws.close(1000);
 });

@@ -8,95 +8,13 @@ import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { type ClientOptions, type RawData, WebSocket } from 'ws';
 import { type BillingStack, startBillingStack } from '../support/billing-stack.ts';
 import { findNginx, type RunningNginx, startNginx } from '../support/nginx.ts';
+import { RealtimeClient } from '../support/realtime-client.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
-
-// biome-ignore lint/suspicious/noExplicitAny: wire messages are read loosely; the assertions check their shape
-type Json = Record<string, any>;
 
 const GEMINI_PATH = '/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent';
 const hostPort = (url: string) => new URL(url).host;
-
-/** A client whose messages are read in order; every frame's text and opcode are kept. */
-class Client {
-  readonly ws: WebSocket;
-  readonly texts: string[] = [];
-  readonly binary: boolean[] = [];
-  /** Headers of the 101 (set before open). */
-  upgradeHeaders: IncomingHttpHeaders = {};
-  private readonly queue: Json[] = [];
-  private readonly waiting: ((m: Json) => void)[] = [];
-  readonly closed: Promise<{ code: number; reason: string }>;
-
-  private constructor(ws: WebSocket) {
-    this.ws = ws;
-    ws.on('upgrade', (res: IncomingMessage) => {
-      this.upgradeHeaders = res.headers;
-    });
-    ws.on('message', (data: RawData, isBinary: boolean) => {
-      const text = String(data);
-      this.texts.push(text);
-      this.binary.push(isBinary);
-      const msg = JSON.parse(text) as Json;
-      const w = this.waiting.shift();
-      if (w) w(msg);
-      else this.queue.push(msg);
-    });
-    this.closed = new Promise((resolve) =>
-      ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })),
-    );
-  }
-
-  static open(url: string, opts: ClientOptions = {}, protocols: string[] = []): Promise<Client> {
-    const ws = new WebSocket(url, protocols, opts);
-    const client = new Client(ws);
-    return new Promise((resolve, reject) => {
-      ws.once('open', () => resolve(client));
-      ws.once('unexpected-response', (_req, res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => {
-          body += c.toString();
-        });
-        res.on('end', () =>
-          reject(
-            Object.assign(new Error(`HTTP ${res.statusCode}`), {
-              status: res.statusCode,
-              headers: res.headers,
-              body,
-            }),
-          ),
-        );
-      });
-      ws.once('error', reject);
-    });
-  }
-
-  get requestId(): string {
-    return String(this.upgradeHeaders['x-router-request-id']);
-  }
-
-  next(): Promise<Json> {
-    const m = this.queue.shift();
-    if (m !== undefined) return Promise.resolve(m);
-    return new Promise((resolve) => this.waiting.push(resolve));
-  }
-
-  async until(match: (m: Json) => boolean): Promise<Json> {
-    for (;;) {
-      const m = await this.next();
-      if (match(m)) return m;
-    }
-  }
-
-  /** Sends a JSON message as a text frame; returns the exact text. */
-  send(message: Json): string {
-    const text = JSON.stringify(message);
-    this.ws.send(text);
-    return text;
-  }
-}
 
 describe('realtime sessions through nginx', {
   skip: findNginx() === undefined && 'nginx not installed',
@@ -143,7 +61,7 @@ describe('realtime sessions through nginx', {
   test('OpenAI Realtime: two responses, every frame unchanged both ways, one event per response', async () => {
     const correlation = 'rt-nginx-openai';
     upgrades.length = 0;
-    const client = await Client.open(`${wsBase}/v1/realtime?model=gpt-realtime`, {
+    const client = await RealtimeClient.open(`${wsBase}/v1/realtime?model=gpt-realtime`, {
       headers: { authorization: `Bearer ${ACCESS_KEY}`, 'x-router-request-id': correlation },
     });
     // nginx's own id is the session's request id (nginx is a trusted source); the client's becomes the
@@ -237,7 +155,7 @@ describe('realtime sessions through nginx', {
 
   test('Gemini Live: one turn, every frame unchanged, billed as turn-1; the ?key= stays out of the logs', async () => {
     upgrades.length = 0;
-    const client = await Client.open(`${wsBase}${GEMINI_PATH}?key=${ACCESS_KEY}`);
+    const client = await RealtimeClient.open(`${wsBase}${GEMINI_PATH}?key=${ACCESS_KEY}`);
     const rid = client.requestId;
     assert.match(rid, /^[0-9a-f]{32}$/);
     assert.equal(upgrades[0]?.headers['x-router-request-id'], rid);
@@ -294,7 +212,7 @@ describe('realtime sessions through nginx', {
 
   test('Gemini Live binary frames (as Google sends them): relayed as binary frames, unchanged, the turn billed', async () => {
     // The simulator sends binary frames for a model named `...-binary`; the header routes the unlisted model.
-    const client = await Client.open(`${wsBase}${GEMINI_PATH}`, {
+    const client = await RealtimeClient.open(`${wsBase}${GEMINI_PATH}`, {
       headers: { 'x-goog-api-key': ACCESS_KEY, 'x-router-provider': 'gemini' },
     });
     client.send({
@@ -320,7 +238,7 @@ describe('realtime sessions through nginx', {
   });
 
   test('the browser subprotocol key passes through nginx and goes no further', async () => {
-    const client = await Client.open(`${wsBase}/v1/realtime?model=gpt-realtime`, {}, [
+    const client = await RealtimeClient.open(`${wsBase}/v1/realtime?model=gpt-realtime`, {}, [
       'realtime',
       `openai-insecure-api-key.${ACCESS_KEY}`,
     ]);
@@ -338,7 +256,9 @@ describe('realtime sessions through nginx', {
   test('a refused upgrade is the gateway answer (401, OpenAI error shape) passed on by nginx', async () => {
     const before = stack.upstream.realtime.sessions.length;
     await assert.rejects(
-      Client.open(`${wsBase}/v1/realtime?model=gpt-realtime`, { headers: { authorization: 'Bearer nope' } }),
+      RealtimeClient.open(`${wsBase}/v1/realtime?model=gpt-realtime`, {
+        headers: { authorization: 'Bearer nope' },
+      }),
       (err: { status?: number; body?: string; headers?: IncomingHttpHeaders }) => {
         assert.equal(err.status, 401);
         assert.equal(JSON.parse(err.body ?? '{}').error?.code, 'invalid_api_key');

@@ -4,12 +4,10 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { type ClientOptions, type RawData, WebSocket } from 'ws';
+import type { ClientOptions } from 'ws';
 import { type BillingStack, startBillingStack } from '../support/billing-stack.ts';
+import { type Json, RealtimeClient } from '../support/realtime-client.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
-
-// biome-ignore lint/suspicious/noExplicitAny: wire messages are read loosely; the assertions check their shape
-type Json = Record<string, any>;
 
 const GEMINI_PATH = '/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent';
 
@@ -25,65 +23,13 @@ after(async () => {
   await stack?.close();
 });
 
-/** A client whose messages are read in order; every message and its raw text are kept. */
-class Client {
-  readonly ws: WebSocket;
-  readonly texts: string[] = [];
-  private readonly queue: Json[] = [];
-  private readonly waiting: ((m: Json) => void)[] = [];
-  readonly closed: Promise<{ code: number; reason: string }>;
-
-  private constructor(ws: WebSocket) {
-    this.ws = ws;
-    ws.on('message', (data: RawData) => {
-      const text = String(data);
-      this.texts.push(text);
-      const msg = JSON.parse(text) as Json;
-      const w = this.waiting.shift();
-      if (w) w(msg);
-      else this.queue.push(msg);
-    });
-    this.closed = new Promise((resolve) =>
-      ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })),
-    );
-  }
-
-  static open(path: string, opts: ClientOptions = {}, protocols: string[] = []): Promise<Client> {
-    const ws = new WebSocket(`${wsBase}${path}`, protocols, opts);
-    const client = new Client(ws);
-    return new Promise((resolve, reject) => {
-      ws.once('open', () => resolve(client));
-      ws.once('unexpected-response', (_req, res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => {
-          body += c.toString();
-        });
-        res.on('end', () =>
-          reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode, body })),
-        );
-      });
-      ws.once('error', reject);
-    });
-  }
-
-  next(): Promise<Json> {
-    const m = this.queue.shift();
-    if (m !== undefined) return Promise.resolve(m);
-    return new Promise((resolve) => this.waiting.push(resolve));
-  }
-
-  async until(type: (m: Json) => boolean): Promise<Json> {
-    for (;;) {
-      const m = await this.next();
-      if (type(m)) return m;
-    }
-  }
-
-  send(message: Json): string {
-    const text = JSON.stringify(message);
-    this.ws.send(text);
-    return text;
-  }
+/** A client on the gateway at `path`. */
+function openClient(
+  path: string,
+  opts: ClientOptions = {},
+  protocols: string[] = [],
+): Promise<RealtimeClient> {
+  return RealtimeClient.open(`${wsBase}${path}`, opts, protocols);
 }
 
 const bearer = { headers: { authorization: `Bearer ${ACCESS_KEY}` } };
@@ -91,7 +37,7 @@ const bearer = { headers: { authorization: `Bearer ${ACCESS_KEY}` } };
 describe('OpenAI Realtime', () => {
   test('every frame relayed unchanged; one billing event per response with the usage reported', async () => {
     const rid = 'rt-openai-1';
-    const client = await Client.open('/v1/realtime?model=gpt-realtime', {
+    const client = await openClient('/v1/realtime?model=gpt-realtime', {
       headers: { ...bearer.headers, 'x-router-request-id': rid },
     });
     await client.until((m) => m.type === 'session.created');
@@ -148,7 +94,7 @@ describe('OpenAI Realtime', () => {
 
   test('an audio response: audio and text tokens are priced apart', async () => {
     const rid = 'rt-openai-audio';
-    const client = await Client.open('/v1/realtime?model=gpt-realtime', {
+    const client = await openClient('/v1/realtime?model=gpt-realtime', {
       headers: { ...bearer.headers, 'x-router-request-id': rid },
     });
     await client.until((m) => m.type === 'session.created');
@@ -171,7 +117,7 @@ describe('OpenAI Realtime', () => {
   });
 
   test('a key in the browser subprotocol is accepted and never forwarded', async () => {
-    const client = await Client.open('/v1/realtime?model=gpt-realtime', {}, [
+    const client = await openClient('/v1/realtime?model=gpt-realtime', {}, [
       'realtime',
       `openai-insecure-api-key.${ACCESS_KEY}`,
     ]);
@@ -187,7 +133,7 @@ describe('OpenAI Realtime', () => {
   test('an unknown key is refused at the upgrade with 401 in the OpenAI error shape', async () => {
     const before = stack.upstream.realtime.sessions.length;
     await assert.rejects(
-      Client.open('/v1/realtime?model=gpt-realtime', { headers: { authorization: 'Bearer nope' } }),
+      openClient('/v1/realtime?model=gpt-realtime', { headers: { authorization: 'Bearer nope' } }),
       (err: { status?: number; body?: string }) => {
         assert.equal(err.status, 401);
         assert.equal(JSON.parse(err.body ?? '{}').error?.code, 'invalid_api_key');
@@ -200,13 +146,13 @@ describe('OpenAI Realtime', () => {
   test('an upstream that refuses the session: 502 at the upgrade; an unknown path: 404', async () => {
     await assert.rejects(
       // The simulator fails the session by the model's name; the header routes the unlisted model.
-      Client.open('/v1/realtime?model=gpt-realtime-fail-503', {
+      openClient('/v1/realtime?model=gpt-realtime-fail-503', {
         headers: { ...bearer.headers, 'x-router-provider': 'openai' },
       }),
       (err: { status?: number }) => err.status === 502,
     );
     await assert.rejects(
-      Client.open('/v1/elsewhere', bearer),
+      openClient('/v1/elsewhere', bearer),
       (err: { status?: number }) => err.status === 404,
     );
   });
@@ -215,7 +161,7 @@ describe('OpenAI Realtime', () => {
 describe('Gemini Live', () => {
   test('the setup message routes the session; each turn is billed with its usageMetadata', async () => {
     const rid = 'rt-gemini-1';
-    const client = await Client.open(`${GEMINI_PATH}?key=${ACCESS_KEY}`, {
+    const client = await openClient(`${GEMINI_PATH}?key=${ACCESS_KEY}`, {
       headers: { 'x-router-request-id': rid },
     });
     const sent: string[] = [];
@@ -257,7 +203,7 @@ describe('Gemini Live', () => {
   });
 
   test('a first message that is not a setup message closes the session (1008)', async () => {
-    const client = await Client.open(`${GEMINI_PATH}?key=${ACCESS_KEY}`);
+    const client = await openClient(`${GEMINI_PATH}?key=${ACCESS_KEY}`);
     client.send({ clientContent: { turns: [], turnComplete: true } });
     const closed = await client.closed;
     assert.equal(closed.code, 1008);
@@ -288,7 +234,7 @@ describe('client secrets', () => {
     assert.equal(minted.json.session.model, 'gpt-realtime');
 
     const rid = 'rt-secret-1';
-    const client = await Client.open(
+    const client = await openClient(
       '/v1/realtime?model=gpt-realtime',
       { headers: { 'x-router-request-id': rid } },
       ['realtime', `openai-insecure-api-key.${secret}`],
@@ -304,7 +250,7 @@ describe('client secrets', () => {
 
     // Another model: refused at the upgrade, naming the model it was issued for.
     await assert.rejects(
-      Client.open('/v1/realtime?model=gpt-realtime-mini', {}, [
+      openClient('/v1/realtime?model=gpt-realtime-mini', {}, [
         'realtime',
         `openai-insecure-api-key.${secret}`,
       ]),
@@ -322,7 +268,7 @@ describe('client secrets', () => {
     // Forged: the signature does not match.
     const forged = `${secret.slice(0, -4)}AAAA`;
     await assert.rejects(
-      Client.open('/v1/realtime?model=gpt-realtime', {}, ['realtime', `openai-insecure-api-key.${forged}`]),
+      openClient('/v1/realtime?model=gpt-realtime', {}, ['realtime', `openai-insecure-api-key.${forged}`]),
       (err: { status?: number }) => err.status === 401,
     );
   });
