@@ -25,6 +25,17 @@ export function copyParams(
   }
 }
 
+/** A family's requestAttributes: its parameters named in `fields`, read from the body's top level. */
+export function topLevelParams(
+  fields: Readonly<Record<string, string>>,
+): (body: JsonObject) => Record<string, TraceAttribute> {
+  return (body) => {
+    const out: Record<string, TraceAttribute> = {};
+    copyParams(body, fields, out);
+    return out;
+  };
+}
+
 /** Sets a fact from a string field; an id or model name longer than an id would be is ignored. */
 export function setFact(facts: ReplyFacts, key: 'id' | 'model', value: JsonValue | undefined): void {
   if (typeof value === 'string' && value !== '' && value.length <= 256) facts[key] = value;

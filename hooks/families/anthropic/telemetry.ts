@@ -2,7 +2,7 @@
 // message_delta events of a stream).
 
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, copyParams, objectOf, setFact } from '../telemetry-fields.ts';
+import { addFinishReason, objectOf, setFact, topLevelParams } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -14,11 +14,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 };
 
 export const anthropicTelemetry: FamilyTelemetry = {
-  requestAttributes(body) {
-    const out = {};
-    copyParams(body, PARAMS, out);
-    return out;
-  },
+  requestAttributes: topLevelParams(PARAMS),
   readReply(reply: JsonValue, facts) {
     const body = objectOf(reply);
     if (body === undefined) return;
