@@ -14,7 +14,8 @@
 //
 // Group semantics (docs/operations.md "Billing stream delivery"): all sidecars read with XREADGROUP in `billing_consumer_group` under a
 // name unique per process. An entry stays in its consumer's pending list until it is delivered
-// (XACK + XDEL + HDEL in one MULTI) or dead-lettered. A consumer that dies leaves its entries pending;
+// (XACK + XDEL + HDEL in one MULTI) or dead-lettered. A consumer that stops hands back what it had not
+// delivered (re-added to the stream at once). A consumer that dies leaves its entries pending;
 // once idle for reclaim_idle_ms another consumer takes them with XAUTOCLAIM. A live consumer refreshes
 // the idle time of what it holds (XCLAIM JUSTID, only while it is still the owner) at a third of that
 // period, so an entry has one active consumer at a time. Should two ever send the same event, the
@@ -76,7 +77,10 @@ export interface StreamConsumer {
   counters(): StreamConsumerCounters;
   /** XLEN / XPENDING / XLEN of the dead-letter stream; throws when the store is down. */
   status(): Promise<StreamStatus>;
-  /** Lets in-flight ingests end (or aborts them), then closes the connections. Held entries stay pending. */
+  /**
+   * Lets in-flight ingests end (or aborts them), hands back the entries it held but did not deliver
+   * (re-added to the stream for any consumer), then closes the connections.
+   */
   stop(opts?: { abort?: boolean }): Promise<void>;
 }
 
@@ -99,6 +103,23 @@ redis.call('XADD', KEYS[2], '*', 'payload', ARGV[4], 'source_id', ARGV[3], 'atte
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
 redis.call('XDEL', KEYS[1], ARGV[3])
 redis.call('HDEL', KEYS[3], ARGV[3])
+return 1
+`);
+
+// Hand an entry back at stop: re-added at the stream's end under a new id, so any consumer reads it with
+// '>' at once instead of after reclaim_idle_ms; its counted attempts move with it. Only by its owner.
+// KEYS: stream, attempts. ARGV: group, consumer, id, payload. 1 = handed back.
+const RELEASE = defineScript(`
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if #p == 0 or p[1][2] ~= ARGV[2] then return 0 end
+local id = redis.call('XADD', KEYS[1], '*', 'payload', ARGV[4])
+local n = redis.call('HGET', KEYS[2], ARGV[3])
+if n then
+  redis.call('HSET', KEYS[2], id, n)
+  redis.call('HDEL', KEYS[2], ARGV[3])
+end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+redis.call('XDEL', KEYS[1], ARGV[3])
 return 1
 `);
 
@@ -156,6 +177,8 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
 
   const held = new Map<string, Held>();
   const tasks = new Set<Promise<void>>();
+  // Entries whose delivery ended with the stop, neither delivered nor dead-lettered: handed back by stop().
+  const unsettled: Held[] = [];
   const engine = new DeliveryEngine({
     client,
     retryIntervalMs: billing.retryIntervalMs,
@@ -263,18 +286,25 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
       };
       held.set(id, entry);
       if (reclaimed) reclaimedCount++;
-      const task = deliver(entry).finally(() => {
-        tasks.delete(task);
-        held.delete(id);
-        wake();
-      });
+      const task = deliver(entry)
+        .then((settled) => {
+          if (!settled) unsettled.push(entry);
+        })
+        .finally(() => {
+          tasks.delete(task);
+          held.delete(id);
+          wake();
+        });
       tasks.add(task);
     });
     if (reclaimed) logger?.info({ count: fresh.length, consumer: name }, 'reclaimed pending billing entries');
   }
 
-  /** One entry from first send to delivered, dead-lettered, lost to another consumer, or stop. */
-  async function deliver(entry: Held): Promise<void> {
+  /**
+   * One entry from first send to delivered, dead-lettered, lost to another consumer (all settled: true),
+   * or stop (false: still this consumer's to hand back).
+   */
+  async function deliver(entry: Held): Promise<boolean> {
     let event: UsageEvent;
     let traceparent: string | undefined;
     try {
@@ -284,26 +314,25 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
       }
       traceparent = takeTraceparent(event as unknown as Record<string, unknown>);
     } catch (err) {
-      await deadLetter(entry, 'invalid_payload', errorText(err));
-      return;
+      return deadLetter(entry, 'invalid_payload', errorText(err));
     }
     let sinceSeq = outcomeSeq;
     while (!stopping) {
       if (entry.failures > 0) {
         await sleep(engine.backoff(entry.failures));
-        if (stopping) return;
-        if (!(await stillOwned(entry))) return;
+        if (stopping) return false;
+        if (!(await stillOwned(entry))) return true;
       }
       const outcome = await engine.send(event, { traceparent });
       if (outcome.kind === 'ok') {
         recordOutcome(entry.id, true, undefined);
         entry.outage = false;
         acknowledge(entry);
-        return;
+        return true;
       }
       if (outcome.kind === 'stopped') {
         recordOutcome(entry.id, false, undefined);
-        return; // not an attempt: redelivered later
+        return false; // not an attempt: handed back
       }
       const { result, failure } = outcome;
       recordOutcome(entry.id, false, failure);
@@ -330,10 +359,10 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
         'billing ingest failed',
       );
       if (!entry.outage && engine.exhausted(entry.attempts)) {
-        await deadLetter(entry, result.code, result.message);
-        return;
+        return deadLetter(entry, result.code, result.message);
       }
     }
+    return false;
   }
 
   async function stillOwned(entry: Held): Promise<boolean> {
@@ -395,7 +424,8 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
     }
   }
 
-  async function deadLetter(entry: Held, code: string, message: string): Promise<void> {
+  /** False when the stop came first: the entry is still held. */
+  async function deadLetter(entry: Held, code: string, message: string): Promise<boolean> {
     let failures = 0;
     while (!stopping) {
       try {
@@ -411,13 +441,37 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
             'billing event dead-lettered after max attempts',
           );
         }
-        return;
+        return true;
       } catch (err) {
         failures++;
         recordError('store_error', undefined, errorText(err));
         await sleep(backoffDelay(failures, 100, 2000, random));
       }
     }
+    return false;
+  }
+
+  /**
+   * Hands back what the stop left undelivered, so a rolling restart delays no event by reclaim_idle_ms.
+   * An entry whose ingest was aborted may have reached the service: sent again, it is counted once
+   * (Idempotency-Key). If the store does not answer, the entries stay pending and are reclaimed later.
+   */
+  async function releaseUnsettled(): Promise<void> {
+    if (unsettled.length === 0) return;
+    const entries = unsettled.splice(0);
+    const results = await Promise.allSettled(
+      entries.map((e) => RELEASE.run(cmd, [keys.stream, keys.attempts], [group, name, e.id, e.payload])),
+    );
+    const released = results.filter((r) => r.status === 'fulfilled' && r.value === 1).length;
+    const failed = results.filter((r) => r.status === 'rejected').length;
+    if (failed > 0) {
+      logger?.warn(
+        { count: failed, consumer: name, reclaim_idle_ms: store.reclaimIdleMs },
+        'could not hand back billing entries at stop; another consumer reclaims them after the idle time',
+      );
+    }
+    if (released > 0)
+      logger?.info({ count: released, consumer: name }, 'handed back undelivered billing entries');
   }
 
   async function heartbeat(): Promise<void> {
@@ -551,7 +605,7 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
         await running;
         await Promise.all([...tasks]);
         flushAcks();
-        await Promise.all([...acking]);
+        await Promise.all([...acking, releaseUnsettled()]);
         await closeRedisClient(cmd);
         logger?.info(
           { consumer: name, delivered: engine.counters.delivered },

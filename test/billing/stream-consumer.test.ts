@@ -174,7 +174,6 @@ test("a dead consumer's pending entries are reclaimed by another after the idle 
   const sim = await startBillingSim({ apiKey: 'sk-test' });
   const store = testStoreConfig(redis.url, { reclaimIdleMs: 300 });
   const k = createKeyLayout(store);
-  const hanging = scriptedClient(() => 'hang');
   const real = createBillingClient({
     baseUrl: sim.url,
     projectId: sim.projectId,
@@ -182,28 +181,33 @@ test("a dead consumer's pending entries are reclaimed by another after the idle 
     extractorRuleSetId: 'rs_router',
     requestTimeoutMs: 2000,
   });
-  const a = await startStreamConsumer({
-    store: { ...store, billingConsumerName: 'consumer-a' },
-    billing: BILLING,
-    client: hanging,
-    window: 8,
-  });
   let b: StreamConsumer | undefined;
   try {
     await enqueue(
       store,
       Array.from({ length: 5 }, (_, i) => makeEvent(100 + i)),
     );
-    await until(async () => hanging.seen.length === 5, 'consumer A holding all five');
-    // A "dies": its ingests never finish and its entries stay in its pending list.
-    await a.stop({ abort: true });
+    // What a consumer killed mid-delivery leaves: entries read under its name, never acknowledged.
+    await redis.admin
+      .xgroup('CREATE', k.shards[0]!.stream, store.billingConsumerGroup, '0', 'MKSTREAM')
+      .catch(() => undefined);
+    await redis.admin.call(
+      'XREADGROUP',
+      'GROUP',
+      store.billingConsumerGroup,
+      'consumer-a',
+      'COUNT',
+      10,
+      'STREAMS',
+      k.shards[0]!.stream,
+      '>',
+    );
     const pending = (await redis.admin.xpending(k.shards[0]!.stream, store.billingConsumerGroup)) as [
       number,
       string,
       string,
       [string, string][],
     ];
-    assert.equal(pending[0], 5);
     assert.deepEqual(pending[3], [['consumer-a', '5']]);
 
     b = await startStreamConsumer({
@@ -225,6 +229,62 @@ test("a dead consumer's pending entries are reclaimed by another after the idle 
     await b?.stop();
     await real.close();
     await sim.close();
+  }
+});
+
+test('a consumer that stops hands back what it had not delivered: another sends it at once, attempts kept', async () => {
+  // An idle time no test waits out: only a hand-back can make B deliver.
+  const store = testStoreConfig(redis.url, { reclaimIdleMs: 600_000 });
+  const k = createKeyLayout(store);
+  // A fails the first entry once (counted: the others are accepted), then hangs on every send.
+  let firstFailed = false;
+  const a = scriptedClient((_call, event) => {
+    if (event.idempotency_key === 'router:req-300' && !firstFailed) {
+      firstFailed = true;
+      return { kind: 'permanent', status: 400, code: 'http_400', message: 'refused' };
+    }
+    return 'hang';
+  });
+  const b = scriptedClient(() => ({ kind: 'ok', status: 202 }));
+  await enqueue(
+    store,
+    Array.from({ length: 6 }, (_, i) => makeEvent(300 + i)),
+  );
+  const consumerA = await startStreamConsumer({
+    store: { ...store, billingConsumerName: 'leaver-a' },
+    billing: { retryIntervalMs: 1, maxRetryIntervalMs: 1 },
+    client: a,
+    window: 4,
+  });
+  let consumerB: StreamConsumer | undefined;
+  try {
+    await until(async () => a.seen.length >= 5, 'A holding four entries, one retried');
+    const before = (await redis.admin.xrange(k.shards[0]!.stream, '-', '+')).map(([id]) => id);
+    await consumerA.stop({ abort: true });
+
+    const after = await redis.admin.xrange(k.shards[0]!.stream, '-', '+');
+    assert.equal(after.length, 6, 'nothing lost, nothing doubled');
+    const pending = (await redis.admin.xpending(k.shards[0]!.stream, store.billingConsumerGroup)) as [number];
+    assert.equal(pending[0], 0, 'A holds nothing after its stop');
+    const moved = after.filter(([id]) => !before.includes(id));
+    assert.equal(moved.length, 4, "A's four entries are back under new ids");
+    const attempts = await redis.admin.hgetall(k.shards[0]!.attempts);
+    assert.deepEqual(Object.values(attempts), ['1'], 'the counted attempt moved with its entry');
+    const [movedId] = Object.keys(attempts);
+    assert.ok(moved.some(([id]) => id === movedId));
+
+    consumerB = await startStreamConsumer({
+      store: { ...store, billingConsumerName: 'leaver-b' },
+      billing: BILLING,
+      client: b,
+      window: 8,
+    });
+    await until(async () => (await redis.admin.xlen(k.shards[0]!.stream)) === 0, 'B delivered everything');
+    assert.deepEqual([...b.seen].sort(), Array.from({ length: 6 }, (_, i) => `router:req-${300 + i}`).sort());
+    assert.equal(consumerB.counters().reclaimed, 0, 'read as new entries, not reclaimed');
+  } finally {
+    await consumerA.stop();
+    await consumerB?.stop();
   }
 });
 

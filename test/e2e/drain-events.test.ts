@@ -69,7 +69,13 @@ async function cutStreamsAtShutdown(stack: BillingStack, extraYaml: string): Pro
 
     // What the supervised sidecar had not delivered yet is still queued: a new sidecar delivers it.
     const sidecar = await stack.startSidecar();
-    await stack.billing.waitForEvents(STREAMS, 30_000);
+    await stack.billing.waitForEvents(STREAMS, 30_000).catch(async (err: unknown) => {
+      // Say where the missing events are: still queued, held by some consumer, or failing to send.
+      const c = sidecar.consumer;
+      const where =
+        c === undefined ? 'file mode' : JSON.stringify({ status: await c.status(), counters: c.counters() });
+      throw new Error(`${err instanceof Error ? err.message : String(err)}; ${where}`);
+    });
     if (sidecar.worker !== undefined) await sidecar.worker.waitForDrain();
     const accepted = stack.billing.events.map((e) => e.external_event_id).sort();
     assert.deepEqual(accepted, [...rids].sort(), 'every cut stream has its usage event, once');
