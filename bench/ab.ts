@@ -1,4 +1,5 @@
-// `node bench/ab.ts --base <checkout> [--mode off|billing|redis|cluster|traced] [--rounds 8] [--seconds 3]`: before /
+// `node bench/ab.ts --base <checkout> [--mode off|billing|redis|cluster|traced] [--rounds 8] [--seconds 3]
+// [--profile <dir>]`: before /
 // after for one change; `--modes off,billing` (or any two modes) pairs two modes instead, of this
 // checkout or of --base against this one: what billing or the store costs per request. The gateway of another checkout (A, e.g. `git worktree add ../base HEAD~1` with
 // node_modules linked) and this checkout's (B) run side by side in front of one upstream simulator, in
@@ -52,6 +53,8 @@ async function main(): Promise<void> {
       modes: { type: 'string' },
       rounds: { type: 'string', default: '8' },
       seconds: { type: 'string', default: '3' },
+      // A CPU profile of each gateway into this folder (`node bench/top-profile.ts <file>` reads one).
+      profile: { type: 'string' },
     },
   });
   const modes = (values.modes ?? `${values.mode},${values.mode}`).split(',') as Mode[];
@@ -72,7 +75,14 @@ async function main(): Promise<void> {
   const workspace = async (repo: string, name: string): Promise<Workspace> => {
     const dir = join(tmp, name);
     await mkdir(dir, { recursive: true });
-    return { repo, tmp: dir, gatewayNodeFlags: () => [...GATEWAY_V8_FLAGS], sidecarNodeFlags: () => [] };
+    const profile =
+      values.profile === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${resolve(values.profile, name)}`];
+    return {
+      repo,
+      tmp: dir,
+      gatewayNodeFlags: () => [...GATEWAY_V8_FLAGS, ...profile],
+      sidecarNodeFlags: () => [],
+    };
   };
   const shared = await workspace(REPO, 'shared');
   const stops: (() => Promise<void>)[] = [];

@@ -75,7 +75,10 @@ export async function startSidecar(
   // Deliveries join their requests' traces when telemetry is configured (docs/operations.md "Tracing").
   const tracing =
     'telemetry' in config && ownsClient
-      ? openTracing(config.telemetry.traces, { attributes: { 'router.component': 'billing-sidecar' } })
+      ? openTracing(config.telemetry.traces, {
+          attributes: { 'router.component': 'billing-sidecar' },
+          logger: log,
+        })
       : undefined;
   if (configured) {
     client =

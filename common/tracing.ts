@@ -1,35 +1,31 @@
-// OpenTelemetry traces of the gateway and its sidecar (docs/operations.md "Tracing"): a tracer provider
-// with a batch processor and an OTLP/HTTP exporter (protobuf or JSON), W3C trace context in and out.
+// OpenTelemetry traces of the gateway and its sidecar (docs/operations.md "Tracing"): spans made by the
+// configured sampler, recorded as plain fields (common/trace-span.ts), batched and
+// exported over OTLP/HTTP, protobuf or JSON (common/span-export.ts, common/otlp-encoding.ts); W3C trace
+// context in and out. The SDK's span objects and OTLP serializer put sampling 1.0 far over its CPU budget
+// (docs/benchmarks.md section 10); this path keeps the API, the samplers and the wire format.
 // Contexts are passed explicitly, never through a global context manager: the request path keeps no
 // async-local state, and with tracing off nothing here runs per request (`Tracing.enabled` is false).
 
 import {
   type Attributes,
-  type Context,
   INVALID_SPAN_CONTEXT,
   ROOT_CONTEXT,
   type Span,
+  type SpanContext,
   SpanKind,
   SpanStatusCode,
   type TextMapGetter,
   type TextMapSetter,
+  TraceFlags,
   trace,
 } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  BatchSpanProcessor,
-  ParentBasedSampler,
-  type Sampler,
-  type SpanExporter,
-  TraceIdRatioBasedSampler,
-  TracerProvider,
-} from '@opentelemetry/sdk-trace';
+import { SamplingDecision, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace';
+import type { Logger } from 'pino';
 import type { TracesConfig } from './config-types.ts';
+import { jsonEncoder, type OtlpEncoder, protobufEncoder } from './otlp-encoding.ts';
+import { SpanExport } from './span-export.ts';
+import { newSpanId, newTraceId, RecordedSpan } from './trace-span.ts';
 
 export type { Attributes, Span };
 export { SpanStatusCode };
@@ -76,65 +72,104 @@ export const TRACING_OFF: Tracing = {
   shutdown: async () => {},
 };
 
-export function samplerOf(config: Pick<TracesConfig, 'sampler' | 'samplerArg'>): Sampler {
-  const ratio = () => new TraceIdRatioBasedSampler(config.samplerArg);
+/**
+ * The sampling decision of the OTEL_TRACES_SAMPLER values, as the SDK's samplers decide it (a parent-based
+ * sampler follows its parent's sampled flag, local or remote); the ratio is the SDK's own sampler.
+ */
+export function samplerOf(
+  config: Pick<TracesConfig, 'sampler' | 'samplerArg'>,
+): (parent: SpanContext | undefined, traceId: string) => boolean {
+  const ratio = new TraceIdRatioBasedSampler(config.samplerArg);
+  const byRatio = (traceId: string) =>
+    ratio.shouldSample(ROOT_CONTEXT, traceId).decision === SamplingDecision.RECORD_AND_SAMPLED;
+  const parentOr =
+    (root: (traceId: string) => boolean) => (parent: SpanContext | undefined, traceId: string) =>
+      parent === undefined ? root(traceId) : (parent.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED;
   switch (config.sampler) {
     case 'always_on':
-      return new AlwaysOnSampler();
+      return () => true;
     case 'always_off':
-      return new AlwaysOffSampler();
+      return () => false;
     case 'traceidratio':
-      return ratio();
+      return (_parent, traceId) => byRatio(traceId);
     case 'parentbased_always_on':
-      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+      return parentOr(() => true);
     case 'parentbased_always_off':
-      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+      return parentOr(() => false);
     case 'parentbased_traceidratio':
-      return new ParentBasedSampler({ root: ratio() });
+      return parentOr(byRatio);
   }
 }
 
 export interface TracingOptions {
   /** Resource attributes of this process beyond the configured ones (e.g. the sidecar's role). */
   readonly attributes?: Attributes;
-  /** An exporter instead of OTLP/HTTP (tests). */
-  readonly exporter?: SpanExporter;
+  /** Export failures are logged here (once per failure streak). */
+  readonly logger?: Logger;
 }
 
+const SCOPE = { name: 'llm-router' };
+
 export function openTracing(config: TracesConfig, opts: TracingOptions = {}): Tracing {
-  if (config.url === undefined && opts.exporter === undefined) return TRACING_OFF;
-  const exporterConfig = { url: config.url, headers: { ...config.headers } };
-  const exporter =
-    opts.exporter ??
-    (config.protocol === 'http/json'
-      ? new JsonExporter(exporterConfig)
-      : new ProtobufExporter(exporterConfig));
-  const provider = new TracerProvider({
-    sampler: samplerOf(config),
-    resource: resourceFromAttributes({
-      ...config.resourceAttributes,
-      'service.name': config.serviceName,
-      ...opts.attributes,
-    }),
-    spanProcessors: [new BatchSpanProcessor({ exporter, scheduledDelayMillis: config.exportDelayMs })],
+  if (config.url === undefined) return TRACING_OFF;
+  const resource: Attributes = {
+    ...config.resourceAttributes,
+    'service.name': config.serviceName,
+    'telemetry.sdk.language': 'nodejs',
+    ...opts.attributes,
+  };
+  const encoder: OtlpEncoder =
+    config.protocol === 'http/json'
+      ? jsonEncoder(resource as Record<string, string>, SCOPE)
+      : protobufEncoder(resource as Record<string, string>, SCOPE);
+  const exporter = new SpanExport({
+    url: config.url,
+    headers: config.headers,
+    encoder,
+    delayMs: config.exportDelayMs,
+    logger: opts.logger,
   });
-  const tracer = provider.getTracer('llm-router');
+  const onEnd = (span: RecordedSpan): void => exporter.add(span);
+  const sampled = samplerOf(config);
   const propagator = new W3CTraceContextPropagator();
-  const under = (parent: Span): Context => trace.setSpan(ROOT_CONTEXT, parent);
+
+  /** A span under `parent` (undefined: a new trace), recorded if the sampler keeps it. */
+  function start(
+    name: string,
+    kind: SpanKind,
+    parent: SpanContext | undefined,
+    attributes?: Attributes,
+  ): Span {
+    const traceId = parent?.traceId ?? newTraceId();
+    const spanId = newSpanId();
+    const traceState = parent?.traceState;
+    if (!sampled(parent, traceId))
+      return trace.wrapSpanContext({ traceId, spanId, traceFlags: 0, traceState });
+    const context: SpanContext = { traceId, spanId, traceFlags: 1, traceState, isRemote: false };
+    return new RecordedSpan(context, parent, name, kind, attributes, onEnd);
+  }
+  function remoteParent(
+    carrier: Readonly<Record<string, string | string[] | undefined>>,
+  ): SpanContext | undefined {
+    if (carrier.traceparent === undefined) return undefined;
+    const c = trace.getSpanContext(propagator.extract(ROOT_CONTEXT, carrier, getter));
+    return c !== undefined && trace.isSpanContextValid(c) ? c : undefined;
+  }
+  const under = (parent: Span) => trace.setSpan(ROOT_CONTEXT, parent);
+
   return {
     enabled: true,
     startServer(name, headers, attributes) {
-      const parent =
-        headers.traceparent === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, headers, getter);
-      return tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
+      return start(name, SpanKind.SERVER, remoteParent(headers), attributes);
     },
     startChild(name, parent, attributes, kind = SpanKind.CLIENT) {
-      return tracer.startSpan(name, { kind, attributes }, under(parent));
+      const c = parent.spanContext();
+      const valid = parent instanceof RecordedSpan || trace.isSpanContextValid(c);
+      return start(name, kind, valid ? c : undefined, attributes);
     },
     startFromTraceparent(name, traceparent, attributes) {
-      const parent =
-        traceparent === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, { traceparent }, getter);
-      return tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes }, parent);
+      const parent = traceparent === undefined ? undefined : remoteParent({ traceparent });
+      return start(name, SpanKind.CLIENT, parent, attributes);
     },
     inject(span, headers) {
       // Most contexts carry no tracestate: their header is written directly.
@@ -145,13 +180,13 @@ export function openTracing(config: TracesConfig, opts: TracingOptions = {}): Tr
       }
     },
     traceparent: traceparentOf,
-    shutdown: () => provider.shutdown(),
+    shutdown: () => exporter.shutdown(),
   };
 }
 
 function traceparentOf(span: Span): string | undefined {
   const c = span.spanContext();
-  if (!trace.isSpanContextValid(c)) return undefined;
+  if (!(span instanceof RecordedSpan) && !trace.isSpanContextValid(c)) return undefined;
   return `00-${c.traceId}-${c.spanId}-0${(c.traceFlags & 1).toString()}`;
 }
 

@@ -29,7 +29,6 @@ export async function proxyRequest(
   ctx.correlationId = correlationId;
   if (rt.tracing.enabled) {
     ctx.trace = new RequestTrace(rt.tracing, ctx, req, routeTemplate(route, path));
-    ctx.traceparent = ctx.trace.traceparent();
   }
   res.on('close', () => {
     if (!res.writableFinished) ctx.abort();

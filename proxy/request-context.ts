@@ -44,7 +44,6 @@ export class Context implements RequestContext {
   error: RequestContext['error'] = undefined;
   /** The request's spans, when tracing is on. */
   trace: RequestTrace | undefined = undefined;
-  traceparent: string | undefined = undefined;
   readonly #rootLog: RequestContext['log'];
   #log: RequestContext['log'] | undefined = undefined;
   #abort: AbortController | undefined = undefined;
@@ -82,6 +81,11 @@ export class Context implements RequestContext {
       this.#log = this.#rootLog.child(fields);
     }
     return this.#log;
+  }
+
+  /** Made when asked (billing asks): most of a request's life never needs the string. */
+  get traceparent(): string | undefined {
+    return this.trace?.traceparent();
   }
 
   get signal(): AbortSignal {

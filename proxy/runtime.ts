@@ -183,7 +183,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     log,
     providers,
     upstream,
-    tracing: opts.tracing ?? openTracing(config.telemetry.traces),
+    tracing: opts.tracing ?? openTracing(config.telemetry.traces, { logger: log }),
     metrics,
     requestHooks,
     completeHooks,

@@ -268,22 +268,34 @@ describe('Responses API client', () => {
 
 test('with a protobuf exporter the same spans go out as application/x-protobuf', async () => {
   const protoStack = await startStack({
-    env: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/v1/traces`, OTEL_BSP_SCHEDULE_DELAY: '20' },
+    env: {
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/v1/traces`,
+      OTEL_BSP_SCHEDULE_DELAY: '20',
+      OTEL_SERVICE_NAME: 'router-protobuf',
+    },
   });
+  const traceId = TRACE_ID.replace('4bf9', 'aaaa');
   try {
     const before = receiver.exports.length;
     const res = await postJson(
       `${protoStack.url}/v1/chat/completions`,
       { model: 'gpt-5.4-mini', messages: [{ role: 'user', content: PROMPT }] },
-      { traceparent: `00-${TRACE_ID.replace('4bf9', 'aaaa')}-${PARENT_ID}-01` },
+      { traceparent: `00-${traceId}-${PARENT_ID}-01` },
     );
     assert.equal(res.status, 200);
-    const wanted = Buffer.from(TRACE_ID.replace('4bf9', 'aaaa'), 'hex');
-    await receiver.waitFor(() =>
-      receiver.exports
-        .slice(before)
-        .some((e) => e.contentType === 'application/x-protobuf' && e.body.includes(wanted)),
+    await receiver.waitFor((spans) => spans.some((s) => s.traceId === traceId && s.kind === 3));
+    assert.ok(
+      receiver.exports.slice(before).every((e) => e.contentType === 'application/x-protobuf'),
+      'protobuf is the default protocol',
     );
+    const server = receiver.spans.find((s) => s.traceId === traceId && s.kind === 2)!;
+    const client = receiver.spans.find((s) => s.traceId === traceId && s.kind === 3)!;
+    assert.equal(server.parentSpanId, PARENT_ID);
+    assert.equal(server.name, 'POST /v1/chat/completions');
+    assert.equal(server.resource['service.name'], 'router-protobuf');
+    assert.equal(client.parentSpanId, server.spanId);
+    assert.equal(client.attributes['gen_ai.request.model'], 'gpt-5.4-mini');
+    assert.ok(Number(client.attributes['gen_ai.usage.output_tokens']) > 0);
   } finally {
     await protoStack.close();
   }

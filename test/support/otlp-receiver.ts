@@ -1,9 +1,10 @@
 // Test support: an OTLP/HTTP trace receiver on loopback, as an OpenTelemetry Collector's otlphttp receiver
-// answers (POST /v1/traces, 200 with an empty export response). JSON exports (http/json) are decoded into
-// spans; protobuf exports are kept as raw bodies.
+// answers (POST /v1/traces, 200 with an empty export response). Exports in either encoding (http/json,
+// http/protobuf) are decoded into spans; the raw bodies are kept too.
 
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { decodeTraceRequest } from './otlp-protobuf.ts';
 
 type AnyValue = {
   stringValue?: string;
@@ -63,8 +64,9 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       const body = Buffer.concat(chunks);
       const contentType = req.headers['content-type'] ?? '';
       exports.push({ contentType, body });
-      if (req.url === '/v1/traces' && contentType.includes('json')) {
-        const parsed = JSON.parse(body.toString('utf8')) as {
+      const isJson = contentType.includes('json');
+      if (req.url === '/v1/traces') {
+        const parsed = (isJson ? JSON.parse(body.toString('utf8')) : decodeTraceRequest(body)) as {
           resourceSpans?: {
             resource?: { attributes?: KeyValue[] };
             scopeSpans?: {
@@ -95,6 +97,8 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
                 resource,
               });
         }
+      }
+      if (isJson) {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end('{}');
       } else {

@@ -1,0 +1,542 @@
+// OTLP/HTTP request bodies of a batch of ended spans (docs/operations.md "Tracing"): the protobuf
+// ExportTraceServiceRequest (opentelemetry/proto/collector/trace/v1) and its JSON mapping. One
+// resource and one instrumentation scope per process, so both are encoded once. Attribute keys are a
+// small fixed set: their encoded bytes are kept, and a span costs the writes of its values.
+
+import type { AttributeValue, SpanKind } from '@opentelemetry/api';
+import type { RecordedSpan } from './trace-span.ts';
+
+export interface OtlpScope {
+  readonly name: string;
+  readonly version?: string;
+}
+
+/** OTLP span flags: the W3C flags, plus "whether the parent is remote is known" and that bit. */
+function spanFlags(traceFlags: number, parentRemote: boolean): number {
+  return (traceFlags & 0xff) | 0x100 | (parentRemote ? 0x200 : 0);
+}
+
+/** api SpanKind (INTERNAL = 0) to OTLP's (UNSPECIFIED = 0, INTERNAL = 1). */
+function otlpKind(kind: SpanKind): number {
+  return kind + 1;
+}
+
+function varintSize(v: number): number {
+  let n = 1;
+  while (v > 0x7f) {
+    v = v > 0xffffffff ? Math.floor(v / 128) : v >>> 7;
+    n++;
+  }
+  return n;
+}
+
+const HEX = new Int8Array(128).fill(-1);
+for (let i = 0; i < 16; i++) {
+  HEX['0123456789abcdef'.charCodeAt(i)] = i;
+  HEX['0123456789ABCDEF'.charCodeAt(i)] = i;
+}
+
+class ProtoWriter {
+  buf = Buffer.allocUnsafe(64 * 1024);
+  pos = 0;
+
+  ensure(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + n));
+    this.buf.copy(next, 0, 0, this.pos);
+    this.buf = next;
+  }
+
+  varint(v: number): void {
+    this.ensure(10);
+    const buf = this.buf;
+    while (v > 0x7f) {
+      buf[this.pos++] = (v & 0x7f) | 0x80;
+      v = v > 0xffffffff ? Math.floor(v / 128) : v >>> 7;
+    }
+    buf[this.pos++] = v;
+  }
+
+  tag(field: number, wire: number): void {
+    this.varint((field << 3) | wire);
+  }
+
+  bytes(b: Uint8Array): void {
+    this.ensure(b.length);
+    const buf = this.buf;
+    if (b.length > 32) buf.set(b, this.pos);
+    else for (let i = 0; i < b.length; i++) buf[this.pos + i] = b[i]!;
+    this.pos += b.length;
+  }
+
+  /** The bytes of `s`, `len` of them in UTF-8 (short one-byte strings are copied here, not natively). */
+  raw(s: string, len: number): void {
+    this.ensure(len);
+    if (len === s.length && len <= 32) {
+      const buf = this.buf;
+      for (let i = 0; i < len; i++) buf[this.pos + i] = s.charCodeAt(i);
+      this.pos += len;
+    } else this.pos += this.buf.write(s, this.pos, len, 'utf8');
+  }
+
+  string(field: number, s: string): void {
+    const len = Buffer.byteLength(s);
+    this.tag(field, 2);
+    this.varint(len);
+    this.raw(s, len);
+  }
+
+  hex(field: number, hex: string): void {
+    const len = hex.length >>> 1;
+    this.tag(field, 2);
+    this.varint(len);
+    this.ensure(len);
+    const buf = this.buf;
+    for (let i = 0; i < len; i++) {
+      buf[this.pos + i] = (HEX[hex.charCodeAt(2 * i)]! << 4) | HEX[hex.charCodeAt(2 * i + 1)]!;
+    }
+    this.pos += len;
+  }
+
+  /** Epoch milliseconds as fixed64 nanoseconds, exact in doubles: ms = hi * 2^20 + lo. */
+  timeNs(field: number, ms: number): void {
+    this.tag(field, 1);
+    this.ensure(8);
+    const whole = Math.floor(ms);
+    const lo = whole % 1048576;
+    const a = lo * 1e6 + Math.round((ms - whole) * 1e6); // < 2^40
+    const b = ((whole - lo) / 1048576) * 1e6; // the rest, in units of 2^20 ns
+    const bLo = b % 4096;
+    let low = bLo * 1048576 + a;
+    const carry = Math.floor(low / 4294967296);
+    low -= carry * 4294967296;
+    this.u32(low);
+    this.u32((b - bLo) / 4096 + carry);
+  }
+
+  /** Four bytes, little-endian (room already ensured). */
+  u32(v: number): void {
+    const buf = this.buf;
+    const at = this.pos;
+    buf[at] = v & 0xff;
+    buf[at + 1] = (v >>> 8) & 0xff;
+    buf[at + 2] = (v >>> 16) & 0xff;
+    buf[at + 3] = v >>> 24;
+    this.pos = at + 4;
+  }
+
+  fixed32(field: number, v: number): void {
+    this.tag(field, 5);
+    this.ensure(4);
+    this.u32(v >>> 0);
+  }
+
+  double(field: number, v: number): void {
+    this.tag(field, 1);
+    this.ensure(8);
+    this.buf.writeDoubleLE(v, this.pos);
+    this.pos += 8;
+  }
+
+  /** An int64 value: negative ones take ten bytes of two's complement. */
+  int64(field: number, v: number): void {
+    this.tag(field, 0);
+    if (v >= 0) {
+      this.varint(v);
+      return;
+    }
+    let n = BigInt.asUintN(64, BigInt(v));
+    this.ensure(10);
+    while (n > 0x7fn) {
+      this.buf[this.pos++] = Number(n & 0x7fn) | 0x80;
+      n >>= 7n;
+    }
+    this.buf[this.pos++] = Number(n);
+  }
+
+  /** Begins a length-delimited field of unknown length; `end` writes the length in front of it. */
+  begin(field: number): number {
+    this.tag(field, 2);
+    this.ensure(5);
+    const start = this.pos;
+    this.pos += 5;
+    return start;
+  }
+
+  end(start: number): void {
+    const len = this.pos - start - 5;
+    const size = varintSize(len);
+    if (size < 5) this.buf.copyWithin(start + size, start + 5, this.pos);
+    let v = len;
+    let at = start;
+    while (v > 0x7f) {
+      this.buf[at++] = (v & 0x7f) | 0x80;
+      v >>>= 7;
+    }
+    this.buf[at] = v;
+    this.pos = start + size + len;
+  }
+
+  /** What was written, as a view of the writer's buffer: valid until the next write. */
+  take(): Uint8Array {
+    const out = this.buf.subarray(0, this.pos);
+    this.pos = 0;
+    return out;
+  }
+}
+
+/** Encoded `key` fields of KeyValue (tag, length, bytes), by key. */
+const KEY_BYTES = new Map<string, Buffer>();
+
+function keyBytes(key: string): Buffer {
+  let b = KEY_BYTES.get(key);
+  if (b === undefined) {
+    const w = new ProtoWriter();
+    w.string(1, key);
+    b = Buffer.from(w.buf.subarray(0, w.pos));
+    if (KEY_BYTES.size < 4096) KEY_BYTES.set(key, b);
+  }
+  return b;
+}
+
+const INT64_LIMIT = 2 ** 63;
+
+function isInt64(v: number): boolean {
+  return Number.isInteger(v) && v >= -INT64_LIMIT && v < INT64_LIMIT;
+}
+
+// Small messages (AnyValue, KeyValue) have their lengths computed before they are written.
+
+/** The size of an AnyValue message holding `value`. */
+function anySize(value: AttributeValue | undefined | null): number {
+  switch (typeof value) {
+    case 'string': {
+      const len = Buffer.byteLength(value);
+      return 1 + varintSize(len) + len;
+    }
+    case 'boolean':
+      return 2;
+    case 'number':
+      if (!isInt64(value)) return 9;
+      return 1 + (value < 0 ? 10 : varintSize(value));
+    case 'object': {
+      if (!Array.isArray(value)) return 0;
+      const len = arraySize(value);
+      return 1 + varintSize(len) + len;
+    }
+    default:
+      return 0;
+  }
+}
+
+function arraySize(values: readonly unknown[]): number {
+  let len = 0;
+  for (const item of values) {
+    const size = anySize(item as AttributeValue);
+    len += 1 + varintSize(size) + size;
+  }
+  return len;
+}
+
+function writeAnyBody(w: ProtoWriter, value: AttributeValue | undefined | null): void {
+  switch (typeof value) {
+    case 'string':
+      w.string(1, value);
+      break;
+    case 'boolean':
+      w.tag(2, 0);
+      w.varint(value ? 1 : 0);
+      break;
+    case 'number':
+      if (isInt64(value)) w.int64(3, value);
+      else w.double(4, value);
+      break;
+    case 'object':
+      if (Array.isArray(value)) {
+        w.tag(5, 2);
+        w.varint(arraySize(value));
+        for (const item of value) {
+          w.tag(1, 2);
+          w.varint(anySize(item));
+          writeAnyBody(w, item);
+        }
+      }
+      break;
+  }
+}
+
+// Most attribute values repeat from span to span (a method, a route, a provider, a model, a status):
+// the whole encoded field (tag, length, KeyValue) is kept for the first values seen of each key, so
+// writing one is a copy. Only span attributes (field 9) are cached.
+const SPAN_ATTRIBUTE = 9;
+interface KeyCache {
+  readonly byValue: Map<string | number | boolean, Uint8Array>;
+  hits: number;
+  /** Values of this key rarely repeat (an id): not looked up any more. */
+  unique: boolean;
+}
+const KV_CACHE = new Map<string, KeyCache>();
+const KV_PER_KEY = 64;
+const scratch = new ProtoWriter();
+
+function cachedKeyValue(key: string, value: string | number | boolean): Uint8Array | undefined {
+  let entry = KV_CACHE.get(key);
+  if (entry === undefined) {
+    if (KV_CACHE.size >= 4096) return undefined;
+    entry = { byValue: new Map(), hits: 0, unique: false };
+    KV_CACHE.set(key, entry);
+  }
+  if (entry.unique) return undefined;
+  let b = entry.byValue.get(value);
+  if (b !== undefined) {
+    entry.hits++;
+    return b;
+  }
+  if (entry.byValue.size >= KV_PER_KEY) {
+    entry.unique = entry.hits < KV_PER_KEY;
+    return undefined;
+  }
+  if (typeof value === 'string' && value.length > 128) return undefined;
+  writeKeyValueField(scratch, SPAN_ATTRIBUTE, key, value);
+  b = Uint8Array.from(scratch.take());
+  entry.byValue.set(value, b);
+  return b;
+}
+
+/** Encoded `name` fields of spans (tag, length, bytes): names repeat (a route, an operation and model). */
+const NAME_BYTES = new Map<string, Uint8Array>();
+
+function nameBytes(name: string): Uint8Array {
+  let b = NAME_BYTES.get(name);
+  if (b === undefined) {
+    scratch.string(5, name);
+    b = Uint8Array.from(scratch.take());
+    if (NAME_BYTES.size < 1024) NAME_BYTES.set(name, b);
+  }
+  return b;
+}
+
+function writeKeyValueField(
+  w: ProtoWriter,
+  field: number,
+  key: string,
+  value: AttributeValue | undefined,
+): void {
+  const k = keyBytes(key);
+  const any = anySize(value);
+  w.tag(field, 2);
+  w.varint(k.length + 1 + varintSize(any) + any);
+  w.bytes(k);
+  w.tag(2, 2);
+  w.varint(any);
+  writeAnyBody(w, value);
+}
+
+function writeKeyValue(w: ProtoWriter, field: number, key: string, value: AttributeValue | undefined): void {
+  if (field === SPAN_ATTRIBUTE && typeof value !== 'object' && value !== undefined) {
+    const cached = cachedKeyValue(key, value as string | number | boolean);
+    if (cached !== undefined) {
+      const n = cached.length;
+      w.ensure(n);
+      const buf = w.buf;
+      const at = w.pos;
+      for (let i = 0; i < n; i++) buf[at + i] = cached[i]!;
+      w.pos = at + n;
+      return;
+    }
+  }
+  writeKeyValueField(w, field, key, value);
+}
+
+function writeAttributes(
+  w: ProtoWriter,
+  field: number,
+  attributes: Readonly<Record<string, AttributeValue>>,
+): void {
+  for (const key in attributes) writeKeyValue(w, field, key, attributes[key]);
+}
+
+function writeSpan(w: ProtoWriter, s: RecordedSpan): void {
+  const at = w.begin(2);
+  const c = s.spanContext();
+  w.hex(1, c.traceId);
+  w.hex(2, c.spanId);
+  const traceState = c.traceState?.serialize();
+  if (traceState) w.string(3, traceState);
+  if (s.parentSpanId !== undefined) w.hex(4, s.parentSpanId);
+  w.bytes(nameBytes(s.name));
+  w.tag(6, 0);
+  w.varint(otlpKind(s.kind));
+  w.timeNs(7, s.startMs);
+  w.timeNs(8, s.endMs);
+  for (let i = 0; i < s.keys.length; i++) writeKeyValue(w, 9, s.keys[i]!, s.values[i]);
+  if (s.droppedAttributes > 0) {
+    w.tag(10, 0);
+    w.varint(s.droppedAttributes);
+  }
+  for (const e of s.events ?? []) {
+    const ev = w.begin(11);
+    w.timeNs(1, e.timeMs);
+    w.string(2, e.name);
+    writeAttributes(w, 3, e.attributes);
+    w.end(ev);
+  }
+  if (s.droppedEvents > 0) {
+    w.tag(12, 0);
+    w.varint(s.droppedEvents);
+  }
+  for (const link of s.links ?? []) {
+    const l = w.begin(13);
+    w.hex(1, link.context.traceId);
+    w.hex(2, link.context.spanId);
+    const state = link.context.traceState?.serialize();
+    if (state) w.string(3, state);
+    if (link.attributes !== undefined)
+      writeAttributes(w, 4, link.attributes as Readonly<Record<string, AttributeValue>>);
+    w.fixed32(6, spanFlags(link.context.traceFlags, link.context.isRemote === true));
+    w.end(l);
+  }
+  if (s.droppedLinks > 0) {
+    w.tag(14, 0);
+    w.varint(s.droppedLinks);
+  }
+  if (s.statusCode !== 0 || s.statusMessage !== undefined) {
+    const st = w.begin(15);
+    if (s.statusMessage !== undefined) w.string(2, s.statusMessage);
+    if (s.statusCode !== 0) {
+      w.tag(3, 0);
+      w.varint(s.statusCode);
+    }
+    w.end(st);
+  }
+  w.fixed32(16, spanFlags(c.traceFlags, s.parentRemote));
+  w.end(at);
+}
+
+export interface OtlpEncoder {
+  readonly contentType: string;
+  /** A request body; bytes are the encoder's own buffer, valid until the next encode (one export at a time). */
+  encode(spans: readonly RecordedSpan[]): Uint8Array | string;
+}
+
+/** ExportTraceServiceRequest in protobuf: resource and scope bytes are made once. */
+export function protobufEncoder(
+  resource: Readonly<Record<string, AttributeValue>>,
+  scope: OtlpScope,
+): OtlpEncoder {
+  const head = new ProtoWriter();
+  const r = head.begin(1);
+  writeAttributes(head, 1, resource);
+  head.end(r);
+  const resourceBytes = Buffer.from(head.take());
+  head.string(1, scope.name);
+  if (scope.version !== undefined) head.string(2, scope.version);
+  const scopeBytes = Buffer.from(head.take());
+  const w = new ProtoWriter();
+  return {
+    contentType: 'application/x-protobuf',
+    encode(spans) {
+      const rs = w.begin(1);
+      w.bytes(resourceBytes);
+      const ss = w.begin(2);
+      w.tag(1, 2);
+      w.varint(scopeBytes.length);
+      w.bytes(scopeBytes);
+      for (const s of spans) writeSpan(w, s);
+      w.end(ss);
+      w.end(rs);
+      return w.take();
+    },
+  };
+}
+
+type JsonAnyValue =
+  | { stringValue: string }
+  | { boolValue: boolean }
+  | { intValue: string }
+  | { doubleValue: number }
+  | { arrayValue: { values: JsonAnyValue[] } }
+  | Record<string, never>;
+
+function jsonValue(v: AttributeValue | undefined | null): JsonAnyValue {
+  switch (typeof v) {
+    case 'string':
+      return { stringValue: v };
+    case 'boolean':
+      return { boolValue: v };
+    case 'number':
+      return Number.isInteger(v) ? { intValue: String(v) } : { doubleValue: v };
+    case 'object':
+      if (Array.isArray(v)) return { arrayValue: { values: v.map(jsonValue) } };
+      return {};
+    default:
+      return {};
+  }
+}
+
+function jsonAttributes(attributes: Readonly<Record<string, AttributeValue>>) {
+  const out: { key: string; value: JsonAnyValue }[] = [];
+  for (const key in attributes) out.push({ key, value: jsonValue(attributes[key]) });
+  return out;
+}
+
+function nanos(ms: number): string {
+  const whole = Math.floor(ms);
+  return (BigInt(whole) * 1_000_000n + BigInt(Math.round((ms - whole) * 1e6))).toString();
+}
+
+/** The JSON mapping (OTLP/HTTP JSON: ids as hex, 64-bit integers as strings). */
+export function jsonEncoder(
+  resource: Readonly<Record<string, AttributeValue>>,
+  scope: OtlpScope,
+): OtlpEncoder {
+  const resourceJson = { attributes: jsonAttributes(resource) };
+  return {
+    contentType: 'application/json',
+    encode(spans) {
+      return JSON.stringify({
+        resourceSpans: [
+          {
+            resource: resourceJson,
+            scopeSpans: [
+              {
+                scope,
+                spans: spans.map((s) => {
+                  const c = s.spanContext();
+                  return {
+                    traceId: c.traceId,
+                    spanId: c.spanId,
+                    traceState: c.traceState?.serialize(),
+                    parentSpanId: s.parentSpanId,
+                    name: s.name,
+                    kind: otlpKind(s.kind),
+                    startTimeUnixNano: nanos(s.startMs),
+                    endTimeUnixNano: nanos(s.endMs),
+                    attributes: jsonAttributes(s.attributes),
+                    droppedAttributesCount: s.droppedAttributes,
+                    events: (s.events ?? []).map((e) => ({
+                      timeUnixNano: nanos(e.timeMs),
+                      name: e.name,
+                      attributes: jsonAttributes(e.attributes),
+                    })),
+                    droppedEventsCount: s.droppedEvents,
+                    links: (s.links ?? []).map((l) => ({
+                      traceId: l.context.traceId,
+                      spanId: l.context.spanId,
+                      traceState: l.context.traceState?.serialize(),
+                      attributes: jsonAttributes((l.attributes ?? {}) as Record<string, AttributeValue>),
+                      flags: spanFlags(l.context.traceFlags, l.context.isRemote === true),
+                    })),
+                    droppedLinksCount: s.droppedLinks,
+                    status: { code: s.statusCode, message: s.statusMessage },
+                    flags: spanFlags(c.traceFlags, s.parentRemote),
+                  };
+                }),
+              },
+            ],
+          },
+        ],
+      });
+    },
+  };
+}
