@@ -63,9 +63,7 @@ class ProtoWriter {
 
   bytes(b: Uint8Array): void {
     this.ensure(b.length);
-    const buf = this.buf;
-    if (b.length > 32) buf.set(b, this.pos);
-    else for (let i = 0; i < b.length; i++) buf[this.pos + i] = b[i]!;
+    this.buf.set(b, this.pos);
     this.pos += b.length;
   }
 
@@ -336,12 +334,7 @@ function writeKeyValue(w: ProtoWriter, field: number, key: string, value: Attrib
   if (field === SPAN_ATTRIBUTE && typeof value !== 'object' && value !== undefined) {
     const cached = cachedKeyValue(key, value as string | number | boolean);
     if (cached !== undefined) {
-      const n = cached.length;
-      w.ensure(n);
-      const buf = w.buf;
-      const at = w.pos;
-      for (let i = 0; i < n; i++) buf[at + i] = cached[i]!;
-      w.pos = at + n;
+      w.bytes(cached);
       return;
     }
   }

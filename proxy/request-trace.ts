@@ -5,7 +5,7 @@
 
 import type { IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import type { Attributes, Span, Tracing } from '../common/tracing.ts';
+import type { Span, Tracing } from '../common/tracing.ts';
 import { failSpan } from '../common/tracing.ts';
 import type { JsonValue, RequestContext, UpstreamRequest } from '../common/types.ts';
 import { operationName, telemetryOf } from '../hooks/families/index.ts';
@@ -20,14 +20,15 @@ export class RequestTrace {
 
   constructor(tracing: Tracing, ctx: RequestContext, req: IncomingMessage, route: string) {
     this.#tracing = tracing;
-    this.#server = tracing.startServer(`${ctx.method} ${route}`, req.headers, {
-      'http.request.method': ctx.method,
-      'http.route': route,
-      'url.path': ctx.path,
-      'router.api': ctx.api,
-      'router.request_id': ctx.id,
-      'gen_ai.operation.name': operationName(ctx.api),
-    });
+    // Attributes are set one by one, not as an object: no object per span to build and walk.
+    const server = tracing.startServer(`${ctx.method} ${route}`, req.headers);
+    server.setAttribute('http.request.method', ctx.method);
+    server.setAttribute('http.route', route);
+    server.setAttribute('url.path', ctx.path);
+    server.setAttribute('router.api', ctx.api);
+    server.setAttribute('router.request_id', ctx.id);
+    server.setAttribute('gen_ai.operation.name', operationName(ctx.api));
+    this.#server = server;
   }
 
   /** The server span's trace id (log lines carry it). */
@@ -49,19 +50,16 @@ export class RequestTrace {
     this.#attempts++;
     const operation = operationName(ctx.api);
     const model = ctx.upstreamModel ?? ctx.model;
-    const attributes: Attributes = {
-      'gen_ai.operation.name': operation,
-      'gen_ai.provider.name': provider,
-      'http.request.method': upstream.method,
-      'server.address': hostOf(upstream.origin),
-      'router.attempt': this.#attempts,
-    };
-    if (model !== undefined) attributes['gen_ai.request.model'] = model;
     const span = this.#tracing.startChild(
       model === undefined ? operation : `${operation} ${model}`,
       this.#server,
-      attributes,
     );
+    span.setAttribute('gen_ai.operation.name', operation);
+    span.setAttribute('gen_ai.provider.name', provider);
+    span.setAttribute('http.request.method', upstream.method);
+    span.setAttribute('server.address', hostOf(upstream.origin));
+    span.setAttribute('router.attempt', this.#attempts);
+    if (model !== undefined) span.setAttribute('gen_ai.request.model', model);
     this.#attempt = span;
     this.#tracing.inject(span, upstream.headers);
   }
@@ -87,21 +85,13 @@ export class RequestTrace {
    * the outcome: status, usage, subject, error.
    */
   finish(ctx: RequestContext): void {
-    const outcome: Attributes = {
-      'http.response.status_code': ctx.status,
-    };
-    if (ctx.provider !== undefined) outcome['gen_ai.provider.name'] = ctx.provider;
-    if (ctx.usage !== undefined) {
-      outcome['gen_ai.usage.input_tokens'] = ctx.usage.inputTokens;
-      outcome['gen_ai.usage.output_tokens'] = ctx.usage.outputTokens;
-    }
     const errorType =
       ctx.error?.code ??
       (ctx.status >= 400 ? String(ctx.status) : ctx.clientAborted ? 'client_aborted' : undefined);
     const end = performance.timeOrigin + performance.now();
     const attempt = this.#attempt;
     if (attempt !== undefined) {
-      attempt.setAttributes(outcome);
+      setOutcome(attempt, ctx);
       if (ctx.body !== undefined) {
         const params = telemetryOf(ctx.clientFormat)?.requestAttributes(ctx.body);
         if (params !== undefined) attempt.setAttributes(params);
@@ -115,7 +105,7 @@ export class RequestTrace {
       attempt.end(end);
     }
     const server = this.#server;
-    server.setAttributes(outcome);
+    setOutcome(server, ctx);
     server.setAttribute('router.stream', ctx.stream);
     if (ctx.model !== undefined) server.setAttribute('gen_ai.request.model', ctx.model);
     if (ctx.usageStage !== undefined) server.setAttribute('router.usage_stage', ctx.usageStage);
@@ -126,6 +116,16 @@ export class RequestTrace {
     if (ctx.clientAborted) server.setAttribute('router.client_aborted', true);
     if (errorType !== undefined) failSpan(server, errorType);
     server.end(end);
+  }
+}
+
+/** What both spans say of the outcome: status, provider, usage. */
+function setOutcome(span: Span, ctx: RequestContext): void {
+  span.setAttribute('http.response.status_code', ctx.status);
+  if (ctx.provider !== undefined) span.setAttribute('gen_ai.provider.name', ctx.provider);
+  if (ctx.usage !== undefined) {
+    span.setAttribute('gen_ai.usage.input_tokens', ctx.usage.inputTokens);
+    span.setAttribute('gen_ai.usage.output_tokens', ctx.usage.outputTokens);
   }
 }
 
