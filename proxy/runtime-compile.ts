@@ -162,8 +162,12 @@ export async function compileRuntime(config: RouterConfig, opts: CompileOptions)
   // redis_only ignores the file's keys.
   const storeKeys = config.store.enabled && config.store.accessKeyMode !== 'file_only';
   const authenticator = fileAuthenticator(config, config.keys);
+  // With `workers: n` every worker compiles the same configuration: the first one says what is wrong.
+  const workerId = (opts.env ?? process.env).ROUTER_WORKER_ID;
+  const warn = (fields: object, msg: string) =>
+    workerId === undefined || workerId === '1' ? log.warn(fields, msg) : log.debug(fields, msg);
   if (!authenticator.configured && !storeKeys) {
-    log.warn('no access keys and no master key are configured: every request will be refused with 401');
+    warn({}, 'no access keys and no master key are configured: every request will be refused with 401');
   }
 
   const globalCustom: Hook[] = [];
@@ -194,7 +198,7 @@ export async function compileRuntime(config: RouterConfig, opts: CompileOptions)
     for (const missing of missingProviderKeys(config, providers)) {
       const warning = missingProviderKeyWarning(missing);
       warnings.push(warning);
-      log.warn(
+      warn(
         {
           provider: missing.provider,
           variable: missing.variable,

@@ -16,13 +16,14 @@ import { after, before, describe, test } from 'node:test';
 import { createServer as createTlsServer } from 'node:tls';
 import { promisify } from 'node:util';
 import { GatewayError } from '../../common/errors.ts';
-import { checkConfig } from '../../proxy/gateway.ts';
+import { checkConfig, startGateway } from '../../proxy/gateway.ts';
 import { missingProviderKeyWarning } from '../../proxy/runtime-compile.ts';
 import { classifyUpstreamError, upstreamFailure } from '../../proxy/upstream.ts';
 import { capturingLogger, type LogLine } from '../support/billing-stack.ts';
 import { postJson, ROOT, type Stack, startStack } from '../support/stack.ts';
 
 const WARN = 40;
+const DEBUG = 20;
 const KEY_WARNING = /has no upstream API key/;
 
 function chat(model: string): Record<string, unknown> {
@@ -154,6 +155,26 @@ describe('a routed provider without an upstream key', () => {
         .sort(),
       ['mistral', 'openai'],
     );
+  });
+
+  test('with workers: n the first worker warns; the others say it at debug level only', async () => {
+    const workerLogs: LogLine[] = [];
+    for (const id of ['1', '2']) {
+      const from = workerLogs.length;
+      const gw = await startGateway(join(stack.dir, 'router.yaml'), {
+        env: { ...stack.env, ROUTER_WORKER_ID: id },
+        logger: capturingLogger(workerLogs, 'debug'),
+        sidecar: false,
+        overrides: { listen: '127.0.0.1:0' },
+      });
+      await gw.close();
+      const said = workerLogs.slice(from).filter((l) => KEY_WARNING.test(String(l.msg)));
+      assert.deepEqual(
+        said.map((l) => l.level),
+        id === '1' ? [WARN, WARN] : [DEBUG, DEBUG],
+        `worker ${id}`,
+      );
+    }
   });
 
   test('checkConfig (router -t) lists it as a warning, not a problem', async () => {
