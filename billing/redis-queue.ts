@@ -16,7 +16,10 @@ import {
   connectRedis,
   isConnectionError,
   type KeyLayout,
+  keySlot,
   type Redis,
+  SlotCommand,
+  withTimeout,
 } from '../store/redis-client.ts';
 import { acquireEventSpool, type EventSpool } from './event-spool.ts';
 
@@ -44,11 +47,14 @@ export function createRedisEventQueue(
   spool?: EventSpool,
   logger?: Logger,
   replication: { replicas: number; timeoutMs: number } = { replicas: 0, timeoutMs: 0 },
+  /** Bounds each batch by itself: for a connection made with `ownTimeouts` (no timer per command). */
+  commandTimeoutMs?: number,
 ): RedisEventQueue {
   let sending = 0;
   let idle: (() => void)[] = [];
   // Each turn's batch goes to the next shard: the shards take equal shares of the event rate.
   let nextShard = 0;
+  const slots = keys.shards.map((shard) => keySlot(shard.stream));
   // Logged once per outage: the first event spooled after a write that reached the stream.
   let spooling = false;
 
@@ -79,22 +85,31 @@ export function createRedisEventQueue(
       return;
     }
     const stream = keys.shards[nextShard]!.stream;
+    const slot = slots[nextShard]!;
     nextShard = (nextShard + 1) % keys.shards.length;
-    const added =
+    const command =
       events.length === 1
-        ? client.xadd(stream, '*', 'payload', events[0]!.payload)
-        : client.eval(XADD_BATCH, 1, stream, ...events.map((e) => e.payload));
+        ? new SlotCommand('xadd', [stream, '*', 'payload', events[0]!.payload], slot)
+        : new SlotCommand('eval', [XADD_BATCH, 1, stream, ...events.map((e) => e.payload)], slot);
+    client.sendCommand(command);
+    const added: Promise<unknown> = command.promise;
     // WAIT goes out with the write (same turn, same connection) and covers it: a batch the replicas did
     // not take may be lost in a failover, so it is spooled, and the spool moves it to the new primary.
     const sent = replication.replicas === 0 ? added : Promise.all([added, waitReplicas(client, replication)]);
     sending++;
+    const batch: InFlight = { events, deadline: 0, done: false };
+    if (commandTimeoutMs !== undefined) watch(batch, commandTimeoutMs);
     sent.then(
       () => {
+        if (batch.done) return;
+        batch.done = true;
         spooling = false;
         for (const e of events) e.resolve();
         answered();
       },
       (err: unknown) => {
+        if (batch.done) return;
+        batch.done = true;
         toSpool(events, err);
         answered();
       },
@@ -102,10 +117,38 @@ export function createRedisEventQueue(
   });
 
   function answered(): void {
+    while (inFlight.length > 0 && inFlight[0]!.done) inFlight.shift();
     if (--sending > 0) return;
     const waiting = idle;
     idle = [];
     for (const wake of waiting) wake();
+  }
+
+  // The batches in flight, oldest first, and one timer for all of them: it fails what is overdue when it
+  // fires and is set again for the oldest that remains, so no timer is set or cleared per batch.
+  const inFlight: InFlight[] = [];
+  let timer: NodeJS.Timeout | undefined;
+
+  function watch(batch: InFlight, timeoutMs: number): void {
+    batch.deadline = Date.now() + timeoutMs;
+    inFlight.push(batch);
+    if (timer === undefined) timer = setTimeout(expire, timeoutMs).unref();
+  }
+
+  function expire(): void {
+    timer = undefined;
+    const now = Date.now();
+    while (inFlight.length > 0) {
+      const batch = inFlight[0]!;
+      if (!batch.done && batch.deadline > now) break;
+      inFlight.shift();
+      if (batch.done) continue;
+      // As ioredis's own command timeout: the reply may still come, and is then ignored.
+      batch.done = true;
+      toSpool(batch.events, new Error('Command timed out'));
+      answered();
+    }
+    if (inFlight.length > 0) timer = setTimeout(expire, inFlight[0]!.deadline - now).unref();
   }
 
   // One chained promise per turn, not per reply.
@@ -150,6 +193,14 @@ async function waitReplicas(
   }
 }
 
+interface InFlight {
+  readonly events: PendingEvent[];
+  /** Date.now() past which it counts as failed. */
+  deadline: number;
+  /** Answered or timed out: whichever comes second is ignored. */
+  done: boolean;
+}
+
 interface PendingEvent {
   event: UsageEvent;
   traceparent: string | undefined;
@@ -184,19 +235,28 @@ export async function openRedisBillingSink(
     logger,
     connectionName: 'router-gateway-queue',
     writeAtOnce: true,
+    ownTimeouts: true,
   });
-  const queue = createRedisEventQueue(client, keys, shared?.spool, logger, {
-    replicas: store.billingWaitReplicas,
-    timeoutMs: store.operationTimeoutMs,
-  });
+  const timeoutMs = store.operationTimeoutMs;
+  const queue = createRedisEventQueue(
+    client,
+    keys,
+    shared?.spool,
+    logger,
+    { replicas: store.billingWaitReplicas, timeoutMs },
+    timeoutMs,
+  );
   return {
     queue,
     async readiness() {
       // One command per key: in a cluster the shards are on different nodes (no cross-slot pipeline).
       let lengths: number[];
       try {
-        lengths = await Promise.all(
-          keys.shards.flatMap((shard) => [client.xlen(shard.stream), client.xlen(shard.deadLetter)]),
+        lengths = await withTimeout(
+          Promise.all(
+            keys.shards.flatMap((shard) => [client.xlen(shard.stream), client.xlen(shard.deadLetter)]),
+          ),
+          timeoutMs,
         );
       } catch (err) {
         throw new StoreUnavailableError('readiness', err);
@@ -209,7 +269,7 @@ export async function openRedisBillingSink(
     async close() {
       // Events still on their way end on the stream or in the spool before either closes.
       await queue.settled();
-      await closeRedisClient(client);
+      await closeRedisClient(client, timeoutMs);
       await shared?.release();
     },
   };

@@ -8,8 +8,9 @@
 // that was reported as failed must not be replayed later behind the caller's back.
 
 import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
 import { hostname } from 'node:os';
-import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Command, Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { StoreConfig } from '../common/config-types.ts';
 
@@ -31,6 +32,12 @@ export interface RedisClientOptions {
    * phase): for a connection whose owner batches by itself and needs the write done when it returns.
    */
   readonly writeAtOnce?: boolean;
+  /**
+   * No timer per command (commandTimeout): the owner bounds its commands itself. ioredis sets and
+   * clears a timer for each command, a large share of what a command costs on a connection that sends
+   * one per event-loop turn; the billing queue keeps one timer for all it has in flight instead.
+   */
+  readonly ownTimeouts?: boolean;
 }
 
 /** Reconnect delay: exponential from 50 ms, capped at 2 s, with up to 25% jitter so instances spread. */
@@ -55,8 +62,11 @@ export function redisOptions(config: StoreConfig, opts: RedisClientOptions = {})
     db: Number.isInteger(db) ? db : 0,
     ...(username === undefined || username === '' ? {} : { username }),
     ...(password === undefined || password === '' ? {} : { password }),
-    ...(tls ? { tls: { servername: url.hostname } } : {}),
-    commandTimeout: opts.commandTimeoutMs ?? config.operationTimeoutMs,
+    // SNI names a host; an IP address is not sent as one (RFC 6066, and Node warns: DEP0123).
+    ...(tls
+      ? { tls: isIP(url.hostname.replace(/^\[|\]$/g, '')) === 0 ? { servername: url.hostname } : {} }
+      : {}),
+    ...(opts.ownTimeouts ? {} : { commandTimeout: opts.commandTimeoutMs ?? config.operationTimeoutMs }),
     connectTimeout: Math.max(1000, config.operationTimeoutMs * 4),
     retryStrategy: (times: number) => reconnectDelay(times),
     enableOfflineQueue: false,
@@ -207,21 +217,33 @@ export async function connectRedis(
   return { client, keys: createKeyLayout(config), connected };
 }
 
-/** Close without waiting for a dead server. */
-export async function closeRedisClient(client: Redis): Promise<void> {
+/**
+ * Close without waiting for a dead server. `quitTimeoutMs` bounds the QUIT of a client made with
+ * `ownTimeouts` (the others time out by their commandTimeout).
+ */
+export async function closeRedisClient(client: Redis, quitTimeoutMs?: number): Promise<void> {
   if (client.status === 'end') return;
   if (client.status !== 'ready') {
     client.disconnect();
     return;
   }
   try {
-    await client.quit();
+    await (quitTimeoutMs === undefined ? client.quit() : withTimeout(client.quit(), quitTimeoutMs));
   } catch {
     // disconnect() below
   }
   // After QUIT: with sentinels, ioredis's failover detector keeps its own connections to them open
   // until disconnect() (an idle socket that would keep the process alive).
   client.disconnect();
+}
+
+/** The promise, or a rejection once `ms` have passed without it settling. */
+export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('Command timed out')), ms);
+  });
+  return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
 }
 
 /** Addresses may carry credentials (redis://user:pass@host); logs get host and port only. */
@@ -301,6 +323,29 @@ export function createKeyLayout(
     balanceLock: (type, id, currency) => `${p}balance:${type}:${id}:${currency}:lock`,
     shards,
   };
+}
+
+/** The hash slot of a key, as a cluster client computes it. */
+export function keySlot(key: string): number {
+  return new Command('get', [key]).getSlot();
+}
+
+/**
+ * A command whose key's hash slot the caller computed once (keySlot): a cluster client routes it
+ * without hashing the key again, which ioredis otherwise does for every command it sends. A single
+ * endpoint ignores the slot. Send it with `client.sendCommand(command)`; `command.promise` answers.
+ */
+export class SlotCommand extends Command {
+  readonly #slot: number;
+
+  constructor(name: string, args: (string | number)[], slot: number) {
+    super(name, args);
+    this.#slot = slot;
+  }
+
+  override getSlot(): number {
+    return this.#slot;
+  }
 }
 
 /** Connection-level failures (down, timed out, closed) as opposed to a command the server refused. */

@@ -104,6 +104,12 @@ async function readView(client: Redis, k: KeyLayout, query: RequestViewQuery): P
   };
 }
 
+/** The view cache's answer, when it holds one: no round trip, nothing to wait for. */
+export function cachedView(cache: ViewCache | undefined, query: RequestViewQuery): RequestView | undefined {
+  if (cache === undefined || !cache.live) return undefined;
+  return cache.get(viewCacheKey(query.keyHash, query.subject?.type, query.subject?.id, query.currency));
+}
+
 /** StateStore.view: from the view cache when it holds the answer, else one EVALSHA (kept if it may be). */
 export async function view(
   client: Redis,

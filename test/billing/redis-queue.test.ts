@@ -106,3 +106,43 @@ test('with billing_wait_replicas, a batch no replica acknowledged is not counted
     own.disconnect();
   }
 });
+
+test('on a connection without per-command timers the queue times its batches itself', async () => {
+  const store = testStoreConfig(redis.url, { keyPrefix: 'own-timeouts:' });
+  const keys = createKeyLayout(store);
+  const own = createRedisClient(store, { writeAtOnce: true, ownTimeouts: true });
+  try {
+    await waitReady(own, 2000);
+    const queue = createRedisEventQueue(own, keys, undefined, undefined, undefined, 150);
+    // Redis holds every write: neither batch is answered in time, and each fails at its own deadline.
+    await redis.admin.call('CLIENT', 'PAUSE', '5000', 'WRITE');
+    const started = Date.now();
+    const failedAt: number[] = [];
+    const first = queue.enqueue(makeEvent(1)).catch((err: Error) => {
+      failedAt.push(Date.now() - started);
+      return err;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    const second = queue.enqueue(makeEvent(2)).catch((err: Error) => {
+      failedAt.push(Date.now() - started);
+      return err;
+    });
+    for (const err of [await first, await second]) {
+      assert.ok(err instanceof Error);
+      assert.equal(err.name, 'StoreUnavailableError');
+    }
+    await queue.settled();
+    assert.equal(failedAt.length, 2);
+    assert.ok(failedAt[0]! >= 140 && failedAt[0]! < 1000, `first failed after ${failedAt[0]} ms`);
+    assert.ok(failedAt[1]! >= failedAt[0]! + 40, `second failed after ${failedAt[1]} ms`);
+    // The late answers, once Redis goes on, change nothing; the queue goes on (the timed-out events
+    // were applied after all: the billing service counts such a duplicate once).
+    await redis.admin.call('CLIENT', 'UNPAUSE');
+    await queue.enqueue(makeEvent(3));
+    await queue.settled();
+    assert.equal(await redis.admin.xlen(keys.shards[0]!.stream), 3);
+  } finally {
+    await redis.admin.call('CLIENT', 'UNPAUSE');
+    own.disconnect();
+  }
+});

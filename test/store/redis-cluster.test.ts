@@ -9,7 +9,7 @@ import { createRedisEventQueue } from '../../billing/redis-queue.ts';
 import { startShardedConsumers } from '../../billing/stream-consumer.ts';
 import type { StoreConfig } from '../../common/config-types.ts';
 import { hashAccessKey } from '../../hooks/builtin/auth.ts';
-import { createKeyLayout, createRedisClient, waitReady } from '../../store/redis-client.ts';
+import { createKeyLayout, createRedisClient, keySlot, waitReady } from '../../store/redis-client.ts';
 import { openRedisStores } from '../../store/redis-store.ts';
 import { viewCacheKey } from '../../store/view-cache.ts';
 import { waitUntil } from '../support/billing-stack.ts';
@@ -108,17 +108,41 @@ test('keys made on one instance are seen by another; a revoke reaches its view c
 test('usage events spread over four shards; one consumer per shard delivers every one once', async () => {
   const config = clusterConfig({ billingStreamShards: 4 });
   const k = createKeyLayout(config);
-  const client = createRedisClient(config, { writeAtOnce: true });
-  assert.ok(await waitReady(client, 5000));
-  const queue = createRedisEventQueue(client, k);
-  // One event per turn: each turn's batch goes to the next shard.
-  for (let i = 0; i < 40; i++) {
-    await queue.enqueue(makeEvent(i));
-    await queue.recorded?.();
+  for (const shard of k.shards) assert.equal(keySlot(shard.stream), await slotOf(shard.stream));
+  const client = createRedisClient(config, { writeAtOnce: true, ownTimeouts: true });
+  try {
+    assert.ok(await waitReady(client, 5000));
+    const queue = createRedisEventQueue(client, k, undefined, undefined, undefined, 2000);
+    for (const node of cluster.nodes) await node.admin.config('RESETSTAT');
+    // One event per turn: each turn's batch goes to the next shard.
+    for (let i = 0; i < 40; i++) {
+      await queue.enqueue(makeEvent(i));
+      await queue.recorded?.();
+    }
+    // Then four turns of three events each: one script call per turn, again one shard after the other.
+    for (let turn = 0; turn < 4; turn++) {
+      const enqueued = await new Promise<Promise<void>[]>((resolve) => {
+        const events: Promise<void>[] = [];
+        for (let j = 0; j < 3; j++) {
+          setImmediate(() => {
+            events.push(queue.enqueue(makeEvent(40 + turn * 3 + j)));
+            if (j === 2) resolve(events);
+          });
+        }
+      });
+      await queue.recorded?.();
+      await Promise.all(enqueued);
+    }
+    await queue.settled();
+    const lengths = await Promise.all(k.shards.map((shard) => cluster.admin.xlen(shard.stream)));
+    assert.deepEqual(lengths, [13, 13, 13, 13]);
+    // Each command went straight to the node of its shard's slot: no node answered MOVED.
+    for (const node of cluster.nodes) {
+      assert.doesNotMatch(String(await node.admin.info('errorstats')), /errorstat_MOVED/);
+    }
+  } finally {
+    client.disconnect();
   }
-  await queue.settled();
-  const lengths = await Promise.all(k.shards.map((shard) => cluster.admin.xlen(shard.stream)));
-  assert.deepEqual(lengths, [10, 10, 10, 10]);
   const received: string[] = [];
   const consumer = await startShardedConsumers({
     store: config,
@@ -133,11 +157,10 @@ test('usage events spread over four shards; one consumer per shard delivers ever
   });
   try {
     await waitUntil(async () => (await consumer.status()).pending === 0, 'delivery from every shard', 15_000);
-    assert.equal(received.length, 40);
-    assert.equal(new Set(received).size, 40);
-    assert.equal(consumer.counters().delivered, 40);
+    assert.equal(received.length, 52);
+    assert.equal(new Set(received).size, 52);
+    assert.equal(consumer.counters().delivered, 52);
   } finally {
     await consumer.stop();
-    client.disconnect();
   }
 });
