@@ -317,7 +317,11 @@ async function openAccessKeys(
     async authenticate(headers, query) {
       const secret = presentedSecret(headers, query);
       if (storeAuth === undefined || keyStore === undefined) return authenticator.authenticate(secret);
-      return storeAuth.authenticate(secret, (q) => keyStore.view(q), log);
+      return storeAuth.authenticate(
+        secret,
+        (q) => keyStore.view(q),
+        () => log,
+      );
     },
     close: () => keysWatch?.close(),
   };

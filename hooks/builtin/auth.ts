@@ -204,7 +204,8 @@ export interface StoreAuthenticator {
   authenticate(
     secret: string | undefined,
     view: (query: RequestViewQuery) => Promise<RequestView>,
-    log: RequestContext['log'],
+    /** The request's logger, asked for only when there is something to log (making one costs). */
+    log: () => RequestContext['log'],
   ): Promise<Principal>;
 }
 
@@ -233,8 +234,8 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
     };
   }
 
-  function unavailable(log: RequestContext['log'], err: unknown): GatewayError {
-    log.warn(
+  function unavailable(log: () => RequestContext['log'], err: unknown): GatewayError {
+    log().warn(
       { err: err instanceof Error ? err.message : String(err) },
       'access-key lookup failed: store unavailable',
     );
@@ -251,7 +252,7 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
     rehash: NonNullable<StateStore['rehashAccessKey']>,
     previousHash: string,
     currentHash: string,
-    log: RequestContext['log'],
+    log: () => RequestContext['log'],
   ): Promise<StoredAccessKey | null> {
     let found: RehashedKey | null;
     try {
@@ -260,7 +261,7 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
       throw unavailable(log, err);
     }
     if (found?.moved)
-      log.info({ accessKey: found.key.name }, 'access key re-hashed with the current hash secret');
+      log().info({ accessKey: found.key.name }, 'access key re-hashed with the current hash secret');
     return found?.key ?? null;
   }
 
@@ -296,7 +297,7 @@ export function createStoreAuthHook(auth: StoreAuthenticator, store: StateStore)
       ctx.principal = await auth.authenticate(
         presentedSecret(ctx.headers, ctx.query),
         (query) => requestView(ctx, store, query),
-        ctx.log,
+        () => ctx.log,
       );
       return CONTINUE;
     },
