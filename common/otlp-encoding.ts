@@ -37,8 +37,12 @@ for (let i = 0; i < 16; i++) {
 }
 
 class ProtoWriter {
-  buf = Buffer.allocUnsafe(64 * 1024);
+  buf: Buffer;
   pos = 0;
+
+  constructor(size = 1024) {
+    this.buf = Buffer.allocUnsafe(size);
+  }
 
   ensure(n: number): void {
     if (this.pos + n <= this.buf.length) return;
@@ -406,10 +410,28 @@ function writeSpan(w: ProtoWriter, s: RecordedSpan): void {
   w.end(at);
 }
 
+/** One export's spans, encoded as they are added: the request holds bytes, not span objects. */
+export interface OtlpBatch {
+  /** Spans added so far. */
+  readonly count: number;
+  add(span: RecordedSpan): void;
+  /** The request body; the batch takes nothing more. */
+  finish(): Uint8Array | string;
+  /** The body has been sent: its memory may hold the next batch. */
+  release(): void;
+}
+
 export interface OtlpEncoder {
   readonly contentType: string;
-  /** A request body; bytes are the encoder's own buffer, valid until the next encode (one export at a time). */
+  open(): OtlpBatch;
+  /** open(), add() each, finish(). */
   encode(spans: readonly RecordedSpan[]): Uint8Array | string;
+}
+
+function encodeAll(encoder: Pick<OtlpEncoder, 'open'>, spans: readonly RecordedSpan[]): Uint8Array | string {
+  const batch = encoder.open();
+  for (const s of spans) batch.add(s);
+  return batch.finish();
 }
 
 /** ExportTraceServiceRequest in protobuf: resource and scope bytes are made once. */
@@ -425,22 +447,41 @@ export function protobufEncoder(
   head.string(1, scope.name);
   if (scope.version !== undefined) head.string(2, scope.version);
   const scopeBytes = Buffer.from(head.take());
-  const w = new ProtoWriter();
-  return {
+  // Buffers are reused: a new one per batch is external memory that V8 counts toward a full collection.
+  const free: ProtoWriter[] = [];
+  const encoder = {
     contentType: 'application/x-protobuf',
-    encode(spans) {
+    open(): OtlpBatch {
+      const w = free.pop() ?? new ProtoWriter(256 * 1024);
+      w.pos = 0;
       const rs = w.begin(1);
       w.bytes(resourceBytes);
       const ss = w.begin(2);
       w.tag(1, 2);
       w.varint(scopeBytes.length);
       w.bytes(scopeBytes);
-      for (const s of spans) writeSpan(w, s);
-      w.end(ss);
-      w.end(rs);
-      return w.take();
+      let count = 0;
+      return {
+        get count() {
+          return count;
+        },
+        add(span) {
+          writeSpan(w, span);
+          count++;
+        },
+        finish() {
+          w.end(ss);
+          w.end(rs);
+          return w.take();
+        },
+        release() {
+          if (free.length < 4) free.push(w);
+        },
+      };
     },
+    encode: (spans: readonly RecordedSpan[]) => encodeAll(encoder, spans),
   };
+  return encoder;
 }
 
 type JsonAnyValue =
@@ -478,58 +519,60 @@ function nanos(ms: number): string {
   return (BigInt(whole) * 1_000_000n + BigInt(Math.round((ms - whole) * 1e6))).toString();
 }
 
+function spanJson(s: RecordedSpan) {
+  const c = s.spanContext();
+  return {
+    traceId: c.traceId,
+    spanId: c.spanId,
+    traceState: c.traceState?.serialize(),
+    parentSpanId: s.parentSpanId,
+    name: s.name,
+    kind: otlpKind(s.kind),
+    startTimeUnixNano: nanos(s.startMs),
+    endTimeUnixNano: nanos(s.endMs),
+    attributes: jsonAttributes(s.attributes),
+    droppedAttributesCount: s.droppedAttributes,
+    events: (s.events ?? []).map((e) => ({
+      timeUnixNano: nanos(e.timeMs),
+      name: e.name,
+      attributes: jsonAttributes(e.attributes),
+    })),
+    droppedEventsCount: s.droppedEvents,
+    links: (s.links ?? []).map((l) => ({
+      traceId: l.context.traceId,
+      spanId: l.context.spanId,
+      traceState: l.context.traceState?.serialize(),
+      attributes: jsonAttributes((l.attributes ?? {}) as Record<string, AttributeValue>),
+      flags: spanFlags(l.context.traceFlags, l.context.isRemote === true),
+    })),
+    droppedLinksCount: s.droppedLinks,
+    status: { code: s.statusCode, message: s.statusMessage },
+    flags: spanFlags(c.traceFlags, s.parentRemote),
+  };
+}
+
 /** The JSON mapping (OTLP/HTTP JSON: ids as hex, 64-bit integers as strings). */
 export function jsonEncoder(
   resource: Readonly<Record<string, AttributeValue>>,
   scope: OtlpScope,
 ): OtlpEncoder {
-  const resourceJson = { attributes: jsonAttributes(resource) };
-  return {
+  const head = `{"resourceSpans":[{"resource":${JSON.stringify({ attributes: jsonAttributes(resource) })},"scopeSpans":[{"scope":${JSON.stringify(scope)},"spans":[`;
+  const encoder = {
     contentType: 'application/json',
-    encode(spans) {
-      return JSON.stringify({
-        resourceSpans: [
-          {
-            resource: resourceJson,
-            scopeSpans: [
-              {
-                scope,
-                spans: spans.map((s) => {
-                  const c = s.spanContext();
-                  return {
-                    traceId: c.traceId,
-                    spanId: c.spanId,
-                    traceState: c.traceState?.serialize(),
-                    parentSpanId: s.parentSpanId,
-                    name: s.name,
-                    kind: otlpKind(s.kind),
-                    startTimeUnixNano: nanos(s.startMs),
-                    endTimeUnixNano: nanos(s.endMs),
-                    attributes: jsonAttributes(s.attributes),
-                    droppedAttributesCount: s.droppedAttributes,
-                    events: (s.events ?? []).map((e) => ({
-                      timeUnixNano: nanos(e.timeMs),
-                      name: e.name,
-                      attributes: jsonAttributes(e.attributes),
-                    })),
-                    droppedEventsCount: s.droppedEvents,
-                    links: (s.links ?? []).map((l) => ({
-                      traceId: l.context.traceId,
-                      spanId: l.context.spanId,
-                      traceState: l.context.traceState?.serialize(),
-                      attributes: jsonAttributes((l.attributes ?? {}) as Record<string, AttributeValue>),
-                      flags: spanFlags(l.context.traceFlags, l.context.isRemote === true),
-                    })),
-                    droppedLinksCount: s.droppedLinks,
-                    status: { code: s.statusCode, message: s.statusMessage },
-                    flags: spanFlags(c.traceFlags, s.parentRemote),
-                  };
-                }),
-              },
-            ],
-          },
-        ],
-      });
+    open(): OtlpBatch {
+      const parts: string[] = [];
+      return {
+        get count() {
+          return parts.length;
+        },
+        add(span) {
+          parts.push(JSON.stringify(spanJson(span)));
+        },
+        finish: () => `${head}${parts.join(',')}]}]}]}`,
+        release() {},
+      };
     },
+    encode: (spans: readonly RecordedSpan[]) => encodeAll(encoder, spans),
   };
+  return encoder;
 }

@@ -1,12 +1,11 @@
 // Batches ended spans and sends them to an OTLP/HTTP endpoint (docs/operations.md "Tracing"), as the
 // SDK's BatchSpanProcessor would: a batch goes when 512 spans are waiting or `delayMs` after the first,
-// encoding runs off the call that ended the span, at most 2048 spans wait (the rest are dropped and
-// counted), one export at a time, retried on 429/502/503/504 and connection failures. A collector that
-// is away costs dropped spans, never a request.
+// at most 2048 spans wait (the rest are dropped and counted), one export at a time, retried on
+// 429/502/503/504 and connection failures. A collector that is away costs dropped spans, never a request.
 
 import type { Logger } from 'pino';
 import { Agent, request } from 'undici';
-import type { OtlpEncoder } from './otlp-encoding.ts';
+import type { OtlpBatch, OtlpEncoder } from './otlp-encoding.ts';
 import type { RecordedSpan } from './trace-span.ts';
 
 const BATCH = 512;
@@ -35,7 +34,11 @@ export class SpanExport {
   readonly counters: SpanExportCounters = { exported: 0, dropped: 0, failedExports: 0 };
   readonly #opts: SpanExportOptions;
   readonly #agent = new Agent({ connections: 2 });
-  #queue: RecordedSpan[] = [];
+  /** The batch spans are encoded into as they end; then sealed batches, oldest first. */
+  #open: OtlpBatch | undefined;
+  #sealed: { batch: OtlpBatch; body: Uint8Array | string; count: number }[] = [];
+  /** Spans in the open and the sealed batches. */
+  #waiting = 0;
   #timer: NodeJS.Timeout | undefined;
   #soon = false;
   #running: Promise<void> | undefined;
@@ -46,23 +49,29 @@ export class SpanExport {
     this.#opts = opts;
   }
 
-  /** An ended span; exported later. */
+  /**
+   * An ended span: encoded now, so that nothing of it outlives the request (a span kept until its
+   * export would live through garbage collections and be promoted), exported later.
+   */
   add(span: RecordedSpan): void {
-    if (this.#closed || this.#queue.length >= MAX_QUEUE) {
+    if (this.#closed || this.#waiting >= MAX_QUEUE) {
       this.counters.dropped++;
       return;
     }
-    this.#queue.push(span);
-    if (this.#queue.length >= BATCH) {
+    this.#open ??= this.#opts.encoder.open();
+    this.#open.add(span);
+    this.#waiting++;
+    if (this.#open.count >= BATCH) {
+      this.#seal();
       if (!this.#soon) {
         this.#soon = true;
         setImmediate(() => {
           this.#soon = false;
-          this.#start();
+          this.#start(false);
         });
       }
     } else if (this.#timer === undefined) {
-      this.#timer = setTimeout(() => this.#start(), this.#opts.delayMs);
+      this.#timer = setTimeout(() => this.#start(true), this.#opts.delayMs);
       this.#timer.unref();
     }
   }
@@ -83,38 +92,45 @@ export class SpanExport {
   }
 
   async #drain(): Promise<void> {
-    while (this.#running !== undefined || this.#queue.length > 0) {
-      this.#start();
+    while (this.#running !== undefined || this.#waiting > 0) {
+      this.#start(true);
       await this.#running;
     }
   }
 
-  #start(): void {
-    if (this.#timer !== undefined) {
-      clearTimeout(this.#timer);
+  #seal(): void {
+    const open = this.#open;
+    if (open === undefined || open.count === 0) return;
+    this.#open = undefined;
+    this.#sealed.push({ batch: open, body: open.finish(), count: open.count });
+  }
+
+  /** `all`: the open batch goes too (its delay is up, or the process stops). */
+  #start(all: boolean): void {
+    if (all) {
+      if (this.#timer !== undefined) clearTimeout(this.#timer);
       this.#timer = undefined;
+      this.#seal();
     }
     this.#running ??= this.#run().finally(() => {
       this.#running = undefined;
-      if (this.#queue.length >= BATCH) this.#start();
-      else if (this.#queue.length > 0 && this.#timer === undefined && !this.#closed) {
-        this.#timer = setTimeout(() => this.#start(), this.#opts.delayMs);
+      if (this.#sealed.length > 0) this.#start(false);
+      else if (this.#open !== undefined && this.#timer === undefined && !this.#closed) {
+        this.#timer = setTimeout(() => this.#start(true), this.#opts.delayMs);
         this.#timer.unref();
       }
     });
   }
 
   async #run(): Promise<void> {
-    while (this.#queue.length > 0) {
-      const batch = this.#queue.length <= BATCH ? this.#queue : this.#queue.slice(0, BATCH);
-      this.#queue = this.#queue.length <= BATCH ? [] : this.#queue.slice(BATCH);
-      const body = this.#opts.encoder.encode(batch);
-      if (await this.#send(body)) this.counters.exported += batch.length;
+    for (let batch = this.#sealed.shift(); batch !== undefined; batch = this.#sealed.shift()) {
+      if (await this.#send(batch.body)) this.counters.exported += batch.count;
       else {
         this.counters.failedExports++;
-        this.counters.dropped += batch.length;
+        this.counters.dropped += batch.count;
       }
-      if (this.#queue.length < BATCH) return;
+      this.#waiting -= batch.count;
+      batch.batch.release();
     }
   }
 
