@@ -21,7 +21,7 @@ export class RequestTrace {
   constructor(tracing: Tracing, ctx: RequestContext, req: IncomingMessage, route: string) {
     this.#tracing = tracing;
     // Attributes are set one by one, not as an object: no object per span to build and walk.
-    const server = tracing.startServer(`${ctx.method} ${route}`, req.headers);
+    const server = tracing.startServer(spanName(ctx.method, route), req.headers);
     server.setAttribute('http.request.method', ctx.method);
     server.setAttribute('http.route', route);
     server.setAttribute('url.path', ctx.path);
@@ -51,7 +51,7 @@ export class RequestTrace {
     const operation = operationName(ctx.api);
     const model = ctx.upstreamModel ?? ctx.model;
     const span = this.#tracing.startChild(
-      model === undefined ? operation : `${operation} ${model}`,
+      model === undefined ? operation : spanName(operation, model),
       this.#server,
     );
     span.setAttribute('gen_ai.operation.name', operation);
@@ -127,6 +127,26 @@ function setOutcome(span: Span, ctx: RequestContext): void {
     span.setAttribute('gen_ai.usage.input_tokens', ctx.usage.inputTokens);
     span.setAttribute('gen_ai.usage.output_tokens', ctx.usage.outputTokens);
   }
+}
+
+/**
+ * `<first> <second>` as one string per pair: span names repeat (a method and route, an operation and
+ * model), and the same string each time is hashed once by the exporter's caches, not once per span.
+ */
+const NAMES = new Map<string, Map<string, string>>();
+
+function spanName(first: string, second: string): string {
+  let bySecond = NAMES.get(first);
+  if (bySecond === undefined) {
+    bySecond = new Map();
+    if (NAMES.size < 64) NAMES.set(first, bySecond);
+  }
+  let name = bySecond.get(second);
+  if (name === undefined) {
+    name = `${first} ${second}`;
+    if (bySecond.size < 1024) bySecond.set(second, name);
+  }
+  return name;
 }
 
 /** Origins are few (one per provider): their host names are parsed once. */
