@@ -1,5 +1,5 @@
 // `node bench/ab.ts --base <checkout> [--mode off|billing|redis|cluster|traced] [--rounds 8] [--seconds 3]
-// [--profile <dir>]`: before /
+// [--profile <dir>] [--together]`: before /
 // after for one change; `--modes off,billing` (or any two modes) pairs two modes instead, of this
 // checkout or of --base against this one: what billing or the store costs per request. The gateway of another checkout (A, e.g. `git worktree add ../base HEAD~1` with
 // node_modules linked) and this checkout's (B) run side by side in front of one upstream simulator, in
@@ -55,6 +55,9 @@ async function main(): Promise<void> {
       seconds: { type: 'string', default: '3' },
       // A CPU profile of each gateway into this folder (`node bench/top-profile.ts <file>` reads one).
       profile: { type: 'string' },
+      // Load both gateways at once (c=32 each) instead of one after the other: whatever else the VM's
+      // cores are doing then weighs on both alike, which pairs the rounds more tightly.
+      together: { type: 'boolean', default: false },
     },
   });
   const modes = (values.modes ?? `${values.mode},${values.mode}`).split(',') as Mode[];
@@ -142,16 +145,18 @@ async function main(): Promise<void> {
       const rps: [number, number] = [0, 0];
       const roundCpu: [number, number] = [0, 0];
       const order: readonly (0 | 1)[] = round % 2 === 0 ? [0, 1] : [1, 0];
-      for (const i of order) {
+      const measure = async (i: 0 | 1, connections: number): Promise<void> => {
         const before = await cpuTicks(gateways[i].service.pid);
-        const r = await throughput(targets[i], 64, seconds);
+        const r = await throughput(targets[i], connections, seconds);
         const after = await cpuTicks(gateways[i].service.pid);
         const ticks = after.user + after.system - before.user - before.system;
         rps[i] = r.requestsPerSec;
         roundCpu[i] = (ticks * 10_000) / Math.max(1, r.total2xx); // µs per request
         cpu[i].push(roundCpu[i]);
         sys[i].push(((after.system - before.system) * 10_000) / Math.max(1, r.total2xx));
-      }
+      };
+      if (values.together) await Promise.all([measure(0, 32), measure(1, 32)]);
+      else for (const i of order) await measure(i, 64);
       ratios.push(rps[1] / rps[0]);
       console.log(
         `round ${round + 1}: A ${Math.round(rps[0])} req/s, B ${Math.round(rps[1])} req/s, B/A ${(rps[1] / rps[0]).toFixed(3)}; CPU per request A ${roundCpu[0].toFixed(1)} µs, B ${roundCpu[1].toFixed(1)} µs`,
