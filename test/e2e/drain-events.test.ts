@@ -72,9 +72,18 @@ async function cutStreamsAtShutdown(stack: BillingStack, extraYaml: string): Pro
     await stack.billing.waitForEvents(STREAMS, 30_000).catch(async (err: unknown) => {
       // Say where the missing events are: still queued, held by some consumer, or failing to send.
       const c = sidecar.consumer;
+      const w = sidecar.worker;
       const where =
-        c === undefined ? 'file mode' : JSON.stringify({ status: await c.status(), counters: c.counters() });
-      throw new Error(`${err instanceof Error ? err.message : String(err)}; ${where}`);
+        c !== undefined
+          ? JSON.stringify({ status: await c.status(), counters: c.counters() })
+          : JSON.stringify({ pending: await w?.pending(), counters: w?.counters() });
+      const warnings = [...gw.lines, ...stack.logs]
+        .filter((l) => Number(l.level) >= 40)
+        .slice(-8)
+        .map((l) => `${String(l.name ?? '')} ${String(l.msg)}`);
+      throw new Error(
+        `${err instanceof Error ? err.message : String(err)}; ${where}; warnings logged: ${JSON.stringify(warnings)}`,
+      );
     });
     if (sidecar.worker !== undefined) await sidecar.worker.waitForDrain();
     const accepted = stack.billing.events.map((e) => e.external_event_id).sort();
