@@ -22,6 +22,9 @@ export function sendError(res: ServerResponse, format: WireFormat, err: GatewayE
 /** Writes a chunk; the promise, when there is one, resolves once the client has taken it. */
 export function write(res: ServerResponse, chunk: string | Uint8Array): Promise<void> | undefined {
   if (res.write(chunk)) return undefined;
+  // A response already closed (the client left, or the drain timeout closed its connection) emits
+  // neither 'drain' nor 'close' again: waiting would hold the request, and its usage event, forever.
+  if (res.closed || res.destroyed) return undefined;
   return new Promise((resolve) => {
     const done = () => {
       res.off('drain', done);
