@@ -139,7 +139,7 @@ function streamFailure(ctx: RequestContext): GatewayError {
 
 /** Reply facts (id, model, finish reasons) of one event the client gets, when tracing is on. */
 function traceEvent(trace: RequestTrace, format: string, data: string): void {
-  if (data.charCodeAt(0) !== 123) return; // not a JSON object ([DONE], pings)
+  if (!trace.recording || data.charCodeAt(0) !== 123) return; // sampled out; not a JSON object ([DONE], pings)
   try {
     trace.reply(format, JSON.parse(data) as JsonValue);
   } catch {

@@ -17,6 +17,8 @@ export class RequestTrace {
   #attempt: Span | undefined = undefined;
   #attempts = 0;
   readonly facts: ReplyFacts = {};
+  /** The sampler kept this trace: only then are replies read for their facts (a stream's every event). */
+  readonly recording: boolean;
 
   constructor(tracing: Tracing, ctx: RequestContext, req: IncomingMessage, route: string) {
     this.#tracing = tracing;
@@ -29,6 +31,7 @@ export class RequestTrace {
     server.setAttribute('router.request_id', ctx.id);
     server.setAttribute('gen_ai.operation.name', operationName(ctx.api));
     this.#server = server;
+    this.recording = server.isRecording();
   }
 
   /** The server span's trace id (log lines carry it). */
@@ -76,7 +79,7 @@ export class RequestTrace {
 
   /** A reply body or stream event in the client's shape. */
   reply(format: string, value: JsonValue): void {
-    telemetryOf(format)?.readReply(value, this.facts);
+    if (this.recording) telemetryOf(format)?.readReply(value, this.facts);
   }
 
   /**
@@ -92,7 +95,7 @@ export class RequestTrace {
     const attempt = this.#attempt;
     if (attempt !== undefined) {
       setOutcome(attempt, ctx);
-      if (ctx.body !== undefined) {
+      if (ctx.body !== undefined && this.recording) {
         const params = telemetryOf(ctx.clientFormat)?.requestAttributes(ctx.body);
         if (params !== undefined) attempt.setAttributes(params);
       }

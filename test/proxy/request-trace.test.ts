@@ -302,6 +302,31 @@ test('with a protobuf exporter the same spans go out as application/x-protobuf',
   assertNoSecrets();
 });
 
+test('sampled out (always_off): the upstream still gets a traceparent, unsampled; no span is exported', async () => {
+  const sampledOut = await startStack({
+    env: {
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/v1/traces`,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_TRACES_SAMPLER: 'always_off',
+      OTEL_BSP_SCHEDULE_DELAY: '20',
+      OTEL_SERVICE_NAME: 'router-sampled-out',
+    },
+  });
+  try {
+    const res = await postJson(`${sampledOut.url}/v1/chat/completions`, {
+      model: 'gpt-5.4-mini',
+      stream: true,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    assert.equal(res.status, 200);
+    const sent = sampledOut.sim.requests.at(-1)?.headers.traceparent;
+    assert.match(String(sent), /^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
+  } finally {
+    await sampledOut.close(); // exports whatever was buffered
+  }
+  assert.equal(receiver.spans.filter((s) => s.resource['service.name'] === 'router-sampled-out').length, 0);
+});
+
 test('tracing off (no endpoint): no traceparent reaches the upstream', async () => {
   const plain = await startStack();
   try {
