@@ -247,3 +247,37 @@ export function round(n: number, digits = 3): number {
   const f = 10 ** digits;
   return Math.round(n * f) / f;
 }
+
+/**
+ * Runs `node <script> <options as JSON>`, a load client in a process of its own, and resolves with the
+ * JSON object its last stdout line holds; `what` names it in the error when it fails.
+ */
+export function runJsonChild<T>(script: string, options: unknown, what: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [script, JSON.stringify(options)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr?.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      const line = out.trim().split('\n').pop() ?? '';
+      try {
+        if (code === 0 && line.startsWith('{')) return resolve(JSON.parse(line) as T);
+      } catch {
+        // reported below
+      }
+      reject(
+        new Error(
+          `${what} exited with ${code}: ${err.slice(-1000)} (stdout ${out.length} bytes: ${out.slice(0, 200)})`,
+        ),
+      );
+    });
+  });
+}

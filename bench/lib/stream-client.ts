@@ -3,11 +3,11 @@
 // workers opens one connection and runs streams back to back until the duration or the stream count is
 // reached; every SSE event is timestamped when the body chunk carrying it arrives.
 
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { createParser } from 'eventsource-parser';
 import { Pool } from 'undici';
 import type { HttpTarget } from './load.ts';
+import { runJsonChild } from './proc.ts';
 import { type Summary, summarize } from './stats.ts';
 
 export interface StreamLoadOptions {
@@ -139,25 +139,7 @@ const SELF = fileURLToPath(import.meta.url);
 
 /** Runs streamLoad in a separate node process and returns its result. */
 export function runStreams(opts: StreamLoadOptions): Promise<StreamLoadResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [SELF, JSON.stringify(opts)], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-    });
-    child.stderr.on('data', (d: Buffer) => {
-      err += d.toString();
-    });
-    child.once('error', reject);
-    child.once('exit', (code) => {
-      const line = out.trim().split('\n').pop() ?? '';
-      if (code === 0 && line.startsWith('{')) resolve(JSON.parse(line) as StreamLoadResult);
-      else reject(new Error(`stream client exited with ${code}: ${err.slice(-1000)}`));
-    });
-  });
+  return runJsonChild<StreamLoadResult>(SELF, opts, 'stream client');
 }
 
 if (import.meta.main) {

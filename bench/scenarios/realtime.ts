@@ -6,12 +6,11 @@
 // client runs in its own node process (this file, spawned) so that frame timestamps are not delayed by
 // the bench runner; the peer's RSS and CPU are read from /proc meanwhile.
 
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { type RawData, WebSocket } from 'ws';
 import type { BenchContext, Measured, Settings } from '../lib/context.ts';
 import { BENCH_ACCESS_KEY, type Peer, type PeerId, SIM_KEY, waitForBillingDrain } from '../lib/peers.ts';
-import { monitorResources, type ResourceUse, round } from '../lib/proc.ts';
+import { monitorResources, type ResourceUse, round, runJsonChild } from '../lib/proc.ts';
 import { type Summary, summarize } from '../lib/stats.ts';
 
 export const REALTIME_PEERS: PeerId[] = ['direct', 'gateway', 'gateway-billing'];
@@ -390,33 +389,7 @@ const SELF = fileURLToPath(import.meta.url);
 
 /** Runs realtimeLoad in a separate node process and returns its result. */
 export function runRealtimeClient(opts: RealtimeClientOptions): Promise<RealtimeClientResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [SELF, JSON.stringify(opts)], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-    });
-    child.stderr.on('data', (d: Buffer) => {
-      err += d.toString();
-    });
-    child.once('error', reject);
-    child.once('exit', (code) => {
-      const line = out.trim().split('\n').pop() ?? '';
-      try {
-        if (code === 0 && line.startsWith('{')) return resolve(JSON.parse(line) as RealtimeClientResult);
-      } catch {
-        // reported below
-      }
-      reject(
-        new Error(
-          `realtime client exited with ${code}: ${err.slice(-1000)} (stdout ${out.length} bytes: ${out.slice(0, 200)})`,
-        ),
-      );
-    });
-  });
+  return runJsonChild<RealtimeClientResult>(SELF, opts, 'realtime client');
 }
 
 if (import.meta.main) {

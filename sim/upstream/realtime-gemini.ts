@@ -11,7 +11,16 @@ import {
   type RealtimeProtocolSession,
   speech,
 } from './realtime-types.ts';
-import { nextId, replyText, splitPieces, tokens, truncateToTokens } from './text.ts';
+import {
+  asArray as arr,
+  nextId,
+  asObject as obj,
+  replyText,
+  splitPieces,
+  asString as str,
+  tokens,
+  truncateToTokens,
+} from './text.ts';
 import type { FailMode } from './types.ts';
 
 type Json = Record<string, unknown>;
@@ -24,18 +33,6 @@ const OUTPUT_RATE = 24_000;
 const OUTPUT_MIME = `audio/pcm;rate=${OUTPUT_RATE}`;
 /** Input audio without a rate in its MIME type is 16 kHz PCM16, as the API assumes. */
 const DEFAULT_INPUT_RATE = 16_000;
-
-function obj(v: unknown): Json | undefined {
-  return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : undefined;
-}
-
-function str(v: unknown): string | undefined {
-  return typeof v === 'string' ? v : undefined;
-}
-
-function arr(v: unknown): unknown[] {
-  return Array.isArray(v) ? v : [];
-}
 
 /** Milliseconds of a base64 PCM16 blob, its rate from the MIME type ("audio/pcm;rate=16000"). */
 function blobMs(blob: Json | undefined): number {

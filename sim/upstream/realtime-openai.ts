@@ -10,7 +10,17 @@ import {
   type RealtimeProtocolSession,
   speech,
 } from './realtime-types.ts';
-import { nextId, nowSeconds, replyText, splitPieces, tokens, truncateToTokens } from './text.ts';
+import {
+  asArray as arr,
+  nextId,
+  nowSeconds,
+  asObject as obj,
+  replyText,
+  splitPieces,
+  asString as str,
+  tokens,
+  truncateToTokens,
+} from './text.ts';
 
 type Json = Record<string, unknown>;
 
@@ -22,18 +32,6 @@ const SPEECH_MS_PER_TEXT_TOKEN = 100;
 /** The real API reports cache hits in steps of 64 tokens. */
 const CACHE_STEP = 64;
 const RATE_LIMIT_TOKENS = 15_000_000;
-
-function obj(v: unknown): Json | undefined {
-  return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : undefined;
-}
-
-function str(v: unknown): string | undefined {
-  return typeof v === 'string' ? v : undefined;
-}
-
-function arr(v: unknown): unknown[] {
-  return Array.isArray(v) ? v : [];
-}
 
 /** Bytes per second of a GA audio format ({type: "audio/pcm", rate} | audio/pcmu | audio/pcma). */
 function bytesPerSecond(format: unknown): number {

@@ -81,21 +81,7 @@ describe('realtime sessions through nginx', {
     assert.equal(seen.headers['x-forwarded-proto'], 'http');
 
     const created = await client.until((m) => m.type === 'session.created');
-    const sent: string[] = [];
-    sent.push(
-      client.send({ type: 'session.update', session: { type: 'realtime', output_modalities: ['text'] } }),
-    );
-    await client.until((m) => m.type === 'session.updated');
-    sent.push(
-      client.send({
-        type: 'conversation.item.create',
-        item: {
-          type: 'message',
-          role: 'user',
-          content: [{ type: 'input_text', text: 'hello through nginx' }],
-        },
-      }),
-    );
+    const sent = await client.textConversation('hello through nginx');
     sent.push(client.send({ type: 'response.create' }));
     const first = await client.until((m) => m.type === 'response.done');
     await client.until((m) => m.type === 'rate_limits.updated');

@@ -34,6 +34,24 @@ function openClient(
 
 const bearer = { headers: { authorization: `Bearer ${ACCESS_KEY}` } };
 
+/**
+ * Once the simulator's session of the closed client has closed too: what the client got is what the
+ * upstream sent, and what the upstream got is `sent`, frame for frame. Returns that upstream session.
+ */
+async function relayedUnchanged(client: RealtimeClient, sent: readonly string[]) {
+  const upstream = stack.upstream.realtime.sessions.at(-1)!;
+  await stack.upstream.waitFor(() => upstream.closed !== undefined);
+  assert.deepEqual(
+    client.texts.map((t) => JSON.parse(t)),
+    upstream.sent,
+  );
+  assert.deepEqual(
+    upstream.received,
+    sent.map((t) => JSON.parse(t)),
+  );
+  return upstream;
+}
+
 describe('OpenAI Realtime', () => {
   test('every frame relayed unchanged; one billing event per response with the usage reported', async () => {
     const rid = 'rt-openai-1';
@@ -41,17 +59,7 @@ describe('OpenAI Realtime', () => {
       headers: { ...bearer.headers, 'x-router-request-id': rid },
     });
     await client.until((m) => m.type === 'session.created');
-    const sent: string[] = [];
-    sent.push(
-      client.send({ type: 'session.update', session: { type: 'realtime', output_modalities: ['text'] } }),
-    );
-    await client.until((m) => m.type === 'session.updated');
-    sent.push(
-      client.send({
-        type: 'conversation.item.create',
-        item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hello there' }] },
-      }),
-    );
+    const sent = await client.textConversation('hello there');
     sent.push(client.send({ type: 'response.create' }));
     const first = await client.until((m) => m.type === 'response.done');
     sent.push(client.send({ type: 'response.create' }));
@@ -60,17 +68,8 @@ describe('OpenAI Realtime', () => {
     client.ws.close(1000, 'bye');
     await client.closed;
 
-    const upstream = stack.upstream.realtime.sessions.at(-1)!;
-    await stack.upstream.waitFor(() => upstream.closed !== undefined);
     // Both directions, frame for frame.
-    assert.deepEqual(
-      client.texts.map((t) => JSON.parse(t)),
-      upstream.sent,
-    );
-    assert.deepEqual(
-      upstream.received,
-      sent.map((t) => JSON.parse(t)),
-    );
+    const upstream = await relayedUnchanged(client, sent);
     assert.equal(upstream.closed?.code, 1000);
     // The gateway's credentials upstream, never the client's key.
     assert.equal(upstream.headers.authorization, 'Bearer sim-openai-key');
@@ -181,16 +180,7 @@ describe('Gemini Live', () => {
     client.ws.close(1000);
     await client.closed;
 
-    const upstream = stack.upstream.realtime.sessions.at(-1)!;
-    await stack.upstream.waitFor(() => upstream.closed !== undefined);
-    assert.deepEqual(
-      client.texts.map((t) => JSON.parse(t)),
-      upstream.sent,
-    );
-    assert.deepEqual(
-      upstream.received,
-      sent.map((t) => JSON.parse(t)),
-    );
+    const upstream = await relayedUnchanged(client, sent);
     assert.equal(upstream.model, 'gemini-live-2.5-flash');
     assert.ok(!upstream.path.includes(ACCESS_KEY), 'the access key is not in the upstream query');
     assert.equal(upstream.headers['x-goog-api-key'], 'sim-gemini-key');

@@ -85,4 +85,22 @@ export class RealtimeClient {
     this.ws.send(text);
     return text;
   }
+
+  /**
+   * OpenAI Realtime: switches the session to text output (waiting for session.updated) and adds one user
+   * message; returns the texts sent, in order.
+   */
+  async textConversation(userText: string): Promise<string[]> {
+    const sent = [
+      this.send({ type: 'session.update', session: { type: 'realtime', output_modalities: ['text'] } }),
+    ];
+    await this.until((m) => m.type === 'session.updated');
+    sent.push(
+      this.send({
+        type: 'conversation.item.create',
+        item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: userText }] },
+      }),
+    );
+    return sent;
+  }
 }
