@@ -66,7 +66,7 @@ type Env = Readonly<Record<string, string | undefined>>;
 
 /**
  * Colours only for a person at a terminal: both stdout and stderr are TTYs that support colours, and
- * NO_COLOR (https://no-color.org) is not set to a non-empty value.
+ * NO_COLOR is not set to a non-empty value.
  */
 export function wantsColors(io: { stdout: Writable; stderr: Writable }, env: Env): boolean {
   if (env.NO_COLOR !== undefined && env.NO_COLOR !== '') return false;

@@ -62,7 +62,7 @@ export function redisOptions(config: StoreConfig, opts: RedisClientOptions = {})
     db: Number.isInteger(db) ? db : 0,
     ...(username === undefined || username === '' ? {} : { username }),
     ...(password === undefined || password === '' ? {} : { password }),
-    // SNI names a host; an IP address is not sent as one (RFC 6066, and Node warns: DEP0123).
+    // SNI names a host, never an IP address (Node warns about one: DEP0123).
     ...(tls
       ? { tls: isIP(url.hostname.replace(/^\[|\]$/g, '')) === 0 ? { servername: url.hostname } : {} }
       : {}),

@@ -371,7 +371,7 @@ describe('an upstream call that fails before a reply', () => {
     const { reply, error, line } = await fail('m-dns', 'mistral');
     assert.equal(error.code, 'upstream_unreachable');
     assert.equal(line.upstream, 'nonexistent.invalid:80');
-    // `.invalid` never resolves (RFC 6761); a host without any DNS server says EAI_AGAIN instead.
+    // `.invalid` is a reserved name that never resolves; a host without any DNS server says EAI_AGAIN instead.
     assert.match(String(line.code), /^(ENOTFOUND|EAI_AGAIN)$/);
     assert.match(String(line.cause), /nonexistent\.invalid/);
     assertNothingUpstream(reply.text, 'ENOTFOUND', 'EAI_AGAIN', 'getaddrinfo');
