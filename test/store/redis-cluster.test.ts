@@ -76,7 +76,10 @@ test('keys made on one instance are seen by another; a revoke reaches its view c
   try {
     assert.ok(b.viewCache);
     await waitUntil(() => b.viewCache?.live === true, 'tracking on every node');
+    // The create's own invalidation (broadcast) reaches b first: a read it overlapped would not be kept.
+    const before = b.viewCache.invalidations;
     await a.accessKeys.create(testKeyRecord('cl-a', 'ak_cluster_a'));
+    await waitUntil(() => (b.viewCache?.invalidations ?? 0) > before, "the create's invalidation");
     const query = { keyHash: hashAccessKey('test-hash-secret', 'ak_cluster_a'), currency: 'USD' };
     const first = await b.state.view(query);
     assert.equal(first.key?.status, 'active');
