@@ -38,24 +38,26 @@ function covers(earlier: RequestViewQuery, view: RequestView, query: RequestView
  * StateStore.view, at most once per request for what an earlier call already read. A failed earlier read
  * is not reused: the caller asks again (and applies its own failure policy).
  */
-export async function requestView(
+export function requestView(
   ctx: RequestContext,
   store: StateStore,
   query: RequestViewQuery,
 ): Promise<RequestView> {
   const earlier = memo.get(ctx);
-  if (earlier !== undefined) {
-    const view = await earlier.promise.catch(() => undefined);
-    if (view !== undefined && covers(earlier.query, view, query)) {
-      return {
-        ...(query.keyHash === undefined ? {} : { key: view.key }),
-        ...(query.subject === undefined && query.keyHash === undefined ? {} : { subject: view.subject }),
-        ...(query.currency === undefined ? {} : { balance: view.balance }),
-      };
-    }
-    return store.view(query);
-  }
+  if (earlier !== undefined) return reuse(earlier, store, query);
   const promise = store.view(query);
   memo.set(ctx, { query, promise });
   return promise;
+}
+
+async function reuse(earlier: Memo, store: StateStore, query: RequestViewQuery): Promise<RequestView> {
+  const view = await earlier.promise.catch(() => undefined);
+  if (view !== undefined && covers(earlier.query, view, query)) {
+    return {
+      ...(query.keyHash === undefined ? {} : { key: view.key }),
+      ...(query.subject === undefined && query.keyHash === undefined ? {} : { subject: view.subject }),
+      ...(query.currency === undefined ? {} : { balance: view.balance }),
+    };
+  }
+  return store.view(query);
 }

@@ -146,3 +146,91 @@ test('on a connection without per-command timers the queue times its batches its
     own.disconnect();
   }
 });
+
+/** Settles to whether `p` has settled by the end of a few more event-loop turns. */
+async function settledSoon(p: Promise<unknown>): Promise<boolean> {
+  let settled = false;
+  p.then(
+    () => {
+      settled = true;
+    },
+    () => {
+      settled = true;
+    },
+  );
+  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+  return settled;
+}
+
+/** Enqueues one event in a turn of its own and returns its enqueue and the recorded() of that turn. */
+async function enqueueInOwnTurn(
+  queue: ReturnType<typeof createRedisEventQueue>,
+  n: number,
+): Promise<{ enqueued: Promise<void>; recorded: Promise<void> }> {
+  return new Promise((resolve) =>
+    setImmediate(() => {
+      const enqueued = queue.enqueue(makeEvent(n));
+      resolve({ enqueued, recorded: queue.recorded!()! });
+    }),
+  );
+}
+
+test('while a batch is unanswered, later turns are held and go out as one command after its answer', async () => {
+  const store = testStoreConfig(redis.url, { keyPrefix: 'held:' });
+  const keys = createKeyLayout(store);
+  const own = createRedisClient(store, { writeAtOnce: true, ownTimeouts: true });
+  try {
+    await waitReady(own, 2000);
+    await own.ping();
+    const queue = createRedisEventQueue(own, keys, undefined, undefined, undefined, 10_000, 60_000);
+    const monitor = await redis.monitor();
+    await redis.admin.call('CLIENT', 'PAUSE', '60000', 'WRITE');
+    const first = await enqueueInOwnTurn(queue, 1);
+    assert.equal(await settledSoon(first.recorded), true, 'the first batch is written at once');
+    const later = [await enqueueInOwnTurn(queue, 2), await enqueueInOwnTurn(queue, 3)];
+    // Unanswered (Redis holds writes): the later turns' events wait, and so do their replies' last bytes.
+    assert.equal(await settledSoon(later[0]!.recorded), false, 'held while the first is unanswered');
+    assert.equal(await settledSoon(later[1]!.recorded), false);
+    await redis.admin.call('CLIENT', 'UNPAUSE');
+    await Promise.all([first.enqueued, ...later.map((l) => l.enqueued), ...later.map((l) => l.recorded)]);
+    await queue.settled();
+    const sent = (await monitor.stop()).map((c) => c[0]).filter((c) => c === 'xadd' || c!.startsWith('eval'));
+    assert.deepEqual(sent, ['xadd', 'eval'], 'the first alone, then the held turns as one script call');
+    const entries = await redis.admin.xrange(keys.shards[0]!.stream, '-', '+');
+    assert.deepEqual(
+      entries.map(
+        ([, fields]) => (JSON.parse(fields[1]!) as { external_event_id: string }).external_event_id,
+      ),
+      ['req-1', 'req-2', 'req-3'],
+    );
+  } finally {
+    await redis.admin.call('CLIENT', 'UNPAUSE');
+    own.disconnect();
+  }
+});
+
+test('held events are written after the hold bound even when the batch ahead is never answered', async () => {
+  const store = testStoreConfig(redis.url, { keyPrefix: 'held-bound:' });
+  const keys = createKeyLayout(store);
+  const own = createRedisClient(store, { writeAtOnce: true, ownTimeouts: true });
+  try {
+    await waitReady(own, 2000);
+    await own.ping();
+    const queue = createRedisEventQueue(own, keys, undefined, undefined, undefined, 60_000, 5);
+    await redis.admin.call('CLIENT', 'PAUSE', '60000', 'WRITE');
+    const first = await enqueueInOwnTurn(queue, 1);
+    await first.recorded;
+    const socket = (own as unknown as { stream: { bytesWritten: number } }).stream;
+    const before = socket.bytesWritten;
+    const second = await enqueueInOwnTurn(queue, 2);
+    // Redis answers nothing while paused: only the bound can let the second event out.
+    await second.recorded;
+    assert.ok(socket.bytesWritten > before, 'the held event was written');
+    await redis.admin.call('CLIENT', 'UNPAUSE');
+    await Promise.all([first.enqueued, second.enqueued]);
+    assert.equal(await redis.admin.xlen(keys.shards[0]!.stream), 2);
+  } finally {
+    await redis.admin.call('CLIENT', 'UNPAUSE');
+    own.disconnect();
+  }
+});
