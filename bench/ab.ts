@@ -8,7 +8,7 @@
 // so less sensitive than requests/s to what else the VM's cores are doing). Prints the medians.
 // Nothing is written to docs/: this answers "did this change help", `npm run bench` the targets.
 
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -35,6 +35,27 @@ async function cpuTicks(pid: number): Promise<{ user: number; system: number }> 
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return { user: Number(fields[11]), system: Number(fields[12]) };
+}
+
+/** CPU ticks per thread kind so far: the main thread, V8's helpers (GC, compiler), libuv's pool. */
+async function threadTicks(pid: number): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+    const stat = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8').catch(() => '');
+    if (stat === '') continue;
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const kind =
+      Number(tid) === pid
+        ? 'main'
+        : name.startsWith('libuv')
+          ? 'libuv'
+          : name.startsWith('V8')
+            ? 'v8'
+            : 'other';
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    out.set(kind, (out.get(kind) ?? 0) + Number(fields[11]) + Number(fields[12]));
+  }
+  return out;
 }
 
 function median(values: number[]): number {
@@ -136,21 +157,32 @@ async function main(): Promise<void> {
       await start('b', REPO, modes[1]!),
     ];
     const targets = [chatTarget(gateways[0], up.url), chatTarget(gateways[1], up.url)] as const;
-    for (const t of targets) await throughput(t, 64, 2); // warm-up (JIT)
+    // Every request served, the warm-up's too: a profile covers them all.
+    const served: [number, number] = [0, 0];
+    for (const i of [0, 1] as const) served[i] += (await throughput(targets[i], 64, 2)).total2xx; // warm-up (JIT)
     const ratios: number[] = [];
     const cpu: [number[], number[]] = [[], []];
     // The kernel's share (system time): sockets, files, wake-ups.
     const sys: [number[], number[]] = [[], []];
+    // Per thread kind, µs per request, every round: which thread a difference is on.
+    const threads: [Map<string, number[]>, Map<string, number[]>] = [new Map(), new Map()];
     for (let round = 0; round < rounds; round++) {
       const rps: [number, number] = [0, 0];
       const roundCpu: [number, number] = [0, 0];
       const order: readonly (0 | 1)[] = round % 2 === 0 ? [0, 1] : [1, 0];
       const measure = async (i: 0 | 1, connections: number): Promise<void> => {
-        const before = await cpuTicks(gateways[i].service.pid);
+        const pid = gateways[i].service.pid;
+        const [before, threadsBefore] = [await cpuTicks(pid), await threadTicks(pid)];
         const r = await throughput(targets[i], connections, seconds);
-        const after = await cpuTicks(gateways[i].service.pid);
+        const [after, threadsAfter] = [await cpuTicks(pid), await threadTicks(pid)];
+        for (const [kind, ticks] of threadsAfter) {
+          const list = threads[i].get(kind) ?? [];
+          list.push(((ticks - (threadsBefore.get(kind) ?? 0)) * 10_000) / Math.max(1, r.total2xx));
+          threads[i].set(kind, list);
+        }
         const ticks = after.user + after.system - before.user - before.system;
         rps[i] = r.requestsPerSec;
+        served[i] += r.total2xx;
         roundCpu[i] = (ticks * 10_000) / Math.max(1, r.total2xx); // µs per request
         cpu[i].push(roundCpu[i]);
         sys[i].push(((after.system - before.system) * 10_000) / Math.max(1, r.total2xx));
@@ -167,6 +199,10 @@ async function main(): Promise<void> {
     console.log(
       `median B/A ${median(ratios).toFixed(3)}; median CPU per request A ${median(cpu[0]).toFixed(1)} µs, B ${median(cpu[1]).toFixed(1)} µs (system: A ${median(sys[0]).toFixed(1)}, B ${median(sys[1]).toFixed(1)} µs); median of the rounds' CPU B/A ${median(cpuRatios).toFixed(3)}`,
     );
+    const split = (i: 0 | 1) =>
+      [...threads[i]].map(([kind, list]) => `${kind} ${median(list).toFixed(1)}`).join(', ');
+    console.log(`requests served: A ${served[0]}, B ${served[1]}`);
+    console.log(`median µs per request by thread: A ${split(0)}; B ${split(1)}`);
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
     await rm(tmp, { recursive: true, force: true });
