@@ -58,9 +58,13 @@ async function threadTicks(pid: number): Promise<Map<string, number>> {
   return out;
 }
 
-function median(values: number[]): number {
+function quantile(values: number[], q: number): number {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))] ?? Number.NaN;
+}
+
+function median(values: number[]): number {
+  return quantile(values, 0.5);
 }
 
 type Mode = 'off' | 'billing' | 'redis' | 'cluster' | 'traced';
@@ -197,7 +201,7 @@ async function main(): Promise<void> {
     // Each round's B over A, paired: steadier than the ratio of the medians when the machine drifts.
     const cpuRatios = cpu[1].map((b, i) => b / cpu[0][i]!);
     console.log(
-      `median B/A ${median(ratios).toFixed(3)}; median CPU per request A ${median(cpu[0]).toFixed(1)} µs, B ${median(cpu[1]).toFixed(1)} µs (system: A ${median(sys[0]).toFixed(1)}, B ${median(sys[1]).toFixed(1)} µs); median of the rounds' CPU B/A ${median(cpuRatios).toFixed(3)}`,
+      `median B/A ${median(ratios).toFixed(3)}; median CPU per request A ${median(cpu[0]).toFixed(1)} µs, B ${median(cpu[1]).toFixed(1)} µs (system: A ${median(sys[0]).toFixed(1)}, B ${median(sys[1]).toFixed(1)} µs); median of the rounds' CPU B/A ${median(cpuRatios).toFixed(3)} (quartiles ${quantile(cpuRatios, 0.25).toFixed(3)}–${quantile(cpuRatios, 0.75).toFixed(3)})`,
     );
     const split = (i: 0 | 1) =>
       [...threads[i]].map(([kind, list]) => `${kind} ${median(list).toFixed(1)}`).join(', ');
