@@ -1,4 +1,4 @@
-// `node bench/ab.ts --base <checkout> [--mode off|billing|redis|cluster|traced] [--rounds 8] [--seconds 3]
+// `node bench/ab.ts --base <checkout> [--mode off|billing|outbox|redis|cluster|traced] [--rounds 8] [--seconds 3]
 // [--profile <dir>] [--together]`: before /
 // after for one change; `--modes off,billing` (or any two modes) pairs two modes instead, of this
 // checkout or of --base against this one: what billing or the store costs per request. The gateway of another checkout (A, e.g. `git worktree add ../base HEAD~1` with
@@ -67,8 +67,10 @@ function median(values: number[]): number {
   return quantile(values, 0.5);
 }
 
-type Mode = 'off' | 'billing' | 'redis' | 'cluster' | 'traced';
-const MODES: readonly Mode[] = ['off', 'billing', 'redis', 'cluster', 'traced'];
+// `outbox`: billing on, no sidecar (events stay in the outbox): the serving path's own share of billing,
+// without the delivering process on the same cores.
+type Mode = 'off' | 'billing' | 'outbox' | 'redis' | 'cluster' | 'traced';
+const MODES: readonly Mode[] = ['off', 'billing', 'outbox', 'redis', 'cluster', 'traced'];
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -92,7 +94,7 @@ async function main(): Promise<void> {
     !modes.every((m) => MODES.includes(m))
   ) {
     console.error(
-      'usage: node bench/ab.ts --base <checkout> [--mode off|billing|redis|cluster|traced] [--rounds 8] [--seconds 3]\n' +
+      'usage: node bench/ab.ts --base <checkout> [--mode off|billing|outbox|redis|cluster|traced] [--rounds 8] [--seconds 3]\n' +
         '       node bench/ab.ts --modes <a>,<b> [--base <checkout>] [--rounds 8] [--seconds 3]   (e.g. off,billing)',
     );
     process.exit(2);
@@ -118,7 +120,7 @@ async function main(): Promise<void> {
     const up = await startUpstreamSimProcess(shared);
     stops.push(() => up.service.stop());
     let billingUrl: string | undefined;
-    const billed = (m: Mode) => m === 'billing' || m === 'redis' || m === 'cluster';
+    const billed = (m: Mode) => m === 'billing' || m === 'outbox' || m === 'redis' || m === 'cluster';
     if (modes.some(billed)) {
       const billing = await startBillingSimProcess(shared);
       stops.push(() => billing.service.stop());
@@ -144,6 +146,7 @@ async function main(): Promise<void> {
       // Each in its own folder, so each has its own outbox; in Redis mode each its own key prefix.
       const peer = await startGatewayProcess(await workspace(repo, name), up.url, {
         ...(billed(mode) ? { billing: { url: billingUrl! } } : {}),
+        ...(mode === 'outbox' ? { noSidecar: true } : {}),
         ...(mode === 'cluster' ? { redisUrl: clusterSeeds!, store: { cluster: true, shards: 4 } } : {}),
         ...(mode === 'traced' ? { tracesUrl: tracesUrl! } : {}),
         ...(mode === 'redis' ? { redisUrl: redisUrl! } : {}),
