@@ -169,10 +169,9 @@ export function createRedisEventQueue(
   function answered(): void {
     while (inFlight.length > 0 && inFlight[0]!.done) inFlight.shift();
     if (--sending > 0) return;
-    if (held.length > 0) {
-      release();
-      return;
-    }
+    // Sent on (sending again), or spooled when the connection is down (then nothing is on its way).
+    release();
+    if (sending > 0) return;
     const waiting = idle;
     idle = [];
     for (const wake of waiting) wake();

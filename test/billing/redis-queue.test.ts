@@ -234,3 +234,42 @@ test('held events are written after the hold bound even when the batch ahead is 
     own.disconnect();
   }
 });
+
+test('held events of a connection that dropped are failed (or spooled), and settled() still resolves', {
+  timeout: 20_000,
+}, async () => {
+  const store = testStoreConfig(redis.url, { keyPrefix: 'held-drop:' });
+  const own = createRedisClient(store, { writeAtOnce: true, ownTimeouts: true });
+  try {
+    await waitReady(own, 2000);
+    await own.ping();
+    const queue = createRedisEventQueue(
+      own,
+      createKeyLayout(store),
+      undefined,
+      undefined,
+      undefined,
+      60_000,
+      60_000,
+    );
+    await redis.admin.call('CLIENT', 'PAUSE', '60000', 'WRITE');
+    const first = await enqueueInOwnTurn(queue, 1);
+    await first.recorded;
+    const second = await enqueueInOwnTurn(queue, 2);
+    assert.equal(await settledSoon(second.recorded), false, 'held behind the first');
+    // Asked while the first is on its way: it must wake when the queue is done.
+    const settled = queue.settled();
+    // The batch on its way fails with the connection; the held one cannot go out on it.
+    own.disconnect();
+    const outcomes = await Promise.allSettled([first.enqueued, second.enqueued]);
+    assert.deepEqual(
+      outcomes.map((o) => o.status),
+      ['rejected', 'rejected'],
+    );
+    await second.recorded;
+    await settled;
+  } finally {
+    await redis.admin.call('CLIENT', 'UNPAUSE');
+    own.disconnect();
+  }
+});
