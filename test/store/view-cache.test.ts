@@ -52,7 +52,15 @@ async function evalshaCount(): Promise<number> {
 test('a view is read once, then served in process until another client changes a key it read', async () => {
   const { stores, prefix } = await open();
   try {
+    assert.ok(stores.viewCache);
+    await waitUntil(() => stores.viewCache?.live === true, 'tracking on');
+    // The create's own invalidation (broadcast) must come first: a read it overlapped would not be kept.
+    const invalidations = stores.viewCache.invalidations;
     await stores.accessKeys.create(testKeyRecord('cached-a', 'ak_cached_a'));
+    await waitUntil(
+      () => (stores.viewCache?.invalidations ?? 0) > invalidations,
+      "the create's invalidation",
+    );
     const query = { keyHash: hashAccessKey('test-hash-secret', 'ak_cached_a'), currency: 'USD' };
     await stores.state.view({ keyHash: 'warm-up' }); // loads the script (NOSCRIPT, EVAL) first
     const before = await redis.commandCounts();
