@@ -52,6 +52,8 @@ const UNTRUSTED = new Set([
   'INVALID_CA',
 ]);
 const EXPIRED = new Set(['CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID']);
+/** The server's TLS 1.3 alert when it wants a client certificate and got none. */
+const CERTIFICATE_REQUIRED = new Set(['ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED']);
 
 interface ErrorShape {
   name?: unknown;
@@ -181,10 +183,16 @@ export function storeFailureMessage(side: StoreSide, failure: StoreFailure, time
         );
       if (failure.code !== undefined && UNTRUSTED.has(failure.code))
         return (
-          `${lead}: ${failure.reason}${code}. This host does not trust the certificate's issuer: run ` +
-          'router-admin (and the gateway) with NODE_EXTRA_CA_CERTS=/path/to/ca.pem naming the CA that signed it ' +
-          '(the store block has no CA option: store.tls and a rediss:// address only turn TLS on); ' +
+          `${lead}: ${failure.reason}${code}. This host does not trust the certificate's issuer: set ` +
+          'store.tls_ca_file (ROUTER_STORE_TLS_CA_FILE) to the PEM file of the CA that signed it, or run ' +
+          'router-admin (and the gateway) with NODE_EXTRA_CA_CERTS=/path/to/ca.pem; ' +
           tail
+        );
+      if (failure.code !== undefined && CERTIFICATE_REQUIRED.has(failure.code))
+        return (
+          `the ${side.where} refused the TLS handshake: it asks for a client certificate${code}; set ` +
+          'store.tls_cert_file and store.tls_key_file (ROUTER_STORE_TLS_CERT_FILE, ROUTER_STORE_TLS_KEY_FILE) ' +
+          `to a certificate its tls-ca-cert-file trusts and its key; ${tail}`
         );
       return (
         `${lead}: ${failure.reason}${code}. Check that the port in ${side.addrFix} speaks TLS ` +
@@ -196,9 +204,12 @@ export function storeFailureMessage(side: StoreSide, failure: StoreFailure, time
       const hint =
         side.tls && (failure.code === undefined || failure.code === 'ETIMEDOUT')
           ? '; with TLS on (rediss:// or store.tls), check that the port speaks TLS'
-          : !side.tls && (failure.code === 'ECONNRESET' || failure.code === 'EPIPE')
-            ? '; if the server expects TLS, use a rediss:// address or store.tls: true'
-            : '';
+          : side.tls && (failure.code === 'ECONNRESET' || failure.code === 'EPIPE')
+            ? '; with TLS on, a server that wants a client certificate closes the connection: set ' +
+              'store.tls_cert_file and store.tls_key_file'
+            : !side.tls && (failure.code === 'ECONNRESET' || failure.code === 'EPIPE')
+              ? '; if the server expects TLS, use a rediss:// address or store.tls: true'
+              : '';
       return (
         `cannot connect to the ${side.where}: ${reason}${code}; check ${side.addrFix} and that Redis runs ` +
         `there and is reachable from this host${hint}; ${tail}`

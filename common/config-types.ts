@@ -105,6 +105,11 @@ export interface StoreConfig {
   readonly username: string | undefined;
   readonly password: string | undefined;
   readonly tls: boolean;
+  /** PEM CA certificate(s) trusted instead of Node's default roots (store.tls_ca_file). */
+  readonly tlsCa?: Buffer;
+  /** PEM client certificate and its key (store.tls_cert_file, store.tls_key_file): both or neither. */
+  readonly tlsCert?: Buffer;
+  readonly tlsKey?: Buffer;
   readonly keyPrefix: string;
   readonly operationTimeoutMs: number;
   /** Upper bound on the gateway's in-process copy of request views (store/view-cache.ts); 0 = off. */

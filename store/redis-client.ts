@@ -1,7 +1,8 @@
 // The Redis connection of shared-store mode, built from the `store` block (docs/configuration.md): one endpoint,
-// redis:// or rediss:// (TLS), optional ACL user and password, `operation_timeout_ms` on every command
-// and reconnection with capped, jittered backoff. Every key the adapters touch goes through
-// `createKeyLayout`, so `key_prefix` is applied in exactly one place (docs/operations.md "Keys in Redis").
+// redis:// or rediss:// (TLS, optionally with a private CA and a client certificate), optional ACL user
+// and password, `operation_timeout_ms` on every command and reconnection with capped, jittered backoff.
+// Every key the adapters touch goes through `createKeyLayout`, so `key_prefix` is applied in exactly one
+// place (docs/operations.md "Keys in Redis").
 //
 // Commands fail fast while the connection is down (no offline queue, no resend after reconnect): the hot
 // path must answer 503 within the operation timeout instead of queueing behind an outage, and a write
@@ -10,6 +11,7 @@
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
+import type { ConnectionOptions } from 'node:tls';
 import { Cluster, Command, Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { StoreConfig } from '../common/config-types.ts';
@@ -62,10 +64,7 @@ export function redisOptions(config: StoreConfig, opts: RedisClientOptions = {})
     db: Number.isInteger(db) ? db : 0,
     ...(username === undefined || username === '' ? {} : { username }),
     ...(password === undefined || password === '' ? {} : { password }),
-    // SNI names a host, never an IP address (Node warns about one: DEP0123).
-    ...(tls
-      ? { tls: isIP(url.hostname.replace(/^\[|\]$/g, '')) === 0 ? { servername: url.hostname } : {} }
-      : {}),
+    ...(tls ? { tls: tlsOptions(config, url.hostname) } : {}),
     ...(opts.ownTimeouts ? {} : { commandTimeout: opts.commandTimeoutMs ?? config.operationTimeoutMs }),
     connectTimeout: Math.max(1000, config.operationTimeoutMs * 4),
     retryStrategy: (times: number) => reconnectDelay(times),
@@ -83,6 +82,22 @@ export function redisOptions(config: StoreConfig, opts: RedisClientOptions = {})
     ...(opts.subscriber ? { enableAutoPipelining: false, autoResubscribe: false } : {}),
     ...(opts.writeAtOnce ? { enableAutoPipelining: false } : {}),
     ...(config.sentinels.length === 0 ? {} : sentinelOptions(config, tls)),
+  };
+}
+
+/**
+ * TLS options of every connection to a Redis node: the trusted CA and the client certificate of the
+ * store block (contents read by the loader). Cluster nodes take them from the cluster's redisOptions,
+ * a primary found by the sentinels with enableTLSForSentinelMode.
+ */
+function tlsOptions(config: StoreConfig, host: string): ConnectionOptions {
+  return {
+    // SNI names a host, never an IP address (Node warns about one: DEP0123).
+    ...(isIP(host.replace(/^\[|\]$/g, '')) === 0 ? { servername: host } : {}),
+    ...(config.tlsCa === undefined ? {} : { ca: config.tlsCa }),
+    ...(config.tlsCert === undefined || config.tlsKey === undefined
+      ? {}
+      : { cert: config.tlsCert, key: config.tlsKey }),
   };
 }
 

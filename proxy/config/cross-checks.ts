@@ -1,13 +1,23 @@
-// Checks the JSON Schema cannot express: between fields of the main file, and between the main file
-// and the keys file. Each problem is reported where the operator can fix it: the variable that set
-// the value, else its place in the file.
+// Checks the JSON Schema cannot express: between fields of the main file, between the main file
+// and the keys file, and of the store's TLS files. Each problem is reported where the operator can fix
+// it: the variable that set the value, else its place in the file.
 
+import { X509Certificate } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { createSecureContext } from 'node:tls';
 import { displayPath } from '../../common/config-diagnostics.ts';
 import type { ConfigDiagnostic, KeysConfig } from '../../common/config-types.ts';
 import type { YamlFile } from '../../common/yaml-source.ts';
 import { parseSource } from '../request-id.ts';
 import { parseListenAddress } from './listen.ts';
-import type { RawConfig } from './raw-config.ts';
+import {
+  type RawConfig,
+  STORE_TLS_FILES,
+  type StoreTlsContents,
+  type StoreTlsFile,
+  storeTlsOn,
+  storeTlsPaths,
+} from './raw-config.ts';
 import type { Origins } from './validate.ts';
 
 /** Reports at a pointer: the variable that set it, else its place in the file, else `fallback`'s. */
@@ -149,6 +159,25 @@ export function checkCrossFields(raw: RawConfig, report: ReturnType<typeof repor
         'store.previous_access_key_hash_secret equals store.access_key_hash_secret (the new secret goes in access_key_hash_secret)',
       );
     }
+    if (!storeTlsOn(store)) {
+      for (const key of STORE_TLS_FILES) {
+        if (store[key] !== undefined)
+          report(
+            `/store/${key}`,
+            `store.${key} is set but TLS is off: set store.tls: true or use a rediss:// address`,
+          );
+      }
+    }
+    if ((store.tls_cert_file === undefined) !== (store.tls_key_file === undefined)) {
+      const [set, unset] =
+        store.tls_cert_file === undefined
+          ? (['tls_key_file', 'tls_cert_file'] as const)
+          : (['tls_cert_file', 'tls_key_file'] as const);
+      report(
+        `/store/${set}`,
+        `store.${set} is set without store.${unset}: a client certificate needs both (set both, or neither)`,
+      );
+    }
   }
   const traces = raw.telemetry.traces;
   for (const key of ['endpoint', 'traces_endpoint'] as const) {
@@ -190,4 +219,83 @@ export function checkKeysAgainstConfig(
     if (clash !== undefined)
       report('/master_key', `master_key is also the secret of access key "${clash.name}"`);
   }
+}
+
+const PEM_BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END \1-----/g;
+
+/** What a TLS file lacks or holds wrongly, as the end of a sentence; undefined when usable. */
+function pemProblem(key: StoreTlsFile, text: string): string | undefined {
+  const blocks = [...text.matchAll(PEM_BLOCK)].map((m) => ({ label: m[1]!, pem: m[0], body: m[2]! }));
+  if (key === 'tls_key_file') {
+    const keys = blocks.filter((b) => b.label.endsWith('PRIVATE KEY'));
+    if (keys.length === 0) return 'holds no PEM private key (no "-----BEGIN PRIVATE KEY-----" block)';
+    if (keys.some((b) => b.label === 'ENCRYPTED PRIVATE KEY' || b.body.includes('Proc-Type: 4,ENCRYPTED')))
+      return 'holds an encrypted private key: there is no passphrase option, give the key unencrypted (openssl pkey -in <file> -out <new file>)';
+    return undefined;
+  }
+  const certificates = blocks.filter((b) => b.label === 'CERTIFICATE');
+  if (certificates.length === 0) return 'holds no PEM certificate (no "-----BEGIN CERTIFICATE-----" block)';
+  for (const [i, block] of certificates.entries()) {
+    try {
+      new X509Certificate(block.pem);
+    } catch (error) {
+      return `holds a certificate that cannot be parsed (block ${i + 1}: ${opensslReason(error)})`;
+    }
+  }
+  return undefined;
+}
+
+/** OpenSSL's short reason ("key values mismatch"); never part of a file's contents. */
+function opensslReason(error: unknown): string {
+  const { reason, code, message } = error as { reason?: unknown; code?: unknown; message?: unknown };
+  const text = typeof reason === 'string' ? reason : typeof message === 'string' ? message : 'invalid';
+  return typeof code === 'string' ? `${text}, ${code}` : text;
+}
+
+function readFailure(error: unknown): string {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'ENOENT') return 'file not found';
+  if (code === 'EACCES' || code === 'EPERM') return `permission denied (${code})`;
+  if (code === 'EISDIR') return 'it is a directory';
+  return code ?? 'unreadable';
+}
+
+/**
+ * Reads the store's TLS files (with store.enabled), once per load: their contents go to StoreConfig, so
+ * a connection never reads the disk. Problems name the key and the resolved path, never the contents.
+ */
+export async function readStoreTlsFiles(
+  raw: RawConfig,
+  dir: string,
+  report: ReturnType<typeof reporter>,
+): Promise<StoreTlsContents> {
+  const contents: StoreTlsContents = {};
+  if (!raw.store.enabled) return contents;
+  const paths = storeTlsPaths(raw.store, dir);
+  for (const key of STORE_TLS_FILES) {
+    const path = paths[key];
+    if (path === undefined) continue;
+    let data: Buffer;
+    try {
+      data = await readFile(path);
+    } catch (error) {
+      report(`/store/${key}`, `store.${key}: cannot read ${path}: ${readFailure(error)}`);
+      continue;
+    }
+    const problem = pemProblem(key, data.toString('latin1'));
+    if (problem === undefined) contents[key] = data;
+    else report(`/store/${key}`, `store.${key}: ${path} ${problem}`);
+  }
+  const { tls_cert_file: cert, tls_key_file: key } = contents;
+  if (cert !== undefined && key !== undefined) {
+    try {
+      createSecureContext({ cert, key });
+    } catch (error) {
+      report(
+        '/store/tls_key_file',
+        `store.tls_key_file (${paths.tls_key_file}) cannot be used with store.tls_cert_file (${paths.tls_cert_file}): ${opensslReason(error)}; give the certificate and the key it was issued for`,
+      );
+    }
+  }
+  return contents;
 }

@@ -57,6 +57,9 @@ export const ENV_OVERRIDES: readonly EnvOverride[] = [
   env('ROUTER_STORE_SENTINEL_NAME', 'string', 'store.sentinel_name'),
   env('ROUTER_STORE_SENTINEL_PASSWORD', 'string', 'store.sentinel_password'),
   env('ROUTER_STORE_KEY_PREFIX', 'string', 'store.key_prefix'),
+  env('ROUTER_STORE_TLS_CA_FILE', 'string', 'store.tls_ca_file'),
+  env('ROUTER_STORE_TLS_CERT_FILE', 'string', 'store.tls_cert_file'),
+  env('ROUTER_STORE_TLS_KEY_FILE', 'string', 'store.tls_key_file'),
   env('ROUTER_ACCESS_KEY_PREVIOUS_HASH_SECRET', 'string', 'store.previous_access_key_hash_secret'),
   // The general OTLP variables first: the traces-specific ones override them.
   env('OTEL_TRACES_EXPORTER', 'string', 'telemetry.traces.exporter'),

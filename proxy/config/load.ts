@@ -1,6 +1,7 @@
 // Loads the main configuration file into a RouterConfig, once per start or reload:
 //   YAML (with positions) -> ${ENV} interpolation -> ROUTER_* overrides -> caller overrides
-//   -> JSON Schema (defaults filled) -> cross-field checks -> paths resolved -> models and keys files.
+//   -> JSON Schema (defaults filled) -> cross-field checks -> paths resolved -> models and keys files
+//   and the store's TLS files.
 // Every problem is a ConfigDiagnostic (`file:line:col: message`) and none of them prints a value, so
 // the output of `router -t` is safe to paste into a ticket.
 
@@ -8,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { ConfigDiagnostic, ModelRegistryConfig, RouterConfig } from '../../common/config-types.ts';
 import { isPlainObject, parseYaml } from '../../common/yaml-source.ts';
-import { checkCrossFields, checkKeysAgainstConfig, reporter } from './cross-checks.ts';
+import { checkCrossFields, checkKeysAgainstConfig, readStoreTlsFiles, reporter } from './cross-checks.ts';
 import { applyEnvOverrides, applyObjectOverrides, type ConfigOverrides } from './env-overrides.ts';
 import { type Env, interpolateDocument } from './interpolate.ts';
 import { loadKeysFile } from './keys.ts';
@@ -79,9 +80,10 @@ export async function loadConfigFromString(
   const keys = await loadKeysFile(keysPath, env);
   diagnostics.push(...models.diagnostics, ...keys.diagnostics);
   if (schemaDiagnostics.length === 0) checkKeysAgainstConfig(raw, keys.keys, report);
+  const storeTls = schemaDiagnostics.length === 0 ? await readStoreTlsFiles(raw, dir, report) : {};
 
   if (diagnostics.length > 0) return { config: undefined, diagnostics };
-  return { config: toConfig(raw, path, keys.keys, models.models, env), diagnostics };
+  return { config: toConfig(raw, path, keys.keys, models.models, env, storeTls), diagnostics };
 }
 
 /** Loads and validates the main configuration file and the models and keys files it names. */

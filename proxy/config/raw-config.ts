@@ -86,8 +86,26 @@ function toBilling(raw: RawConfig['billing'], dir: string, env: Env): BillingCon
   };
 }
 
-function toStore(raw: RawConfig['store']): StoreConfig {
+/** The store's TLS files, by key of the `store` block. */
+export const STORE_TLS_FILES = ['tls_ca_file', 'tls_cert_file', 'tls_key_file'] as const;
+export type StoreTlsFile = (typeof STORE_TLS_FILES)[number];
+
+/** The store's TLS files that are set, resolved against the configuration's folder. */
+export function storeTlsPaths(raw: RawConfig['store'], dir: string): Partial<Record<StoreTlsFile, string>> {
+  const paths: Partial<Record<StoreTlsFile, string>> = {};
+  for (const key of STORE_TLS_FILES) {
+    const path = raw[key];
+    if (path !== undefined) paths[key] = resolve(dir, path);
+  }
+  return paths;
+}
+
+/** Store TLS options: the contents of the files storeTlsPaths names, read by the loader. */
+export type StoreTlsContents = Partial<Record<StoreTlsFile, Buffer>>;
+
+function toStore(raw: RawConfig['store'], tlsFiles: StoreTlsContents): StoreConfig {
   const addr = raw.addr ?? '';
+  const { tls_ca_file: tlsCa, tls_cert_file: tlsCert, tls_key_file: tlsKey } = tlsFiles;
   return {
     enabled: raw.enabled,
     addr,
@@ -101,7 +119,9 @@ function toStore(raw: RawConfig['store']): StoreConfig {
     sentinelPassword: optional(raw.sentinel_password),
     username: optional(raw.username),
     password: optional(raw.password),
-    tls: raw.tls || addr.startsWith('rediss://'),
+    tls: storeTlsOn(raw),
+    ...(tlsCa === undefined ? {} : { tlsCa }),
+    ...(tlsCert === undefined || tlsKey === undefined ? {} : { tlsCert, tlsKey }),
     keyPrefix: raw.key_prefix,
     operationTimeoutMs: raw.operation_timeout_ms,
     viewCacheMs: raw.view_cache_ms,
@@ -117,12 +137,18 @@ function toStore(raw: RawConfig['store']): StoreConfig {
   };
 }
 
+/** TLS is on with store.tls or a rediss:// address (the first one's, for the seeds of a cluster). */
+export function storeTlsOn(raw: RawConfig['store']): boolean {
+  return raw.tls || (raw.addr ?? '').startsWith('rediss://');
+}
+
 export function toConfig(
   raw: RawConfig,
   file: string,
   keys: KeysConfig,
   models: ModelRegistryConfig,
   env: Env,
+  storeTls: StoreTlsContents = {},
 ): RouterConfig {
   const dir = dirname(file);
   const pricing =
@@ -159,7 +185,7 @@ export function toConfig(
     hooks,
     sidecar: { enabled: raw.sidecar.enabled, webhookWaitMs: raw.sidecar.webhook_wait_ms },
     billing: toBilling(raw.billing, dir, env),
-    store: toStore(raw.store),
+    store: toStore(raw.store, storeTls),
     keys,
     models,
     pricing: { files: pricing.map((path) => resolve(dir, path)) },

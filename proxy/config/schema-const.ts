@@ -584,6 +584,21 @@ export const ROUTER_CONFIG_SCHEMA = {
           "description": "Use TLS (also implied by a rediss:// address).",
           "default": false
         },
+        "tls_ca_file": {
+          "type": "string",
+          "description": "PEM file of the CA certificate(s) trusted for the store's TLS connections, instead of Node's default roots (as redis-cli --cacert). Relative to this file's folder; needs TLS on. Env ROUTER_STORE_TLS_CA_FILE.",
+          "minLength": 1
+        },
+        "tls_cert_file": {
+          "type": "string",
+          "description": "PEM file of the client certificate presented to the store (for a server with tls-auth-clients); set together with tls_key_file. Relative to this file's folder; needs TLS on. Env ROUTER_STORE_TLS_CERT_FILE.",
+          "minLength": 1
+        },
+        "tls_key_file": {
+          "type": "string",
+          "description": "PEM file of the unencrypted private key of tls_cert_file. Relative to this file's folder; needs TLS on. Env ROUTER_STORE_TLS_KEY_FILE.",
+          "minLength": 1
+        },
         "key_prefix": {
           "type": "string",
           "description": "Namespace prefix of every key, identical on all instances. Env ROUTER_STORE_KEY_PREFIX.",

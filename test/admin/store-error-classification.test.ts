@@ -115,6 +115,15 @@ test('storeFailureMessage names the fix of each kind, and no credentials', () =>
   assert.match(untrusted, /NODE_EXTRA_CA_CERTS=\/path\/to\/ca\.pem/);
   assert.match(untrusted, /store\.tls/);
   all.push(untrusted);
+  const noClientCert = message({
+    kind: 'tls',
+    code: 'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED',
+    reason: 'tlsv13 alert certificate required',
+  });
+  assert.match(noClientCert, /asks for a client certificate/);
+  assert.match(noClientCert, /store\.tls_cert_file and store\.tls_key_file/);
+  assert.doesNotMatch(noClientCert, /speaks TLS/);
+  all.push(noClientCert);
   const altname = message({
     kind: 'tls',
     code: 'ERR_TLS_CERT_ALTNAME_INVALID',

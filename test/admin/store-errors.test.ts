@@ -221,6 +221,12 @@ test('TLS verification (real TLS redis-server): untrusted issuer, wrong host nam
     assert.equal(ok.code, 0, ok.err);
     assert.match(ok.out, /^NAME\s+SUBJECT/);
 
+    // A server that wants client certificates: its alert, or its close when that comes first, names them.
+    await redis.admin.config('SET', 'tls-auth-clients', 'yes');
+    const noClientCert = await adminProcess(['access-key', 'list', '--config', byName], trusting);
+    assert.notEqual(noClientCert.code, 0, noClientCert.err);
+    assert.match(noClientCert.err, /store\.tls_cert_file and store\.tls_key_file/);
+
     const plainToTls = await storeConfig(`redis://127.0.0.1:${tlsPort}`);
     const reset = await admin(['access-key', 'list', '--config', plainToTls]);
     assert.equal(reset.code, 3);

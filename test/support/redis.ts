@@ -1,20 +1,24 @@
 // Test support: a private redis-server on a free port in a temporary directory, without persistence
-// unless asked. Tests stop and restart it (same port) to exercise outages. Never a mock: when
-// redis-server is missing the test fails with a message saying how to get it (.ci/run installs it).
+// unless asked, plain or TLS only. Tests stop and restart it (same port) to exercise outages. Never a
+// mock: when redis-server is missing the test fails with a message saying how to get it (.ci/run
+// installs it).
 
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
+import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import type { StoreConfig } from '../../common/config-types.ts';
 import type { StoredAccessKey } from '../../common/store-types.ts';
 import { hashAccessKey } from '../../hooks/builtin/auth.ts';
 
 export interface RedisServer {
+  /** The TLS port of a TLS server (which has no plain one). */
   readonly port: number;
-  /** redis://127.0.0.1:<port> */
+  /** redis://127.0.0.1:<port>, rediss:// for a TLS server. */
   readonly url: string;
   /** A plain admin connection for assertions (INFO, XLEN ...); reconnects after restarts. */
   readonly admin: Redis;
@@ -31,7 +35,23 @@ export interface RedisServer {
   monitor(sources?: ReadonlySet<string>): Promise<{ stop(): Promise<string[][]> }>;
   /** Client addresses (ip:port) whose connection name starts with `prefix` (CLIENT LIST). */
   clientAddrs(prefix: string): Promise<Set<string>>;
+  /** The next line of the server's log matching `pattern`, logged after this call. */
+  logged(pattern: RegExp): Promise<string>;
   close(): Promise<void>;
+}
+
+/**
+ * A TLS-only server (`--port 0 --tls-port <port>`). The server certificate must name 127.0.0.1 (the
+ * admin connection's address); `client` is what the admin connection trusts and presents.
+ */
+export interface RedisTls {
+  readonly certFile: string;
+  readonly keyFile: string;
+  /** tls-ca-cert-file: the CA of client certificates. */
+  readonly caFile: string;
+  /** tls-auth-clients: a client must present a certificate signed by caFile. */
+  readonly authClients: boolean;
+  readonly client: { readonly ca: Buffer; readonly cert?: Buffer; readonly key?: Buffer };
 }
 
 export function findRedisServer(): string {
@@ -81,19 +101,44 @@ export async function freePort(): Promise<number> {
  * production Redis with `appendfsync always` would) and a restart on the same port finds them.
  */
 export async function startRedis(
-  opts: { persist?: boolean; extraArgs?: readonly string[] } = {},
+  opts: { persist?: boolean; extraArgs?: readonly string[]; tls?: RedisTls } = {},
 ): Promise<RedisServer> {
   const bin = findRedisServer();
   const dir = await mkdtemp(join(tmpdir(), 'router-redis-'));
   const port = await freePort();
+  const tls = opts.tls;
+  const listen =
+    tls === undefined
+      ? ['--port', String(port)]
+      : [
+          '--port',
+          '0',
+          '--tls-port',
+          String(port),
+          '--tls-cert-file',
+          tls.certFile,
+          '--tls-key-file',
+          tls.keyFile,
+          '--tls-ca-cert-file',
+          tls.caFile,
+          '--tls-auth-clients',
+          tls.authClients ? 'yes' : 'no',
+        ];
   let child: ChildProcess | undefined;
+  const waiters = new Set<{ pattern: RegExp; resolve: (line: string) => void }>();
+  function onLogLine(line: string): void {
+    for (const waiter of waiters) {
+      if (!waiter.pattern.test(line)) continue;
+      waiters.delete(waiter);
+      waiter.resolve(line);
+    }
+  }
 
   async function start(): Promise<void> {
     const proc = spawn(
       bin,
       [
-        '--port',
-        String(port),
+        ...listen,
         '--bind',
         '127.0.0.1',
         '--save',
@@ -116,7 +161,12 @@ export async function startRedis(
         out += chunk.toString();
         if (out.includes('Ready to accept connections')) {
           proc.stdout?.off('data', onData);
-          proc.stdout?.resume();
+          let partial = '';
+          proc.stdout?.on('data', (more: Buffer) => {
+            const lines = (partial + more.toString()).split('\n');
+            partial = lines.pop() ?? '';
+            for (const line of lines) onLogLine(line);
+          });
           proc.off('exit', onExit);
           resolve();
         }
@@ -146,13 +196,14 @@ export async function startRedis(
     maxRetriesPerRequest: 1,
     retryStrategy: () => 50,
     protocol: 2,
+    ...(tls === undefined ? {} : { tls: { ...tls.client } }),
   });
   admin.on('error', () => {});
   await admin.connect();
 
   return {
     port,
-    url: `redis://127.0.0.1:${port}`,
+    url: `${tls === undefined ? 'redis' : 'rediss'}://127.0.0.1:${port}`,
     admin,
     stop,
     start,
@@ -175,7 +226,10 @@ export async function startRedis(
     async monitor(sources) {
       // A plain socket: ioredis's monitor mode can mistake the first monitored line for a reply
       // ("Command queue state error") and then reconnects forever without an error listener.
-      const socket = connect({ port, host: '127.0.0.1' });
+      const socket =
+        tls === undefined
+          ? connect({ port, host: '127.0.0.1' })
+          : tlsConnect({ port, host: '127.0.0.1', ...tls.client });
       socket.setEncoding('utf8');
       const seen: string[][] = [];
       const marker = `monitor-end-${Math.random().toString(36).slice(2)}`;
@@ -223,11 +277,114 @@ export async function startRedis(
         },
       };
     },
+    logged(pattern) {
+      return new Promise<string>((resolve) => {
+        waiters.add({ pattern, resolve });
+      });
+    },
     async close() {
       admin.disconnect();
       await stop();
       await rm(dir, { recursive: true, force: true });
     },
+  };
+}
+
+/** PEM files of a throwaway CA and the server and client certificates it signed, in one folder. */
+export interface TestCertificates {
+  readonly caFile: string;
+  /** Names localhost and 127.0.0.1. */
+  readonly serverCertFile: string;
+  readonly serverKeyFile: string;
+  readonly clientCertFile: string;
+  readonly clientKeyFile: string;
+}
+
+/** Makes TestCertificates in `dir` with openssl (EC P-256 keys, valid for two days). */
+export async function makeTestCertificates(dir: string): Promise<TestCertificates> {
+  const run = promisify(execFile);
+  const path = (name: string): string => join(dir, name);
+  const cnf = path('openssl.cnf');
+  await writeFile(
+    cnf,
+    [
+      '[req]',
+      'distinguished_name = dn',
+      '[dn]',
+      '[ca]',
+      'basicConstraints = critical, CA:TRUE',
+      'keyUsage = critical, keyCertSign, cRLSign',
+      '[server]',
+      'subjectAltName = DNS:localhost, IP:127.0.0.1',
+      // A cluster node presents it on its own outgoing connections too.
+      'extendedKeyUsage = serverAuth, clientAuth',
+      '[client]',
+      'extendedKeyUsage = clientAuth',
+      '',
+    ].join('\n'),
+  );
+  const newKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  await run('openssl', [
+    'req',
+    '-x509',
+    '-config',
+    cnf,
+    '-extensions',
+    'ca',
+    ...newKey,
+    '-keyout',
+    path('ca-key.pem'),
+    '-out',
+    path('ca.pem'),
+    '-days',
+    '2',
+    '-subj',
+    '/CN=router test CA',
+  ]);
+  for (const [name, cn, serial] of [
+    ['server', 'localhost', '2'],
+    ['client', 'router', '3'],
+  ] as const) {
+    await run('openssl', [
+      'req',
+      '-new',
+      '-config',
+      cnf,
+      ...newKey,
+      '-keyout',
+      path(`${name}-key.pem`),
+      '-out',
+      path(`${name}.csr`),
+      '-subj',
+      `/CN=${cn}`,
+    ]);
+    await run('openssl', [
+      'x509',
+      '-req',
+      '-in',
+      path(`${name}.csr`),
+      '-CA',
+      path('ca.pem'),
+      '-CAkey',
+      path('ca-key.pem'),
+      '-set_serial',
+      serial,
+      '-days',
+      '2',
+      '-extfile',
+      cnf,
+      '-extensions',
+      name,
+      '-out',
+      path(`${name}.pem`),
+    ]);
+  }
+  return {
+    caFile: path('ca.pem'),
+    serverCertFile: path('server.pem'),
+    serverKeyFile: path('server-key.pem'),
+    clientCertFile: path('client.pem'),
+    clientKeyFile: path('client-key.pem'),
   };
 }
 

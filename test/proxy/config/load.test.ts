@@ -1,5 +1,6 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${ENV}` in plain strings is the configuration syntax under test.
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { availableParallelism, homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
@@ -7,6 +8,7 @@ import { formatDiagnostic } from '../../../common/config-diagnostics.ts';
 import type { ConfigDiagnostic } from '../../../common/config-types.ts';
 import { ENV_OVERRIDES } from '../../../proxy/config/env-overrides.ts';
 import { loadConfig, loadConfigFromString } from '../../../proxy/config/load.ts';
+import { makeTestCertificates } from '../../support/redis.ts';
 import { tempDir } from './temp-dir.ts';
 
 const REFERENCE = resolve(import.meta.dirname, '../../../deploy/config/router.yaml');
@@ -171,6 +173,9 @@ const FULL_ENV: Record<string, string> = {
   ROUTER_STORE_SENTINEL_NAME: 'primary-1',
   ROUTER_STORE_SENTINEL_PASSWORD: 'sentinel-password',
   ROUTER_STORE_KEY_PREFIX: 'prod:',
+  ROUTER_STORE_TLS_CA_FILE: 'ca.pem',
+  ROUTER_STORE_TLS_CERT_FILE: 'client.pem',
+  ROUTER_STORE_TLS_KEY_FILE: 'client-key.pem',
   ROUTER_ACCESS_KEY_PREVIOUS_HASH_SECRET: 'old-hash-secret',
   ROUTER_WORKERS: '3',
   ROUTER_STORE_CLUSTER: '0',
@@ -189,7 +194,7 @@ const FULL_ENV: Record<string, string> = {
   OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=prod,service.namespace=ai',
 };
 
-test('every ROUTER_* and OTEL_* override reaches the configuration and wins over the file', async () => {
+test('every ROUTER_* and OTEL_* override reaches the configuration and wins over the file', async (t) => {
   assert.deepEqual(
     Object.keys(FULL_ENV).sort(),
     ENV_OVERRIDES.map((o) => o.name).sort(),
@@ -208,7 +213,13 @@ test('every ROUTER_* and OTEL_* override reaches the configuration and wins over
     'workers: 1',
     'telemetry: { traces: { service_name: file-name, headers: { x-team: file, x-file: kept } } }',
   ].join('\n');
-  const { config, diagnostics } = await loadText(file, FULL_ENV);
+  // The store's TLS files are read, relative to the main file's folder.
+  const tmp = await tempDir();
+  t.after(() => tmp.remove());
+  const certs = await makeTestCertificates(tmp.dir);
+  const { config, diagnostics } = await loadConfigFromString(file, join(tmp.dir, 'router.yaml'), {
+    env: FULL_ENV,
+  });
   assert.deepEqual(messages(diagnostics), []);
   assert.ok(config);
   assert.deepEqual(config.listen, { host: '::', port: 9090 });
@@ -246,6 +257,9 @@ test('every ROUTER_* and OTEL_* override reaches the configuration and wins over
   assert.equal(store.sentinelPassword, 'sentinel-password');
   assert.equal(store.password, 'store-password');
   assert.equal(store.keyPrefix, 'prod:');
+  assert.deepEqual(store.tlsCa, await readFile(certs.caFile));
+  assert.deepEqual(store.tlsCert, await readFile(certs.clientCertFile));
+  assert.deepEqual(store.tlsKey, await readFile(certs.clientKeyFile));
   assert.equal(store.accessKeyHashSecret, 'hash-secret');
   assert.equal(store.previousAccessKeyHashSecret, 'old-hash-secret');
   assert.deepEqual(config.keys.accessKeys, [], 'the hash-secret variables define no access key');
