@@ -29,6 +29,9 @@ export const API_NAMES = [
 ] as const;
 export type ApiName = (typeof API_NAMES)[number];
 
+/** The realtime sessions among them: WebSocket upgrades whose frames a rule relays or translates. */
+export const REALTIME_APIS: ReadonlySet<ApiName> = new Set<ApiName>(['realtime', 'native.live']);
+
 /**
  * The wire family a client speaks, by its registered name (hooks/families/index.ts); decides the shape
  * of errors and of translated replies.

@@ -1,7 +1,8 @@
 // Realtime sessions (docs/realtime.md): an upgrade request goes through the same stages as an HTTP
 // request (onRequest for the key and the balance, selectTarget, the provider rule for the realtime api),
 // then the gateway opens the upstream WebSocket, accepts the client's, and relays every frame unchanged in
-// both directions with back-pressure. The server's usage messages are read on the way: each model
+// both directions with back-pressure (or through the rule's realtime translator when the upstream is
+// another family's: realtime-translate.ts). The server's usage messages are read on the way: each model
 // response becomes one usage event (idempotency key `router:<request id>:<response id>`), on record
 // before the message that reports it reaches the client.
 
@@ -16,6 +17,12 @@ import { errorBody, realtimeDialectOf } from '../hooks/families/index.ts';
 import type { RealtimeDialect } from '../hooks/families/types.ts';
 import { MODEL_NAME_RULE, modelNameProblem } from './model-name.ts';
 import { runOnComplete, runOnRequest, runRewriteBody, runSelectTarget } from './pipeline.ts';
+import {
+  FrameTranslator,
+  type RealtimeTranslation,
+  ruleTranslation,
+  type TranslatedFrames,
+} from './realtime-translate.ts';
 import { Context } from './request-context.ts';
 import type { Route } from './routes.ts';
 import type { RuleHooks, Runtime } from './runtime.ts';
@@ -297,7 +304,8 @@ function firstMessage(ws: WebSocket, waiting: Frame[]): Promise<Buffer | undefin
   });
 }
 
-function toBuffer(data: RawData): Buffer {
+function toBuffer(data: FrameData): Buffer {
+  if (typeof data === 'string') return Buffer.from(data);
   if (Buffer.isBuffer(data)) return data;
   if (Array.isArray(data)) return Buffer.concat(data);
   return Buffer.from(data);
@@ -321,6 +329,7 @@ async function connectUpstream(rt: Runtime, ctx: Context, protocols: readonly st
   ctx.provider = candidate.provider;
   ctx.upstreamModel = candidate.upstreamModel;
   const hooks = rt.ruleHooks(candidate.provider, rule);
+  const translation = ruleTranslation(rule);
   const { origin, prefix } = splitBaseUrl(rule.upstreamConfig.baseUrl);
   const base: UpstreamRequest = {
     method: 'GET',
@@ -334,14 +343,15 @@ async function connectUpstream(rt: Runtime, ctx: Context, protocols: readonly st
   const target = new URL(up.path, up.origin);
   target.protocol = target.protocol === 'https:' ? 'wss:' : 'ws:';
   target.search = up.query.toString();
-  const socket = new WebSocket(target, [...protocols], {
+  // The client's subprotocols are its own family's: a translated session offers none upstream.
+  const socket = new WebSocket(target, translation === undefined ? [...protocols] : [], {
     headers: up.headers,
     perMessageDeflate: false,
     handshakeTimeout: rt.config.limits.upstreamConnectTimeoutMs + rt.config.limits.upstreamHeadersTimeoutMs,
   });
   // The server speaks first (session.created), in the same read as the handshake's answer, while the
   // client is still being accepted: kept until the relay takes over.
-  const early: Frame[] = [];
+  const early: { data: RawData; binary: boolean }[] = [];
   const keep = (data: RawData, binary: boolean) => early.push({ data, binary });
   socket.on('message', keep);
   await new Promise<void>((resolve, reject) => {
@@ -364,19 +374,24 @@ async function connectUpstream(rt: Runtime, ctx: Context, protocols: readonly st
       reject(new GatewayError('upstream_unreachable'));
     });
   });
-  return { socket, hooks, early, stopKeeping: () => socket.off('message', keep) };
+  return { socket, hooks, translation, early, stopKeeping: () => socket.off('message', keep) };
 }
 
+/** A frame as received, or a translated message's text. */
+type FrameData = RawData | string;
+
 interface Frame {
-  readonly data: RawData;
+  readonly data: FrameData;
   readonly binary: boolean;
 }
 
 interface Upstream {
   readonly socket: WebSocket;
   readonly hooks: RuleHooks;
+  /** The rule's realtime translator, when the upstream speaks another family's dialect. */
+  readonly translation: RealtimeTranslation | undefined;
   /** Messages the upstream sent before the relay started, in order. */
-  readonly early: readonly Frame[];
+  readonly early: readonly { readonly data: RawData; readonly binary: boolean }[];
   stopKeeping(): void;
 }
 
@@ -395,20 +410,25 @@ function relay(
   const { toUpstream, toClient: countToClient } = rt.metrics.realtimeFrames;
   rt.metrics.realtimeSessions.inc();
   client.once('close', () => rt.metrics.realtimeSessions.dec());
-  client.on('message', (data, binary) => {
-    toUpstream.frame(byteLength(data));
-    sendWithBackPressure(client, upstream, data, binary);
-  });
+  // Which dialect governs what: usage and the start of responses are read from the messages the client
+  // receives (its own dialect, translated ones when a translator runs), so a response's usage message
+  // reaches the client only once its event is on record; a response the client cuts is cancelled or
+  // estimated as the upstream's dialect allows (from the upstream's own messages).
+  const translator =
+    up.translation === undefined
+      ? undefined
+      : new FrameTranslator(up.translation, ctx.model ?? '', ctx.upstreamModel ?? ctx.model ?? '');
+  const upstreamDialect = up.translation?.upstreamDialect ?? dialect;
   let turn = 0;
   // Server messages wait behind a usage event being put on record: the client sees the message that
   // reports a response only once its event is (as an HTTP reply's last byte).
   let recording: Promise<void> | undefined;
   const held: Frame[] = [];
-  const toClient = (data: RawData, binary: boolean) => {
+  const toClient = (data: FrameData, binary: boolean) => {
     countToClient.frame(byteLength(data));
     sendWithBackPressure(upstream, client, data, binary);
   };
-  const fromUpstream = (data: RawData, binary: boolean) => {
+  const deliver = (data: FrameData, binary: boolean) => {
     if (recording !== undefined) {
       held.push({ data, binary });
       return;
@@ -435,7 +455,7 @@ function relay(
       const [reported, ...rest] = held.splice(0);
       if (reported !== undefined) toClient(reported.data, reported.binary);
       responseEnded();
-      for (const m of rest) fromUpstream(m.data, m.binary);
+      for (const m of rest) deliver(m.data, m.binary);
     };
     recording = pending.then(release, release);
   };
@@ -451,7 +471,7 @@ function relay(
     if (!active) closeNow(closing);
   };
   let leftMidResponse: (() => void) | undefined;
-  const estimates = dialect.cancelMessage === undefined && dialect.estimateCut !== undefined;
+  const estimates = upstreamDialect.cancelMessage === undefined && upstreamDialect.estimateCut !== undefined;
   const relayedInResponse: JsonObject[] = [];
   let lastUsage: Usage | undefined;
   const responseEnded = () => {
@@ -476,8 +496,10 @@ function relay(
       },
     );
   };
-  const markStart = (data: RawData) => {
+  const noteStart = (data: FrameData) => {
     if (!active && dialect.responseMarkers.some((m) => toBuffer(data).includes(m))) active = true;
+  };
+  const keepRelayed = (data: RawData) => {
     // What a response relays is kept only where a cut one is estimated from it (bounded).
     if (active && estimates && relayedInResponse.length < MAX_KEPT_MESSAGES) {
       try {
@@ -487,7 +509,38 @@ function relay(
       }
     }
   };
-  upstream.prependListener('message', markStart);
+  /** A message through the translator: its frames for the client mark and report responses as relayed ones do. */
+  const cross = (translate: () => TranslatedFrames, relayed?: RawData) => {
+    let frames: TranslatedFrames;
+    try {
+      frames = translate();
+    } catch (err) {
+      // A translator fault ends its session, never the gateway.
+      ctx.log.error({ err: describeError(err) }, 'realtime translation failed');
+      if (client.readyState === WebSocket.OPEN)
+        client.close(CLOSE.upstreamGone, 'the message could not be translated');
+      return;
+    }
+    for (const m of frames.client) noteStart(m);
+    if (relayed !== undefined) keepRelayed(relayed);
+    for (const m of frames.upstream) sendWithBackPressure(client, upstream, m, false);
+    for (const m of frames.client) deliver(m, false);
+  };
+  if (translator === undefined) {
+    upstream.prependListener('message', (data: RawData) => {
+      noteStart(data);
+      keepRelayed(data);
+    });
+  }
+  const fromUpstream = (data: RawData, binary: boolean) => {
+    if (translator === undefined) deliver(data, binary);
+    else cross(() => translator.fromUpstream(data), data);
+  };
+  client.on('message', (data, binary) => {
+    toUpstream.frame(byteLength(data));
+    if (translator === undefined) sendWithBackPressure(client, upstream, data, binary);
+    else cross(() => translator.fromClient(data, binary));
+  });
   const maxS = rt.config.limits.realtimeMaxSessionS;
   if (maxS > 0) {
     const timer = setTimeout(
@@ -498,12 +551,13 @@ function relay(
     client.once('close', () => clearTimeout(timer));
   }
   up.stopKeeping();
+  if (translator !== undefined) cross(() => translator.open());
   for (const m of up.early) fromUpstream(m.data, m.binary);
   upstream.on('message', fromUpstream);
   client.on('close', (code, reason) => {
     // A client that leaves mid-response: the response is cancelled upstream, and the usage the upstream
     // reports for what it generated until then is billed; bounded, then the upstream is closed anyway.
-    const cancel = dialect.cancelMessage;
+    const cancel = upstreamDialect.cancelMessage;
     if (active && cancel !== undefined && upstream.readyState === WebSocket.OPEN) {
       upstream.send(JSON.stringify(cancel));
       const timer = setTimeout(() => closeOther(upstream, code, reason), CANCEL_WAIT_MS);
@@ -516,9 +570,10 @@ function relay(
     }
     if (active && estimates) {
       // No cancel that reports usage: what was relayed of the cut response is billed as an estimate.
-      const usage = dialect.estimateCut!(relayedInResponse, ctx.upstreamModel ?? ctx.model ?? '', lastUsage);
+      const model = ctx.upstreamModel ?? ctx.model ?? '';
+      const usage = upstreamDialect.estimateCut!(relayedInResponse, model, lastUsage);
       turn++;
-      record(rt, ctx, hooks, `turn-${turn}`, usage, 'estimated');
+      record(rt, ctx, hooks, translator?.responseInProgress ?? `turn-${turn}`, usage, 'estimated');
     }
     closeOther(upstream, code, reason);
   });
@@ -537,12 +592,13 @@ function refusalText(body: unknown): string {
   return typeof error?.message === 'string' ? error.message : 'the session is no longer allowed';
 }
 
-function byteLength(data: RawData): number {
+function byteLength(data: FrameData): number {
+  if (typeof data === 'string') return Buffer.byteLength(data);
   if (Array.isArray(data)) return data.reduce((n, b) => n + b.length, 0);
   return data.byteLength;
 }
 
-function sendWithBackPressure(from: WebSocket, to: WebSocket, data: RawData, binary: boolean): void {
+function sendWithBackPressure(from: WebSocket, to: WebSocket, data: FrameData, binary: boolean): void {
   if (to.readyState !== WebSocket.OPEN) return;
   to.send(data, { binary }, () => {
     if (from.isPaused && to.bufferedAmount < LOW_WATER) from.resume();
@@ -559,7 +615,7 @@ function closeOther(other: WebSocket, code: number, reason: Buffer): void {
 
 function usageIn(
   dialect: RealtimeDialect,
-  data: RawData,
+  data: FrameData,
   turn: number,
 ): { responseId: string; usage: Usage } | undefined {
   // Most frames (audio and text deltas) carry no usage: looked for in the bytes, decoded only on a hit.

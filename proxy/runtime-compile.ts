@@ -8,7 +8,7 @@ import { describeError } from '../common/errors.ts';
 import { providerKeyEnvName } from '../common/provider-key-env.ts';
 import type { Hook } from '../common/types.ts';
 import { type Authenticator, createAuthenticator } from '../hooks/builtin/auth.ts';
-import { formatDiagnostic, loadProviderDir } from '../hooks/dsl/index.ts';
+import { formatDiagnostic, loadProviderDir, realtimeTranslatorApis } from '../hooks/dsl/index.ts';
 import type { CompiledProvider, HookRef } from '../hooks/dsl/types.ts';
 import { TRANSLATORS, USAGE_PRESETS } from '../hooks/families/index.ts';
 import { TRANSFORMS } from '../hooks/transforms/index.ts';
@@ -142,6 +142,7 @@ export async function compileRuntime(config: RouterConfig, opts: CompileOptions)
     translators: new Set(TRANSLATORS.keys()),
     transforms: new Set([...TRANSFORMS.keys(), ...TRANSLATORS.keys()]),
     usagePresets: new Set(USAGE_PRESETS.keys()),
+    realtimeTranslators: realtimeTranslatorApis(),
   };
   const loaded = await loadProviderDir(config.providersDir, { registries, env });
   for (const d of loaded.diagnostics) diagnostics.push(formatDiagnostic(d));

@@ -8,13 +8,14 @@ import { splitBaseUrl } from '../../common/base-url.ts';
 import type { UpstreamKey } from '../../common/config-types.ts';
 import { GatewayError } from '../../common/errors.ts';
 import { providerKeyEnvName } from '../../common/provider-key-env.ts';
-import type {
-  Hook,
-  JsonObject,
-  JsonValue,
-  RequestContext,
-  ResponsePart,
-  UpstreamRequest,
+import {
+  type Hook,
+  type JsonObject,
+  type JsonValue,
+  REALTIME_APIS,
+  type RequestContext,
+  type ResponsePart,
+  type UpstreamRequest,
 } from '../../common/types.ts';
 import { jsonDeleteCopy, jsonSetCopy } from '../dsl/json-path.ts';
 import { renderHeaderTemplate, renderTemplate } from '../dsl/template.ts';
@@ -62,7 +63,11 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
       throw new Error(`rule ${rule.loc.file}:${rule.loc.line}: unknown translator or transform "${name}"`);
     }
   }
-  for (const op of rule.request) {
+  // A realtime rule's req_map names a realtime translator, which the session runs on its frames.
+  const requestOps = REALTIME_APIS.has(rule.api)
+    ? rule.request.filter((op) => op.op !== 'req_map')
+    : rule.request;
+  for (const op of requestOps) {
     if (op.op === 'req_map' && !deps.translators.has(op.translator)) {
       throw new Error(`rule ${rule.loc.file}:${rule.loc.line}: unknown translator "${op.translator}"`);
     }
@@ -168,7 +173,7 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
       applyAuth(ctx, req);
       let body = req.body;
       const v = vars(ctx);
-      for (const op of rule.request) {
+      for (const op of requestOps) {
         switch (op.op) {
           case 'set_header': {
             const value = renderHeaderTemplate(op.value, v);

@@ -203,7 +203,7 @@ function requestOp(cx: CompileContext, d: DirectiveNode): RequestOp | undefined 
     default: {
       const args = cx.arity(d, ['translator']);
       if (!args) return undefined;
-      const translator = cx.registryName(args[0], 'translator', cx.registries.translators);
+      const translator = cx.registryName(args[0], 'translator', cx.requestTranslators);
       return translator ? { op: 'req_map', translator } : undefined;
     }
   }

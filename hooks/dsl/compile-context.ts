@@ -69,10 +69,17 @@ export class CompileContext {
   readonly registries: DslRegistries;
   readonly env: Readonly<Record<string, string | undefined>>;
 
+  /** Names `req_map` accepts: HTTP translators and realtime ones (which rule takes which: mergeRule). */
+  readonly requestTranslators: ReadonlySet<string>;
+
   constructor(file: string, registries: DslRegistries, env: Readonly<Record<string, string | undefined>>) {
     this.file = file;
     this.registries = registries;
     this.env = env;
+    this.requestTranslators = new Set([
+      ...registries.translators,
+      ...(registries.realtimeTranslators?.keys() ?? []),
+    ]);
   }
 
   error(at: Pos, message: string): void {

@@ -1,10 +1,10 @@
 // A match block's head (api = "...", stream = true|false) and the rule it yields once its body is
 // merged with the provider's defaults.
 
-import { API_NAMES, type ApiName } from '../../common/types.ts';
+import { API_NAMES, type ApiName, REALTIME_APIS } from '../../common/types.ts';
 import type { BodyParts, CompileContext, MatchHead } from './compile-context.ts';
 import type { DirectiveNode } from './parser.ts';
-import type { CompiledRule } from './types.ts';
+import type { CompiledRule, DslRegistries, RequestOp } from './types.ts';
 
 export function compileMatchHead(cx: CompileContext, d: DirectiveNode): MatchHead {
   let api: ApiName | undefined;
@@ -67,6 +67,17 @@ export function mergeRule(
     cx.error(body.reqMapLoc, `only one req_map per rule (defaults already has one at ${at.line}:${at.col})`);
     return undefined;
   }
+  const reqMapAt = body.reqMapLoc ?? def?.reqMapLoc;
+  const reqMap = [...(def?.request ?? []), ...(body.request ?? [])].find(
+    (op): op is Extract<RequestOp, { op: 'req_map' }> => op.op === 'req_map',
+  );
+  if (reqMap !== undefined && reqMapAt !== undefined && head.api !== undefined) {
+    const problem = translatorProblem(cx.registries, reqMap.translator, head.api);
+    if (problem !== undefined) {
+      cx.error(reqMapAt, problem);
+      return undefined;
+    }
+  }
   const baseUrl = envBaseUrl ?? body.upstreamConfig?.baseUrl ?? def?.upstreamConfig?.baseUrl;
   if (baseUrl === undefined && !body.baseUrlInvalid && !def?.baseUrlInvalid) {
     cx.error(
@@ -89,4 +100,20 @@ export function mergeRule(
     metrics: body.metrics ?? def?.metrics ?? [],
     hooks: body.hooks ?? def?.hooks ?? [],
   };
+}
+
+/** Why a rule of `api` cannot take the translator `name`: realtime rules take realtime translators only. */
+function translatorProblem(registries: DslRegistries, name: string, api: ApiName): string | undefined {
+  const clients = registries.realtimeTranslators?.get(name);
+  if (clients !== undefined) {
+    return clients === api
+      ? undefined
+      : `translator "${name}" translates realtime sessions of api "${clients}", not requests of api "${api}"`;
+  }
+  if (!REALTIME_APIS.has(api)) return undefined;
+  const known = [...(registries.realtimeTranslators ?? [])]
+    .filter(([, a]) => a === api)
+    .map(([n]) => n)
+    .sort();
+  return `a realtime rule's req_map names a realtime translator (for api "${api}": ${known.join(', ') || 'none'})`;
 }

@@ -4,7 +4,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ApiName } from '../../common/types.ts';
-import { TRANSLATORS, USAGE_PRESETS } from '../families/index.ts';
+import { REALTIME_TRANSLATORS, TRANSLATORS, USAGE_PRESETS } from '../families/index.ts';
 import { TRANSFORMS } from '../transforms/index.ts';
 import { type CompileOptions, compileAst } from './compiler.ts';
 import { parse } from './parser.ts';
@@ -33,6 +33,7 @@ export const DEFAULT_REGISTRY_NAMES = {
   translators: [...TRANSLATORS.keys()],
   transforms: [...TRANSLATORS.keys(), ...TRANSFORMS.keys()],
   usagePresets: [...USAGE_PRESETS.keys()],
+  realtimeTranslators: [...REALTIME_TRANSLATORS.keys()],
 } as const satisfies Record<keyof DslRegistries, readonly string[]>;
 
 /** DEFAULT_REGISTRY_NAMES as the sets the compiler takes. */
@@ -41,7 +42,13 @@ export function defaultRegistries(): DslRegistries {
     translators: new Set(DEFAULT_REGISTRY_NAMES.translators),
     transforms: new Set(DEFAULT_REGISTRY_NAMES.transforms),
     usagePresets: new Set(DEFAULT_REGISTRY_NAMES.usagePresets),
+    realtimeTranslators: realtimeTranslatorApis(),
   };
+}
+
+/** Each realtime translator's name with the api of its clients, as the compiler takes them. */
+export function realtimeTranslatorApis(): ReadonlyMap<string, ApiName> {
+  return new Map([...REALTIME_TRANSLATORS.values()].map((t) => [t.name, t.from] as const));
 }
 
 function byPosition(a: DslDiagnostic, b: DslDiagnostic): number {

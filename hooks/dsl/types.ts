@@ -134,4 +134,6 @@ export interface DslRegistries {
   readonly translators: ReadonlySet<string>;
   readonly transforms: ReadonlySet<string>;
   readonly usagePresets: ReadonlySet<string>;
+  /** Realtime translators (`req_map` of a realtime rule), each with the api of its clients. */
+  readonly realtimeTranslators?: ReadonlyMap<string, ApiName>;
 }

@@ -14,7 +14,13 @@ import { countTranslator } from './count-translator.ts';
 import { geminiFamily } from './gemini/index.ts';
 import { openaiFamily } from './openai/index.ts';
 import { responsesFamily } from './responses/index.ts';
-import type { FamilyTelemetry, RealtimeDialect, TokenCount, WireFamily } from './types.ts';
+import type {
+  FamilyTelemetry,
+  RealtimeDialect,
+  RealtimeTranslatorFactory,
+  TokenCount,
+  WireFamily,
+} from './types.ts';
 
 /** Registration order decides ties; the first family shapes errors of requests no family claims. */
 // biome-ignore format: one registration line per family
@@ -160,3 +166,14 @@ export function realtimeDialectOf(path: string): { dialect: RealtimeDialect; for
     for (const dialect of f.realtime ?? []) if (dialect.matches(path)) return { dialect, format: f.name };
   return undefined;
 }
+
+/** The realtime dialect of an api (`realtime`, `native.live`). */
+export function realtimeDialectForApi(api: ApiName): RealtimeDialect | undefined {
+  for (const f of FAMILIES) for (const dialect of f.realtime ?? []) if (dialect.api === api) return dialect;
+  return undefined;
+}
+
+/** Every realtime translator by its DSL name (`req_map` of a realtime rule; docs/realtime.md). */
+export const REALTIME_TRANSLATORS: ReadonlyMap<string, RealtimeTranslatorFactory> = new Map(
+  FAMILIES.flatMap((f) => f.realtimeTranslators ?? []).map((t) => [t.name, t] as const),
+);

@@ -87,7 +87,7 @@ export interface RealtimeUsage {
 
 /**
  * A realtime API of the family: a WebSocket session (`GET` upgraded) whose frames the gateway relays
- * unchanged, reading the server's usage messages (docs/realtime.md).
+ * unchanged (or through a realtime translator), reading the server's usage messages (docs/realtime.md).
  */
 export interface RealtimeDialect {
   readonly api: ApiName;
@@ -116,6 +116,50 @@ export interface RealtimeDialect {
   readonly cancelMessage?: JsonObject;
   /** The usage a server message reports for one model response; `turn` numbers responses without ids. */
   usage(message: JsonObject, turn: number): RealtimeUsage | undefined;
+}
+
+/** What a realtime translator knows of its session when it starts. */
+export interface RealtimeTranslatorInit {
+  /** The model as the client named it (echoed back). */
+  readonly model: string;
+  /** The model the upstream is asked for (the registry's mapping). */
+  readonly upstreamModel: string;
+  /** Ids of the client's dialect (`resp_...`); random unless a test fixes them. */
+  readonly newId?: (prefix: string) => string;
+  /** Unix seconds, for `expires_at`-like fields. */
+  readonly now?: () => number;
+}
+
+/** What one message becomes: messages for the upstream and for the client, in order. */
+export interface RealtimeOutput {
+  readonly upstream: JsonObject[];
+  readonly client: JsonObject[];
+}
+
+/**
+ * One session's translator between a client's realtime dialect and an upstream's. Every message of
+ * either side passes through it, in order; it keeps the session's state (configuration, the response
+ * in progress, ids). It never sees the gateway's sockets.
+ */
+export interface RealtimeTranslator {
+  /** What the client gets as the session opens (before the upstream has said anything). */
+  open(): RealtimeOutput;
+  /** A client message; undefined when the frame was not a JSON object (or `binary`). */
+  fromClient(message: JsonObject | undefined, binary: boolean): RealtimeOutput;
+  /** An upstream message; undefined when it was not a JSON object. */
+  fromUpstream(message: JsonObject | undefined): RealtimeOutput;
+  /** The id the client knows the unfinished response by (a cut one is billed under it). */
+  readonly responseInProgress: string | undefined;
+}
+
+/** A realtime translator by its DSL name (`req_map` of a realtime rule): `<client>_to_<upstream>`. */
+export interface RealtimeTranslatorFactory {
+  readonly name: string;
+  /** The realtime api of its clients (the rule's api). */
+  readonly from: ApiName;
+  /** The realtime api of the upstream it speaks to. */
+  readonly to: ApiName;
+  create(init: RealtimeTranslatorInit): RealtimeTranslator;
 }
 
 export interface WireFamily {
@@ -191,6 +235,8 @@ export interface WireFamily {
 
   /** Its realtime (WebSocket) APIs. */
   readonly realtime?: readonly RealtimeDialect[];
+  /** Translators from another family's realtime clients to this family's realtime upstream. */
+  readonly realtimeTranslators?: readonly RealtimeTranslatorFactory[];
 }
 
 /** Percent-decoding of client input: undefined for malformed escapes (the client's 400, not a 500). */

@@ -19,7 +19,9 @@ import {
   splitPieces,
   asString as str,
   tokens,
+  toolCallsFor,
   truncateToTokens,
+  wantsTool,
 } from './text.ts';
 import type { FailMode } from './types.ts';
 
@@ -64,6 +66,10 @@ interface Run {
   prompt: { text: number; audio: number };
   textSent: string;
   audioMsSent: number;
+  /** Function calls sent, waiting for the client's toolResponse (the turn goes on after it). */
+  calls?: string[];
+  /** Tokens of the turn before its function calls were answered (prompt and calls), counted at its end. */
+  carried?: { prompt: number; response: number };
 }
 
 export class GeminiLiveSession implements RealtimeProtocolSession {
@@ -74,6 +80,8 @@ export class GeminiLiveSession implements RealtimeProtocolSession {
   private inputTranscription = false;
   private system = '';
   private maxTokens: number | undefined;
+  /** Names of the function declarations of the setup's tools. */
+  private functions: string[] = [];
   private readonly history: Turn[] = [];
   private pendingAudioMs = 0;
   private run: Run | undefined;
@@ -117,7 +125,7 @@ export class GeminiLiveSession implements RealtimeProtocolSession {
     }
     if (msg.clientContent !== undefined) this.clientContent(obj(msg.clientContent) ?? {});
     else if (msg.realtimeInput !== undefined) this.realtimeInput(obj(msg.realtimeInput) ?? {});
-    else if (msg.toolResponse !== undefined) return;
+    else if (msg.toolResponse !== undefined) this.toolResponse(obj(msg.toolResponse) ?? {});
     else if (msg.setup !== undefined)
       this.fatal(1007, 'Request contains an invalid argument: setup was already sent.');
     else this.fatal(1007, `Invalid JSON payload received. Unknown name "${Object.keys(msg)[0] ?? ''}".`);
@@ -151,6 +159,9 @@ export class GeminiLiveSession implements RealtimeProtocolSession {
     this.maxTokens = typeof generation.maxOutputTokens === 'number' ? generation.maxOutputTokens : undefined;
     this.outputTranscription = setup.outputAudioTranscription !== undefined;
     this.inputTranscription = setup.inputAudioTranscription !== undefined;
+    this.functions = arr(setup.tools).flatMap((t) =>
+      arr(obj(t)?.functionDeclarations).flatMap((d) => str(obj(d)?.name) ?? []),
+    );
     const sys = setup.systemInstruction;
     this.system = typeof sys === 'string' ? sys : partsText(obj(sys)?.parts).text;
     this.setupDone = true;
@@ -210,7 +221,7 @@ export class GeminiLiveSession implements RealtimeProtocolSession {
     this.complete(run);
   }
 
-  private respond(transcribeInput: boolean): void {
+  private respond(transcribeInput: boolean, carried?: Run['carried']): void {
     const { conn } = this;
     const knobs = conn.knobs;
     let promptText = tokens(this.system);
@@ -226,6 +237,12 @@ export class GeminiLiveSession implements RealtimeProtocolSession {
       }
     }
     if (userText === '' && userMs > 0) userText = `(audio ${userMs} ms)`;
+    const toolName = this.functions.includes('get_weather') ? 'get_weather' : this.functions[0];
+    const lastIsUser = this.history.at(-1)?.role === 'user';
+    if (wantsTool({ toolName, lastIsUser, userText, knobs, forced: false, disabled: false })) {
+      this.callTools(toolName!, userText, { text: promptText, audio: promptAudio }, transcribeInput, userMs);
+      return;
+    }
     let reply = replyText(userText, knobs);
     if (this.maxTokens !== undefined) reply = truncateToTokens(reply, this.maxTokens).text;
     const pieces = splitPieces(reply, knobs.chunks);
@@ -236,6 +253,7 @@ export class GeminiLiveSession implements RealtimeProtocolSession {
       prompt: { text: promptText, audio: promptAudio },
       textSent: '',
       audioMsSent: 0,
+      carried,
     };
     const steps: Array<() => void> = [];
     const totalMs = replyTokens * SPEECH_MS_PER_TEXT_TOKEN;
@@ -287,6 +305,53 @@ export class GeminiLiveSession implements RealtimeProtocolSession {
     run.turn.start();
   }
 
+  /**
+   * The model calls the tools (one call per place asked about) and waits: the turn goes on once the
+   * client's toolResponse answers them, and its turnComplete counts both parts.
+   */
+  private callTools(
+    name: string,
+    userText: string,
+    prompt: { text: number; audio: number },
+    transcribeInput: boolean,
+    userMs: number,
+  ): void {
+    const { conn } = this;
+    if (transcribeInput)
+      conn.send({
+        serverContent: { inputTranscription: { text: `Simulated transcript of ${userMs} ms of audio.` } },
+      });
+    const calls = toolCallsFor(name, userText, true).map((c) => ({
+      id: nextId('fc_'),
+      name: c.name,
+      args: c.args,
+    }));
+    const text = calls.map((c) => `${c.name}${JSON.stringify(c.args)}`).join('\n');
+    this.history.push({ role: 'model', text, audioMs: 0, audioTokens: 0 });
+    this.run = {
+      audio: this.audioOut,
+      finished: false,
+      prompt: { text: 0, audio: 0 },
+      textSent: '',
+      audioMsSent: 0,
+      calls: calls.map((c) => c.id),
+      carried: { prompt: prompt.text + prompt.audio, response: tokens(text) },
+    };
+    conn.send({ toolCall: { functionCalls: calls } });
+  }
+
+  /** The answers to the pending function calls: the turn goes on with the reply. */
+  private toolResponse(response: Json): void {
+    const run = this.run;
+    const responses = arr(response.functionResponses).map(obj);
+    if (run?.calls === undefined || run.finished) return;
+    const answered = new Set(responses.map((r) => str(r?.id)));
+    if (!run.calls.every((id) => answered.has(id))) return;
+    this.history.push({ role: 'function', text: JSON.stringify(responses), audioMs: 0, audioTokens: 0 });
+    run.finished = true;
+    this.respond(false, run.carried);
+  }
+
   /** turnComplete with the usage of the turn (partial when it was interrupted); the reply joins the history. */
   private complete(run: Run): void {
     if (run.finished) return;
@@ -299,8 +364,10 @@ export class GeminiLiveSession implements RealtimeProtocolSession {
       audioMs: run.audioMsSent,
       audioTokens: outAudio,
     });
-    const prompt = run.prompt.text + run.prompt.audio;
-    const response = run.audio ? outAudio : textTokens;
+    const prompt = run.prompt.text + run.prompt.audio + (run.carried?.prompt ?? 0);
+    const reply = run.audio ? outAudio : textTokens;
+    const calls = run.carried?.response ?? 0;
+    const response = reply + calls;
     const knobs = this.conn.knobs;
     const usage: Json = {
       promptTokenCount: prompt,
@@ -310,7 +377,14 @@ export class GeminiLiveSession implements RealtimeProtocolSession {
         { modality: 'TEXT', tokenCount: run.prompt.text },
         ...(run.prompt.audio > 0 ? [{ modality: 'AUDIO', tokenCount: run.prompt.audio }] : []),
       ],
-      responseTokensDetails: [{ modality: run.audio ? 'AUDIO' : 'TEXT', tokenCount: response }],
+      // Function calls are text, whatever the reply's modality.
+      responseTokensDetails:
+        run.audio && calls > 0
+          ? [
+              { modality: 'AUDIO', tokenCount: reply },
+              { modality: 'TEXT', tokenCount: calls },
+            ]
+          : [{ modality: run.audio ? 'AUDIO' : 'TEXT', tokenCount: response }],
     };
     if (knobs.cachedTokens > 0) {
       const cached = Math.min(knobs.cachedTokens, prompt);

@@ -9,6 +9,7 @@ import { geminiErrorBody, geminiErrorEvent, googleStatusName } from './errors.ts
 import { geminiToOpenai } from './gemini-to-openai.ts';
 import { geminiLive } from './live.ts';
 import { openaiEmbeddingsToGemini } from './openai-embeddings-to-gemini.ts';
+import { openaiRealtimeToGeminiLive } from './openai-realtime-to-gemini-live.ts';
 import { openaiToGemini } from './openai-to-gemini.ts';
 import { geminiTelemetry } from './telemetry.ts';
 import { geminiTokenCount } from './token-count.ts';
@@ -84,4 +85,5 @@ export const geminiFamily: WireFamily = {
   tokenCount: geminiTokenCount,
   telemetry: geminiTelemetry,
   realtime: [geminiLive],
+  realtimeTranslators: [openaiRealtimeToGeminiLive],
 };

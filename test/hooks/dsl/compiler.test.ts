@@ -659,6 +659,39 @@ provider "p" {
   );
 });
 
+test('realtime rules take realtime translators, and only realtime rules do', () => {
+  const withRealtime: DslRegistries = {
+    ...registries,
+    realtimeTranslators: new Map([['rt_to_live', 'realtime']]),
+  };
+  const diagnostics = (api: string, translator: string) =>
+    compileProviderSource(
+      '/cfg/providers/p.conf',
+      `syntax "next-router/0.1";
+provider "p" {
+  match api = "${api}" {
+    upstream_config { base_url = "http://h"; }
+    request { req_map ${translator}; }
+  }
+}
+`,
+      { registries: withRealtime, env: {} },
+    ).diagnostics.map((d) => `${d.line}:${d.col}: ${d.message}`);
+  assert.deepEqual(diagnostics('realtime', 'rt_to_live'), []);
+  assert.deepEqual(diagnostics('embeddings', 'rt_to_live'), [
+    '5:15: translator "rt_to_live" translates realtime sessions of api "realtime", not requests of api "embeddings"',
+  ]);
+  assert.deepEqual(diagnostics('native.live', 'rt_to_live'), [
+    '5:15: translator "rt_to_live" translates realtime sessions of api "realtime", not requests of api "native.live"',
+  ]);
+  assert.deepEqual(diagnostics('realtime', 'a_to_b'), [
+    `5:15: a realtime rule's req_map names a realtime translator (for api "realtime": rt_to_live)`,
+  ]);
+  assert.deepEqual(diagnostics('embeddings', 'nope'), [
+    '5:23: unknown translator "nope" (known: a_to_b, c_to_d, rt_to_live)',
+  ]);
+});
+
 test('many problems in one file are all reported, in position order, parse errors included', () => {
   const d = errs(`syntax "next-router/0.1";
 provider "p" {

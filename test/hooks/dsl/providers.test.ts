@@ -84,6 +84,14 @@ test('shipped routes: native passthrough and translated paths', async () => {
     route(p('gemini'), 'embeddings', false),
     'https://generativelanguage.googleapis.com/v1beta/models/mm:batchEmbedContents',
   );
+  // OpenAI Realtime clients on the Live API endpoint, through the realtime translator.
+  const live =
+    'https://generativelanguage.googleapis.com/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent';
+  assert.equal(route(p('gemini'), 'realtime', true), live);
+  assert.equal(route(p('gemini'), 'native.live', true), live);
+  assert.deepEqual(matchRule(p('gemini'), 'realtime', true)?.request, [
+    { op: 'req_map', translator: 'openai_realtime_to_gemini_live' },
+  ]);
   assert.equal(
     route(p('azure-openai'), 'chat.completions', false),
     'https://your-resource.openai.azure.com/openai/deployments/mm/chat/completions?api-version=2024-10-21',

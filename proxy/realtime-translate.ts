@@ -1,0 +1,83 @@
+// Realtime sessions across families (docs/realtime.md "Across families"): when the matched rule names a
+// realtime translator (`req_map` of a realtime rule), the session's messages go through it, each way,
+// instead of being relayed unchanged. Frames are JSON text both ways.
+
+import type { RawData } from 'ws';
+import type { JsonObject } from '../common/types.ts';
+import type { CompiledRule } from '../hooks/dsl/types.ts';
+import { REALTIME_TRANSLATORS, realtimeDialectForApi } from '../hooks/families/index.ts';
+import type {
+  RealtimeDialect,
+  RealtimeOutput,
+  RealtimeTranslator,
+  RealtimeTranslatorFactory,
+} from '../hooks/families/types.ts';
+
+export interface RealtimeTranslation {
+  readonly factory: RealtimeTranslatorFactory;
+  /** The upstream's dialect: how a response the client cuts is cancelled or estimated. */
+  readonly upstreamDialect: RealtimeDialect;
+}
+
+/** The realtime translator a rule names, if any. */
+export function ruleTranslation(rule: CompiledRule): RealtimeTranslation | undefined {
+  for (const op of rule.request) {
+    if (op.op !== 'req_map') continue;
+    const factory = REALTIME_TRANSLATORS.get(op.translator);
+    const upstreamDialect = factory === undefined ? undefined : realtimeDialectForApi(factory.to);
+    if (factory !== undefined && upstreamDialect !== undefined) return { factory, upstreamDialect };
+  }
+  return undefined;
+}
+
+/** What one frame becomes: text frames for each side, in order. */
+export interface TranslatedFrames {
+  readonly upstream: readonly string[];
+  readonly client: readonly string[];
+}
+
+/** One session's translator, on frames. */
+export class FrameTranslator {
+  private readonly translator: RealtimeTranslator;
+
+  constructor(translation: RealtimeTranslation, model: string, upstreamModel: string) {
+    this.translator = translation.factory.create({ model, upstreamModel });
+  }
+
+  /** The id of the response the client would see cut. */
+  get responseInProgress(): string | undefined {
+    return this.translator.responseInProgress;
+  }
+
+  open(): TranslatedFrames {
+    return texts(this.translator.open());
+  }
+
+  fromClient(data: RawData, binary: boolean): TranslatedFrames {
+    return texts(this.translator.fromClient(binary ? undefined : parsed(data), binary));
+  }
+
+  /** Google's servers send the Live API's JSON as binary frames: both kinds are read. */
+  fromUpstream(data: RawData): TranslatedFrames {
+    return texts(this.translator.fromUpstream(parsed(data)));
+  }
+}
+
+function texts(out: RealtimeOutput): TranslatedFrames {
+  return {
+    upstream: out.upstream.map((m) => JSON.stringify(m)),
+    client: out.client.map((m) => JSON.stringify(m)),
+  };
+}
+
+function parsed(data: RawData): JsonObject | undefined {
+  const bytes = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
+  try {
+    const value: unknown = JSON.parse(bytes.toString('utf8'));
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as JsonObject)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
