@@ -14,7 +14,7 @@ import { splitBaseUrl } from '../common/base-url.ts';
 import { describeError, GatewayError, toGatewayError } from '../common/errors.ts';
 import type { JsonObject, RequestContext, UpstreamRequest, Usage } from '../common/types.ts';
 import { errorBody, realtimeDialectOf } from '../hooks/families/index.ts';
-import type { RealtimeDialect } from '../hooks/families/types.ts';
+import type { RealtimeDialect, RealtimeUsage } from '../hooks/families/types.ts';
 import { MODEL_NAME_RULE, modelNameProblem } from './model-name.ts';
 import { runOnComplete, runOnRequest, runRewriteBody, runSelectTarget } from './pipeline.ts';
 import {
@@ -383,6 +383,8 @@ type FrameData = RawData | string;
 interface Frame {
   readonly data: FrameData;
   readonly binary: boolean;
+  /** The usage it reports, read already (null: none); undefined: read from it in the client's dialect. */
+  readonly reported?: RealtimeUsage | null;
 }
 
 interface Upstream {
@@ -406,19 +408,22 @@ function relay(
   const upstream = up.socket;
   const hooks = up.hooks;
   upstreamOf.set(client, upstream);
-  for (const f of firstToUpstream) upstream.send(f.data, { binary: f.binary });
+  if (up.translation === undefined)
+    for (const f of firstToUpstream) upstream.send(f.data, { binary: f.binary });
   const { toUpstream, toClient: countToClient } = rt.metrics.realtimeFrames;
   rt.metrics.realtimeSessions.inc();
   client.once('close', () => rt.metrics.realtimeSessions.dec());
   // Which dialect governs what: usage and the start of responses are read from the messages the client
-  // receives (its own dialect, translated ones when a translator runs), so a response's usage message
-  // reaches the client only once its event is on record; a response the client cuts is cancelled or
-  // estimated as the upstream's dialect allows (from the upstream's own messages).
+  // receives (its own dialect, translated ones when a translator runs), or, when the translator says so,
+  // from the upstream's own messages with the client frames made of them held alike; either way a
+  // response's usage message reaches the client only once its event is on record. A response the client
+  // cuts is cancelled or estimated as the upstream's dialect allows (from the upstream's own messages).
   const translator =
     up.translation === undefined
       ? undefined
       : new FrameTranslator(up.translation, ctx.model ?? '', ctx.upstreamModel ?? ctx.model ?? '');
   const upstreamDialect = up.translation?.upstreamDialect ?? dialect;
+  const usageFromUpstream = up.translation?.factory.usageFrom === 'upstream';
   let turn = 0;
   // Server messages wait behind a usage event being put on record: the client sees the message that
   // reports a response only once its event is (as an HTTP reply's last byte).
@@ -428,13 +433,13 @@ function relay(
     countToClient.frame(byteLength(data));
     sendWithBackPressure(upstream, client, data, binary);
   };
-  const deliver = (data: FrameData, binary: boolean) => {
+  const deliver = (data: FrameData, binary: boolean, reported?: RealtimeUsage | null) => {
     if (recording !== undefined) {
-      held.push({ data, binary });
+      held.push({ data, binary, reported });
       return;
     }
     // Google's servers send the Live API's JSON messages as binary frames: both kinds are read.
-    const usage = usageIn(dialect, data, turn + 1);
+    const usage = reported === undefined ? usageIn(dialect, data, turn + 1) : (reported ?? undefined);
     if (usage === undefined) {
       toClient(data, binary);
       return;
@@ -455,7 +460,7 @@ function relay(
       const [reported, ...rest] = held.splice(0);
       if (reported !== undefined) toClient(reported.data, reported.binary);
       responseEnded();
-      for (const m of rest) deliver(m.data, m.binary);
+      for (const m of rest) deliver(m.data, m.binary, m.reported);
     };
     recording = pending.then(release, release);
   };
@@ -496,8 +501,8 @@ function relay(
       },
     );
   };
-  const noteStart = (data: FrameData) => {
-    if (!active && dialect.responseMarkers.some((m) => toBuffer(data).includes(m))) active = true;
+  const noteStart = (data: FrameData, reader = dialect) => {
+    if (!active && reader.responseMarkers.some((m) => toBuffer(data).includes(m))) active = true;
   };
   const keepRelayed = (data: RawData) => {
     // What a response relays is kept only where a cut one is estimated from it (bounded).
@@ -521,10 +526,27 @@ function relay(
         client.close(CLOSE.upstreamGone, 'the message could not be translated');
       return;
     }
-    for (const m of frames.client) noteStart(m);
+    if (!usageFromUpstream) for (const m of frames.client) noteStart(m);
+    else if (relayed !== undefined) noteStart(relayed, upstreamDialect);
     if (relayed !== undefined) keepRelayed(relayed);
     for (const m of frames.upstream) sendWithBackPressure(client, upstream, m, false);
-    for (const m of frames.client) deliver(m, false);
+    if (!usageFromUpstream) {
+      for (const m of frames.client) deliver(m, false);
+    } else {
+      // The last frame made of a message that reports usage reports it (a translator makes one).
+      const usage = relayed === undefined ? undefined : usageIn(upstreamDialect, relayed, turn + 1);
+      const last = frames.client.length - 1;
+      for (const [i, m] of frames.client.entries()) deliver(m, false, i === last ? (usage ?? null) : null);
+    }
+    const close = frames.close;
+    if (close !== undefined) {
+      const shut = () => {
+        if (client.readyState === WebSocket.OPEN) client.close(close.code, closeReason(close.reason));
+      };
+      // After what the translation sent the client, held ones included.
+      if (recording === undefined) shut();
+      else recording.then(shut, shut);
+    }
   };
   if (translator === undefined) {
     upstream.prependListener('message', (data: RawData) => {
@@ -551,7 +573,11 @@ function relay(
     client.once('close', () => clearTimeout(timer));
   }
   up.stopKeeping();
-  if (translator !== undefined) cross(() => translator.open());
+  if (translator !== undefined) {
+    cross(() => translator.open());
+    // The client's first messages (Gemini's setup) are translated as every later one.
+    for (const f of firstToUpstream) cross(() => translator.fromClient(f.data, f.binary));
+  }
   for (const m of up.early) fromUpstream(m.data, m.binary);
   upstream.on('message', fromUpstream);
   client.on('close', (code, reason) => {

@@ -30,10 +30,11 @@ export function ruleTranslation(rule: CompiledRule): RealtimeTranslation | undef
   return undefined;
 }
 
-/** What one frame becomes: text frames for each side, in order. */
+/** What one frame becomes: text frames for each side, in order, and a close of the client's socket. */
 export interface TranslatedFrames {
   readonly upstream: readonly string[];
   readonly client: readonly string[];
+  readonly close?: { readonly code: number; readonly reason: string };
 }
 
 /** One session's translator, on frames. */
@@ -53,8 +54,9 @@ export class FrameTranslator {
     return texts(this.translator.open());
   }
 
-  fromClient(data: RawData, binary: boolean): TranslatedFrames {
-    return texts(this.translator.fromClient(binary ? undefined : parsed(data), binary));
+  /** A binary frame is parsed too (Gemini Live takes JSON in either); the translator decides. */
+  fromClient(data: RawData | string, binary: boolean): TranslatedFrames {
+    return texts(this.translator.fromClient(parsed(data), binary));
   }
 
   /** Google's servers send the Live API's JSON as binary frames: both kinds are read. */
@@ -67,11 +69,19 @@ function texts(out: RealtimeOutput): TranslatedFrames {
   return {
     upstream: out.upstream.map((m) => JSON.stringify(m)),
     client: out.client.map((m) => JSON.stringify(m)),
+    ...(out.close === undefined ? {} : { close: out.close }),
   };
 }
 
-function parsed(data: RawData): JsonObject | undefined {
-  const bytes = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
+function parsed(data: RawData | string): JsonObject | undefined {
+  const bytes =
+    typeof data === 'string'
+      ? Buffer.from(data)
+      : Buffer.isBuffer(data)
+        ? data
+        : Array.isArray(data)
+          ? Buffer.concat(data)
+          : Buffer.from(data);
   try {
     const value: unknown = JSON.parse(bytes.toString('utf8'));
     return typeof value === 'object' && value !== null && !Array.isArray(value)

@@ -134,6 +134,11 @@ export interface RealtimeTranslatorInit {
 export interface RealtimeOutput {
   readonly upstream: JsonObject[];
   readonly client: JsonObject[];
+  /**
+   * Closes the client's socket after the messages (a dialect without error messages, Gemini Live,
+   * answers a message it cannot serve this way).
+   */
+  close?: { readonly code: number; readonly reason: string };
 }
 
 /**
@@ -144,7 +149,7 @@ export interface RealtimeOutput {
 export interface RealtimeTranslator {
   /** What the client gets as the session opens (before the upstream has said anything). */
   open(): RealtimeOutput;
-  /** A client message; undefined when the frame was not a JSON object (or `binary`). */
+  /** A client message; undefined when the frame was not a JSON object (`binary`: it came as a binary frame). */
   fromClient(message: JsonObject | undefined, binary: boolean): RealtimeOutput;
   /** An upstream message; undefined when it was not a JSON object. */
   fromUpstream(message: JsonObject | undefined): RealtimeOutput;
@@ -159,6 +164,12 @@ export interface RealtimeTranslatorFactory {
   readonly from: ApiName;
   /** The realtime api of the upstream it speaks to. */
   readonly to: ApiName;
+  /**
+   * Whose messages usage is read from: the translated ones the client receives, in its dialect (the
+   * default), or the upstream's own, in the upstream's dialect (the client frames made of a message
+   * that reports usage then wait for its event, as that message would).
+   */
+  readonly usageFrom?: 'client' | 'upstream';
   create(init: RealtimeTranslatorInit): RealtimeTranslator;
 }
 

@@ -19,7 +19,9 @@ import {
   splitPieces,
   asString as str,
   tokens,
+  toolCallsFor,
   truncateToTokens,
+  wantsTool,
 } from './text.ts';
 
 type Json = Record<string, unknown>;
@@ -490,6 +492,33 @@ export class OpenAIRealtimeSession implements RealtimeProtocolSession {
       knobs.cachedTokens > 0
         ? Math.min(knobs.cachedTokens, inputTotal)
         : Math.min(Math.floor(this.previousInput / CACHE_STEP) * CACHE_STEP, inputTotal);
+    const tools = arr(params.tools ?? session.tools).flatMap((t) => {
+      const tool = obj(t);
+      return tool?.type === 'function' && typeof tool.name === 'string' ? [tool.name] : [];
+    });
+    const toolName = tools.includes('get_weather') ? 'get_weather' : tools[0];
+    const last = input === undefined ? this.items.at(-1)?.item : obj(input.at(-1));
+    const choice = params.tool_choice ?? session.tool_choice;
+    if (
+      inConversation &&
+      wantsTool({
+        toolName,
+        lastIsUser: str(last?.role) === 'user',
+        userText: ctx.userText,
+        knobs,
+        forced: choice === 'required',
+        disabled: choice === 'none',
+      })
+    ) {
+      this.callTools(toolName!, ctx.userText, inputCount, cached, {
+        conversation_id: this.conversationId,
+        output_modalities: [audio ? 'audio' : 'text'],
+        max_output_tokens: maxTokens ?? 'inf',
+        audio: { output: { format: outputAudio.format ?? null, voice: outputAudio.voice ?? 'alloy' } },
+        metadata: params.metadata ?? null,
+      });
+      return;
+    }
     let reply = replyText(ctx.userText, knobs);
     let truncated = false;
     if (typeof maxTokens === 'number') {
@@ -601,6 +630,65 @@ export class OpenAIRealtimeSession implements RealtimeProtocolSession {
     );
     this.run = run;
     run.turn.start();
+  }
+
+  /**
+   * The model calls the tools (one call per place asked about), all at once: one function_call item each,
+   * its arguments in one delta, and the response ends with them (the client answers with
+   * function_call_output items and a new response.create).
+   */
+  private callTools(
+    name: string,
+    userText: string,
+    input: { text: number; audio: number },
+    cached: number,
+    fields: Json,
+  ): void {
+    const id = nextId('resp_');
+    const base: Json = { object: 'realtime.response', id, status: 'in_progress', status_details: null };
+    this.emit('response.created', { response: { ...base, output: [], ...fields, usage: null } });
+    const output: Json[] = [];
+    let argumentTokens = 0;
+    for (const [i, call] of toolCallsFor(name, userText, true).entries()) {
+      const previous = this.lastItemId();
+      const callId = nextId('call_');
+      const item: Json = {
+        id: nextId('item_'),
+        object: 'realtime.item',
+        type: 'function_call',
+        status: 'in_progress',
+        name: call.name,
+        call_id: callId,
+        arguments: '',
+      };
+      const ids = { response_id: id, item_id: item.id, output_index: i, call_id: callId };
+      this.emit('response.output_item.added', { response_id: id, output_index: i, item });
+      this.emit('conversation.item.added', { previous_item_id: previous, item });
+      this.emit('response.function_call_arguments.delta', { ...ids, delta: call.argsJson });
+      this.emit('response.function_call_arguments.done', {
+        ...ids,
+        name: call.name,
+        arguments: call.argsJson,
+      });
+      const done = { ...item, status: 'completed', arguments: call.argsJson };
+      this.items.push({ item: done, audioTokens: 0, audioMs: 0 });
+      this.emit('conversation.item.done', { previous_item_id: previous, item: done });
+      this.emit('response.output_item.done', { response_id: id, output_index: i, item: done });
+      output.push(done);
+      argumentTokens += tokens(`${call.name}${call.argsJson}`);
+    }
+    const usage = usageObject(input, cached, { text: argumentTokens, audio: 0 });
+    this.previousInput = input.text + input.audio;
+    this.emit('response.done', {
+      response: {
+        ...base,
+        status: 'completed',
+        output,
+        ...fields,
+        usage: this.conn.knobs.noUsage ? null : usage,
+      },
+    });
+    this.conn.responseDone();
   }
 
   /** The assistant item as it stands (audio data omitted, as the API does after the deltas). */

@@ -15,6 +15,7 @@ import { ACCESS_KEY } from '../support/stack.ts';
 
 const MODEL = 'gemini-live-2.5-flash';
 const GEMINI_PATH = '/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent';
+// The reverse cell, Gemini Live clients on an OpenAI model: realtime-translate-live.test.ts.
 
 let stack: BillingStack;
 
@@ -465,20 +466,6 @@ describe('OpenAI Realtime client -> Gemini Live', () => {
     assert.equal(usageReports(upstream.sent).length, 0, 'the turn never completed upstream');
     assert.ok(!JSON.stringify(upstream.received).includes('cancel'), 'nothing OpenAI-shaped went upstream');
     assert.equal(eventsOf(rid).length, 1);
-  });
-});
-
-describe('Gemini Live client -> OpenAI Realtime (not built)', () => {
-  test('the session is closed naming the missing rule; nothing reaches an upstream', async () => {
-    const before = stack.upstream.realtime.sessions.length;
-    const client = await RealtimeClient.open(
-      `${stack.url.replace(/^http/, 'ws')}${GEMINI_PATH}?key=${ACCESS_KEY}`,
-    );
-    client.send({ setup: { model: 'models/gpt-realtime' } });
-    const closed = await client.closed;
-    assert.equal(closed.code, 1008);
-    assert.match(closed.reason, /no rule for api 'native\.live'/);
-    assert.equal(stack.upstream.realtime.sessions.length, before);
   });
 });
 
