@@ -1,10 +1,8 @@
 // Realtime sessions (docs/realtime.md): an upgrade request goes through the same stages as an HTTP
 // request (onRequest for the key and the balance, selectTarget, the provider rule for the realtime api),
-// then the gateway opens the upstream WebSocket, accepts the client's, and relays every frame unchanged in
-// both directions with back-pressure (or through the rule's realtime translator when the upstream is
-// another family's: realtime-translate.ts). The server's usage messages are read on the way: each model
-// response becomes one usage event (idempotency key `router:<request id>:<response id>`), on record
-// before the message that reports it reaches the client.
+// then the gateway opens the upstream WebSocket, accepts the client's and hands both to the relay
+// (realtime-relay.ts), which passes frames unchanged or through the rule's realtime translator and bills
+// each model response.
 
 import type { IncomingMessage } from 'node:http';
 import { STATUS_CODES } from 'node:http';
@@ -12,34 +10,25 @@ import type { Duplex } from 'node:stream';
 import { type RawData, WebSocket, WebSocketServer } from 'ws';
 import { splitBaseUrl } from '../common/base-url.ts';
 import { describeError, GatewayError, toGatewayError } from '../common/errors.ts';
-import type { JsonObject, RequestContext, UpstreamRequest, Usage } from '../common/types.ts';
+import type { JsonObject, UpstreamRequest } from '../common/types.ts';
 import { errorBody, realtimeDialectOf } from '../hooks/families/index.ts';
-import type { RealtimeDialect, RealtimeUsage } from '../hooks/families/types.ts';
+import type { RealtimeDialect } from '../hooks/families/types.ts';
 import { MODEL_NAME_RULE, modelNameProblem } from './model-name.ts';
-import { runOnComplete, runOnRequest, runRewriteBody, runSelectTarget } from './pipeline.ts';
+import { runOnRequest, runRewriteBody, runSelectTarget } from './pipeline.ts';
 import {
-  FrameTranslator,
-  type RealtimeTranslation,
-  ruleTranslation,
-  type TranslatedFrames,
-} from './realtime-translate.ts';
+  CLOSE,
+  closeReason,
+  type Frame,
+  relay,
+  toBuffer,
+  type Upstream,
+  upstreamOf,
+} from './realtime-relay.ts';
+import { ruleTranslation } from './realtime-translate.ts';
 import { Context } from './request-context.ts';
 import type { Route } from './routes.ts';
-import type { RuleHooks, Runtime } from './runtime.ts';
+import type { Runtime } from './runtime.ts';
 import { upstreamFailure } from './upstream.ts';
-
-/** A side's unsent bytes above which the other side stops being read, and below which it resumes. */
-const HIGH_WATER = 1024 * 1024;
-const LOW_WATER = 256 * 1024;
-
-/** Server messages of one response kept for estimating a cut one. */
-const MAX_KEPT_MESSAGES = 10_000;
-
-/** How long a response cancelled by a client that left gets to report its usage. */
-const CANCEL_WAIT_MS = 5000;
-
-/** Close codes sent to the client (RFC 6455 7.4; 4xxx are the application's). */
-const CLOSE = { upstreamGone: 1011, policy: 1008, goingAway: 1001, badMessage: 1007 } as const;
 
 const acceptor = new WebSocketServer({ noServer: true, perMessageDeflate: false, clientTracking: false });
 
@@ -61,9 +50,6 @@ export class RealtimeSessions {
     return closeAll(this.open, reason);
   }
 }
-
-/** The upstream socket of each client socket, so that shutdown waits for both to close. */
-const upstreamOf = new WeakMap<WebSocket, WebSocket>();
 
 async function closeAll(sessions: ReadonlySet<WebSocket>, reason: string): Promise<void> {
   await Promise.all(
@@ -259,11 +245,6 @@ function checkedModel(model: string | undefined): string | undefined {
   return model;
 }
 
-/** A close reason fits in a control frame (123 bytes of UTF-8). */
-function closeReason(text: string): string {
-  return Buffer.byteLength(text) <= 123 ? text : `${text.slice(0, 110)}...`;
-}
-
 function accept(
   req: IncomingMessage,
   socket: Duplex,
@@ -302,13 +283,6 @@ function firstMessage(ws: WebSocket, waiting: Frame[]): Promise<Buffer | undefin
     ws.on('message', onMessage);
     ws.once('close', onClose);
   });
-}
-
-function toBuffer(data: FrameData): Buffer {
-  if (typeof data === 'string') return Buffer.from(data);
-  if (Buffer.isBuffer(data)) return data;
-  if (Array.isArray(data)) return Buffer.concat(data);
-  return Buffer.from(data);
 }
 
 /** Picks the target as for HTTP and opens the upstream WebSocket; rejects before the client is accepted. */
@@ -376,343 +350,3 @@ async function connectUpstream(rt: Runtime, ctx: Context, protocols: readonly st
   });
   return { socket, hooks, translation, early, stopKeeping: () => socket.off('message', keep) };
 }
-
-/** A frame as received, or a translated message's text. */
-type FrameData = RawData | string;
-
-interface Frame {
-  readonly data: FrameData;
-  readonly binary: boolean;
-  /** The usage it reports, read already (null: none); undefined: read from it in the client's dialect. */
-  readonly reported?: RealtimeUsage | null;
-}
-
-interface Upstream {
-  readonly socket: WebSocket;
-  readonly hooks: RuleHooks;
-  /** The rule's realtime translator, when the upstream speaks another family's dialect. */
-  readonly translation: RealtimeTranslation | undefined;
-  /** Messages the upstream sent before the relay started, in order. */
-  readonly early: readonly { readonly data: RawData; readonly binary: boolean }[];
-  stopKeeping(): void;
-}
-
-function relay(
-  rt: Runtime,
-  ctx: Context,
-  dialect: RealtimeDialect,
-  client: WebSocket,
-  up: Upstream,
-  firstToUpstream: readonly Frame[],
-): void {
-  const upstream = up.socket;
-  const hooks = up.hooks;
-  upstreamOf.set(client, upstream);
-  if (up.translation === undefined)
-    for (const f of firstToUpstream) upstream.send(f.data, { binary: f.binary });
-  const { toUpstream, toClient: countToClient } = rt.metrics.realtimeFrames;
-  rt.metrics.realtimeSessions.inc();
-  client.once('close', () => rt.metrics.realtimeSessions.dec());
-  // Which dialect governs what: usage and the start of responses are read from the messages the client
-  // receives (its own dialect, translated ones when a translator runs), or, when the translator says so,
-  // from the upstream's own messages with the client frames made of them held alike; either way a
-  // response's usage message reaches the client only once its event is on record. A response the client
-  // cuts is cancelled or estimated as the upstream's dialect allows (from the upstream's own messages).
-  const translator =
-    up.translation === undefined
-      ? undefined
-      : new FrameTranslator(up.translation, ctx.model ?? '', ctx.upstreamModel ?? ctx.model ?? '');
-  const upstreamDialect = up.translation?.upstreamDialect ?? dialect;
-  const usageFromUpstream = up.translation?.factory.usageFrom === 'upstream';
-  let turn = 0;
-  // Server messages wait behind a usage event being put on record: the client sees the message that
-  // reports a response only once its event is (as an HTTP reply's last byte).
-  let recording: Promise<void> | undefined;
-  const held: Frame[] = [];
-  const toClient = (data: FrameData, binary: boolean) => {
-    countToClient.frame(byteLength(data));
-    sendWithBackPressure(upstream, client, data, binary);
-  };
-  const deliver = (data: FrameData, binary: boolean, reported?: RealtimeUsage | null) => {
-    if (recording !== undefined) {
-      held.push({ data, binary, reported });
-      return;
-    }
-    // Google's servers send the Live API's JSON messages as binary frames: both kinds are read.
-    const usage = reported === undefined ? usageIn(dialect, data, turn + 1) : (reported ?? undefined);
-    if (usage === undefined) {
-      toClient(data, binary);
-      return;
-    }
-    turn++;
-    lastUsage = usage.usage;
-    relayedInResponse.length = 0;
-    const pending = record(rt, ctx, hooks, usage.responseId, usage.usage, 'upstream');
-    if (pending === undefined) {
-      toClient(data, binary);
-      responseEnded();
-      return;
-    }
-    held.push({ data, binary });
-    // The message that reports the usage goes out; what came behind it is read as it would have been.
-    const release = () => {
-      recording = undefined;
-      const [reported, ...rest] = held.splice(0);
-      if (reported !== undefined) toClient(reported.data, reported.binary);
-      responseEnded();
-      for (const m of rest) deliver(m.data, m.binary, m.reported);
-    };
-    recording = pending.then(release, release);
-  };
-  // Closing for a reason of the gateway's (a subject blocked meanwhile, the duration limit) waits for
-  // the response being generated to end, so that it is delivered and billed whole.
-  let active = false;
-  let closing: string | undefined;
-  const closeNow = (reason: string) => {
-    if (client.readyState === WebSocket.OPEN) client.close(CLOSE.policy, closeReason(reason));
-  };
-  const closeAfterResponse = (reason: string) => {
-    closing ??= reason;
-    if (!active) closeNow(closing);
-  };
-  let leftMidResponse: (() => void) | undefined;
-  const estimates = upstreamDialect.cancelMessage === undefined && upstreamDialect.estimateCut !== undefined;
-  const relayedInResponse: JsonObject[] = [];
-  let lastUsage: Usage | undefined;
-  const responseEnded = () => {
-    active = false;
-    if (leftMidResponse !== undefined) {
-      leftMidResponse();
-      return;
-    }
-    if (closing !== undefined) {
-      closeNow(closing);
-      return;
-    }
-    // The subject may have been blocked (webhook) since the session opened: the key and the balance are
-    // asked again (from the caches), as for a new request.
-    runOnRequest(rt.requestHooks, sessionContext(ctx, ctx.id, undefined)).then(
-      (again) => {
-        if (again.kind === 'respond') closeAfterResponse(refusalText(again.body));
-      },
-      (err: unknown) => {
-        if (err instanceof GatewayError && err.status < 500) closeAfterResponse(err.message);
-        else ctx.log.warn({ err: describeError(err) }, 'realtime balance re-check failed');
-      },
-    );
-  };
-  const noteStart = (data: FrameData, reader = dialect) => {
-    if (!active && reader.responseMarkers.some((m) => toBuffer(data).includes(m))) active = true;
-  };
-  const keepRelayed = (data: RawData) => {
-    // What a response relays is kept only where a cut one is estimated from it (bounded).
-    if (active && estimates && relayedInResponse.length < MAX_KEPT_MESSAGES) {
-      try {
-        relayedInResponse.push(JSON.parse(toBuffer(data).toString('utf8')) as JsonObject);
-      } catch {
-        // not JSON: nothing to count
-      }
-    }
-  };
-  /** A message through the translator: its frames for the client mark and report responses as relayed ones do. */
-  const cross = (translate: () => TranslatedFrames, relayed?: RawData) => {
-    let frames: TranslatedFrames;
-    try {
-      frames = translate();
-    } catch (err) {
-      // A translator fault ends its session, never the gateway.
-      ctx.log.error({ err: describeError(err) }, 'realtime translation failed');
-      if (client.readyState === WebSocket.OPEN)
-        client.close(CLOSE.upstreamGone, 'the message could not be translated');
-      return;
-    }
-    if (!usageFromUpstream) for (const m of frames.client) noteStart(m);
-    else if (relayed !== undefined) noteStart(relayed, upstreamDialect);
-    if (relayed !== undefined) keepRelayed(relayed);
-    for (const m of frames.upstream) sendWithBackPressure(client, upstream, m, false);
-    if (!usageFromUpstream) {
-      for (const m of frames.client) deliver(m, false);
-    } else {
-      // The last frame made of a message that reports usage reports it (a translator makes one).
-      const usage = relayed === undefined ? undefined : usageIn(upstreamDialect, relayed, turn + 1);
-      const last = frames.client.length - 1;
-      for (const [i, m] of frames.client.entries()) deliver(m, false, i === last ? (usage ?? null) : null);
-    }
-    const close = frames.close;
-    if (close !== undefined) {
-      const shut = () => {
-        if (client.readyState === WebSocket.OPEN) client.close(close.code, closeReason(close.reason));
-      };
-      // After what the translation sent the client, held ones included.
-      if (recording === undefined) shut();
-      else recording.then(shut, shut);
-    }
-  };
-  if (translator === undefined) {
-    upstream.prependListener('message', (data: RawData) => {
-      noteStart(data);
-      keepRelayed(data);
-    });
-  }
-  const fromUpstream = (data: RawData, binary: boolean) => {
-    if (translator === undefined) deliver(data, binary);
-    else cross(() => translator.fromUpstream(data), data);
-  };
-  client.on('message', (data, binary) => {
-    toUpstream.frame(byteLength(data));
-    if (translator === undefined) sendWithBackPressure(client, upstream, data, binary);
-    else cross(() => translator.fromClient(data, binary));
-  });
-  const maxS = rt.config.limits.realtimeMaxSessionS;
-  if (maxS > 0) {
-    const timer = setTimeout(
-      () => closeAfterResponse(`the session reached its longest duration (${maxS} s)`),
-      maxS * 1000,
-    );
-    timer.unref();
-    client.once('close', () => clearTimeout(timer));
-  }
-  up.stopKeeping();
-  if (translator !== undefined) {
-    cross(() => translator.open());
-    // The client's first messages (Gemini's setup) are translated as every later one.
-    for (const f of firstToUpstream) cross(() => translator.fromClient(f.data, f.binary));
-  }
-  for (const m of up.early) fromUpstream(m.data, m.binary);
-  upstream.on('message', fromUpstream);
-  client.on('close', (code, reason) => {
-    // A client that leaves mid-response: the response is cancelled upstream, and the usage the upstream
-    // reports for what it generated until then is billed; bounded, then the upstream is closed anyway.
-    const cancel = upstreamDialect.cancelMessage;
-    if (active && cancel !== undefined && upstream.readyState === WebSocket.OPEN) {
-      upstream.send(JSON.stringify(cancel));
-      const timer = setTimeout(() => closeOther(upstream, code, reason), CANCEL_WAIT_MS);
-      // Its usage is on record when the response ends (responseEnded): then the upstream may go.
-      leftMidResponse = () => {
-        clearTimeout(timer);
-        closeOther(upstream, code, reason);
-      };
-      return;
-    }
-    if (active && estimates) {
-      // No cancel that reports usage: what was relayed of the cut response is billed as an estimate.
-      const model = ctx.upstreamModel ?? ctx.model ?? '';
-      const usage = upstreamDialect.estimateCut!(relayedInResponse, model, lastUsage);
-      turn++;
-      record(rt, ctx, hooks, translator?.responseInProgress ?? `turn-${turn}`, usage, 'estimated');
-    }
-    closeOther(upstream, code, reason);
-  });
-  upstream.on('close', (code, reason) => closeOther(client, code, reason));
-  client.on('error', (err) => ctx.log.debug({ err: describeError(err) }, 'realtime client socket failed'));
-  upstream.on('error', (err) => {
-    ctx.log.warn({ provider: ctx.provider, err: describeError(err) }, 'realtime upstream socket failed');
-    if (client.readyState === WebSocket.OPEN)
-      client.close(CLOSE.upstreamGone, 'the upstream connection failed');
-  });
-}
-
-/** The message of a refusal body in any family's shape. */
-function refusalText(body: unknown): string {
-  const error = (body as { error?: { message?: unknown } } | null)?.error;
-  return typeof error?.message === 'string' ? error.message : 'the session is no longer allowed';
-}
-
-function byteLength(data: FrameData): number {
-  if (typeof data === 'string') return Buffer.byteLength(data);
-  if (Array.isArray(data)) return data.reduce((n, b) => n + b.length, 0);
-  return data.byteLength;
-}
-
-function sendWithBackPressure(from: WebSocket, to: WebSocket, data: FrameData, binary: boolean): void {
-  if (to.readyState !== WebSocket.OPEN) return;
-  to.send(data, { binary }, () => {
-    if (from.isPaused && to.bufferedAmount < LOW_WATER) from.resume();
-  });
-  if (!from.isPaused && to.bufferedAmount > HIGH_WATER) from.pause();
-}
-
-function closeOther(other: WebSocket, code: number, reason: Buffer): void {
-  if (other.readyState === WebSocket.CLOSED || other.readyState === WebSocket.CLOSING) return;
-  // 1005 (no status) and 1006 (abnormal) are never sent in a close frame.
-  const sendable = code >= 1000 && code < 5000 && code !== 1005 && code !== 1006 && code !== 1015;
-  other.close(sendable ? code : 1000, sendable ? reason : undefined);
-}
-
-function usageIn(
-  dialect: RealtimeDialect,
-  data: FrameData,
-  turn: number,
-): { responseId: string; usage: Usage } | undefined {
-  // Most frames (audio and text deltas) carry no usage: looked for in the bytes, decoded only on a hit.
-  const bytes = toBuffer(data);
-  if (!dialect.usageMarkers.some((m) => bytes.includes(m))) return undefined;
-  try {
-    const message = JSON.parse(bytes.toString('utf8')) as JsonObject;
-    return dialect.usage(message, turn);
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * One model response's usage through the rule's onComplete hooks (billing among them), as a request of
- * its own whose id is the session's request id and the response id; the promise that its event is on
- * record, when the queue batches.
- */
-function record(
-  rt: Runtime,
-  ctx: Context,
-  hooks: RuleHooks,
-  responseId: string,
-  usage: Usage,
-  stage: 'upstream' | 'estimated',
-): Promise<void> | undefined {
-  const done = runOnComplete(hooks.complete, sessionContext(ctx, `${ctx.id}:${responseId}`, usage, stage));
-  const recorded = rt.recorded();
-  return recorded === undefined ? done : Promise.all([done, recorded]).then(() => undefined);
-}
-
-/**
- * A request context of its own for one step of the session (a response's usage, a re-check): the
- * session's facts, a fresh identity (per-request memos start empty), this id and usage.
- */
-function sessionContext(
-  ctx: Context,
-  id: string,
-  usage: Usage | undefined,
-  stage?: 'upstream' | 'estimated',
-): RequestContext {
-  return {
-    id,
-    correlationId: ctx.correlationId,
-    api: ctx.api,
-    clientFormat: ctx.clientFormat,
-    method: ctx.method,
-    path: ctx.path,
-    query: ctx.query,
-    headers: ctx.headers,
-    receivedAt: ctx.receivedAt,
-    startedAt: ctx.startedAt,
-    signal: ctx.signal,
-    log: ctx.log,
-    body: undefined,
-    rawBody: ctx.rawBody,
-    model: ctx.model,
-    stream: true,
-    principal: ctx.principal,
-    provider: ctx.provider,
-    upstreamModel: ctx.upstreamModel,
-    channel: ctx.channel,
-    upstreamTtfbMs: undefined,
-    status: 200,
-    usage,
-    usageStage: stage,
-    responseStarted: true,
-    clientAborted: false,
-    deliveredText: [],
-    error: undefined,
-  };
-}
-
-export { CLOSE as REALTIME_CLOSE };
