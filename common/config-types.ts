@@ -22,6 +22,7 @@ export interface LimitsConfig {
   readonly maxRetries: number;
   /** Longest a realtime session may last, in seconds (0: no limit). */
   readonly realtimeMaxSessionS: number;
+  readonly realtimeMaxMessageBytes: number;
   /** Time in-flight requests get to finish on SIGTERM. */
   readonly drainTimeoutMs: number;
   /** Time a client gets to send a request's headers; exceeded -> 408. */

@@ -184,13 +184,13 @@ async function open(
     if (ctx.model === undefined)
       throw new GatewayError('invalid_parameter', 'The realtime session needs ?model=<model>', 'model');
     const upstream = await connectUpstream(rt, ctx, offered);
-    const client = await accept(req, socket, head, offered, ctx.id);
+    const client = await accept(req, socket, head, offered, ctx.id, rt.config.limits.realtimeMaxMessageBytes);
     join(client);
     relay(rt, ctx, dialect, client, upstream, []);
     return;
   }
   // The model is in the client's first message: accept, read it, then open the upstream.
-  const client = await accept(req, socket, head, offered, ctx.id);
+  const client = await accept(req, socket, head, offered, ctx.id, rt.config.limits.realtimeMaxMessageBytes);
   join(client);
   // Messages after the setup (sent before setupComplete, while the upstream opens) go after it; frames
   // of one read arrive in one turn, so the listener is on from the start.
@@ -251,12 +251,15 @@ function accept(
   head: Buffer,
   offered: readonly string[],
   id: string,
+  maxMessageBytes: number,
 ): Promise<WebSocket> {
   return new Promise((resolve) => {
     const addId = (headers: string[]) => headers.push(`x-router-request-id: ${id}`);
     acceptor.once('headers', addId);
     // The client's first offered protocol other than the key (the SDKs' `realtime`).
     acceptor.options.handleProtocols = () => offered[0] ?? false;
+    // A larger message closes the session (1009) before it is buffered whole.
+    acceptor.options.maxPayload = maxMessageBytes;
     acceptor.handleUpgrade(req, socket, head, (ws) => resolve(ws));
   });
 }
@@ -321,6 +324,7 @@ async function connectUpstream(rt: Runtime, ctx: Context, protocols: readonly st
   const socket = new WebSocket(target, translation === undefined ? [...protocols] : [], {
     headers: up.headers,
     perMessageDeflate: false,
+    maxPayload: rt.config.limits.realtimeMaxMessageBytes,
     handshakeTimeout: rt.config.limits.upstreamConnectTimeoutMs + rt.config.limits.upstreamHeadersTimeoutMs,
   });
   // The server speaks first (session.created), in the same read as the handshake's answer, while the

@@ -171,6 +171,7 @@ export function toConfig(
       upstreamBodyTimeoutMs: raw.limits.upstream_body_timeout_ms,
       maxRetries: raw.limits.max_retries,
       realtimeMaxSessionS: raw.limits.realtime_max_session_s,
+      realtimeMaxMessageBytes: raw.limits.realtime_max_message_bytes,
       drainTimeoutMs: raw.limits.drain_timeout_ms,
       clientHeaderTimeoutMs: raw.limits.client_header_timeout_ms,
       clientBodyTimeoutMs: raw.limits.client_body_timeout_ms,

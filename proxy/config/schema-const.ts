@@ -113,6 +113,12 @@ export const ROUTER_CONFIG_SCHEMA = {
           "default": 0,
           "minimum": 0
         },
+        "realtime_max_message_bytes": {
+          "type": "integer",
+          "description": "Largest WebSocket message of a realtime session, either way; a larger one closes the session (1009, message too big). The default holds OpenAI's largest audio append (15 MiB).",
+          "default": 16777216,
+          "minimum": 1024
+        },
         "drain_timeout_ms": {
           "type": "integer",
           "description": "Time in-flight requests get to finish after SIGTERM.",

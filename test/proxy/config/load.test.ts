@@ -76,6 +76,7 @@ test('an empty file gets every documented default', async () => {
     upstreamBodyTimeoutMs: 300000,
     maxRetries: 1,
     realtimeMaxSessionS: 0,
+    realtimeMaxMessageBytes: 16 * 1024 * 1024,
     drainTimeoutMs: 30000,
     clientHeaderTimeoutMs: 30000,
     clientBodyTimeoutMs: 30000,
