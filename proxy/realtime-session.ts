@@ -197,7 +197,7 @@ async function open(
   const waiting: Frame[] = [];
   const keep = (data: RawData, binary: boolean) => waiting.push({ data, binary });
   client.on('message', keep);
-  const first = await firstMessage(client, waiting);
+  const first = await firstMessage(client, waiting, rt.config.limits.clientHeaderTimeoutMs);
   if (first === undefined) return;
   let setup: JsonObject;
   try {
@@ -264,14 +264,22 @@ function accept(
   });
 }
 
-/** The first message the client sends (taken off `waiting`, where every message lands). */
-function firstMessage(ws: WebSocket, waiting: Frame[]): Promise<Buffer | undefined> {
+/**
+ * The first message the client sends (taken off `waiting`, where every message lands). A client that
+ * sends none within `timeoutMs` (the time a request has for its head) is closed: an accepted socket
+ * that never names its model would otherwise be held forever.
+ */
+function firstMessage(ws: WebSocket, waiting: Frame[], timeoutMs: number): Promise<Buffer | undefined> {
   return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      ws.off('message', onMessage);
+      ws.off('close', onClose);
+    };
     const take = () => {
       const f = waiting.shift();
       if (f === undefined) return false;
-      ws.off('message', onMessage);
-      ws.off('close', onClose);
+      done();
       resolve(toBuffer(f.data));
       return true;
     };
@@ -279,9 +287,14 @@ function firstMessage(ws: WebSocket, waiting: Frame[]): Promise<Buffer | undefin
       take();
     };
     const onClose = () => {
-      ws.off('message', onMessage);
+      done();
       resolve(undefined);
     };
+    const timer = setTimeout(() => {
+      done();
+      ws.close(CLOSE.policy, `no setup message within ${timeoutMs} ms`);
+      resolve(undefined);
+    }, timeoutMs);
     if (take()) return;
     ws.on('message', onMessage);
     ws.once('close', onClose);

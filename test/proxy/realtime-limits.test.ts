@@ -47,3 +47,18 @@ test('a message over the limit closes the session with 1009; one at the limit is
   await stack.sim.waitFor(() => upstream.closed !== undefined);
   assert.equal(upstream.received.length, 1, 'the large message never reached the upstream');
 });
+
+test('a Gemini Live client that sends no setup message is closed after the head timeout', async () => {
+  const quiet = await startStack({ extraYaml: 'limits: { client_header_timeout_ms: 300 }' });
+  try {
+    const client = await RealtimeClient.open(
+      `${quiet.url.replace(/^http/, 'ws')}/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent?key=${ACCESS_KEY}`,
+    );
+    const closed = await client.closed;
+    assert.equal(closed.code, 1008);
+    assert.match(closed.reason, /no setup message within 300 ms/);
+    assert.equal(quiet.sim.realtime.sessions.length, 0, 'no upstream session was opened');
+  } finally {
+    await quiet.close();
+  }
+});
