@@ -217,9 +217,13 @@ async function open(
     return;
   }
   let upstream: Upstream;
+  // Not read while the upstream opens: what the client sends meanwhile stays in its socket (TCP
+  // back-pressure), not in `waiting`, however long the upstream takes to answer.
+  client.pause();
   try {
     upstream = await connectUpstream(rt, ctx, offered);
   } catch (err) {
+    client.resume(); // to read the client's answer to the close
     const gwErr = toGatewayError(err);
     client.close(gwErr.status >= 500 ? CLOSE.upstreamGone : CLOSE.policy, closeReason(gwErr.message));
     return;
@@ -230,6 +234,7 @@ async function open(
       : first;
   client.off('message', keep);
   relay(rt, ctx, dialect, client, upstream, [{ data: mapped, binary: false }, ...waiting]);
+  client.resume();
 }
 
 /** A model name outside the documented shape is refused before it is routed or sent anywhere. */
