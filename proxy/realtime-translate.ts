@@ -13,6 +13,9 @@ import type {
   RealtimeTranslatorFactory,
 } from '../hooks/families/types.ts';
 
+/** Nesting a client message may have (Gemini's own JSON reader stops at 100). */
+export const MAX_CLIENT_DEPTH = 100;
+
 export interface RealtimeTranslation {
   readonly factory: RealtimeTranslatorFactory;
   /** The upstream's dialect: how a response the client cuts is cancelled or estimated. */
@@ -56,7 +59,14 @@ export class FrameTranslator {
 
   /** A binary frame is parsed too (Gemini Live takes JSON in either); the translator decides. */
   fromClient(data: RawData | string, binary: boolean): TranslatedFrames {
-    return texts(this.translator.fromClient(parsed(data), binary));
+    const message = parsed(data);
+    // Nested deeper than any event needs: read as malformed (the translators recurse and re-serialise).
+    return texts(
+      this.translator.fromClient(
+        message !== undefined && nestedDeeperThan(message, MAX_CLIENT_DEPTH) ? undefined : message,
+        binary,
+      ),
+    );
   }
 
   /** Google's servers send the Live API's JSON as binary frames: both kinds are read. */
@@ -90,4 +100,16 @@ function parsed(data: RawData | string): JsonObject | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** Whether objects and arrays nest deeper than `max` levels (iterative: no stack to exhaust). */
+export function nestedDeeperThan(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [v, depth] = next;
+    if (depth > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v as object))
+      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+  }
+  return false;
 }

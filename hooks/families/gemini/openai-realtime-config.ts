@@ -224,7 +224,7 @@ function turnDetectionRefusal(td: JsonValue | undefined): Refusal | undefined {
       return refuse(`${path}.${key}`, 'must be a whole number of milliseconds');
   }
   const eagerness = td.eagerness ?? 'auto';
-  if (!['auto', 'low', 'medium', 'high'].includes(String(eagerness)))
+  if (typeof eagerness !== 'string' || !['auto', 'low', 'medium', 'high'].includes(eagerness))
     return refuse(`${path}.eagerness`, 'must be auto, low, medium or high');
   return undefined;
 }
@@ -276,7 +276,7 @@ function inputConfig(td: JsonValue | undefined): JsonObject | undefined {
   const detection: JsonObject = {};
   if (typeof td.prefix_padding_ms === 'number') detection.prefixPaddingMs = td.prefix_padding_ms;
   if (typeof td.silence_duration_ms === 'number') detection.silenceDurationMs = td.silence_duration_ms;
-  const end = END_SENSITIVITY[String(td.eagerness)];
+  const end = td.eagerness === 'low' || td.eagerness === 'high' ? END_SENSITIVITY[td.eagerness] : undefined;
   if (end !== undefined) detection.endOfSpeechSensitivity = end;
   const config: JsonObject = {};
   if (Object.keys(detection).length > 0) config.automaticActivityDetection = detection;

@@ -28,7 +28,7 @@ export function itemToGemini(
     return {
       refusal: {
         param: 'item.type',
-        message: `item.type: ${String(item.type)} items are not carried to Gemini Live`,
+        message: `item.type: ${label(item.type)} items are not carried to Gemini Live`,
       },
     };
   const role = item.role === 'assistant' ? 'model' : item.role === 'user' ? 'user' : undefined;
@@ -48,7 +48,7 @@ export function itemToGemini(
       return {
         refusal: {
           param: `item.content[${i}].type`,
-          message: `item.content[${i}].type: ${String(part.type)} is not carried to Gemini Live for a ${String(item.role)} item`,
+          message: `item.content[${i}].type: ${label(part.type)} is not carried to Gemini Live for a ${label(item.role)} item`,
         },
       };
     parts.push(mapped);
@@ -77,4 +77,10 @@ export function withoutAudio(part: JsonValue): JsonValue {
   if (!isObject(part) || part.audio === undefined) return part;
   const { audio: _audio, ...rest } = part;
   return { ...rest, transcript: part.transcript ?? null };
+}
+
+/** A client value in an error message: a string as it is, anything else by its kind (never converted). */
+function label(value: JsonValue | undefined): string {
+  if (typeof value === 'string') return value;
+  return value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value;
 }

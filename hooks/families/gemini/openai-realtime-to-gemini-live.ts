@@ -158,7 +158,7 @@ class OpenaiRealtimeToGeminiLive implements RealtimeTranslator, Conversation {
           );
         break;
       default: {
-        const why = NOT_CARRIED[type];
+        const why = Object.hasOwn(NOT_CARRIED, type) ? NOT_CARRIED[type] : undefined;
         out.client.push(
           why !== undefined
             ? this.unsupported(type, why, eventId)

@@ -155,7 +155,7 @@ function generationFields(
   // OpenAI's GA sessions take no sampling settings (temperature was the beta's).
   const other = otherField(g, ['responseModalities', 'speechConfig', 'maxOutputTokens'], path);
   if (other !== undefined) return { refusal: other };
-  const modalities = asArray(g.responseModalities).map((m) => String(m).toUpperCase());
+  const modalities = asArray(g.responseModalities).map((m) => (typeof m === 'string' ? m.toUpperCase() : ''));
   if (modalities.length > 1 || (modalities.length === 1 && !['TEXT', 'AUDIO'].includes(modalities[0]!)))
     return {
       refusal: notCarried(
@@ -245,7 +245,8 @@ function toolChoice(value: JsonValue | undefined): string | Refusal {
   if (other !== undefined) return other;
   const field = otherField(config, ['mode'], 'setup.toolConfig.functionCallingConfig');
   if (field !== undefined) return field;
-  const choice = TOOL_CHOICE[String(config.mode ?? 'AUTO')];
+  const mode = config.mode ?? 'AUTO';
+  const choice = typeof mode === 'string' && Object.hasOwn(TOOL_CHOICE, mode) ? TOOL_CHOICE[mode] : undefined;
   return choice ?? notCarried('setup.toolConfig.functionCallingConfig.mode', 'must be AUTO, ANY or NONE');
 }
 
@@ -256,13 +257,14 @@ function inputConfig(
   const config = isObject(value) ? value : {};
   const other = otherField(config, ['automaticActivityDetection', 'activityHandling', 'turnCoverage'], path);
   if (other !== undefined) return { refusal: other };
-  const handling = String(config.activityHandling ?? 'START_OF_ACTIVITY_INTERRUPTS');
+  const handling = config.activityHandling ?? 'START_OF_ACTIVITY_INTERRUPTS';
   if (
+    typeof handling !== 'string' ||
     !['START_OF_ACTIVITY_INTERRUPTS', 'NO_INTERRUPTION', 'ACTIVITY_HANDLING_UNSPECIFIED'].includes(handling)
   )
     return { refusal: invalid(`${path}.activityHandling`, 'unknown value') };
   const interrupts = handling !== 'NO_INTERRUPTION';
-  const coverage = String(config.turnCoverage ?? 'TURN_INCLUDES_ONLY_ACTIVITY');
+  const coverage = config.turnCoverage ?? 'TURN_INCLUDES_ONLY_ACTIVITY';
   if (coverage !== 'TURN_INCLUDES_ONLY_ACTIVITY' && coverage !== 'TURN_COVERAGE_UNSPECIFIED')
     return {
       refusal: notCarried(`${path}.turnCoverage`, "OpenAI's turns hold the detected speech only"),
@@ -271,7 +273,11 @@ function inputConfig(
   const at = `${path}.automaticActivityDetection`;
   for (const key of ['startOfSpeechSensitivity', 'endOfSpeechSensitivity']) {
     const level = aad[key];
-    if (level !== undefined && level !== null && !String(level).endsWith('_UNSPECIFIED'))
+    if (
+      level !== undefined &&
+      level !== null &&
+      !(typeof level === 'string' && level.endsWith('_UNSPECIFIED'))
+    )
       return {
         refusal: notCarried(`${at}.${key}`, 'OpenAI has a threshold, not levels'),
       };
