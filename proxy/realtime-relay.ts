@@ -93,9 +93,24 @@ export function relay(
   // reports a response only once its event is (as an HTTP reply's last byte).
   let recording: Promise<void> | undefined;
   const held: Frame[] = [];
+  // A side is read only while the sockets its messages fill are below the water marks; through a
+  // translator the client's messages fill its own socket too (errors, echoes), so one that does not
+  // read stops being read.
+  const fills = (side: WebSocket): WebSocket[] =>
+    side === upstream ? [client] : translator === undefined ? [upstream] : [upstream, client];
+  const balance = () => {
+    for (const side of [client, upstream])
+      if (side.isPaused && fills(side).every((s) => s.bufferedAmount < LOW_WATER)) side.resume();
+  };
+  const send = (to: WebSocket, data: FrameData, binary: boolean) => {
+    if (to.readyState !== WebSocket.OPEN) return;
+    to.send(data, { binary }, balance);
+    if (to.bufferedAmount > HIGH_WATER)
+      for (const side of [client, upstream]) if (!side.isPaused && fills(side).includes(to)) side.pause();
+  };
   const toClient = (data: FrameData, binary: boolean) => {
     countToClient.frame(byteLength(data));
-    sendWithBackPressure(upstream, client, data, binary);
+    send(client, data, binary);
   };
   const deliver = (data: FrameData, binary: boolean, reported?: RealtimeUsage | null) => {
     if (recording !== undefined) {
@@ -109,8 +124,6 @@ export function relay(
       return;
     }
     turn++;
-    lastUsage = usage.usage;
-    relayedInResponse.length = 0;
     const pending = record(rt, ctx, hooks, usage.responseId, usage.usage, 'upstream');
     if (pending === undefined) {
       toClient(data, binary);
@@ -137,20 +150,22 @@ export function relay(
   };
   const closeAfterResponse = (reason: string) => {
     closing ??= reason;
-    if (!active) closeNow(closing);
+    if (!active && recording === undefined) closeNow(closing);
+  };
+  /** Runs once the messages held behind usage events have gone to the client. */
+  const afterHeld = (then: () => void) => {
+    if (recording === undefined) then();
+    else recording.then(() => afterHeld(then));
   };
   let leftMidResponse: (() => void) | undefined;
   const estimates = upstreamDialect.cancelMessage === undefined && upstreamDialect.estimateCut !== undefined;
   const relayedInResponse: JsonObject[] = [];
   let lastUsage: Usage | undefined;
+  /** A response's usage has been recorded and its message delivered. */
   const responseEnded = () => {
-    active = false;
-    if (leftMidResponse !== undefined) {
-      leftMidResponse();
-      return;
-    }
+    if (leftMidResponse !== undefined) return;
     if (closing !== undefined) {
-      closeNow(closing);
+      if (!active) closeNow(closing);
       return;
     }
     // The subject may have been blocked (webhook) since the session opened: the key and the balance are
@@ -165,8 +180,17 @@ export function relay(
       },
     );
   };
-  const noteStart = (data: FrameData, reader = dialect) => {
+  // A response starts and ends as its messages arrive, not as they are delivered (a usage message may
+  // be held): a client that leaves while a usage is being recorded cut nothing, and a response that
+  // starts meanwhile is in progress.
+  const noteFrame = (data: FrameData, reader = dialect) => {
     if (!active && reader.responseMarkers.some((m) => toBuffer(data).includes(m))) active = true;
+    const usage = active ? usageIn(reader, data, turn + 1) : undefined;
+    if (usage === undefined) return;
+    active = false;
+    lastUsage = usage.usage;
+    relayedInResponse.length = 0;
+    leftMidResponse?.();
   };
   const keepRelayed = (data: RawData) => {
     // What a response relays is kept only where a cut one is estimated from it (bounded).
@@ -190,10 +214,10 @@ export function relay(
         client.close(CLOSE.upstreamGone, 'the message could not be translated');
       return;
     }
-    if (!usageFromUpstream) for (const m of frames.client) noteStart(m);
-    else if (relayed !== undefined) noteStart(relayed, upstreamDialect);
+    if (!usageFromUpstream) for (const m of frames.client) noteFrame(m);
+    else if (relayed !== undefined) noteFrame(relayed, upstreamDialect);
     if (relayed !== undefined) keepRelayed(relayed);
-    for (const m of frames.upstream) sendWithBackPressure(client, upstream, m, false);
+    for (const m of frames.upstream) send(upstream, m, false);
     if (!usageFromUpstream) {
       for (const m of frames.client) deliver(m, false);
     } else {
@@ -208,13 +232,12 @@ export function relay(
         if (client.readyState === WebSocket.OPEN) client.close(close.code, closeReason(close.reason));
       };
       // After what the translation sent the client, held ones included.
-      if (recording === undefined) shut();
-      else recording.then(shut, shut);
+      afterHeld(shut);
     }
   };
   if (translator === undefined) {
     upstream.prependListener('message', (data: RawData) => {
-      noteStart(data);
+      noteFrame(data);
       keepRelayed(data);
     });
   }
@@ -224,7 +247,7 @@ export function relay(
   };
   client.on('message', (data, binary) => {
     toUpstream.frame(byteLength(data));
-    if (translator === undefined) sendWithBackPressure(client, upstream, data, binary);
+    if (translator === undefined) send(upstream, data, binary);
     else cross(() => translator.fromClient(data, binary));
   });
   const maxS = rt.config.limits.realtimeMaxSessionS;
@@ -267,7 +290,9 @@ export function relay(
     }
     closeOther(upstream, code, reason);
   });
-  upstream.on('close', (code, reason) => closeOther(client, code, reason));
+  // The client gets what was held behind a usage event before the close (an upstream may close right
+  // after its last usage message).
+  upstream.on('close', (code, reason) => afterHeld(() => closeOther(client, code, reason)));
   client.on('error', (err) => ctx.log.debug({ err: describeError(err) }, 'realtime client socket failed'));
   upstream.on('error', (err) => {
     ctx.log.warn({ provider: ctx.provider, err: describeError(err) }, 'realtime upstream socket failed');
@@ -286,14 +311,6 @@ function byteLength(data: FrameData): number {
   if (typeof data === 'string') return Buffer.byteLength(data);
   if (Array.isArray(data)) return data.reduce((n, b) => n + b.length, 0);
   return data.byteLength;
-}
-
-function sendWithBackPressure(from: WebSocket, to: WebSocket, data: FrameData, binary: boolean): void {
-  if (to.readyState !== WebSocket.OPEN) return;
-  to.send(data, { binary }, () => {
-    if (from.isPaused && to.bufferedAmount < LOW_WATER) from.resume();
-  });
-  if (!from.isPaused && to.bufferedAmount > HIGH_WATER) from.pause();
 }
 
 function closeOther(other: WebSocket, code: number, reason: Buffer): void {
