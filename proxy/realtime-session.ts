@@ -13,6 +13,7 @@ import { describeError, GatewayError, toGatewayError } from '../common/errors.ts
 import type { JsonObject, UpstreamRequest } from '../common/types.ts';
 import { errorBody, realtimeDialectOf } from '../hooks/families/index.ts';
 import type { RealtimeDialect } from '../hooks/families/types.ts';
+import { jsonDeeperThan } from './json-depth.ts';
 import { MODEL_NAME_RULE, modelNameProblem } from './model-name.ts';
 import { runOnRequest, runRewriteBody, runSelectTarget } from './pipeline.ts';
 import {
@@ -201,6 +202,8 @@ async function open(
   if (first === undefined) return;
   let setup: JsonObject;
   try {
+    // Nested deeper than a request body may be, it would overflow the stack when rewritten for upstream.
+    if (jsonDeeperThan(first, rt.config.limits.maxJsonDepth)) throw new Error('too deep');
     setup = JSON.parse(first.toString('utf8')) as JsonObject;
   } catch {
     client.close(CLOSE.badMessage, 'the first message must be the JSON setup message');
@@ -265,7 +268,12 @@ function accept(
     acceptor.options.handleProtocols = () => offered[0] ?? false;
     // A larger message closes the session (1009) before it is buffered whole.
     acceptor.options.maxPayload = maxMessageBytes;
-    acceptor.handleUpgrade(req, socket, head, (ws) => resolve(ws));
+    acceptor.handleUpgrade(req, socket, head, (ws) => {
+      // From the first frame on: a protocol error (a message over the limit, a bad frame) is an 'error'
+      // event, which without a listener would end the process. ws closes the socket itself.
+      ws.on('error', () => undefined);
+      resolve(ws);
+    });
   });
 }
 

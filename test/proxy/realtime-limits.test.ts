@@ -62,3 +62,26 @@ test('a Gemini Live client that sends no setup message is closed after the head 
     await quiet.close();
   }
 });
+
+test('a Gemini Live client whose first message is over the limit gets 1009; the gateway stays up', async () => {
+  const client = await RealtimeClient.open(
+    `${stack.url.replace(/^http/, 'ws')}/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent?key=${ACCESS_KEY}`,
+  );
+  client.ws.send(`{"setup":{"model":"models/gemini-live-2.5-flash","x":"${'a'.repeat(LIMIT)}"}}`);
+  assert.equal((await client.closed).code, 1009);
+  const again = await openClient();
+  await again.until((m) => m.type === 'session.created');
+  again.ws.close(1000);
+});
+
+test('a Gemini Live setup nested deeper than limits.max_json_depth is refused (1007) before any upstream opens', async () => {
+  const before = stack.sim.realtime.sessions.length;
+  const client = await RealtimeClient.open(
+    `${stack.url.replace(/^http/, 'ws')}/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent?key=${ACCESS_KEY}`,
+  );
+  const deep = `${'['.repeat(1500)}${']'.repeat(1500)}`;
+  client.ws.send(`{"setup":{"model":"models/gemini-live-2.5-flash","tools":${deep}}}`);
+  const closed = await client.closed;
+  assert.equal(closed.code, 1007);
+  assert.equal(stack.sim.realtime.sessions.length, before, 'no upstream session was opened');
+});
