@@ -6,7 +6,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { openaiRealtimeToGeminiLive } from '../../hooks/families/gemini/openai-realtime-to-gemini-live.ts';
-import { geminiLiveToOpenaiRealtime } from '../../hooks/families/openai/gemini-live-to-openai-realtime.ts';
+import {
+  geminiLiveToOpenaiRealtime,
+  MAX_WAITING_BYTES,
+} from '../../hooks/families/openai/gemini-live-to-openai-realtime.ts';
 import type { RealtimeTranslatorFactory } from '../../hooks/families/types.ts';
 import { FrameTranslator, MAX_CLIENT_DEPTH, nestedDeeperThan } from '../../proxy/realtime-translate.ts';
 
@@ -98,4 +101,26 @@ test('a message nested deeper than any event is answered as malformed, in either
   for (let i = 1; i < MAX_CLIENT_DEPTH; i++) ok = `[${ok}]`;
   assert.equal(nestedDeeperThan(JSON.parse(`{"a":${ok}}`), MAX_CLIENT_DEPTH), false);
   assert.equal(nestedDeeperThan(JSON.parse(`{"a":[${ok}]}`), MAX_CLIENT_DEPTH), true);
+});
+
+test('Gemini Live client: more than the gateway holds before OpenAI opens the session closes 1008', () => {
+  const t = frames(geminiLiveToOpenaiRealtime);
+  assert.equal(t.fromClient('{"setup":{"model":"models/m"}}', false).close, undefined);
+  // Each append is a quarter of the limit (24 kHz audio passes as it is), plus its JSON.
+  const audio = Buffer.alloc((MAX_WAITING_BYTES / 4 / 4) * 3).toString('base64');
+  const chunk = JSON.stringify({
+    realtimeInput: { audio: { data: audio, mimeType: 'audio/pcm;rate=24000' } },
+  });
+  for (let i = 0; i < 3; i++) assert.deepEqual(t.fromClient(chunk, false), { upstream: [], client: [] });
+  const out = t.fromClient(chunk, false);
+  assert.equal(out.close?.code, 1008);
+  assert.match(out.close!.reason, /^more than 16 MiB sent before OpenAI Realtime opened the session$/);
+  assert.deepEqual(out.upstream, []);
+  assert.equal(t.fromClient('{"realtimeInput":{"text":"x"}}', false).close?.code, 1008, 'and after it');
+  // Nothing of it is left to send.
+  const created = t.fromUpstream(Buffer.from('{"type":"session.created","session":{}}'));
+  assert.deepEqual(
+    created.upstream.map((m) => JSON.parse(m).type),
+    ['session.update'],
+  );
 });

@@ -7,14 +7,17 @@ import { objectOf } from '../telemetry-fields.ts';
 import { INPUT_AUDIO_MIME, type Refusal } from './openai-realtime-config.ts';
 import { asArray, asString, isObject, parseJson } from './translator-shared.ts';
 
-/** A conversation item as the Gemini message that adds it, or why Gemini Live cannot take it. */
+/**
+ * A conversation item as the Gemini message that adds it, or why Gemini Live cannot take it.
+ * `answerCall`: the name of the unanswered call an output answers (the call is then answered).
+ */
 export function itemToGemini(
   item: JsonObject,
-  callName: (callId: string) => string | undefined,
+  answerCall: (callId: string) => string | undefined,
 ): { message: JsonObject } | { refusal: Refusal } {
   if (item.type === 'function_call_output') {
     const callId = asString(item.call_id) ?? '';
-    const name = callName(callId);
+    const name = answerCall(callId);
     if (name === undefined)
       return {
         refusal: { param: 'item.call_id', message: 'item.call_id: not a function call of this session' },

@@ -49,6 +49,8 @@ interface Response {
 }
 
 const PCM_24K: JsonObject = { type: 'audio/pcm', rate: 24_000 };
+/** Unanswered function calls a session keeps; beyond it the oldest is forgotten (its output refused). */
+export const KEPT_CALLS = 256;
 
 export class Responses {
   /** `metadata` of the last response.create, for the response it asks for. */
@@ -58,7 +60,7 @@ export class Responses {
   private usage: JsonObject | undefined;
   /** The first response since the last one that carried usage (what a cut turn is billed under). */
   private unreported: string | undefined;
-  /** Function call ids Gemini sent, with their names (a function response names its function). */
+  /** Unanswered function call ids Gemini sent, with their names (a function response names its function). */
   private readonly calls = new Map<string, string>();
 
   private readonly conv: Conversation;
@@ -76,8 +78,11 @@ export class Responses {
     return this.open !== undefined && !this.open.muted && !this.open.interrupted;
   }
 
-  callName(callId: string): string | undefined {
-    return this.calls.get(callId);
+  /** The name of an unanswered call, forgotten as its output goes to Gemini. */
+  answerCall(callId: string): string | undefined {
+    const name = this.calls.get(callId);
+    this.calls.delete(callId);
+    return name;
   }
 
   /** One Gemini server message: the OpenAI events it makes, appended to `out`. */
@@ -228,6 +233,7 @@ export class Responses {
       const name = asString(call.name) ?? '';
       const callId = asString(call.id) ?? this.conv.id('call_');
       this.calls.set(callId, name);
+      if (this.calls.size > KEPT_CALLS) this.calls.delete(this.calls.keys().next().value!);
       const args = JSON.stringify(isObject(call.args) ? call.args : {});
       const outputIndex = r.output.length;
       const previous = this.conv.lastItemId;

@@ -330,7 +330,7 @@ class OpenaiRealtimeToGeminiLive implements RealtimeTranslator, Conversation {
       );
       return;
     }
-    const upstream = itemToGemini(item, (callId) => this.responses.callName(callId));
+    const upstream = itemToGemini(item, (callId) => this.responses.answerCall(callId));
     if ('refusal' in upstream) {
       out.client.push(this.refused(upstream.refusal, eventId));
       return;

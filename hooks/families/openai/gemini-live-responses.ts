@@ -19,6 +19,9 @@ const TRANSCRIPT_DELTAS = new Set([
   'response.audio_transcript.delta',
 ]);
 
+/** Items with transcription deltas kept at most; beyond it the oldest is forgotten. */
+export const KEPT_TRANSCRIBED = 256;
+
 interface Response {
   readonly id: string;
   /** The client was told `interrupted`: what is left of the response is not relayed. */
@@ -81,6 +84,8 @@ export class LiveResponses {
     if (type === 'conversation.item.input_audio_transcription.delta') {
       const delta = asString(event.delta);
       this.transcribed.add(asString(event.item_id) ?? '');
+      if (this.transcribed.size > KEPT_TRANSCRIBED)
+        this.transcribed.delete(this.transcribed.values().next().value!);
       if (delta !== undefined && delta !== '')
         out.push({ serverContent: { inputTranscription: { text: delta } } });
       return true;
@@ -90,6 +95,11 @@ export class LiveResponses {
       const transcript = asString(event.transcript);
       if (!this.transcribed.delete(item) && transcript !== undefined && transcript !== '')
         out.push({ serverContent: { inputTranscription: { text: transcript } } });
+      return true;
+    }
+    if (type === 'conversation.item.input_audio_transcription.failed') {
+      // No Live API message says so; no `.completed` follows.
+      this.transcribed.delete(asString(event.item_id) ?? '');
       return true;
     }
     if (type === 'response.done') {

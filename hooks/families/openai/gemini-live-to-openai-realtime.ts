@@ -35,6 +35,8 @@ const HARMLESS: Readonly<Record<string, string>> = {
 
 /** Events of the translator's own kept for reading OpenAI's errors (the latest ones). */
 const KEPT_EVENTS = 256;
+/** Bytes of events held until OpenAI's session.created (as limits.realtime_max_message_bytes' default). */
+export const MAX_WAITING_BYTES = 16 * 1024 * 1024;
 
 let counter = 0;
 function sequentialId(prefix: string): string {
@@ -61,6 +63,7 @@ class GeminiLiveToOpenaiRealtime implements RealtimeTranslator {
   private setupDone = false;
   /** Events for OpenAI made before the session.update went, in order. */
   private readonly waiting: JsonObject[] = [];
+  private waitingBytes = 0;
   /** Event ids of the translator's own events, with their types (for OpenAI's errors about them). */
   private readonly sent = new Map<string, string>();
   /** Bytes of 24 kHz input audio appended since the last commit; commits OpenAI has yet to confirm. */
@@ -82,7 +85,7 @@ class GeminiLiveToOpenaiRealtime implements RealtimeTranslator {
 
   fromClient(message: JsonObject | undefined, _binary: boolean): RealtimeOutput {
     const out: RealtimeOutput = { upstream: [], client: [] };
-    const refusal = this.clientMessage(message, out);
+    const refusal = this.clientMessage(message, out) ?? this.overflow();
     if (refusal !== undefined) out.close = refusal;
     return out;
   }
@@ -142,8 +145,23 @@ class GeminiLiveToOpenaiRealtime implements RealtimeTranslator {
   /** Events for OpenAI go out once the session.update has (it waits for session.created). */
   private send(out: RealtimeOutput, event: JsonObject, own = false): void {
     const message = own ? this.own(event) : event;
-    if (this.updateSent) out.upstream.push(message);
-    else this.waiting.push(message);
+    if (this.updateSent) {
+      out.upstream.push(message);
+      return;
+    }
+    this.waiting.push(message);
+    this.waitingBytes += Buffer.byteLength(JSON.stringify(message));
+  }
+
+  /** The client sent more than the gateway holds while OpenAI opens the session. */
+  private overflow(): Refusal | undefined {
+    if (this.waitingBytes <= MAX_WAITING_BYTES) return undefined;
+    // The count stays: what the client sends until the close comes is refused too.
+    this.waiting.length = 0;
+    return {
+      code: 1008,
+      reason: `more than ${MAX_WAITING_BYTES >> 20} MiB sent before OpenAI Realtime opened the session`,
+    };
   }
 
   /** An event whose errors the translator reads: it gets an id of its own. */
@@ -158,7 +176,10 @@ class GeminiLiveToOpenaiRealtime implements RealtimeTranslator {
     if (this.updateSent || !this.created || this.config === undefined) return;
     this.updateSent = true;
     upstream.push(this.own({ type: 'session.update', session: this.config.session }));
-    upstream.push(...this.waiting.splice(0));
+    // Not spread: the queue may hold more events than a call takes arguments.
+    for (const message of this.waiting) upstream.push(message);
+    this.waiting.length = 0;
+    this.waitingBytes = 0;
   }
 
   /** The client's new turn cuts the response in progress, as the Live API does. */

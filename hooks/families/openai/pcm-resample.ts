@@ -16,37 +16,32 @@ export class Upsampler16kTo24k {
     const n = chunk.length >> 1;
     this.inputs += n;
     const sample = (j: number) => (j < base ? this.last : chunk.readInt16LE((j - base) * 2));
-    const out: number[] = [];
-    // Output sample k sits at input position 2k/3; it needs the samples on both sides of it.
-    for (;;) {
+    // Output sample k sits at input position 2k/3; it needs the samples on both sides of it
+    // (floor(2k/3) + 1 < inputs, so k < 3(inputs - 1)/2).
+    const end = Math.max(this.outputs, Math.ceil((3 * (this.inputs - 1)) / 2));
+    // Written in place: an array of numbers would take ~8 times the output's size.
+    const out = Buffer.allocUnsafe((end - this.outputs) * 2);
+    for (let at = 0; this.outputs < end; this.outputs++, at += 2) {
       const k = this.outputs;
       const i = Math.floor((2 * k) / 3);
-      if (i + 1 >= this.inputs) break;
       const frac = ((2 * k) % 3) / 3;
       const a = sample(i);
-      out.push(frac === 0 ? a : Math.round(a + (sample(i + 1) - a) * frac));
-      this.outputs++;
+      // Between two samples: always in range.
+      out.writeInt16LE(frac === 0 ? a : Math.round(a + (sample(i + 1) - a) * frac), at);
     }
     if (n > 0) this.last = chunk.readInt16LE((n - 1) * 2);
-    return pcm(out);
+    return out;
   }
 
   /** The samples the stream's end still owes (the last input sample held); the next push starts anew. */
   flush(): Buffer {
-    const out: number[] = [];
-    while (Math.floor((2 * this.outputs) / 3) < this.inputs) {
-      out.push(this.last);
-      this.outputs++;
-    }
+    // Output k is owed while floor(2k/3) < inputs, so k < 3 inputs / 2.
+    const owed = Math.max(0, Math.ceil((3 * this.inputs) / 2) - this.outputs);
+    const out = Buffer.allocUnsafe(owed * 2);
+    for (let at = 0; at < out.length; at += 2) out.writeInt16LE(this.last, at);
     this.last = 0;
     this.inputs = 0;
     this.outputs = 0;
-    return pcm(out);
+    return out;
   }
-}
-
-function pcm(samples: readonly number[]): Buffer {
-  const out = Buffer.alloc(samples.length * 2);
-  for (const [i, s] of samples.entries()) out.writeInt16LE(Math.max(-32768, Math.min(32767, s)), i * 2);
-  return out;
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { JsonObject } from '../../../../common/types.ts';
-import { openaiUsage } from '../../../../hooks/families/gemini/openai-realtime-responses.ts';
+import { KEPT_CALLS, openaiUsage } from '../../../../hooks/families/gemini/openai-realtime-responses.ts';
 import { openaiRealtimeToGeminiLive } from '../../../../hooks/families/gemini/openai-realtime-to-gemini-live.ts';
 import { openaiRealtime } from '../../../../hooks/families/openai/realtime.ts';
 import type { RealtimeOutput } from '../../../../hooks/families/types.ts';
@@ -306,6 +306,38 @@ describe('openai-realtime-to-gemini-live', () => {
     assert.equal(done.usage.input_tokens, 10);
     assert.deepEqual(done.output, []);
     assert.equal(t.responseInProgress, undefined);
+  });
+
+  test('function calls are kept until answered, the latest KEPT_CALLS at most; other outputs are refused', () => {
+    const t = openaiRealtimeToGeminiLive.create({ model: 'm', upstreamModel: 'm' });
+    t.fromClient({ type: 'response.create' }, false);
+    const functionCalls = Array.from({ length: KEPT_CALLS + 1 }, (_, i) => ({
+      id: `c${i}`,
+      name: 'f',
+      args: {},
+    }));
+    t.fromUpstream({ toolCall: { functionCalls } });
+    const answer = (callId: string) =>
+      t.fromClient(
+        {
+          type: 'conversation.item.create',
+          item: { type: 'function_call_output', call_id: callId, output: '{}' },
+        },
+        false,
+      );
+    const refusal = (out: RealtimeOutput) => {
+      assert.deepEqual(out.upstream, []);
+      const error = (out.client[0] as Json).error;
+      assert.equal(error.param, 'item.call_id');
+      return error.code;
+    };
+    assert.equal(refusal(answer('c0')), 'unsupported_parameter', 'the oldest was forgotten');
+    assert.equal(refusal(answer('unknown')), 'unsupported_parameter', 'as an unknown call is refused');
+    assert.deepEqual(answer('c1').upstream, [
+      { toolResponse: { functionResponses: [{ id: 'c1', name: 'f', response: {} }] } },
+    ]);
+    assert.equal(refusal(answer('c1')), 'unsupported_parameter', 'an answered call is forgotten');
+    assert.equal(answer(`c${KEPT_CALLS}`).upstream.length, 1);
   });
 
   test('a response.create after a cancel asks for a new turn; what follows the interruption is relayed', () => {

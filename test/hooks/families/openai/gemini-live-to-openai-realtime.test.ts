@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import type { JsonObject } from '../../../../common/types.ts';
 import { geminiLive } from '../../../../hooks/families/gemini/live.ts';
 import { REALTIME_TRANSLATORS } from '../../../../hooks/families/index.ts';
-import { geminiUsage } from '../../../../hooks/families/openai/gemini-live-responses.ts';
+import { geminiUsage, KEPT_TRANSCRIBED } from '../../../../hooks/families/openai/gemini-live-responses.ts';
 import { geminiLiveToOpenaiRealtime } from '../../../../hooks/families/openai/gemini-live-to-openai-realtime.ts';
 import { Upsampler16kTo24k } from '../../../../hooks/families/openai/pcm-resample.ts';
 import { openaiRealtime } from '../../../../hooks/families/openai/realtime.ts';
@@ -470,6 +470,43 @@ describe('gemini-live-to-openai-realtime audio edges', () => {
   });
 });
 
+describe('gemini-live-to-openai-realtime bounds', () => {
+  test('input transcriptions: a failed one is forgotten; the latest KEPT_TRANSCRIBED items at most', () => {
+    const t = geminiLiveToOpenaiRealtime.create({ model: 'gpt-realtime', upstreamModel: 'gpt-realtime' });
+    t.fromClient({ setup: { model: 'models/gpt-realtime', inputAudioTranscription: {} } }, false);
+    // The set is private; its size is what this bound is about.
+    const kept = () => (t as unknown as { responses: { transcribed: Set<string> } }).responses.transcribed;
+    const delta = (item: string) =>
+      t.fromUpstream({
+        type: 'conversation.item.input_audio_transcription.delta',
+        item_id: item,
+        delta: 'hi',
+      });
+    const completed = (item: string) =>
+      t.fromUpstream({
+        type: 'conversation.item.input_audio_transcription.completed',
+        item_id: item,
+        transcript: 'hi',
+      }).client;
+    delta('item_a');
+    const failed = t.fromUpstream({
+      type: 'conversation.item.input_audio_transcription.failed',
+      item_id: 'item_a',
+      error: { type: 'transcription_error', message: 'failed' },
+    });
+    assert.deepEqual(failed, { upstream: [], client: [] });
+    assert.equal(kept().size, 0);
+    for (let i = 0; i <= KEPT_TRANSCRIBED; i++) delta(`item_${i}`);
+    assert.equal(kept().size, KEPT_TRANSCRIBED);
+    assert.deepEqual(
+      completed('item_0'),
+      [{ serverContent: { inputTranscription: { text: 'hi' } } }],
+      'forgotten: whole',
+    );
+    assert.deepEqual(completed(`item_${KEPT_TRANSCRIBED}`), [], 'kept: its deltas said it');
+  });
+});
+
 describe('Upsampler16kTo24k', () => {
   test('3 samples for 2, chunked or whole alike, close to the same sine sampled at 24 kHz', () => {
     const whole = sine16k(100);
@@ -489,6 +526,25 @@ describe('Upsampler16kTo24k', () => {
     assert.ok(worst < 80, `linear interpolation of a 440 Hz tone stays within 1% (${worst})`);
     assert.equal(all.readInt16LE(0), whole.readInt16LE(0));
     assert.equal(all.readInt16LE(6), whole.readInt16LE(4), 'every third output sample is an input sample');
+  });
+
+  test('the output is written in place, not gathered sample by sample in an array', () => {
+    const chunk = sine16k(1000);
+    const push = Array.prototype.push;
+    let pushes = 0;
+    Array.prototype.push = function (this: unknown[], ...items: unknown[]) {
+      pushes++;
+      return push.apply(this, items);
+    };
+    let out: Buffer;
+    try {
+      const u = new Upsampler16kTo24k();
+      out = Buffer.concat([u.push(chunk), u.flush()]);
+    } finally {
+      Array.prototype.push = push;
+    }
+    assert.equal(out.length, (chunk.length * 3) / 2);
+    assert.ok(pushes < 10, `${pushes} array pushes for ${out.length / 2} samples`);
   });
 
   test('flush starts a new stream', () => {
