@@ -50,6 +50,8 @@ export interface BillingStackOptions {
   readonly billingSim?: Partial<BillingSimOptions>;
   /** Trust loopback callers' request ids (default true, TRUST_LOOPBACK_IDS). */
   readonly trustCallerIds?: boolean;
+  /** More top-level keys of the main configuration, as YAML lines (e.g. a `hooks:` list). */
+  readonly extraYaml?: string;
 }
 
 export interface LogLine {
@@ -142,6 +144,7 @@ export async function startBillingStack(opts: BillingStackOptions = {}): Promise
       `pricing: ${PRICING_FILE}`,
       'log: { level: info }',
       opts.trustCallerIds === false ? '' : TRUST_LOOPBACK_IDS,
+      opts.extraYaml ?? '',
       'billing:',
       ...Object.entries(billingBlock).map(([k, v]) => `  ${k}: ${yamlValue(v)}`),
       '',

@@ -1,0 +1,115 @@
+// The relay's response bookkeeping while a usage event is being put on record. A global hook module
+// holds the recording of a chosen response open (its onComplete waits for a gate the test opens; the
+// gateway runs in this process): the response has ended when its usage message arrived, even though that
+// message is still held from the client.
+
+import assert from 'node:assert/strict';
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { type BillingStack, startBillingStack } from '../support/billing-stack.ts';
+import { RealtimeClient } from '../support/realtime-client.ts';
+import { ACCESS_KEY } from '../support/stack.ts';
+
+const GEMINI_PATH = '/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent';
+
+const GATE_MODULE = `
+export function createHook() {
+  return {
+    name: 'record-gate',
+    async onComplete(ctx) {
+      const gate = globalThis.__recordGate;
+      if (gate === undefined || ctx.id !== gate.id) return;
+      gate.entered();
+      await gate.opened;
+    },
+  };
+}
+`;
+
+interface Gate {
+  id: string;
+  entered(): void;
+  opened: Promise<void>;
+}
+const shared = globalThis as { __recordGate?: Gate };
+
+let stack: BillingStack;
+
+before(async () => {
+  const module = join(await mkdtemp(join(tmpdir(), 'record-gate-')), 'record-gate.mjs');
+  await writeFile(module, GATE_MODULE);
+  stack = await startBillingStack({ extraYaml: `hooks:\n  - module: ${module}` });
+});
+
+after(async () => {
+  delete shared.__recordGate;
+  await stack?.close();
+});
+
+/** Whether any outbox file holds a line with `text`. */
+async function inOutbox(text: string): Promise<boolean> {
+  for (const name of await readdir(stack.outboxDir)) {
+    if (!name.endsWith('.jsonl')) continue;
+    if ((await readFile(join(stack.outboxDir, name), 'utf8')).includes(text)) return true;
+  }
+  return false;
+}
+
+test('a Gemini client that leaves while its turn is being recorded is billed that turn once, and no estimate', async () => {
+  const rid = 'rt-relay-left-recording';
+  let entered!: () => void;
+  const inRecording = new Promise<void>((resolve) => {
+    entered = resolve;
+  });
+  let open!: () => void;
+  shared.__recordGate = {
+    id: `${rid}:turn-1`,
+    entered,
+    opened: new Promise<void>((resolve) => {
+      open = resolve;
+    }),
+  };
+  const client = await RealtimeClient.open(
+    `${stack.url.replace(/^http/, 'ws')}${GEMINI_PATH}?key=${ACCESS_KEY}`,
+    { headers: { 'x-router-request-id': rid } },
+  );
+  client.send({
+    setup: { model: 'models/gemini-live-2.5-flash', generationConfig: { responseModalities: ['TEXT'] } },
+  });
+  client.send({
+    clientContent: { turns: [{ role: 'user', parts: [{ text: 'hello' }] }], turnComplete: true },
+  });
+  await inRecording;
+  // The turn's usage message has arrived and waits for its event: the client leaves now.
+  client.ws.close(1000);
+  await client.closed;
+  const upstream = stack.upstream.realtime.sessions.at(-1)!;
+  // The gateway closes the upstream from the same handler that would bill a cut turn's estimate.
+  await stack.upstream.waitFor(() => upstream.closed !== undefined);
+  open();
+
+  const billed = await stack.eventFor(`${rid}:turn-1`);
+  assert.equal(billed.raw_json.usage_stage, 'upstream');
+  // A request made after the close: its line follows any the close wrote.
+  const marker = 'rt-relay-marker';
+  const res = await fetch(`${stack.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${ACCESS_KEY}`,
+      'content-type': 'application/json',
+      'x-router-request-id': marker,
+    },
+    body: JSON.stringify({ model: 'gpt-5.4-mini', messages: [{ role: 'user', content: 'hi' }] }),
+  });
+  assert.equal(res.status, 200);
+  await res.text();
+  await stack.eventFor(marker);
+  assert.equal(await inOutbox(`${rid}:turn-2`), false, 'no estimate of a turn that had ended');
+  assert.equal(
+    stack.billing.events.filter((e) => e.external_event_id.startsWith(`${rid}:`)).length,
+    1,
+    'billed once',
+  );
+});
