@@ -1,7 +1,8 @@
 // The relay's response bookkeeping while a usage event is being put on record. A global hook module
 // holds the recording of a chosen response open (its onComplete waits for a gate the test opens; the
-// gateway runs in this process): the response has ended when its usage message arrived, even though that
-// message is still held from the client.
+// gateway runs in this process). A response ends when its usage message arrives, even though that
+// message is still held from the client, and one that starts meanwhile is in progress: a client that
+// leaves is billed neither an extra estimate for the first nor nothing for the second.
 
 import assert from 'node:assert/strict';
 import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
@@ -20,7 +21,8 @@ export function createHook() {
     name: 'record-gate',
     async onComplete(ctx) {
       const gate = globalThis.__recordGate;
-      if (gate === undefined || ctx.id !== gate.id) return;
+      if (gate === undefined || gate.used || !ctx.id.startsWith(gate.id)) return;
+      gate.used = true;
       gate.entered();
       await gate.opened;
     },
@@ -29,7 +31,9 @@ export function createHook() {
 `;
 
 interface Gate {
+  /** The first response whose request id starts with this is held. */
   id: string;
+  used?: boolean;
   entered(): void;
   opened: Promise<void>;
 }
@@ -111,5 +115,61 @@ test('a Gemini client that leaves while its turn is being recorded is billed tha
     stack.billing.events.filter((e) => e.external_event_id.startsWith(`${rid}:`)).length,
     1,
     'billed once',
+  );
+});
+
+test('a response that starts while the one before is being recorded is in progress: a client leaving it cancels it, and its usage is billed', async () => {
+  const rid = 'rt-relay-next-started';
+  let entered!: () => void;
+  const inRecording = new Promise<void>((resolve) => {
+    entered = resolve;
+  });
+  let open!: () => void;
+  shared.__recordGate = {
+    id: `${rid}:`,
+    entered,
+    opened: new Promise<void>((resolve) => {
+      open = resolve;
+    }),
+  };
+  // Responses of 20 deltas 50 ms apart: the second is still being generated when the client leaves.
+  const client = await RealtimeClient.open(
+    `${stack.url.replace(/^http/, 'ws')}/v1/realtime?model=gpt-realtime-chunks-20-delay-50`,
+    { headers: { authorization: `Bearer ${ACCESS_KEY}`, 'x-router-request-id': rid } },
+  );
+  await client.until((m) => m.type === 'session.created');
+  client.send({
+    type: 'conversation.item.create',
+    item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'first' }] },
+  });
+  client.send({ type: 'response.create', response: { output_modalities: ['text'] } });
+  const first = await client.until((m) => m.type === 'response.created');
+  await inRecording;
+  const upstream = stack.upstream.realtime.sessions.at(-1)!;
+  const typeOf = (m: unknown) => (m as { type?: unknown }).type;
+  client.send({ type: 'response.create', response: { output_modalities: ['text'] } });
+  // The second response is well under way upstream (three deltas, 50 ms apart, after its start): its
+  // messages reach the gateway while the first one's usage is still being recorded.
+  await stack.upstream.waitFor(() => {
+    const start = upstream.sent.findLastIndex((m) => typeOf(m) === 'response.created');
+    const created = upstream.sent.filter((m) => typeOf(m) === 'response.created').length;
+    return (
+      created === 2 &&
+      upstream.sent.slice(start).filter((m) => typeOf(m) === 'response.output_text.delta').length >= 3
+    );
+  });
+  open();
+  await client.until((m) => m.type === 'response.done' && m.response.id === first.response.id);
+  const second = await client.until((m) => m.type === 'response.created');
+  client.ws.close(1000);
+  await client.closed;
+
+  assert.equal((await stack.eventFor(`${rid}:${first.response.id}`)).raw_json.usage_stage, 'upstream');
+  // Cancelled upstream when the client left, and billed with the usage the upstream reported for it.
+  const cut = await stack.eventFor(`${rid}:${second.response.id}`);
+  assert.ok(cut.raw_json.usage.output_tokens > 0);
+  assert.ok(
+    upstream.received.some((m) => typeOf(m) === 'response.cancel'),
+    'the second response was cancelled',
   );
 });
