@@ -42,6 +42,8 @@ export interface RealtimeRecording {
   readonly sessions: RecordedRealtimeSession[];
   /** Sockets open right now. */
   readonly open: number;
+  /** Closes every open session from the server side, with a close frame (an upstream that hangs up). */
+  hangUp(code: number, reason: string): void;
 }
 
 /** How many frames a recording keeps per direction. */

@@ -309,6 +309,9 @@ export function createRealtimeEndpoints(opts: RealtimeOptions): RealtimeEndpoint
     reset() {
       sessions.length = 0;
     },
+    hangUp(code, reason) {
+      for (const ws of wss.clients) ws.close(code, reason);
+    },
     closeAll() {
       shuttingDown = true;
       for (const ws of wss.clients) ws.terminate();

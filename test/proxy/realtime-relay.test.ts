@@ -61,7 +61,9 @@ async function inOutbox(text: string): Promise<boolean> {
   return false;
 }
 
-test('a Gemini client that leaves while its turn is being recorded is billed that turn once, and no estimate', async () => {
+test('a Gemini client that leaves while its turn is being recorded is billed that turn once, and no estimate', {
+  timeout: 20_000,
+}, async () => {
   const rid = 'rt-relay-left-recording';
   let entered!: () => void;
   const inRecording = new Promise<void>((resolve) => {
@@ -118,7 +120,9 @@ test('a Gemini client that leaves while its turn is being recorded is billed tha
   );
 });
 
-test('a response that starts while the one before is being recorded is in progress: a client leaving it cancels it, and its usage is billed', async () => {
+test('a response that starts while the one before is being recorded is in progress: a client leaving it cancels it, and its usage is billed', {
+  timeout: 20_000,
+}, async () => {
   const rid = 'rt-relay-next-started';
   let entered!: () => void;
   const inRecording = new Promise<void>((resolve) => {
@@ -172,4 +176,41 @@ test('a response that starts while the one before is being recorded is in progre
     upstream.received.some((m) => typeOf(m) === 'response.cancel'),
     'the second response was cancelled',
   );
+});
+
+test('an upstream that hangs up right after a usage message: the client gets that message, then the close', {
+  timeout: 20_000,
+}, async () => {
+  const rid = 'rt-relay-hang-up';
+  let entered!: () => void;
+  const inRecording = new Promise<void>((resolve) => {
+    entered = resolve;
+  });
+  let open!: () => void;
+  shared.__recordGate = {
+    id: `${rid}:`,
+    entered,
+    opened: new Promise<void>((resolve) => {
+      open = resolve;
+    }),
+  };
+  const client = await RealtimeClient.open(
+    `${stack.url.replace(/^http/, 'ws')}/v1/realtime?model=gpt-realtime`,
+    {
+      headers: { authorization: `Bearer ${ACCESS_KEY}`, 'x-router-request-id': rid },
+    },
+  );
+  await client.until((m) => m.type === 'session.created');
+  client.send({ type: 'response.create', response: { output_modalities: ['text'] } });
+  const created = await client.until((m) => m.type === 'response.created');
+  await inRecording;
+  const upstream = stack.upstream.realtime.sessions.at(-1)!;
+  stack.upstream.realtime.hangUp(1000, 'done here');
+  await stack.upstream.waitFor(() => upstream.closed !== undefined);
+  open();
+  const done = await client.until((m) => m.type === 'response.done');
+  assert.equal(done.response.id, created.response.id, 'the billed response reached the client');
+  const closed = await client.closed;
+  assert.equal(closed.code, 1000);
+  assert.equal((await stack.eventFor(`${rid}:${created.response.id}`)).raw_json.usage_stage, 'upstream');
 });
