@@ -5,7 +5,7 @@ import type { AbuseResult } from '../scenarios/abuse.ts';
 import type { BacklogResult } from '../scenarios/backlog.ts';
 import type { ChatResult } from '../scenarios/chat.ts';
 import type { GrowthResult } from '../scenarios/growth.ts';
-import type { RealtimeResult } from '../scenarios/realtime.ts';
+import { type RealtimeResult, type RealtimeRun, TRANSLATED_MODEL } from '../scenarios/realtime.ts';
 import type { ShardsResult, ShardsRun } from '../scenarios/shards.ts';
 import type { StreamResult } from '../scenarios/stream.ts';
 import type { TranslateResult } from '../scenarios/translate.ts';
@@ -825,14 +825,27 @@ export function renderRealtime(rt: RealtimeResult): string[] {
   ];
   const rows: string[][] = [];
   const failures: string[] = [];
-  for (const [id, m] of Object.entries(rt.runs) as [PeerId, Measured<RealtimeResult['runs'][PeerId]>][]) {
+  const TRANSLATED = 'gateway, billing off, OpenAI client on a Gemini Live model (translated)';
+  const entries: [PeerId | 'translated', Measured<RealtimeRun> | undefined][] = [
+    ...(Object.entries(rt.runs) as [PeerId, Measured<RealtimeRun> | undefined][]),
+    ...(rt.translated === undefined
+      ? []
+      : [['translated', rt.translated] as ['translated', Measured<RealtimeRun>]]),
+  ];
+  for (const [id, m] of entries) {
+    const label = id === 'translated' ? TRANSLATED : PEER_LABELS[id];
     const run = ok(m);
     if (run === undefined) {
-      rows.push(errorRow(id, isError(m) ? m.error : 'missing', head.length));
+      const error = isError(m) ? m.error : 'missing';
+      rows.push(
+        id === 'translated'
+          ? [label, ...errorRow('gateway', error, head.length).slice(1)]
+          : errorRow(id, error, head.length),
+      );
       continue;
     }
     rows.push([
-      PEER_LABELS[id],
+      label,
       num(run.sessions),
       num(run.completed),
       num(run.failed),
@@ -851,13 +864,13 @@ export function renderRealtime(rt: RealtimeResult): string[] {
     ]);
     if (run.failures.length > 0)
       failures.push(
-        `- ${PEER_LABELS[id]}: ${run.failures.map((f) => `${num(f.count)} × \`${f.kind.replaceAll('`', "'")}\``).join('; ')}`,
+        `- ${label}: ${run.failures.map((f) => `${num(f.count)} × \`${f.kind.replaceAll('`', "'")}\``).join('; ')}`,
       );
   }
   return [
     '## Realtime sessions (WebSocket)',
     '',
-    `${num(rt.sessions)} OpenAI Realtime sessions at once (\`GET /v1/realtime?model=${rt.model}\`, started evenly over ${num(rt.rampMs)} ms), each waiting for \`session.created\`, then asking for one text response of ${rt.chunks} deltas ${rt.delayMs} ms apart, and staying open until every session has had its response, so that all of them are open together at the peak ("peak open" is the lowest such peak over the rounds). Through the gateway the model is routed with \`x-router-provider: openai\`. After a warm-up round the peers take turns for ${rt.rounds} round${rt.rounds === 1 ? '' : 's'}; sessions, completed and failed are totals over them, percentiles pool every round's samples. The client is the \`ws\` package in its own node process, timestamping every frame when it arrives: session.created is from \`new WebSocket()\`, first delta from \`response.create\` sent, and gaps are between consecutive \`response.output_text.delta\` messages of a session; the added gap is the peer minus the simulator measured directly (the frame latency the relay adds). RSS (the highest over the rounds) and CPU (their mean) are the peer's process tree (billing on: with its sidecar) while the sessions run.`,
+    `${num(rt.sessions)} OpenAI Realtime sessions at once (\`GET /v1/realtime?model=${rt.model}\`, started evenly over ${num(rt.rampMs)} ms), each waiting for \`session.created\`, then asking for one text response of ${rt.chunks} deltas ${rt.delayMs} ms apart, and staying open until every session has had its response, so that all of them are open together at the peak ("peak open" is the lowest such peak over the rounds). Through the gateway the model is routed with \`x-router-provider: openai\`. After a warm-up round the peers take turns for ${rt.rounds} round${rt.rounds === 1 ? '' : 's'}; sessions, completed and failed are totals over them, percentiles pool every round's samples. The client is the \`ws\` package in its own node process, timestamping every frame when it arrives: session.created is from \`new WebSocket()\`, first delta from \`response.create\` sent, and gaps are between consecutive \`response.output_text.delta\` messages of a session; the added gap is the peer minus the simulator measured directly (the frame latency the relay adds). RSS (the highest over the rounds) and CPU (their mean) are the peer's process tree (billing on: with its sidecar) while the sessions run. The translated row is the billing-off gateway with the same client on \`${TRANSLATED_MODEL}\` with the same pacing (\`x-router-provider: gemini\`): the text modality is set by a first \`session.update\`, then a user item and a plain \`response.create\`; every message of both sides goes through the realtime translator to the simulator's Gemini Live endpoint, and its added gap is against the OpenAI simulator measured directly.`,
     '',
     table(head, rows),
     '',

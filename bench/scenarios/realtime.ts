@@ -27,6 +27,12 @@ export interface RealtimeClientOptions {
   timeoutMs: number;
   /** Return the raw samples too (for pooling rounds). */
   keepSamples?: boolean;
+  /**
+   * Through a realtime translator (an OpenAI client on a Gemini Live model): the text modality is set
+   * by a first session.update (a response.create may not carry settings there), then a user item and
+   * a plain response.create.
+   */
+  translated?: boolean;
 }
 
 interface Samples {
@@ -77,66 +83,107 @@ export interface RealtimeResult {
   /** Measured rounds per peer (after one warm-up round), interleaved between the peers. */
   rounds: number;
   runs: Partial<Record<PeerId, Measured<RealtimeRun>>>;
+  /** The billing-off gateway with an OpenAI client on a Gemini Live model (every message translated). */
+  translated?: Measured<RealtimeRun>;
 }
+
+/** The Gemini Live model of the translated variant, with the same pacing knobs. */
+export const TRANSLATED_MODEL = 'gemini-live-2.5-flash';
 
 export function realtimeModel(chunks: number, delayMs: number): string {
   return `${REALTIME_MODEL}-chunks-${chunks}-delay-${delayMs}`;
 }
 
 /** The upgrade request for a peer: the simulator's own key directly, the bench access key to a gateway. */
-export function realtimeTarget(peer: Peer, model: string): { url: string; headers: Record<string, string> } {
+export function realtimeTarget(
+  peer: Peer,
+  model: string,
+  translated = false,
+): { url: string; headers: Record<string, string>; translated?: boolean } {
   const url = `${peer.origin.replace(/^http/, 'ws')}/v1/realtime?model=${encodeURIComponent(model)}`;
+  if (translated)
+    return {
+      url,
+      headers: { authorization: `Bearer ${BENCH_ACCESS_KEY}`, 'x-router-provider': 'gemini' },
+      translated,
+    };
   if (peer.kind === 'gateway')
     return { url, headers: { authorization: `Bearer ${BENCH_ACCESS_KEY}`, 'x-router-provider': 'openai' } };
   return { url, headers: { authorization: `Bearer ${SIM_KEY}` } };
 }
 
+/** What one row measures: a peer, and through the billing-off gateway the translated variant too. */
+interface Lane {
+  readonly peer: Peer;
+  readonly model: string;
+  readonly translated: boolean;
+  readonly done: RoundResult[];
+}
+
 export async function runRealtime(ctx: BenchContext): Promise<RealtimeResult> {
   const s = ctx.settings.realtime;
   const model = realtimeModel(s.chunks, s.delayMs);
+  const translatedModel = `${TRANSLATED_MODEL}-chunks-${s.chunks}-delay-${s.delayMs}`;
   const runs: RealtimeResult['runs'] = {};
-  const rounds = new Map<PeerId, RoundResult[]>();
-  for (const id of REALTIME_PEERS) {
-    const peer = ctx.peers.get(id);
+  let translatedRun: Measured<RealtimeRun> | undefined;
+  const lanes = new Map<PeerId | 'translated', Lane>();
+  const candidates: [PeerId | 'translated', Peer | undefined, string, boolean][] = [
+    ...REALTIME_PEERS.map(
+      (id) => [id, ctx.peers.get(id), model, false] as [PeerId, Peer | undefined, string, boolean],
+    ),
+    ['translated', ctx.peers.get('gateway'), translatedModel, true],
+  ];
+  const fail = (key: PeerId | 'translated', error: string) => {
+    if (key === 'translated') translatedRun = { error };
+    else runs[key] = { error };
+    lanes.delete(key);
+  };
+  for (const [key, peer, laneModel, translated] of candidates) {
     if (peer === undefined) continue;
     // One quick session first: a peer that cannot serve realtime at all is reported with its answer.
     try {
       const probe = await runRealtimeClient({
-        ...realtimeTarget(peer, realtimeModel(2, 0)),
+        ...realtimeTarget(
+          peer,
+          translated ? `${TRANSLATED_MODEL}-chunks-2-delay-0` : realtimeModel(2, 0),
+          translated,
+        ),
         sessions: 1,
         rampMs: 0,
         timeoutMs: 10_000,
       });
-      if (probe.completed === 1) rounds.set(id, []);
-      else runs[id] = { error: `probe session failed: ${probe.failures[0]?.kind ?? 'unknown'}` };
+      if (probe.completed === 1) lanes.set(key, { peer, model: laneModel, translated, done: [] });
+      else fail(key, `probe session failed: ${probe.failures[0]?.kind ?? 'unknown'}`);
     } catch (err) {
-      runs[id] = { error: describe(err) };
+      fail(key, describe(err));
     }
   }
   // Round 0 warms up the simulator, the peer and the code paths (the simulator serves every peer, so
   // without it the first peer measured would carry its JIT warm-up); then the peers take turns, so that
   // a slow stretch of the shared machine weighs on all of them.
   for (let pass = 0; pass <= s.rounds; pass++) {
-    for (const [id, done] of rounds) {
-      const peer = ctx.peers.get(id)!;
+    for (const [key, lane] of lanes) {
       ctx.log(
-        `  realtime ${s.sessions} sessions, ${pass === 0 ? 'warm-up' : `round ${pass}/${s.rounds}`}: ${id}`,
+        `  realtime ${s.sessions} sessions, ${pass === 0 ? 'warm-up' : `round ${pass}/${s.rounds}`}: ${key}`,
       );
       try {
-        const result = await oneRound(peer, model, s);
-        if (pass > 0) done.push(result);
+        const result = await oneRound(lane.peer, lane.model, s, lane.translated);
+        if (pass > 0) lane.done.push(result);
         // The events of a billing-on gateway are delivered before the next peer is measured.
-        if (id === 'gateway-billing') await waitForBillingDrain(peer, 60_000);
+        if (key === 'gateway-billing') await waitForBillingDrain(lane.peer, 60_000);
       } catch (err) {
-        runs[id] = { error: describe(err) };
+        fail(key, describe(err));
+        continue;
       }
-      if (!peer.service.alive())
-        runs[id] = { error: `${id} process died: ${peer.service.output().slice(-800)}` };
-      if (runs[id] !== undefined) rounds.delete(id);
+      if (!lane.peer.service.alive())
+        fail(key, `${lane.peer.id} process died: ${lane.peer.service.output().slice(-800)}`);
       await new Promise((r) => setTimeout(r, ctx.settings.smoke ? 50 : 500));
     }
   }
-  for (const [id, done] of rounds) runs[id] = pool(done);
+  for (const [key, lane] of lanes) {
+    if (key === 'translated') translatedRun = pool(lane.done);
+    else runs[key] = pool(lane.done);
+  }
   return {
     model,
     sessions: s.sessions,
@@ -145,16 +192,22 @@ export async function runRealtime(ctx: BenchContext): Promise<RealtimeResult> {
     rampMs: s.rampMs,
     rounds: s.rounds,
     runs,
+    ...(translatedRun === undefined ? {} : { translated: translatedRun }),
   };
 }
 
 type RoundResult = RealtimeClientResult & { samples: Samples; resources: ResourceUse };
 
-async function oneRound(peer: Peer, model: string, s: Settings['realtime']): Promise<RoundResult> {
+async function oneRound(
+  peer: Peer,
+  model: string,
+  s: Settings['realtime'],
+  translated: boolean,
+): Promise<RoundResult> {
   const monitor = await monitorResources(peer.service.pid, 100);
   try {
     const result = await runRealtimeClient({
-      ...realtimeTarget(peer, model),
+      ...realtimeTarget(peer, model, translated),
       sessions: s.sessions,
       rampMs: s.rampMs,
       timeoutMs: s.timeoutMs,
@@ -306,9 +359,29 @@ function oneSession(
       }
       if (type === 'session.created') {
         c.created.push(now - t0);
+        if (opts.translated) {
+          stage = 'waiting for session.updated';
+          socket.send(
+            JSON.stringify({
+              type: 'session.update',
+              session: { type: 'realtime', output_modalities: ['text'] },
+            }),
+          );
+          return;
+        }
         stage = 'waiting for the response';
         sentAt = performance.now();
         socket.send(JSON.stringify({ type: 'response.create', response: { output_modalities: ['text'] } }));
+      } else if (type === 'session.updated' && opts.translated) {
+        stage = 'waiting for the response';
+        sentAt = performance.now();
+        socket.send(
+          JSON.stringify({
+            type: 'conversation.item.create',
+            item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hello' }] },
+          }),
+        );
+        socket.send(JSON.stringify({ type: 'response.create' }));
       } else if (type === 'error') {
         finish(false, `error event: ${msg.error?.message ?? text.slice(0, 120)}`);
       } else if (type === 'response.done') {
