@@ -52,6 +52,23 @@ after(async () => {
   await stack?.close();
 });
 
+/**
+ * Holds the recording of the first response whose request id starts with `id`: `inRecording` resolves
+ * when it is held, `open()` lets it finish.
+ */
+function holdRecording(id: string): { inRecording: Promise<void>; open: () => void } {
+  let entered!: () => void;
+  const inRecording = new Promise<void>((resolve) => {
+    entered = resolve;
+  });
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  shared.__recordGate = { id, entered, opened };
+  return { inRecording, open };
+}
+
 /** Whether any outbox file holds a line with `text`. */
 async function inOutbox(text: string): Promise<boolean> {
   for (const name of await readdir(stack.outboxDir)) {
@@ -65,18 +82,7 @@ test('a Gemini client that leaves while its turn is being recorded is billed tha
   timeout: 20_000,
 }, async () => {
   const rid = 'rt-relay-left-recording';
-  let entered!: () => void;
-  const inRecording = new Promise<void>((resolve) => {
-    entered = resolve;
-  });
-  let open!: () => void;
-  shared.__recordGate = {
-    id: `${rid}:turn-1`,
-    entered,
-    opened: new Promise<void>((resolve) => {
-      open = resolve;
-    }),
-  };
+  const { inRecording, open } = holdRecording(`${rid}:turn-1`);
   const client = await RealtimeClient.open(
     `${stack.url.replace(/^http/, 'ws')}${GEMINI_PATH}?key=${ACCESS_KEY}`,
     { headers: { 'x-router-request-id': rid } },
@@ -124,18 +130,7 @@ test('a response that starts while the one before is being recorded is in progre
   timeout: 20_000,
 }, async () => {
   const rid = 'rt-relay-next-started';
-  let entered!: () => void;
-  const inRecording = new Promise<void>((resolve) => {
-    entered = resolve;
-  });
-  let open!: () => void;
-  shared.__recordGate = {
-    id: `${rid}:`,
-    entered,
-    opened: new Promise<void>((resolve) => {
-      open = resolve;
-    }),
-  };
+  const { inRecording, open } = holdRecording(`${rid}:`);
   // Responses of 20 deltas 50 ms apart: the second is still being generated when the client leaves.
   const client = await RealtimeClient.open(
     `${stack.url.replace(/^http/, 'ws')}/v1/realtime?model=gpt-realtime-chunks-20-delay-50`,
@@ -182,18 +177,7 @@ test('an upstream that hangs up right after a usage message: the client gets tha
   timeout: 20_000,
 }, async () => {
   const rid = 'rt-relay-hang-up';
-  let entered!: () => void;
-  const inRecording = new Promise<void>((resolve) => {
-    entered = resolve;
-  });
-  let open!: () => void;
-  shared.__recordGate = {
-    id: `${rid}:`,
-    entered,
-    opened: new Promise<void>((resolve) => {
-      open = resolve;
-    }),
-  };
+  const { inRecording, open } = holdRecording(`${rid}:`);
   const client = await RealtimeClient.open(
     `${stack.url.replace(/^http/, 'ws')}/v1/realtime?model=gpt-realtime`,
     {

@@ -4,6 +4,7 @@
 // later change (a session.update, a response.create's own settings) is refused by field name.
 
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
+import { OPENAI_VOICES } from '../openai/realtime.ts';
 import { asArray, asString, isObject, jsonSchemaToGemini } from './translator-shared.ts';
 
 /** PCM16 at 24 kHz: OpenAI Realtime's default format, what Gemini Live speaks and takes. */
@@ -58,23 +59,6 @@ function audioSide(session: JsonObject, side: 'input' | 'output'): JsonObject {
   const audio = isObject(session.audio) ? session.audio[side] : undefined;
   return isObject(audio) ? audio : {};
 }
-
-/** OpenAI's voices, which Gemini Live does not have (it would end the session at setup). */
-const OPENAI_VOICES = new Set([
-  'alloy',
-  'ash',
-  'ballad',
-  'cedar',
-  'coral',
-  'echo',
-  'fable',
-  'marin',
-  'nova',
-  'onyx',
-  'sage',
-  'shimmer',
-  'verse',
-]);
 
 /** Fields set by the server: a client may echo them back, they change nothing. */
 const SERVER_FIELDS = new Set(['id', 'object', 'expires_at']);

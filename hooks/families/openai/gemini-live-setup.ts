@@ -3,6 +3,7 @@
 
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { asArray, asString, geminiSchemaToJsonSchema, isObject } from '../gemini/translator-shared.ts';
+import { OPENAI_VOICES } from './realtime.ts';
 
 /**
  * A close of the client's session, its reason naming the field: 1007 for a message the Live API itself
@@ -37,22 +38,6 @@ export interface LiveConfig {
 const PCM_24K: JsonObject = { type: 'audio/pcm', rate: 24_000 };
 /** OpenAI needs a model to transcribe input audio; Gemini's setup names none. */
 export const TRANSCRIPTION_MODEL = 'gpt-4o-mini-transcribe';
-
-const OPENAI_VOICES = new Set([
-  'alloy',
-  'ash',
-  'ballad',
-  'cedar',
-  'coral',
-  'echo',
-  'fable',
-  'marin',
-  'nova',
-  'onyx',
-  'sage',
-  'shimmer',
-  'verse',
-]);
 
 const TOOL_CHOICE: Readonly<Record<string, string>> = {
   AUTO: 'auto',

@@ -10,6 +10,23 @@ function count(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : 0;
 }
 
+/** OpenAI Realtime's voice names (Gemini Live has none of them). */
+export const OPENAI_VOICES: ReadonlySet<string> = new Set([
+  'alloy',
+  'ash',
+  'ballad',
+  'cedar',
+  'coral',
+  'echo',
+  'fable',
+  'marin',
+  'nova',
+  'onyx',
+  'sage',
+  'shimmer',
+  'verse',
+]);
+
 export const openaiRealtime: RealtimeDialect = {
   api: 'realtime',
   matches: (path) => path === '/v1/realtime',
