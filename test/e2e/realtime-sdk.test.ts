@@ -6,10 +6,11 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { GoogleGenAI, type LiveServerMessage, Modality } from '@google/genai';
+import { Modality } from '@google/genai';
 import OpenAI from 'openai';
 import { OpenAIRealtimeWS } from 'openai/realtime/ws';
 import { type BillingStack, startBillingStack } from '../support/billing-stack.ts';
+import { liveTextTurn } from '../support/genai-live.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: wire messages are read loosely; the assertions check their shape
@@ -111,40 +112,23 @@ describe('@google/genai SDK, ai.live.connect', () => {
   test('one text turn: turnComplete with usageMetadata, billed as turn-1', async () => {
     const rid = 'rt-sdk-gemini-1';
     const prompt = 'hello from the genai sdk';
-    const ai = new GoogleGenAI({
-      apiKey: ACCESS_KEY,
-      httpOptions: { baseUrl: stack.url, headers: { 'x-router-request-id': rid } },
-    });
-    let text = '';
-    let turnDone!: (m: LiveServerMessage) => void;
-    const complete = new Promise<LiveServerMessage>((resolve) => {
-      turnDone = resolve;
-    });
-    let closedWith!: (code: number) => void;
-    const closed = new Promise<number>((resolve) => {
-      closedWith = resolve;
-    });
-    const errors: unknown[] = [];
-    const session = await ai.live.connect({
-      model: 'gemini-live-2.5-flash',
-      config: { responseModalities: [Modality.TEXT] },
-      callbacks: {
-        onmessage: (m) => {
-          for (const part of m.serverContent?.modelTurn?.parts ?? []) text += part.text ?? '';
-          if (m.serverContent?.turnComplete) turnDone(m);
-        },
-        onerror: (e) => errors.push(e),
-        onclose: (e) => closedWith(e.code),
-      },
-    });
-    session.sendClientContent({ turns: [{ role: 'user', parts: [{ text: prompt }] }] });
-    const last = await complete;
+    // The SDK's close() sends a close frame without a code: the client sees 1005 (no status).
+    const {
+      said: text,
+      last,
+      closedWith,
+      errors,
+    } = await liveTextTurn(
+      stack.url,
+      rid,
+      'gemini-live-2.5-flash',
+      { responseModalities: [Modality.TEXT] },
+      prompt,
+    );
     const usage = last.usageMetadata;
     assert.ok(usage, 'turnComplete carries usageMetadata');
     assert.ok(text.length > 0);
-    // The SDK's close() sends a close frame without a code: the client sees 1005 (no status).
-    session.close();
-    assert.equal(await closed, 1005);
+    assert.equal(closedWith, 1005);
     assert.deepEqual(errors, []);
 
     const upstream = stack.upstream.realtime.sessions.findLast((s) => s.provider === 'gemini');

@@ -7,8 +7,9 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { GoogleGenAI, type LiveServerMessage, Modality } from '@google/genai';
+import { Modality } from '@google/genai';
 import { type BillingStack, startBillingStack } from '../support/billing-stack.ts';
+import { liveTextTurn } from '../support/genai-live.ts';
 import { type Json, RealtimeClient } from '../support/realtime-client.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
 
@@ -318,37 +319,15 @@ describe('Gemini Live client -> OpenAI Realtime', () => {
 describe('@google/genai SDK, ai.live.connect, on an OpenAI model', () => {
   test('a text turn: modelTurn text, turnComplete with usageMetadata, billed with the OpenAI model', async () => {
     const rid = 'rt-l-sdk';
-    const ai = new GoogleGenAI({
-      apiKey: ACCESS_KEY,
-      httpOptions: { baseUrl: stack.url, headers: { 'x-router-request-id': rid } },
-    });
-    let said = '';
-    let turnDone!: (m: LiveServerMessage) => void;
-    const complete = new Promise<LiveServerMessage>((resolve) => {
-      turnDone = resolve;
-    });
-    let closedWith!: (code: number) => void;
-    const closed = new Promise<number>((resolve) => {
-      closedWith = resolve;
-    });
-    const errors: unknown[] = [];
-    const session = await ai.live.connect({
-      model: MODEL,
-      config: { responseModalities: [Modality.TEXT], systemInstruction: 'Answer briefly.' },
-      callbacks: {
-        onmessage: (m) => {
-          for (const part of m.serverContent?.modelTurn?.parts ?? []) said += part.text ?? '';
-          if (m.serverContent?.turnComplete) turnDone(m);
-        },
-        onerror: (e) => errors.push(e),
-        onclose: (e) => closedWith(e.code),
-      },
-    });
-    session.sendClientContent({ turns: [{ role: 'user', parts: [{ text: 'hello from the genai sdk' }] }] });
-    const last = await complete;
+    const { said, last, closedWith, errors } = await liveTextTurn(
+      stack.url,
+      rid,
+      MODEL,
+      { responseModalities: [Modality.TEXT], systemInstruction: 'Answer briefly.' },
+      'hello from the genai sdk',
+    );
     assert.ok(said.length > 0);
-    session.close();
-    assert.equal(await closed, 1005);
+    assert.equal(closedWith, 1005);
     assert.deepEqual(errors, []);
 
     const upstream = await upstreamSession();
