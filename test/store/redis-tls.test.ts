@@ -5,7 +5,6 @@
 // primary named by a Sentinel.
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -17,7 +16,6 @@ import { loadConfig } from '../../proxy/config/load.ts';
 import { closeRedisClient, createRedisClient, type Redis, waitReady } from '../../store/redis-client.ts';
 import { openRedisStores } from '../../store/redis-store.ts';
 import {
-  findRedisServer,
   freePort,
   makeTestCertificates,
   type RedisServer,
@@ -26,6 +24,7 @@ import {
   type TestCertificates,
   testKeyRecord,
 } from '../support/redis.ts';
+import { spawnSentinel } from '../support/redis-sentinel.ts';
 
 let dir: string;
 let certs: TestCertificates;
@@ -234,26 +233,7 @@ async function startSentinel(primaryPort: number): Promise<{ port: number; close
       '',
     ].join('\n'),
   );
-  const child: ChildProcess = spawn(findRedisServer(), [conf, '--sentinel'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    const onData = (chunk: Buffer): void => {
-      out += chunk.toString();
-      if (out.includes('+monitor master')) {
-        child.stdout?.off('data', onData);
-        child.stdout?.resume();
-        child.off('exit', onExit);
-        resolve();
-      }
-    };
-    const onExit = (code: number | null): void =>
-      reject(new Error(`redis sentinel exited (${code}) before it was ready: ${out.slice(-500)}`));
-    child.stdout?.on('data', onData);
-    child.stderr?.resume();
-    child.once('exit', onExit);
-  });
+  const child = await spawnSentinel(conf);
   return {
     port,
     async close() {

@@ -42,26 +42,7 @@ export async function startSentinelSetup(): Promise<SentinelSetup> {
       '',
     ].join('\n'),
   );
-  const child: ChildProcess = spawn(findRedisServer(), [conf, '--sentinel'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    const onData = (chunk: Buffer): void => {
-      out += chunk.toString();
-      if (out.includes('+monitor master')) {
-        child.stdout?.off('data', onData);
-        child.stdout?.resume();
-        child.off('exit', onExit);
-        resolve();
-      }
-    };
-    const onExit = (code: number | null): void =>
-      reject(new Error(`redis sentinel exited (${code}) before it was ready: ${out.slice(-500)}`));
-    child.stdout?.on('data', onData);
-    child.stderr?.resume();
-    child.once('exit', onExit);
-  });
+  const child = await spawnSentinel(conf);
   const sentinel = new Redis({
     port: sentinelPort,
     host: '127.0.0.1',
@@ -116,4 +97,29 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs = 30_000): Promi
     if (Date.now() > deadline) throw new Error('the Redis failover setup did not reach the expected state');
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/** Starts `redis-server <conf> --sentinel`; resolves once it monitors its primary. */
+export async function spawnSentinel(conf: string): Promise<ChildProcess> {
+  const child: ChildProcess = spawn(findRedisServer(), [conf, '--sentinel'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    const onData = (chunk: Buffer): void => {
+      out += chunk.toString();
+      if (out.includes('+monitor master')) {
+        child.stdout?.off('data', onData);
+        child.stdout?.resume();
+        child.off('exit', onExit);
+        resolve();
+      }
+    };
+    const onExit = (code: number | null): void =>
+      reject(new Error(`redis sentinel exited (${code}) before it was ready: ${out.slice(-500)}`));
+    child.stdout?.on('data', onData);
+    child.stderr?.resume();
+    child.once('exit', onExit);
+  });
+  return child;
 }
