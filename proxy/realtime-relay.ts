@@ -47,7 +47,7 @@ export type FrameData = RawData | string;
 export interface Frame {
   readonly data: FrameData;
   readonly binary: boolean;
-  /** The usage it reports, read already (null: none); undefined: read from it in the client's dialect. */
+  /** Held behind a usage event: the usage it reports, read on arrival (null: none). */
   readonly reported?: RealtimeUsage | null;
 }
 
@@ -112,18 +112,18 @@ export function relay(
     countToClient.frame(byteLength(data));
     send(client, data, binary);
   };
-  const deliver = (data: FrameData, binary: boolean, reported?: RealtimeUsage | null) => {
+  /** `reported`: the usage the message reports (noteFrame read it), null when none. */
+  const deliver = (data: FrameData, binary: boolean, reported: RealtimeUsage | null) => {
     if (recording !== undefined) {
       held.push({ data, binary, reported });
       return;
     }
     // Google's servers send the Live API's JSON messages as binary frames: both kinds are read.
-    const usage = reported === undefined ? usageIn(dialect, data, turn + 1) : (reported ?? undefined);
-    if (usage === undefined) {
+    if (reported === null) {
       toClient(data, binary);
       return;
     }
-    turn++;
+    const usage = reported;
     const pending = record(rt, ctx, hooks, usage.responseId, usage.usage, 'upstream');
     if (pending === undefined) {
       toClient(data, binary);
@@ -137,7 +137,7 @@ export function relay(
       const [reported, ...rest] = held.splice(0);
       if (reported !== undefined) toClient(reported.data, reported.binary);
       responseEnded();
-      for (const m of rest) deliver(m.data, m.binary, m.reported);
+      for (const m of rest) deliver(m.data, m.binary, m.reported ?? null);
     };
     recording = pending.then(release, release);
   };
@@ -183,14 +183,18 @@ export function relay(
   // A response starts and ends as its messages arrive, not as they are delivered (a usage message may
   // be held): a client that leaves while a usage is being recorded cut nothing, and a response that
   // starts meanwhile is in progress.
-  const noteFrame = (data: FrameData, reader = dialect) => {
+  // Returns the usage the message reports (null: none), so that it is read once per message.
+  const noteFrame = (data: FrameData, reader = dialect): RealtimeUsage | null => {
     if (!active && reader.responseMarkers.some((m) => toBuffer(data).includes(m))) active = true;
-    const usage = active ? usageIn(reader, data, turn + 1) : undefined;
-    if (usage === undefined) return;
+    const usage = usageIn(reader, data, turn + 1);
+    if (usage === undefined) return null;
+    // Counted as they arrive: turns without ids are numbered in arrival order, held or not.
+    turn++;
     active = false;
     lastUsage = usage.usage;
     relayedInResponse.length = 0;
     leftMidResponse?.();
+    return usage;
   };
   const keepRelayed = (data: RawData) => {
     // What a response relays is kept only where a cut one is estimated from it (bounded).
@@ -214,18 +218,17 @@ export function relay(
         client.close(CLOSE.upstreamGone, 'the message could not be translated');
       return;
     }
-    if (!usageFromUpstream) for (const m of frames.client) noteFrame(m);
-    else if (relayed !== undefined) noteFrame(relayed, upstreamDialect);
+    const reports = usageFromUpstream ? [] : frames.client.map((m) => noteFrame(m));
+    const upstreamUsage =
+      usageFromUpstream && relayed !== undefined ? noteFrame(relayed, upstreamDialect) : null;
     if (relayed !== undefined) keepRelayed(relayed);
     for (const m of frames.upstream) send(upstream, m, false);
-    if (!usageFromUpstream) {
-      for (const m of frames.client) deliver(m, false);
-    } else {
-      // The last frame made of a message that reports usage reports it (a translator makes one).
-      const usage = relayed === undefined ? undefined : usageIn(upstreamDialect, relayed, turn + 1);
-      const last = frames.client.length - 1;
-      for (const [i, m] of frames.client.entries()) deliver(m, false, i === last ? (usage ?? null) : null);
-    }
+    // With usage from upstream, the last frame made of a message that reports it reports it (a
+    // translator makes one).
+    const last = frames.client.length - 1;
+    for (const [i, m] of frames.client.entries())
+      deliver(m, false, usageFromUpstream ? (i === last ? upstreamUsage : null) : reports[i]!);
+
     const close = frames.close;
     if (close !== undefined) {
       const shut = () => {
@@ -235,15 +238,14 @@ export function relay(
       afterHeld(shut);
     }
   };
-  if (translator === undefined) {
-    upstream.prependListener('message', (data: RawData) => {
-      noteFrame(data);
-      keepRelayed(data);
-    });
-  }
   const fromUpstream = (data: RawData, binary: boolean) => {
-    if (translator === undefined) deliver(data, binary);
-    else cross(() => translator.fromUpstream(data), data);
+    if (translator !== undefined) {
+      cross(() => translator.fromUpstream(data), data);
+      return;
+    }
+    const usage = noteFrame(data);
+    keepRelayed(data);
+    deliver(data, binary, usage);
   };
   client.on('message', (data, binary) => {
     toUpstream.frame(byteLength(data));
