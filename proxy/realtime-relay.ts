@@ -23,7 +23,7 @@ const MAX_KEPT_MESSAGES = 10_000;
 /** How long a response cancelled by a client that left gets to report its usage. */
 const CANCEL_WAIT_MS = 5000;
 
-/** Close codes sent to the client (RFC 6455 7.4; 4xxx are the application's). */
+/** WebSocket close codes sent to the client (4xxx would be the application's own). */
 export const CLOSE = { upstreamGone: 1011, policy: 1008, goingAway: 1001, badMessage: 1007 } as const;
 
 /** The upstream socket of each client socket, so that shutdown waits for both to close. */

@@ -6,6 +6,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
+import { MIN_COMMIT_BYTES } from '../openai/realtime.ts';
 import { objectOf } from '../telemetry-fields.ts';
 import type {
   RealtimeOutput,
@@ -27,8 +28,6 @@ import { itemToGemini, withoutAudio } from './openai-realtime-items.ts';
 import { type Conversation, Responses } from './openai-realtime-responses.ts';
 import { asString } from './translator-shared.ts';
 
-/** OpenAI refuses to commit less than 100 ms of input audio (PCM16 at 24 kHz: 4,800 bytes). */
-const MIN_COMMIT_BYTES = 4800;
 const SESSION_LIFETIME_S = 3600;
 
 /** Client events Gemini Live has nothing for. */

@@ -18,9 +18,8 @@ import type {
 import { LiveResponses } from './gemini-live-responses.ts';
 import { configFor, invalid, type LiveConfig, notCarried, type Refusal } from './gemini-live-setup.ts';
 import { Upsampler16kTo24k } from './pcm-resample.ts';
+import { MIN_COMMIT_BYTES } from './realtime.ts';
 
-/** OpenAI refuses to commit less than 100 ms of input audio (PCM16 at 24 kHz). */
-const MIN_COMMIT_BYTES = 4800;
 /** The rate the Live API assumes when the MIME type names none. */
 const DEFAULT_INPUT_RATE = 16_000;
 

@@ -10,6 +10,9 @@ function count(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : 0;
 }
 
+/** OpenAI refuses to commit less than 100 ms of input audio (PCM16 at 24 kHz). */
+export const MIN_COMMIT_BYTES = 4800;
+
 /** OpenAI Realtime's voice names (Gemini Live has none of them). */
 export const OPENAI_VOICES: ReadonlySet<string> = new Set([
   'alloy',
