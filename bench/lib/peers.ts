@@ -78,6 +78,8 @@ export interface Workspace {
   gatewayNodeFlags: (variant: PeerId) => string[];
   /** Extra node flags for the billing sidecar a gateway supervises (ROUTER_SIDECAR_NODE_FLAGS). */
   sidecarNodeFlags: (name: string) => string[];
+  /** A command the gateway's node runs under (valgrind ...), and how long its start may then take. */
+  gatewayLauncher?: { command: readonly string[]; startTimeoutMs: number };
 }
 
 function cleanEnv(): NodeJS.ProcessEnv {
@@ -166,8 +168,9 @@ export interface GatewayVariant {
   workers?: number;
   /** OTLP/HTTP traces endpoint: tracing on, every request sampled. */
   tracesUrl?: string;
-  /** With redisUrl: a Redis Cluster (redisUrl lists its seeds) and the billing stream's shards. */
-  store?: { cluster?: boolean; shards?: number };
+  /** With redisUrl: a Redis Cluster (redisUrl lists its seeds), the billing stream's shards, and
+   * `store.operation_timeout_ms` (a gateway under valgrind needs far more than the default). */
+  store?: { cluster?: boolean; shards?: number; operationTimeoutMs?: number };
 }
 
 /** The main configuration as JSON (a YAML subset), every path absolute. */
@@ -178,8 +181,9 @@ export async function writeGatewayConfig(
     listenPort: number;
     billingUrl?: string;
     redisUrl?: string;
-    /** With redisUrl: `store.cluster` (redisUrl then lists the seeds) and `store.billing_stream_shards`. */
-    store?: { cluster?: boolean; shards?: number };
+    /** With redisUrl: `store.cluster` (redisUrl then lists the seeds), `store.billing_stream_shards`,
+     * `store.operation_timeout_ms`. */
+    store?: { cluster?: boolean; shards?: number; operationTimeoutMs?: number };
     logLevel?: string;
     sidecarPort?: number;
     noSidecar?: boolean;
@@ -216,6 +220,9 @@ export async function writeGatewayConfig(
       key_prefix: `bench-${name}:`,
       ...(opts.store?.cluster === undefined ? {} : { cluster: opts.store.cluster }),
       ...(opts.store?.shards === undefined ? {} : { billing_stream_shards: opts.store.shards }),
+      ...(opts.store?.operationTimeoutMs === undefined
+        ? {}
+        : { operation_timeout_ms: opts.store.operationTimeoutMs }),
     };
   }
   const file = join(dir, 'router.yaml');
@@ -250,14 +257,15 @@ export async function startGatewayProcess(
   }
   const sidecarFlags = ws.sidecarNodeFlags(variant.id);
   if (sidecarFlags.length > 0) env.ROUTER_SIDECAR_NODE_FLAGS = sidecarFlags.join(' ');
+  const [command, ...launcherArgs] = [...(ws.gatewayLauncher?.command ?? []), process.execPath];
   const service = startService(
     variant.id,
-    process.execPath,
-    [...ws.gatewayNodeFlags(variant.id), join(ws.repo, 'proxy/cli.ts'), '-c', configFile],
+    command!,
+    [...launcherArgs, ...ws.gatewayNodeFlags(variant.id), join(ws.repo, 'proxy/cli.ts'), '-c', configFile],
     { env, logFile: logFile(ws, variant.id) },
   );
   const origin = `http://127.0.0.1:${port}`;
-  await waitForHttp(`${origin}/healthz`, service);
+  await waitForHttp(`${origin}/healthz`, service, ws.gatewayLauncher?.startTimeoutMs);
   return { id: variant.id, kind: 'gateway', origin, service };
 }
 

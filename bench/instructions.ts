@@ -1,0 +1,263 @@
+// `node bench/instructions.ts [--modes off,billing,redis] [--warmup 4000] [--requests 4000] [--connections 16]
+// [--count instructions|syscalls] [--node-flags '...'] [--keep <dir>]`: what billing, the store and tracing
+// cost per request, counted instead of timed. With `--count instructions` (the default) each gateway runs
+// under valgrind's callgrind, which counts the instructions the process executes (every thread, user
+// space only) whatever else the machine's cores are doing. Per mode: a warm-up, the idle gateway's own
+// rate over a few seconds, then `--requests` chat requests; the count of that window, less the idle rate
+// over its length, over the requests. With `--count syscalls` the gateway runs natively and strace counts
+// its system calls in the window instead: the kernel's share, which instructions leave out.
+// docs/benchmarks.md section 10 says how far either can be trusted on this machine.
+
+import { execFile, spawn } from 'node:child_process';
+import { cp, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { parseArgs, promisify } from 'node:util';
+import autocannon from 'autocannon';
+import type { HttpTarget } from './lib/load.ts';
+import { startOtlpSink } from './lib/otlp-sink.ts';
+import {
+  GATEWAY_V8_FLAGS,
+  type GatewayVariant,
+  startBillingSimProcess,
+  startGatewayProcess,
+  startRedis,
+  startUpstreamSimProcess,
+  type Workspace,
+} from './lib/peers.ts';
+import { startRedisCluster } from './lib/redis-cluster.ts';
+import { chatTarget } from './lib/requests.ts';
+
+const IDLE_MS = 10_000;
+const REPO = fileURLToPath(new URL('..', import.meta.url));
+const run = promisify(execFile);
+
+type Mode = 'off' | 'billing' | 'outbox' | 'redis' | 'cluster' | 'traced';
+const MODES: readonly Mode[] = ['off', 'billing', 'outbox', 'redis', 'cluster', 'traced'];
+
+/** Exactly `amount` requests (autocannon counts them), failing on any non-2xx. */
+async function requests(target: HttpTarget, amount: number, connections: number): Promise<void> {
+  const result = await autocannon({
+    url: target.origin + target.path,
+    method: target.method,
+    headers: target.headers,
+    body: target.body,
+    connections,
+    amount,
+    timeout: 120,
+  });
+  if (result['2xx'] !== amount) {
+    throw new Error(
+      `${amount} requests sent, ${result['2xx']} answered 2xx (${result.non2xx} non-2xx, ${result.errors} errors)`,
+    );
+  }
+}
+
+/** The instructions (Ir) of a callgrind dump: its `totals:` line. */
+async function dumpTotal(file: string): Promise<number> {
+  const text = await readFile(file, 'utf8');
+  const line = /^(?:totals|summary): (\d+)/m.exec(text);
+  if (line === null) throw new Error(`${file}: no totals line`);
+  return Number(line[1]);
+}
+
+/** Asks callgrind in `pid` for a dump and returns the new dump's file (counts since the previous one). */
+async function dump(pid: number, dir: string): Promise<string> {
+  const before = new Set(await readdir(dir));
+  await run('callgrind_control', ['--dump', String(pid)], { timeout: 300_000 });
+  const added = (await readdir(dir)).filter((f) => !before.has(f) && f.startsWith('callgrind.out'));
+  if (added.length !== 1)
+    throw new Error(`callgrind dump: expected one new file in ${dir}, saw ${added.join(', ')}`);
+  return join(dir, added[0]!);
+}
+
+/** The system calls of every thread of `pid` while `during` runs, by name (strace -c). */
+async function syscalls(
+  pid: number,
+  file: string,
+  during: () => Promise<void>,
+): Promise<Map<string, number>> {
+  const tracer = spawn('strace', ['-f', '-c', '-o', file, '-p', String(pid)], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  // strace names each thread it has attached on stderr; the first line means it is in place.
+  await new Promise<void>((resolve, reject) => {
+    tracer.once('error', reject);
+    tracer.stderr.once('data', () => resolve());
+  });
+  await during();
+  const exited = new Promise((resolve) => tracer.once('exit', resolve));
+  tracer.kill('SIGINT');
+  await exited;
+  const calls = new Map<string, number>();
+  for (const line of (await readFile(file, 'utf8')).split('\n')) {
+    // % time, seconds, usecs/call, calls, [errors,] syscall
+    const m = /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?([a-z_0-9]+)$/.exec(line);
+    if (m !== null && m[2] !== 'total') calls.set(m[2]!, Number(m[1]));
+  }
+  return calls;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      modes: { type: 'string', default: 'off,off,billing,outbox,redis,cluster,traced' },
+      warmup: { type: 'string', default: '4000' },
+      requests: { type: 'string', default: '4000' },
+      connections: { type: 'string', default: '16' },
+      'node-flags': { type: 'string', default: '' },
+      // Keep the callgrind dumps here (one folder per mode), for callgrind_annotate.
+      keep: { type: 'string' },
+      // `syscalls`: the gateway runs natively and strace counts its system calls (every thread) instead.
+      count: { type: 'string', default: 'instructions' },
+    },
+  });
+  const modes = values.modes.split(',') as Mode[];
+  if (!modes.every((m) => MODES.includes(m))) {
+    console.error(
+      `usage: node bench/instructions.ts [--modes ${MODES.join(',')}] [--warmup n] [--requests n] [--connections n]`,
+    );
+    process.exit(2);
+  }
+  const [warmup, count, connections] = [
+    Number(values.warmup),
+    Number(values.requests),
+    Number(values.connections),
+  ];
+  const tmp = await mkdtemp(join(tmpdir(), 'llm-router-instructions-'));
+  const stops: (() => Promise<void>)[] = [];
+  const workspace = async (name: string, launcher?: Workspace['gatewayLauncher']): Promise<Workspace> => {
+    const dir = join(tmp, name);
+    await mkdir(dir, { recursive: true });
+    return {
+      repo: REPO,
+      tmp: dir,
+      // The young generation at its largest from the start: left to grow, it settled at a different size
+      // in each process, and the count per request with it (by up to a fifth between two runs of one mode).
+      gatewayNodeFlags: () => [
+        ...GATEWAY_V8_FLAGS,
+        '--min-semi-space-size=16',
+        ...values['node-flags'].split(' ').filter(Boolean),
+      ],
+      sidecarNodeFlags: () => [],
+      ...(launcher === undefined ? {} : { gatewayLauncher: launcher }),
+    };
+  };
+  try {
+    const shared = await workspace('shared');
+    const up = await startUpstreamSimProcess(shared);
+    stops.push(() => up.service.stop());
+    const billing = await startBillingSimProcess(shared);
+    stops.push(() => billing.service.stop());
+    const otlp = await startOtlpSink();
+    stops.push(() => otlp.close());
+    let redisUrl: string | undefined;
+    if (modes.includes('redis')) {
+      const redis = await startRedis(shared);
+      if (!('service' in redis)) throw new Error(`redis-server: ${redis.reason}`);
+      stops.push(() => redis.service.stop());
+      redisUrl = redis.url;
+    }
+    let clusterSeeds: string | undefined;
+    if (modes.includes('cluster')) {
+      const cluster = await startRedisCluster(shared);
+      if (!('seeds' in cluster)) throw new Error(`redis cluster: ${cluster.reason}`);
+      stops.push(() => cluster.stop());
+      clusterSeeds = cluster.seeds;
+    }
+    console.log(
+      `${warmup} warm-up requests, then ${count} counted, at c=${connections}; chat, non-streaming`,
+    );
+    const rows: { mode: Mode; perRequest: number }[] = [];
+    for (const [i, mode] of modes.entries()) {
+      const name = `${i}-${mode}`;
+      const dumps = join(tmp, name, 'callgrind');
+      await mkdir(dumps, { recursive: true });
+      const ws = await workspace(
+        name,
+        values.count === 'syscalls'
+          ? undefined
+          : {
+              command: [
+                'valgrind',
+                '--tool=callgrind',
+                // V8 rewrites its generated code in place; valgrind must notice.
+                '--smc-check=all-non-file',
+                '--dump-instr=no',
+                '--dump-line=no',
+                `--callgrind-out-file=${join(dumps, 'callgrind.out')}`,
+              ],
+              startTimeoutMs: 600_000,
+            },
+      );
+      const billed = mode === 'billing' || mode === 'outbox' || mode === 'redis' || mode === 'cluster';
+      const peer = await startGatewayProcess(ws, up.url, {
+        ...(billed ? { billing: { url: billing.url } } : {}),
+        ...(mode === 'outbox' ? { noSidecar: true } : {}),
+        ...(mode === 'redis' ? { redisUrl: redisUrl!, store: { operationTimeoutMs: 30_000 } } : {}),
+        ...(mode === 'cluster'
+          ? { redisUrl: clusterSeeds!, store: { cluster: true, shards: 4, operationTimeoutMs: 30_000 } }
+          : {}),
+        ...(mode === 'traced' ? { tracesUrl: `${otlp.url}/v1/traces` } : {}),
+        id:
+          mode === 'redis' || mode === 'cluster'
+            ? (`gateway-${mode}-${i}` as GatewayVariant['id'])
+            : 'gateway',
+      });
+      try {
+        const target = chatTarget(peer, up.url);
+        await requests(target, warmup, connections);
+        if (values.count === 'syscalls') {
+          const calls = await syscalls(peer.service.pid, join(tmp, name, 'strace.txt'), () =>
+            requests(target, count, connections),
+          );
+          const total = [...calls.values()].reduce((a, b) => a + b, 0);
+          rows.push({ mode, perRequest: total / count });
+          const top = [...calls]
+            .sort((a, b) => b[1] - a[1])
+            .slice(0, 8)
+            .map(([call, n]) => `${call} ${(n / count).toFixed(2)}`)
+            .join(', ');
+          console.log(`${mode}: ${(total / count).toFixed(2)} system calls per request (${top})`);
+        } else {
+          // The idle gateway's own rate first (timers, the event-loop monitor, V8's idle tasks): under
+          // valgrind a request takes ~50 times its real time, so work that runs per second would be
+          // charged to requests ~50 times over, and by how loaded the machine is. It is taken out.
+          await dump(peer.service.pid, dumps);
+          let start = performance.now();
+          await sleep(IDLE_MS);
+          const idle = await dumpTotal(await dump(peer.service.pid, dumps));
+          const idlePerMs = idle / (performance.now() - start);
+          start = performance.now();
+          await requests(target, count, connections);
+          const busy = await dumpTotal(await dump(peer.service.pid, dumps));
+          const busyMs = performance.now() - start;
+          const perRequest = (busy - idlePerMs * busyMs) / count;
+          rows.push({ mode, perRequest });
+          console.log(
+            `${mode}: ${Math.round(perRequest).toLocaleString('en')} instructions per request (${Math.round(busy / count).toLocaleString('en')} before the idle rate, ${Math.round(idlePerMs * 1000).toLocaleString('en')}/s, is taken out; ${(busyMs / count).toFixed(1)} ms per request)`,
+          );
+        }
+      } finally {
+        await peer.service.stop(60_000);
+        if (values.keep !== undefined) await cp(dumps, join(values.keep, name), { recursive: true });
+      }
+    }
+    const base = rows.find((r) => r.mode === 'off')?.perRequest;
+    if (base !== undefined) {
+      console.log(`\nmode      ${values.count} per request  vs the first off`);
+      for (const r of rows) {
+        console.log(
+          `${r.mode.padEnd(9)} ${(values.count === 'syscalls' ? r.perRequest.toFixed(2) : Math.round(r.perRequest).toLocaleString('en')).padStart(20)}  ${((r.perRequest / base - 1) * 100).toFixed(1)}%`,
+        );
+      }
+    }
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+await main();
