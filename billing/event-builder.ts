@@ -138,6 +138,25 @@ export function boundEventSize(event: UsageEvent): UsageEvent {
   return bounded;
 }
 
+/**
+ * Characters of every string an event built from `input` can hold, each as often as the event repeats
+ * it: the inputs' strings, and the currency of each pricing hint (metric and unit names are in
+ * STRUCTURE_BYTES). Bounds the event's size without walking it.
+ */
+function inputChars(input: UsageEventInput, items: number): number {
+  return (
+    input.source.length +
+    3 * input.requestId.length +
+    2 * (input.subjectType.length + input.subjectId.length) +
+    input.provider.length +
+    input.api.length +
+    input.model.length +
+    input.usageStage.length +
+    (input.correlationId?.length ?? 0) +
+    (input.price === undefined ? 0 : items * input.price.currency.length)
+  );
+}
+
 function stringChars(value: unknown): number {
   if (typeof value === 'string') return value.length;
   if (typeof value !== 'object' || value === null) return 0;
@@ -206,6 +225,9 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
     }
     event['x-billing'] = billing;
   }
+  // Events are small unless a client sent long ids or names: most skip the walk of boundEventSize.
+  if (inputChars(input, items.length) * JSON_BYTES_PER_CHAR + STRUCTURE_BYTES <= MAX_EVENT_BYTES)
+    return event;
   return boundEventSize(event);
 }
 

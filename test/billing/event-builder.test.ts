@@ -277,3 +277,41 @@ test('size bound: escaping-heavy strings in every field still fit; small events 
   assert.doesNotMatch(emoji.subject_id, /[\ud800-\udbff](?![\udc00-\udfff])/, 'no lone surrogate');
   assert.ok(Buffer.byteLength(JSON.stringify(emoji)) <= MAX_EVENT_BYTES);
 });
+
+test('size bound: a long string in any input field is bounded, the pricing currency too (no field escapes the quick check)', () => {
+  const long = '\u0001'.repeat(11_000); // 66,000 bytes of JSON: over the bound on its own
+  const price = pricing.lookup('anthropic', 'claude-sonnet-5')!;
+  const full = base({
+    provider: 'anthropic',
+    model: 'claude-sonnet-5',
+    correlationId: 'corr-1',
+    usage: {
+      inputTokens: 120,
+      outputTokens: 5,
+      totalTokens: 125,
+      cacheReadTokens: 40,
+      cacheCreationTokens: 20,
+    },
+    price,
+  });
+  const fields: Partial<UsageEventInput>[] = [
+    { requestId: long },
+    { correlationId: long },
+    { provider: long },
+    { api: long as UsageEventInput['api'] },
+    { model: long },
+    { usageStage: long as UsageEventInput['usageStage'] },
+    { subjectType: long },
+    { subjectId: long },
+    { source: long },
+    { price: { ...price, currency: long } },
+  ];
+  for (const field of fields) {
+    const event = buildUsageEvent({ ...full, ...field });
+    const bytes = Buffer.byteLength(JSON.stringify(event));
+    assert.ok(bytes <= MAX_EVENT_BYTES, `${Object.keys(field)[0]}: ${bytes} bytes`);
+  }
+  const small = buildUsageEvent(full);
+  assert.ok(small['x-billing']?.pricing_hints?.cache_read_tokens, 'the event carries pricing hints');
+  assert.equal(small.raw_json.meta.correlation_id, 'corr-1');
+});
