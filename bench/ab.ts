@@ -14,18 +14,16 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { throughput } from './lib/load.ts';
+import { billed, MODES, type Mode, modeVariant, startModeStores } from './lib/modes.ts';
 import { startOtlpSink } from './lib/otlp-sink.ts';
 import {
   GATEWAY_V8_FLAGS,
-  type GatewayVariant,
   type Peer,
   startBillingSimProcess,
   startGatewayProcess,
-  startRedis,
   startUpstreamSimProcess,
   type Workspace,
 } from './lib/peers.ts';
-import { startRedisCluster } from './lib/redis-cluster.ts';
 import { chatTarget } from './lib/requests.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
@@ -66,11 +64,6 @@ function quantile(values: number[], q: number): number {
 function median(values: number[]): number {
   return quantile(values, 0.5);
 }
-
-// `outbox`: billing on, no sidecar (events stay in the outbox): the serving path's own share of billing,
-// without the delivering process on the same cores.
-type Mode = 'off' | 'billing' | 'outbox' | 'redis' | 'cluster' | 'traced';
-const MODES: readonly Mode[] = ['off', 'billing', 'outbox', 'redis', 'cluster', 'traced'];
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -120,7 +113,6 @@ async function main(): Promise<void> {
     const up = await startUpstreamSimProcess(shared);
     stops.push(() => up.service.stop());
     let billingUrl: string | undefined;
-    const billed = (m: Mode) => m === 'billing' || m === 'outbox' || m === 'redis' || m === 'cluster';
     if (modes.some(billed)) {
       const billing = await startBillingSimProcess(shared);
       stops.push(() => billing.service.stop());
@@ -128,33 +120,14 @@ async function main(): Promise<void> {
     }
     let tracesUrl: string | undefined;
     if (modes.includes('traced')) tracesUrl = `${(await startOtlpSink()).url}/v1/traces`;
-    let redisUrl: string | undefined;
-    if (modes.includes('redis')) {
-      const redis = await startRedis(shared);
-      if (!('service' in redis)) throw new Error(`redis-server: ${redis.reason}`);
-      stops.push(() => redis.service.stop());
-      redisUrl = redis.url;
-    }
-    let clusterSeeds: string | undefined;
-    if (modes.includes('cluster')) {
-      const cluster = await startRedisCluster(shared);
-      if (!('seeds' in cluster)) throw new Error(`redis cluster: ${cluster.reason}`);
-      stops.push(() => cluster.stop());
-      clusterSeeds = cluster.seeds;
-    }
+    const stores = await startModeStores(shared, modes, stops);
     const start = async (name: 'a' | 'b', repo: string, mode: Mode): Promise<Peer> => {
       // Each in its own folder, so each has its own outbox; in Redis mode each its own key prefix.
-      const peer = await startGatewayProcess(await workspace(repo, name), up.url, {
-        ...(billed(mode) ? { billing: { url: billingUrl! } } : {}),
-        ...(mode === 'outbox' ? { noSidecar: true } : {}),
-        ...(mode === 'cluster' ? { redisUrl: clusterSeeds!, store: { cluster: true, shards: 4 } } : {}),
-        ...(mode === 'traced' ? { tracesUrl: tracesUrl! } : {}),
-        ...(mode === 'redis' ? { redisUrl: redisUrl! } : {}),
-        id:
-          mode === 'redis' || mode === 'cluster'
-            ? (`gateway-${mode}-${name}` as GatewayVariant['id'])
-            : 'gateway',
-      });
+      const peer = await startGatewayProcess(
+        await workspace(repo, name),
+        up.url,
+        modeVariant(mode, name, { ...stores, billingUrl, tracesUrl }),
+      );
       stops.push(() => peer.service.stop());
       return peer;
     };

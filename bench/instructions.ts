@@ -17,25 +17,20 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import autocannon from 'autocannon';
 import type { HttpTarget } from './lib/load.ts';
+import { MODES, type Mode, modeVariant, startModeStores } from './lib/modes.ts';
 import { startOtlpSink } from './lib/otlp-sink.ts';
 import {
   GATEWAY_V8_FLAGS,
-  type GatewayVariant,
   startBillingSimProcess,
   startGatewayProcess,
-  startRedis,
   startUpstreamSimProcess,
   type Workspace,
 } from './lib/peers.ts';
-import { startRedisCluster } from './lib/redis-cluster.ts';
 import { chatTarget } from './lib/requests.ts';
 
 const IDLE_MS = 10_000;
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const run = promisify(execFile);
-
-type Mode = 'off' | 'billing' | 'outbox' | 'redis' | 'cluster' | 'traced';
-const MODES: readonly Mode[] = ['off', 'billing', 'outbox', 'redis', 'cluster', 'traced'];
 
 /** Exactly `amount` requests (autocannon counts them), failing on any non-2xx. */
 async function requests(target: HttpTarget, amount: number, connections: number): Promise<void> {
@@ -153,20 +148,7 @@ async function main(): Promise<void> {
     stops.push(() => billing.service.stop());
     const otlp = await startOtlpSink();
     stops.push(() => otlp.close());
-    let redisUrl: string | undefined;
-    if (modes.includes('redis')) {
-      const redis = await startRedis(shared);
-      if (!('service' in redis)) throw new Error(`redis-server: ${redis.reason}`);
-      stops.push(() => redis.service.stop());
-      redisUrl = redis.url;
-    }
-    let clusterSeeds: string | undefined;
-    if (modes.includes('cluster')) {
-      const cluster = await startRedisCluster(shared);
-      if (!('seeds' in cluster)) throw new Error(`redis cluster: ${cluster.reason}`);
-      stops.push(() => cluster.stop());
-      clusterSeeds = cluster.seeds;
-    }
+    const stores = await startModeStores(shared, modes, stops);
     console.log(
       `${warmup} warm-up requests, then ${count} counted, at c=${connections}; chat, non-streaming`,
     );
@@ -192,20 +174,16 @@ async function main(): Promise<void> {
               startTimeoutMs: 600_000,
             },
       );
-      const billed = mode === 'billing' || mode === 'outbox' || mode === 'redis' || mode === 'cluster';
-      const peer = await startGatewayProcess(ws, up.url, {
-        ...(billed ? { billing: { url: billing.url } } : {}),
-        ...(mode === 'outbox' ? { noSidecar: true } : {}),
-        ...(mode === 'redis' ? { redisUrl: redisUrl!, store: { operationTimeoutMs: 30_000 } } : {}),
-        ...(mode === 'cluster'
-          ? { redisUrl: clusterSeeds!, store: { cluster: true, shards: 4, operationTimeoutMs: 30_000 } }
-          : {}),
-        ...(mode === 'traced' ? { tracesUrl: `${otlp.url}/v1/traces` } : {}),
-        id:
-          mode === 'redis' || mode === 'cluster'
-            ? (`gateway-${mode}-${i}` as GatewayVariant['id'])
-            : 'gateway',
-      });
+      const peer = await startGatewayProcess(
+        ws,
+        up.url,
+        modeVariant(mode, String(i), {
+          ...stores,
+          billingUrl: billing.url,
+          tracesUrl: `${otlp.url}/v1/traces`,
+          operationTimeoutMs: 30_000,
+        }),
+      );
       try {
         const target = chatTarget(peer, up.url);
         await requests(target, warmup, connections);
