@@ -130,7 +130,7 @@ async function main(): Promise<void> {
       repo: REPO,
       tmp: dir,
       // The young generation at its largest from the start: left to grow, it settled at a different size
-      // in each process, and the count per request with it (by up to a fifth between two runs of one mode).
+      // in each process, and the count per request with it.
       gatewayNodeFlags: () => [
         ...GATEWAY_V8_FLAGS,
         '--min-semi-space-size=16',
@@ -201,8 +201,8 @@ async function main(): Promise<void> {
           console.log(`${mode}: ${(total / count).toFixed(2)} system calls per request (${top})`);
         } else {
           // The idle gateway's own rate first (timers, the event-loop monitor, V8's idle tasks): under
-          // valgrind a request takes ~50 times its real time, so work that runs per second would be
-          // charged to requests ~50 times over, and by how loaded the machine is. It is taken out.
+          // valgrind a request takes many times its real time, so work that runs per second would be
+          // charged to requests as many times over, and by how loaded the machine is. It is taken out.
           await dump(peer.service.pid, dumps);
           let start = performance.now();
           await sleep(IDLE_MS);
