@@ -154,7 +154,15 @@ async function ready(stack: Stack): Promise<Proc[]> {
     );
     check();
   });
-  const procs = descendants(stack.npm.pid!);
+  // A child caught between fork and exec has an empty cmdline: read again until both are named.
+  let procs = descendants(stack.npm.pid!);
+  const named = (p: Proc[]) =>
+    p.some((x) => x.cmdline.includes('scripts/local-stack.ts') && !x.cmdline.startsWith('sh ')) &&
+    p.some((x) => x.cmdline.includes('bin/sidecar-main.ts'));
+  for (let i = 0; i < 100 && !named(procs); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    procs = descendants(stack.npm.pid!);
+  }
   assert.ok(
     procs.some((p) => p.cmdline.includes('scripts/local-stack.ts') && !p.cmdline.startsWith('sh ')),
     `the stack's node is under npm: ${JSON.stringify(procs)}`,
