@@ -224,6 +224,12 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
       if (closed) return;
       closed = true;
       opts.cluster?.close();
+      // A shutdown that stalls says where, instead of hanging silently until the supervisor's kill.
+      let stage = 'a reload in progress';
+      const report = setInterval(
+        () => log.warn({ stage, inFlight: gateway.inFlight() }, 'shutdown still waiting'),
+        SHUTDOWN_REPORT_MS,
+      ).unref();
       await reloading;
       const delay = opts.shutdownDelayMs ?? 0;
       if (delay > 0) {
@@ -232,8 +238,10 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
           { shutdownDelayMs: delay },
           'readiness failing; still serving until the shutdown delay ends',
         );
+        stage = 'the shutdown delay';
         await new Promise((resolve) => setTimeout(resolve, delay));
       }
+      stage = 'requests in flight';
       gateway.drain();
       log.info(
         { inFlight: gateway.inFlight(), drainTimeoutMs: config.limits.drainTimeoutMs },
@@ -245,6 +253,7 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
         // Closing a connection aborts its request (upstream call cancelled); each still completes
         // (usage settled on what was delivered, event queued) before the queue may close. Realtime
         // sessions still open get a close frame (1001, going away).
+        stage = 'requests cut at the drain timeout';
         const sessionsClosed = gateway.closeSessions();
         gateway.server.closeAllConnections();
         await sessionsClosed;
@@ -256,12 +265,18 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
           );
       }
       gateway.server.closeAllConnections();
+      stage = 'configurations retired by reloads';
       await Promise.all(retiring);
+      stage = 'the store and the outbox';
       await runtime.close();
+      stage = 'upstream connections';
       await upstream.close().catch(() => undefined);
+      stage = 'the span exporter';
       // The spans of the last requests go out before the process ends.
       await tracing.shutdown().catch(() => undefined);
+      stage = 'the sidecar';
       await sidecar?.stop();
+      clearInterval(report);
     },
   };
 }
@@ -272,6 +287,9 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
  * drop the last events of a busy machine, where completing many cut requests takes longer.
  */
 const COMPLETION_STALL_MS = 5000;
+
+/** How often a shutdown that has not ended logs the step it waits on. */
+const SHUTDOWN_REPORT_MS = 10_000;
 
 /** Resolves when no request is in flight, or once none has completed for `stallMs`. */
 function waitCompleting(gateway: GatewayServer, stallMs: number): Promise<void> {

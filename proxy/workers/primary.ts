@@ -177,7 +177,13 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
       exits.push(new Promise((resolve) => w.once('exit', () => resolve())));
       slot.rpc?.notify('stop');
     }
+    // Each worker bounds its own drain; this only says which ones a stalled stop waits on.
+    const report = setInterval(() => {
+      const left = slots.flatMap((s) => (s.worker === undefined ? [] : [s.worker.process.pid]));
+      log.warn({ pids: left }, 'waiting for workers to drain');
+    }, 10_000).unref();
     await Promise.all(exits);
+    clearInterval(report);
     // After the workers: their last events are in the outbox for the sidecar to deliver next start.
     await sidecar?.stop();
     await new Promise<void>((resolve) =>

@@ -55,7 +55,11 @@ export function connectToPrimary(): ClusterLink {
   });
   const stops: (() => void)[] = [];
   const reloads: (() => void)[] = [];
+  // A stop can come while the gateway is still starting (it reports listening before it is returned):
+  // it is kept for the listener registered then.
+  let stopped = false;
   rpc.handle('stop', () => {
+    stopped = true;
     for (const l of stops.splice(0)) l();
   });
   rpc.handle('reload', () => {
@@ -74,7 +78,8 @@ export function connectToPrimary(): ClusterLink {
       rpc.handle('subject-state', (body) => handlers.applySubjectState(body as SubjectRef));
     },
     onStop(listener) {
-      stops.push(listener);
+      if (stopped) listener();
+      else stops.push(listener);
     },
     onReload(listener) {
       reloads.push(listener);

@@ -95,15 +95,30 @@ async function startRouter(t: { after: (fn: () => unknown) => void }, name: stri
       ROUTER_BILLING_LISTEN: `127.0.0.1:${sidecarPort}`,
     },
     'router listening',
+    { group: true },
   );
+  // The primary, its workers and its sidecar, whether the case passed or not.
   t.after(async () => {
-    if (gw.child.exitCode === null && gw.child.signalCode === null) {
-      gw.child.kill('SIGKILL');
-      await gw.exited;
-    }
+    gw.killAll();
+    await gw.exited;
   });
   await waitUntil(async () => (await readyz(gw.url)).status === 200, 'the workers and the sidecar');
   return { gw, outboxDir, sidecarUrl: `http://127.0.0.1:${sidecarPort}` };
+}
+
+/** Long enough for a drain of idle workers on a loaded machine; a stall fails the case with the log. */
+const STOP_DEADLINE_MS = 30_000;
+
+async function within<T>(promise: Promise<T>, ms: number, what: () => string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what()}`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 async function readyz(url: string): Promise<{ status: number; body: Record<string, unknown> }> {
@@ -217,7 +232,10 @@ test('two workers serve one address; /metrics adds them up; a subject blocked by
   for (let i = 0; i < 4; i++) assert.equal(await chatOnNewConnection(gw.url, `again-${i}`), 200);
 
   gw.child.kill('SIGTERM');
-  assert.deepEqual(await gw.exited, { code: 0, signal: null });
+  assert.deepEqual(
+    await within(gw.exited, STOP_DEADLINE_MS, () => `the router to exit after SIGTERM:\n${gw.recentLog()}`),
+    { code: 0, signal: null },
+  );
 });
 
 test('kill -9 of one worker during 2,000 requests: every served request billed exactly once; the worker is restarted', async (t) => {

@@ -13,7 +13,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
+import { after, afterEach, before, test } from 'node:test';
 import { freePort } from '../support/redis.ts';
 import { ROOT } from '../support/stack.ts';
 
@@ -108,6 +108,23 @@ before(async () => {
 });
 after(() => rm(stateDir, { recursive: true, force: true }));
 
+/** Stacks started by the case running now. */
+const started: Stack[] = [];
+// A case that failed before its stack stopped must not leave the stack running: its processes hold the
+// file's output pipes and ports, and the file would not end.
+afterEach(() => {
+  for (const stack of started.splice(0)) {
+    const left = descendants(stack.npm.pid!);
+    for (const target of [-stack.npm.pid!, ...left.map((p) => p.pid)]) {
+      try {
+        process.kill(target, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+  }
+});
+
 function startNpm(ports: Ports, env: Record<string, string> = {}): Stack {
   const npm = spawn('npm', ['start'], {
     cwd: ROOT,
@@ -137,7 +154,9 @@ function startNpm(ports: Ports, env: Record<string, string> = {}): Stack {
   const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     npm.once('close', (code, signal) => resolve({ code, signal })),
   );
-  return { npm, ports, output: () => out, stderr: () => err, closed };
+  const stack = { npm, ports, output: () => out, stderr: () => err, closed };
+  started.push(stack);
+  return stack;
 }
 
 /** Waits for the ready text; then the processes under npm: the stack's node and its sidecar among them. */

@@ -279,6 +279,8 @@ export interface ChildGateway {
   readonly recentLog: () => string;
   /** Every JSON log line the process (and its children sharing its stdout) printed so far. */
   readonly lines: readonly Record<string, unknown>[];
+  /** SIGKILL to the process, and to its whole process group when it was spawned with `group`. */
+  readonly killAll: () => void;
 }
 
 /**
@@ -290,11 +292,22 @@ export function spawnLogged(
   args: readonly string[],
   env: Record<string, string>,
   logMsg: string,
+  opts: { group?: boolean } = {},
 ): Promise<ChildGateway> {
   const child = spawn(process.execPath, [join(ROOT, script), ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env, ROUTER_LOG_LEVEL: 'info' },
+    // A process group of its own, so that a failed test can end the process and every child it forked.
+    detached: opts.group === true,
   });
+  const killAll = () => {
+    try {
+      if (opts.group === true && child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+      else child.kill('SIGKILL');
+    } catch {
+      // gone already
+    }
+  };
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
@@ -320,7 +333,7 @@ export function spawnLogged(
           const parsed = JSON.parse(line) as { msg?: string; url?: string };
           lines.push(parsed);
           if (parsed.msg === logMsg && typeof parsed.url === 'string') {
-            resolve({ child, url: parsed.url, exited, recentLog, lines });
+            resolve({ child, url: parsed.url, exited, recentLog, lines, killAll });
           }
         } catch {
           // not a log line
