@@ -1,5 +1,5 @@
 // `node bench/ab.ts --base <checkout> [--mode off|billing|outbox|redis|cluster|traced] [--rounds 8] [--seconds 3]
-// [--profile <dir>] [--together]`: before /
+// [--profile <dir>] [--together] [--node-flags '...']`: before /
 // after for one change; `--modes off,billing` (or any two modes) pairs two modes instead, of this
 // checkout or of --base against this one: what billing or the store costs per request. The gateway of another checkout (A, e.g. `git worktree add ../base HEAD~1` with
 // node_modules linked) and this checkout's (B) run side by side in front of one upstream simulator, in
@@ -78,6 +78,8 @@ async function main(): Promise<void> {
       // Load both gateways at once (c=32 each) instead of one after the other: whatever else the VM's
       // cores are doing then weighs on both alike, which pairs the rounds more tightly.
       together: { type: 'boolean', default: false },
+      // More V8 flags for both gateways, e.g. '--min-semi-space-size=16'.
+      'node-flags': { type: 'string', default: '' },
     },
   });
   const modes = (values.modes ?? `${values.mode},${values.mode}`).split(',') as Mode[];
@@ -103,7 +105,11 @@ async function main(): Promise<void> {
     return {
       repo,
       tmp: dir,
-      gatewayNodeFlags: () => [...GATEWAY_V8_FLAGS, ...profile],
+      gatewayNodeFlags: () => [
+        ...GATEWAY_V8_FLAGS,
+        ...values['node-flags'].split(' ').filter(Boolean),
+        ...profile,
+      ],
       sidecarNodeFlags: () => [],
     };
   };

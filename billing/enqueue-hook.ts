@@ -29,6 +29,7 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
   const { billing, pricing, queue, metrics } = deps;
   const queued = metrics.billingEnqueued.labels('queued');
   const queueFailed = metrics.billingEnqueued.labels('queue_failed');
+  let last: Outcome | undefined;
   return {
     name: 'billing-enqueue',
     onComplete(ctx: RequestContext): void {
@@ -92,16 +93,31 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
         price,
       });
       // Not awaited: the reply's last byte already waits for the queue's write of this turn
-      // (recorded(), proxy/server.ts), and waiting for the fsync or the Redis reply here would keep the whole request (context, bodies) alive for that long, which showed up as old-space
-      // garbage collection under load. The outcome is counted when it arrives.
-      const requestId = ctx.id;
-      queue.enqueue(event, ctx.traceparent).then(
-        () => queued.inc(),
-        (err: unknown) => {
-          queueFailed.inc();
-          deps.log.error({ reqId: requestId, err: describeError(err) }, 'usage event could not be queued');
-        },
-      );
+      // (recorded(), proxy/server.ts), and waiting for the fsync or the Redis reply here would keep the
+      // whole request (context, bodies) alive for that long, which showed up as old-space garbage
+      // collection under load. The outcome is counted when it arrives, once per promise: events the
+      // queue puts on record together share one.
+      const outcome = queue.enqueue(event, ctx.traceparent);
+      if (outcome !== last?.outcome) last = watch(outcome);
+      last.reqIds.push(ctx.id);
     },
   } satisfies Hook;
+
+  function watch(outcome: Promise<void>): Outcome {
+    const o: Outcome = { outcome, reqIds: [] };
+    outcome.then(
+      () => queued.inc(o.reqIds.length),
+      (err: unknown) => {
+        queueFailed.inc(o.reqIds.length);
+        deps.log.error({ reqIds: o.reqIds, err: describeError(err) }, 'usage events could not be queued');
+      },
+    );
+    return o;
+  }
+}
+
+/** The requests whose events wait on one promise of the queue. */
+interface Outcome {
+  readonly outcome: Promise<void>;
+  readonly reqIds: string[];
 }

@@ -41,6 +41,8 @@ import { compileSource } from './pricing-file.ts';
 
 /** Bounds the per-process memo and the warned set: model names can come from clients. */
 const MEMO_LIMIT = 4096;
+/** Providers times the channels clients name. */
+const SCOPE_LIMIT = 256;
 const WARNED_LIMIT = 10_000;
 
 const ONE = new Money(1);
@@ -51,7 +53,9 @@ function createPricing(
   options: PricingOptions,
   referenceFiles: readonly string[],
 ): Pricing {
-  const memo = new Map<string, ModelPrice | undefined>();
+  // By provider (and channel), then model: looked up per billed request, where composing one key string
+  // and hashing it showed in profiles.
+  const memo = new Map<string, Map<string, ModelPrice | undefined>>();
   const warned = new Set<string>();
 
   function resolve(provider: string, model: string, channel: string | undefined): ModelPrice | undefined {
@@ -88,10 +92,16 @@ function createPricing(
 
   return {
     lookup(provider, model, channel) {
-      const key = entryKey(provider, model, channel);
-      if (memo.has(key)) return memo.get(key);
+      const scope = channel === undefined || channel === '' ? provider : entryKey(provider, '', channel);
+      let byModel = memo.get(scope);
+      const known = byModel?.get(model);
+      if (known !== undefined || byModel?.has(model) === true) return known;
       const price = resolve(provider, model, channel === '' ? undefined : channel);
-      setBounded(memo, key, price, MEMO_LIMIT);
+      if (byModel === undefined) {
+        byModel = new Map();
+        setBounded(memo, scope, byModel, SCOPE_LIMIT);
+      }
+      setBounded(byModel, model, price, MEMO_LIMIT);
       if (!price) {
         const id = `${provider}\u0000${model}`;
         if (!warned.has(id) && warned.size < WARNED_LIMIT) {
