@@ -1,5 +1,5 @@
 // `node bench/ab.ts --base <checkout> [--mode off|billing|outbox|redis|cluster|traced] [--rounds 8] [--seconds 3]
-// [--profile <dir>] [--together] [--node-flags '...']`: before /
+// [--profile <dir>] [--together] [--node-flags '...'] [--processes N]`: before /
 // after for one change; `--modes off,billing` (or any two modes) pairs two modes instead, of this
 // checkout or of --base against this one: what billing or the store costs per request. The gateway of another checkout (A, e.g. `git worktree add ../base HEAD~1` with
 // node_modules linked) and this checkout's (B) run side by side in front of one upstream simulator, in
@@ -80,6 +80,8 @@ async function main(): Promise<void> {
       together: { type: 'boolean', default: false },
       // More V8 flags for both gateways, e.g. '--min-semi-space-size=16'.
       'node-flags': { type: 'string', default: '' },
+      // Fresh gateways this many times over the rounds (each pair warmed up): samples the processes too.
+      processes: { type: 'string', default: '1' },
     },
   });
   const modes = (values.modes ?? `${values.mode},${values.mode}`).split(',') as Mode[];
@@ -127,25 +129,40 @@ async function main(): Promise<void> {
     let tracesUrl: string | undefined;
     if (modes.includes('traced')) tracesUrl = `${(await startOtlpSink()).url}/v1/traces`;
     const stores = await startModeStores(shared, modes, stops);
-    const start = async (name: 'a' | 'b', repo: string, mode: Mode): Promise<Peer> => {
+    const running = new Set<Peer>();
+    stops.push(async () => {
+      for (const peer of running) await peer.service.stop();
+    });
+    const start = async (name: 'a' | 'b', pair: number, repo: string, mode: Mode): Promise<Peer> => {
       // Each in its own folder, so each has its own outbox; in Redis mode each its own key prefix.
       const peer = await startGatewayProcess(
-        await workspace(repo, name),
+        await workspace(repo, pair === 0 ? name : `${name}${pair}`),
         up.url,
         modeVariant(mode, name, { ...stores, billingUrl, tracesUrl }),
       );
-      stops.push(() => peer.service.stop());
+      running.add(peer);
       return peer;
     };
     console.log(`A: ${values.base ?? 'this checkout'}, ${modes[0]}; B: this checkout, ${modes[1]}`);
-    const gateways: [Peer, Peer] = [
-      await start('a', resolve(values.base ?? REPO), modes[0]!),
-      await start('b', REPO, modes[1]!),
-    ];
-    const targets = [chatTarget(gateways[0], up.url), chatTarget(gateways[1], up.url)] as const;
-    // Every request served, the warm-up's too: a profile covers them all.
+    // Every request served, the warm-ups' too: a profile covers them all.
     const served: [number, number] = [0, 0];
-    for (const i of [0, 1] as const) served[i] += (await throughput(targets[i], 64, 2)).total2xx; // warm-up (JIT)
+    let gateways!: [Peer, Peer];
+    let targets!: readonly [ReturnType<typeof chatTarget>, ReturnType<typeof chatTarget>];
+    // A gateway process settles at its own level of CPU per request (its compiled code, its heap), which
+    // can differ by more than the effect measured: new processes for each pair of rounds sample that.
+    const processes = Math.max(1, Math.min(rounds, Number(values.processes)));
+    const pairAt = (round: number) => Math.floor((round * processes) / rounds);
+    const pairRatios: number[][] = Array.from({ length: processes }, () => []);
+    const newPair = async (pair: number): Promise<void> => {
+      for (const peer of running) await peer.service.stop();
+      running.clear();
+      gateways = [
+        await start('a', pair, resolve(values.base ?? REPO), modes[0]!),
+        await start('b', pair, REPO, modes[1]!),
+      ];
+      targets = [chatTarget(gateways[0], up.url), chatTarget(gateways[1], up.url)];
+      for (const i of [0, 1] as const) served[i] += (await throughput(targets[i], 64, 2)).total2xx; // warm-up (JIT)
+    };
     const ratios: number[] = [];
     const cpu: [number[], number[]] = [[], []];
     // The kernel's share (system time): sockets, files, wake-ups.
@@ -153,6 +170,7 @@ async function main(): Promise<void> {
     // Per thread kind, µs per request, every round: which thread a difference is on.
     const threads: [Map<string, number[]>, Map<string, number[]>] = [new Map(), new Map()];
     for (let round = 0; round < rounds; round++) {
+      if (round === 0 || pairAt(round) !== pairAt(round - 1)) await newPair(pairAt(round));
       const rps: [number, number] = [0, 0];
       const roundCpu: [number, number] = [0, 0];
       const order: readonly (0 | 1)[] = round % 2 === 0 ? [0, 1] : [1, 0];
@@ -176,6 +194,7 @@ async function main(): Promise<void> {
       if (values.together) await Promise.all([measure(0, 32), measure(1, 32)]);
       else for (const i of order) await measure(i, 64);
       ratios.push(rps[1] / rps[0]);
+      pairRatios[pairAt(round)]!.push(roundCpu[1] / roundCpu[0]);
       console.log(
         `round ${round + 1}: A ${Math.round(rps[0])} req/s, B ${Math.round(rps[1])} req/s, B/A ${(rps[1] / rps[0]).toFixed(3)}; CPU per request A ${roundCpu[0].toFixed(1)} µs, B ${roundCpu[1].toFixed(1)} µs`,
       );
@@ -187,6 +206,10 @@ async function main(): Promise<void> {
     );
     const split = (i: 0 | 1) =>
       [...threads[i]].map(([kind, list]) => `${kind} ${median(list).toFixed(1)}`).join(', ');
+    if (processes > 1)
+      console.log(
+        `median CPU B/A of each pair of processes: ${pairRatios.map((r) => median(r).toFixed(3)).join(', ')}`,
+      );
     console.log(`requests served: A ${served[0]}, B ${served[1]}`);
     console.log(`median µs per request by thread: A ${split(0)}; B ${split(1)}`);
   } finally {

@@ -51,7 +51,7 @@ function tokens(value: number | undefined): number {
   return value !== undefined && Number.isFinite(value) && value > 0 ? Math.floor(value) : 0;
 }
 
-function usageCounts(usage: Usage, completionStyle: boolean): UsageCounts {
+function usageCounts(usage: Usage, completionStyle: boolean, units: UnitQuantities): UsageCounts {
   const input = tokens(usage.inputTokens);
   const output = tokens(usage.outputTokens);
   const cacheRead = tokens(usage.cacheReadTokens);
@@ -67,7 +67,6 @@ function usageCounts(usage: Usage, completionStyle: boolean): UsageCounts {
   const outputAudio = tokens(usage.outputAudioTokens);
   if (inputAudio > 0) counts.input_audio_tokens = inputAudio;
   if (outputAudio > 0) counts.output_audio_tokens = outputAudio;
-  const units = unitQuantities(usage);
   if (units.images > 0) counts.images = units.images;
   if (units.characters > 0) counts.input_characters = units.characters;
   if (units.seconds > 0) counts.audio_seconds = units.seconds;
@@ -79,35 +78,41 @@ function usageCounts(usage: Usage, completionStyle: boolean): UsageCounts {
   return counts;
 }
 
-function billingItems(usage: Usage, price: ModelPrice | undefined): BillingItem[] {
+function billingItems(usage: Usage, price: ModelPrice | undefined, units: UnitQuantities): BillingItem[] {
   const cacheRead = price?.unitPrices.cache_read !== undefined ? tokens(usage.cacheReadTokens) : 0;
   const cacheCreation =
     price?.unitPrices.cache_creation !== undefined ? tokens(usage.cacheCreationTokens) : 0;
   // Audio tokens are their own items only when the price has their component; else text prices them.
   const inputAudio = price?.unitPrices.input_audio !== undefined ? tokens(usage.inputAudioTokens) : 0;
   const outputAudio = price?.unitPrices.output_audio !== undefined ? tokens(usage.outputAudioTokens) : 0;
-  const prompt = Math.max(0, tokens(usage.inputTokens) - cacheRead - cacheCreation - inputAudio);
-  const candidates: [string, number][] = [
-    ['prompt_tokens', prompt],
-    ['completion_tokens', Math.max(0, tokens(usage.outputTokens) - outputAudio)],
-    ['cache_read_tokens', cacheRead],
-    ['cache_creation_tokens', cacheCreation],
-    ['input_audio_tokens', inputAudio],
-    ['output_audio_tokens', outputAudio],
-  ];
-  const items = candidates
-    .filter(([, quantity]) => quantity > 0)
-    .map(([metric, quantity]) => ({ metric, quantity, unit: 'token' }));
-  const units = unitQuantities(usage);
-  if (units.images > 0) items.push({ metric: IMAGES_METRIC, quantity: units.images, unit: 'image' });
-  if (units.characters > 0)
-    items.push({ metric: 'input_characters', quantity: units.characters, unit: 'character' });
-  if (units.seconds > 0) items.push({ metric: 'audio_seconds', quantity: units.seconds, unit: 'second' });
+  const items: BillingItem[] = [];
+  const add = (metric: string, quantity: number, unit: string) => {
+    if (quantity > 0) items.push({ metric, quantity, unit });
+  };
+  add(
+    'prompt_tokens',
+    Math.max(0, tokens(usage.inputTokens) - cacheRead - cacheCreation - inputAudio),
+    'token',
+  );
+  add('completion_tokens', Math.max(0, tokens(usage.outputTokens) - outputAudio), 'token');
+  add('cache_read_tokens', cacheRead, 'token');
+  add('cache_creation_tokens', cacheCreation, 'token');
+  add('input_audio_tokens', inputAudio, 'token');
+  add('output_audio_tokens', outputAudio, 'token');
+  add(IMAGES_METRIC, units.images, 'image');
+  add('input_characters', units.characters, 'character');
+  add('audio_seconds', units.seconds, 'second');
   return items;
 }
 
+interface UnitQuantities {
+  readonly images: number;
+  readonly characters: number;
+  readonly seconds: number;
+}
+
 /** Audio is billed in whole seconds, rounded to the nearest, and any audio at all as at least one. */
-function unitQuantities(usage: Usage): { images: number; characters: number; seconds: number } {
+function unitQuantities(usage: Usage): UnitQuantities {
   const audio = usage.audioSeconds;
   const seconds =
     audio !== undefined && Number.isFinite(audio) && audio > 0 ? Math.max(1, Math.round(audio)) : 0;
@@ -184,6 +189,7 @@ function truncated(text: string, keep: number): string {
 }
 
 export function buildUsageEvent(input: UsageEventInput): UsageEvent {
+  const units = unitQuantities(input.usage);
   const event: UsageEvent = {
     source: input.source,
     external_event_id: input.requestId,
@@ -199,7 +205,7 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
       stream: input.stream,
       status: input.status,
       usage_stage: input.usageStage,
-      usage: usageCounts(input.usage, input.completionStyle),
+      usage: usageCounts(input.usage, input.completionStyle, units),
       meta: {
         subject_type: input.subjectType,
         subject_id: input.subjectId,
@@ -208,7 +214,7 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
       },
     },
   };
-  const items = billingItems(input.usage, input.price);
+  const items = billingItems(input.usage, input.price, units);
   if (items.length > 0) {
     const billing: NonNullable<UsageEvent['x-billing']> = { items };
     if (input.price) {

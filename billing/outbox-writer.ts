@@ -44,6 +44,10 @@ export { OutboxLockedError } from './outbox/lock.ts';
 export const DEFAULT_MAX_SEGMENT_BYTES = 16 * 1024 * 1024;
 
 const NEXT_TMP = `${ACTIVE_FILE}.next.tmp`;
+const NEWLINE = 0x0a;
+/** The reused buffer a turn's lines are encoded into; a larger turn gets a larger one, kept up to the max. */
+const SCRATCH_BYTES = 64 * 1024;
+const MAX_SCRATCH_BYTES = 1024 * 1024;
 
 export interface OutboxWriterOptions {
   maxSegmentBytes?: number;
@@ -95,7 +99,10 @@ export interface OutboxWriter {
  * fdatasync, so they share one promise: a promise per event cost the request path measurable CPU.
  */
 interface TurnLines {
+  /** Each event's JSON, without its newline. */
   readonly lines: string[];
+  /** UTF-16 units in `lines`: with the newlines, three bytes each bound the UTF-8 the lines take. */
+  units: number;
   /** How many of the lines (from the first) the turn's synchronous write put wholly in the file. */
   written: number;
   /** Waiting for the synchronous write of its turn; the flush loop leaves it alone until then. */
@@ -112,7 +119,7 @@ function turnLines(): TurnLines {
     resolve = res;
     reject = rej;
   });
-  return { lines: [], written: 0, awaitingWrite: true, durable, resolve, reject };
+  return { lines: [], units: 0, written: 0, awaitingWrite: true, durable, resolve, reject };
 }
 
 export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = {}): Promise<OutboxWriter> {
@@ -193,26 +200,47 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
     return off;
   }
 
-  // The lines appended during one event-loop turn, written together in its check phase.
+  // The lines appended during one event-loop turn, written together in its check phase. They are encoded
+  // into one reused buffer: joining them into a string and encoding that copied every byte twice more.
+  let scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
   const turn = createTurnBatch<TurnLines>((groups) => {
     for (const g of groups) {
       if (current === g) current = undefined;
-      const buf = Buffer.from(g.lines.join(''), 'utf8');
-      const reached = writeNow(buf);
-      // Lines wholly in the file are written; the rest (a failed or held-back write) go to the flush loop.
-      if (reached === buf.length) g.written = g.lines.length;
-      else {
-        let end = 0;
-        for (const line of g.lines) {
-          end += Buffer.byteLength(line, 'utf8');
-          if (end > reached) break;
-          g.written++;
-        }
-        owed += g.lines.length - g.written;
+      const bound = 3 * (g.units + g.lines.length);
+      try {
+        if (bound > scratch.length) {
+          const grown = Buffer.allocUnsafe(bound);
+          if (bound <= MAX_SCRATCH_BYTES) scratch = grown;
+          g.written = writeLines(g, grown);
+        } else g.written = writeLines(g, scratch);
+      } catch (err) {
+        // Nothing reached the file (encoding comes first): the flush loop writes the lines.
+        opts.onError?.(err);
+        g.written = 0;
       }
+      owed += g.lines.length - g.written;
       g.awaitingWrite = false;
     }
   });
+
+  /** Writes the lines at once; returns how many of them (from the first) are wholly in the file. */
+  function writeLines(g: TurnLines, buf: Buffer): number {
+    let end = 0;
+    for (const line of g.lines) {
+      end += buf.write(line, end);
+      buf[end++] = NEWLINE;
+    }
+    const reached = writeNow(buf.subarray(0, end));
+    if (reached === end) return g.lines.length;
+    let whole = 0;
+    let at = 0;
+    for (const line of g.lines) {
+      at += Buffer.byteLength(line, 'utf8') + 1;
+      if (at > reached) break;
+      whole++;
+    }
+    return whole;
+  }
 
   async function flushLoop(): Promise<void> {
     // Let appends issued in the same tick join the first batch.
@@ -230,7 +258,7 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
       for (const g of batch) {
         lines += g.lines.length;
         for (let i = g.written; i < g.lines.length; i++) {
-          text += g.lines[i];
+          text += `${g.lines[i]}\n`;
           unwritten++;
         }
       }
@@ -281,7 +309,7 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
   function append(event: UsageEvent, traceparent?: string): Promise<void> {
     if (closed) return Promise.reject(new Error('outbox writer is closed'));
     // Serialize now: the caller may reuse the object, and JSON.stringify never emits a raw newline.
-    const line = `${queuedJson(event, traceparent)}\n`;
+    const line = queuedJson(event, traceparent);
     let g = current;
     if (g === undefined) {
       g = turnLines();
@@ -290,6 +318,7 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
       turn.add(g);
     }
     g.lines.push(line);
+    g.units += line.length;
     queued++;
     flushing ??= flushLoop();
     return g.durable;

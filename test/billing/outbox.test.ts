@@ -97,6 +97,33 @@ test('recorded(): the appends of one turn are in the file, written at once, befo
   assert.equal(writer.stats().appended, 20);
 });
 
+test('turns of every size and of any text are written whole: small, larger than the reused buffer, larger than its bound', async (t) => {
+  const dir = await tempDir(t);
+  const writer = await openOutboxWriter(dir, { fsyncIntervalMs: 0 });
+  t.after(() => writer.close());
+  // Multi-byte UTF-8, a surrogate pair, a lone surrogate, quotes and a control character in the model.
+  const models = ['gpt-5.4-mini', 'modèle-é', 'emoji-😀', 'lone-\ud800', 'quote-"-\\-\u0001'];
+  const sent: UsageEvent[] = [];
+  for (const count of [3, 200, 1500]) {
+    const appends: Promise<void>[] = [];
+    for (let i = 0; i < count; i++) {
+      const event = makeEvent(sent.length);
+      event.raw_json.model = `${models[sent.length % models.length]}-${'x'.repeat(sent.length % 7)}`;
+      sent.push(event);
+      appends.push(writer.append(event));
+    }
+    await writer.recorded();
+    await Promise.all(appends);
+  }
+  const lines = readFileSync(join(dir, 'events.jsonl'), 'utf8').trimEnd().split('\n').slice(1);
+  assert.equal(lines.length, sent.length);
+  assert.deepEqual(
+    lines.map((l) => JSON.parse(l) as UsageEvent),
+    sent.map((e) => JSON.parse(JSON.stringify(e)) as UsageEvent),
+  );
+  assert.equal(writer.stats().appended, sent.length);
+});
+
 test('a second writer on the same directory fails clearly; a stale lock is taken over', async (t) => {
   const dir = await tempDir(t);
   const w1 = await openOutboxWriter(dir);
