@@ -13,11 +13,20 @@ import type {
 } from '../common/types.ts';
 import { CONTINUE } from '../common/types.ts';
 
+/**
+ * Most hooks answer synchronously: their result is used as it is, since awaiting a plain value still
+ * costs a turn of the microtask queue per hook and request.
+ */
+function isPromise<T>(value: T | Promise<T>): value is Promise<T> {
+  return typeof (value as { then?: unknown } | undefined)?.then === 'function';
+}
+
 /** onRequest: in order; the first `respond` answers the client and stops the chain. */
 export async function runOnRequest(hooks: readonly Hook[], ctx: RequestContext): Promise<OnRequestResult> {
   for (const hook of hooks) {
     if (hook.onRequest === undefined) continue;
-    const result = await hook.onRequest(ctx);
+    const pending = hook.onRequest(ctx);
+    const result = isPromise(pending) ? await pending : pending;
     if (result.kind === 'respond') return result;
   }
   return CONTINUE;
@@ -30,7 +39,8 @@ export async function runSelectTarget(
 ): Promise<TargetChoice | undefined> {
   for (const hook of hooks) {
     if (hook.selectTarget === undefined) continue;
-    const choice = await hook.selectTarget(ctx);
+    const pending = hook.selectTarget(ctx);
+    const choice = isPromise(pending) ? await pending : pending;
     if (choice !== undefined) return choice;
   }
   return undefined;
@@ -44,7 +54,9 @@ export async function runRewriteBody(
 ): Promise<UpstreamRequest> {
   let current = req;
   for (const hook of hooks) {
-    if (hook.rewriteBody !== undefined) current = await hook.rewriteBody(ctx, current);
+    if (hook.rewriteBody === undefined) continue;
+    const pending = hook.rewriteBody(ctx, current);
+    current = isPromise(pending) ? await pending : pending;
   }
   return current;
 }
@@ -97,7 +109,8 @@ export async function runOnComplete(hooks: readonly Hook[], ctx: RequestContext)
   for (const hook of hooks) {
     if (hook.onComplete === undefined) continue;
     try {
-      await hook.onComplete(ctx);
+      const pending = hook.onComplete(ctx);
+      if (isPromise(pending)) await pending;
     } catch (err) {
       ctx.log.error({ hook: hook.name, err: describeError(err) }, 'onComplete hook failed');
     }
