@@ -1,5 +1,5 @@
 // `node bench/ab.ts --base <checkout> [--mode off|billing|outbox|redis|cluster|traced] [--rounds 8] [--seconds 3]
-// [--profile <dir>] [--together] [--node-flags '...'] [--processes N]`: before /
+// [--profile <dir>] [--together] [--node-flags '...'] [--processes N] [--sampler S]`: before /
 // after for one change; `--modes off,billing` (or any two modes) pairs two modes instead, of this
 // checkout or of --base against this one: what billing or the store costs per request. The gateway of another checkout (A, e.g. `git worktree add ../base HEAD~1` with
 // node_modules linked) and this checkout's (B) run side by side in front of one upstream simulator, in
@@ -82,6 +82,8 @@ async function main(): Promise<void> {
       'node-flags': { type: 'string', default: '' },
       // Fresh gateways this many times over the rounds (each pair warmed up): samples the processes too.
       processes: { type: 'string', default: '1' },
+      // OTEL_TRACES_SAMPLER of the traced gateway (always_on; always_off measures the unsampled path).
+      sampler: { type: 'string' },
     },
   });
   const modes = (values.modes ?? `${values.mode},${values.mode}`).split(',') as Mode[];
@@ -138,7 +140,7 @@ async function main(): Promise<void> {
       const peer = await startGatewayProcess(
         await workspace(repo, pair === 0 ? name : `${name}${pair}`),
         up.url,
-        modeVariant(mode, name, { ...stores, billingUrl, tracesUrl }),
+        modeVariant(mode, name, { ...stores, billingUrl, tracesUrl, tracesSampler: values.sampler }),
       );
       running.add(peer);
       return peer;

@@ -139,7 +139,8 @@ function streamFailure(ctx: RequestContext): GatewayError {
 
 /** Reply facts (id, model, finish reasons) of one event the client gets, when tracing is on. */
 function traceEvent(trace: RequestTrace, format: string, data: string): void {
-  if (!trace.recording || data.charCodeAt(0) !== 123) return; // sampled out; not a JSON object ([DONE], pings)
+  // Sampled out, nothing new to read, or not a JSON object ([DONE], pings).
+  if (data.charCodeAt(0) !== 123 || !trace.wantsEvent(format, data)) return;
   try {
     trace.reply(format, JSON.parse(data) as JsonValue);
   } catch {

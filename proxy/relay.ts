@@ -68,7 +68,9 @@ async function relayJson(job: RelayJob): Promise<void> {
     // byte while the observers parse it.
     const holdBack = raw.length > OBSERVE_FIRST_BYTES;
     if (holdBack) res.write(raw.subarray(0, raw.length - 1));
-    if (hooks.response.length > 0 || hooks.keepDelivered || ctx.trace !== undefined) {
+    // A trace reads the reply's facts only when it is sampled: parsing every reply for an unsampled one
+    // cost more than the rest of its tracing.
+    if (hooks.response.length > 0 || hooks.keepDelivered || ctx.trace?.recording === true) {
       const value = parseReply(raw, head.status);
       if (value !== undefined) {
         runResponseChunk(hooks.response, ctx, [{ type: 'json', value }]);

@@ -77,6 +77,16 @@ export class RequestTrace {
     this.#attempt = undefined;
   }
 
+  /**
+   * Whether a stream event's text can add a fact: any event until the reply's id and model are known,
+   * then only the events that can end it. A long stream is not parsed event by event for its spans.
+   */
+  wantsEvent(format: string, data: string): boolean {
+    if (!this.recording) return false;
+    if (this.facts.id === undefined || this.facts.model === undefined) return true;
+    return telemetryOf(format)?.finishMarker.test(data) === true;
+  }
+
   /** A reply body or stream event in the client's shape. */
   reply(format: string, value: JsonValue): void {
     if (this.recording) telemetryOf(format)?.readReply(value, this.facts);

@@ -47,7 +47,12 @@ export async function startModeStores(
 export function modeVariant(
   mode: Mode,
   name: string,
-  peers: ModeStores & { billingUrl?: string; tracesUrl?: string; operationTimeoutMs?: number },
+  peers: ModeStores & {
+    billingUrl?: string;
+    tracesUrl?: string;
+    tracesSampler?: string;
+    operationTimeoutMs?: number;
+  },
 ): GatewayVariant {
   const timeout =
     peers.operationTimeoutMs === undefined ? {} : { operationTimeoutMs: peers.operationTimeoutMs };
@@ -58,7 +63,12 @@ export function modeVariant(
     ...(mode === 'cluster'
       ? { redisUrl: peers.clusterSeeds!, store: { cluster: true, shards: 4, ...timeout } }
       : {}),
-    ...(mode === 'traced' ? { tracesUrl: peers.tracesUrl! } : {}),
+    ...(mode === 'traced'
+      ? {
+          tracesUrl: peers.tracesUrl!,
+          ...(peers.tracesSampler ? { tracesSampler: peers.tracesSampler } : {}),
+        }
+      : {}),
     id:
       mode === 'redis' || mode === 'cluster'
         ? (`gateway-${mode}-${name}` as GatewayVariant['id'])

@@ -166,8 +166,10 @@ export interface GatewayVariant {
   noSidecar?: boolean;
   /** `workers:` of the configuration (default 1). */
   workers?: number;
-  /** OTLP/HTTP traces endpoint: tracing on, every request sampled. */
+  /** OTLP/HTTP traces endpoint: tracing on (every request sampled unless tracesSampler says otherwise). */
   tracesUrl?: string;
+  /** OTEL_TRACES_SAMPLER of a traced gateway (default always_on). */
+  tracesSampler?: string;
   /** With redisUrl: a Redis Cluster (redisUrl lists its seeds), the billing stream's shards, and
    * `store.operation_timeout_ms` (a gateway under valgrind needs far more than the default). */
   store?: { cluster?: boolean; shards?: number; operationTimeoutMs?: number };
@@ -253,7 +255,7 @@ export async function startGatewayProcess(
   env.ROUTER_ACCESS_KEY_BENCH = BENCH_ACCESS_KEY;
   if (variant.tracesUrl !== undefined) {
     env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = variant.tracesUrl;
-    env.OTEL_TRACES_SAMPLER = 'always_on';
+    env.OTEL_TRACES_SAMPLER = variant.tracesSampler ?? 'always_on';
   }
   const sidecarFlags = ws.sidecarNodeFlags(variant.id);
   if (sidecarFlags.length > 0) env.ROUTER_SIDECAR_NODE_FLAGS = sidecarFlags.join(' ');

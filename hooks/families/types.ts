@@ -77,6 +77,11 @@ export interface FamilyTelemetry {
   requestAttributes(body: JsonObject): Record<string, TraceAttribute>;
   /** Adds the facts a reply body, or one stream event's data (parsed), carries. */
   readReply(reply: JsonValue, facts: ReplyFacts): void;
+  /**
+   * Matches the text of the stream events that can end the reply (a finish reason, a final status): once
+   * the id and model are known, only those are parsed for facts.
+   */
+  readonly finishMarker: RegExp;
 }
 
 /** Usage of one model response of a realtime session, with the response's id (or turn number). */

@@ -14,6 +14,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 };
 
 export const anthropicTelemetry: FamilyTelemetry = {
+  finishMarker: /"stop_reason":\s*"/,
   requestAttributes: topLevelParams(PARAMS),
   readReply(reply: JsonValue, facts) {
     const body = objectOf(reply);

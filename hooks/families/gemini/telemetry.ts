@@ -18,6 +18,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 };
 
 export const geminiTelemetry: FamilyTelemetry = {
+  finishMarker: /"finishReason":\s*"/,
   requestAttributes(body) {
     const out = {};
     copyParams(objectOf(body.generationConfig), PARAMS, out);

@@ -18,6 +18,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 };
 
 export const openaiTelemetry: FamilyTelemetry = {
+  finishMarker: /"finish_reason":\s*"/,
   requestAttributes: topLevelParams(PARAMS),
   readReply(reply: JsonValue, facts) {
     const body = objectOf(reply);

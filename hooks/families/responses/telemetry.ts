@@ -12,6 +12,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 };
 
 export const responsesTelemetry: FamilyTelemetry = {
+  finishMarker: /"type":\s*"response\.(?:completed|incomplete|failed)"/,
   requestAttributes: topLevelParams(PARAMS),
   readReply(reply: JsonValue, facts) {
     const body = objectOf(reply);
