@@ -74,7 +74,7 @@ export function createRedisEventQueue(
   function toSpool(events: PendingEvent[], cause: unknown): void {
     if (spool === undefined) {
       const failure = asQueueError(cause);
-      for (const e of events) e.reject(failure);
+      for (const e of events) failed(e, failure);
       return;
     }
     if (!spooling) {
@@ -84,7 +84,11 @@ export function createRedisEventQueue(
         'billing stream unavailable: usage events go to the local spool',
       );
     }
-    for (const e of events) spool.append(e.event, e.traceparent).then(e.resolve, e.reject);
+    for (const e of events)
+      spool.append(e.event, e.traceparent).then(
+        () => done(e),
+        (err: unknown) => failed(e, err),
+      );
   }
 
   // The events completed in one event-loop turn go out together: a lone event as a plain XADD, several
@@ -92,7 +96,10 @@ export function createRedisEventQueue(
   // been written to the socket (the queue's connection does not auto-pipeline, which would defer the
   // write to the next turn), or, while the connection is down, the events are in the spool's write of
   // the next turn, which recorded() waits for too.
+  // The events of one turn share one outcome (a promise per event cost the request path measurable CPU).
+  let outcome: TurnOutcome | undefined;
   const turn = createTurnBatch<PendingEvent>((events) => {
+    outcome = undefined;
     if (client.status !== 'ready') toSpool(events, new StoreUnavailableError('enqueue'));
     else if (sending > 0) hold(events);
     else send(events);
@@ -154,7 +161,7 @@ export function createRedisEventQueue(
         if (batch.done) return;
         batch.done = true;
         spooling = false;
-        for (const e of events) e.resolve();
+        for (const e of events) done(e);
         answered();
       },
       (err: unknown) => {
@@ -233,9 +240,10 @@ export function createRedisEventQueue(
   return {
     enqueue(event: UsageEvent, traceparent?: string): Promise<void> {
       const payload = queuedJson(event, traceparent);
-      return new Promise<void>((resolve, reject) =>
-        turn.add({ event, traceparent, payload, resolve, reject }),
-      );
+      outcome ??= turnOutcome();
+      outcome.left++;
+      turn.add({ event, traceparent, payload, outcome });
+      return outcome.promise;
     },
     recorded,
     async settled() {
@@ -270,8 +278,43 @@ interface PendingEvent {
   event: UsageEvent;
   traceparent: string | undefined;
   payload: string;
-  resolve: () => void;
-  reject: (err: unknown) => void;
+  outcome: TurnOutcome;
+}
+
+/**
+ * The promise the events of one turn share: resolved once every one of them is on the stream or in the
+ * spool, rejected at the first that is neither (its turn's events are then all counted as failed).
+ */
+interface TurnOutcome {
+  readonly promise: Promise<void>;
+  readonly resolve: () => void;
+  readonly reject: (err: unknown) => void;
+  left: number;
+  settled: boolean;
+}
+
+function turnOutcome(): TurnOutcome {
+  let resolve!: () => void;
+  let reject!: (err: unknown) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject, left: 0, settled: false };
+}
+
+function done(e: PendingEvent): void {
+  const o = e.outcome;
+  if (o.settled || --o.left > 0) return;
+  o.settled = true;
+  o.resolve();
+}
+
+function failed(e: PendingEvent, err: unknown): void {
+  const o = e.outcome;
+  if (o.settled) return;
+  o.settled = true;
+  o.reject(err);
 }
 
 function asQueueError(err: unknown): unknown {

@@ -141,7 +141,11 @@ export interface AccessKeyStore {
 
 /** The usage-event queue as the gateway sees it: resolves once the event is durably queued. */
 export interface EventQueue {
-  /** `traceparent`: the request's, stored beside the event for the delivery's span (never sent). */
+  /**
+   * Resolves once the event is on record durably (rejects when it could not be). The events a queue puts
+   * on record together (one event-loop turn's) share one promise, which fails when any of them failed.
+   * `traceparent`: the request's, stored beside the event for the delivery's span (never sent).
+   */
   enqueue(event: UsageEvent, traceparent?: string): Promise<void>;
   /**
    * When the queue puts events on record in batches (the outbox: one write per event-loop turn), the

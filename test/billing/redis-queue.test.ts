@@ -51,6 +51,7 @@ test('the events of one turn go to the stream in one command, in order; recorded
   // Handed to the socket by the time recorded() resolves (auto-pipelining would write a turn later).
   assert.ok(socket.bytesWritten > before + 20 * 100, `bytes written: ${socket.bytesWritten - before}`);
   assert.equal(queue.recorded?.(), undefined);
+  assert.equal(new Set(enqueued).size, 1, 'the events of the turn share one promise');
   await Promise.all(enqueued);
   // One XADD per event as its own write would be about 20 reads on the server; one command is one
   // (the INFO calls of this test add one each).
@@ -66,12 +67,14 @@ test('the events of one turn go to the stream in one command, in order; recorded
   );
 });
 
-test('a command error fails each event of the batch on its own, and the queue goes on', async () => {
+test('a command error fails the events of the batch (their shared promise), and the queue goes on', async () => {
   const store = testStoreConfig(redis.url);
   const keys = createKeyLayout(store);
   const queue = createRedisEventQueue(client, keys);
   await redis.admin.set(keys.shards[0]!.stream, 'not a stream');
-  const failed = await Promise.allSettled([queue.enqueue(makeEvent(1)), queue.enqueue(makeEvent(2))]);
+  const both = [queue.enqueue(makeEvent(1)), queue.enqueue(makeEvent(2))];
+  assert.equal(both[0], both[1]);
+  const failed = await Promise.allSettled(both);
   for (const r of failed) {
     assert.equal(r.status, 'rejected');
     assert.match(String((r as PromiseRejectedResult).reason), /WRONGTYPE/);
@@ -79,7 +82,9 @@ test('a command error fails each event of the batch on its own, and the queue go
   await redis.admin.del(keys.shards[0]!.stream);
   // A lone event of its turn is a plain XADD.
   const monitor = await redis.monitor();
-  await queue.enqueue(makeEvent(3));
+  const next = queue.enqueue(makeEvent(3));
+  assert.notEqual(next, both[0], 'a later turn has a promise of its own');
+  await next;
   assert.equal(await redis.admin.xlen(keys.shards[0]!.stream), 1);
   const sent = (await monitor.stop()).map((c) => c[0]).filter((c) => c === 'xadd' || c!.startsWith('eval'));
   assert.deepEqual(sent, ['xadd']);
