@@ -173,6 +173,8 @@ export interface RequestContext {
   firstTokenMs?: number | undefined;
   /** The W3C traceparent of the request's server span when tracing is on; its usage event carries it. */
   readonly traceparent?: string | undefined;
+  /** The request's store read, shared by the auth and balance hooks (hooks/builtin/request-view.ts). */
+  storeView?: unknown;
   /** HTTP status sent to the client (0 until the head is written). */
   status: number;
   /** Usage as reported by the upstream (set by the usage hooks) or estimated at completion. */

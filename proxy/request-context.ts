@@ -44,6 +44,7 @@ export class Context implements RequestContext {
   error: RequestContext['error'] = undefined;
   /** The request's spans, when tracing is on. */
   trace: RequestTrace | undefined = undefined;
+  storeView: unknown = undefined;
   readonly #rootLog: RequestContext['log'];
   #log: RequestContext['log'] | undefined = undefined;
   #abort: AbortController | undefined = undefined;

@@ -1,7 +1,8 @@
 // One store read per request. The auth hook reads the key record, and with it the key's subject state and
 // cached balance (StateStore.view: one EVALSHA in Redis mode); the balance hook, which runs next, asks
 // for that subject's state and balance and gets the same answer instead of a second round trip. The
-// promise is memoized per request context (a WeakMap, so it goes away with the request).
+// promise is kept on the request context (`storeView`), so it goes away with the request; a WeakMap
+// keyed by the context cost an ephemeron entry per request.
 
 import type { RequestView, RequestViewQuery, StateStore, SubjectRef } from '../../common/store-types.ts';
 import type { RequestContext } from '../../common/types.ts';
@@ -10,8 +11,6 @@ interface Memo {
   readonly query: RequestViewQuery;
   readonly promise: Promise<RequestView>;
 }
-
-const memo = new WeakMap<RequestContext, Memo>();
 
 /** The subject a view was read for: the found key's own subject, else the one asked for. */
 export function viewSubject(query: RequestViewQuery, view: RequestView): SubjectRef | undefined {
@@ -43,10 +42,10 @@ export function requestView(
   store: StateStore,
   query: RequestViewQuery,
 ): Promise<RequestView> {
-  const earlier = memo.get(ctx);
+  const earlier = ctx.storeView as Memo | undefined;
   if (earlier !== undefined) return reuse(earlier, store, query);
   const promise = store.view(query);
-  memo.set(ctx, { query, promise });
+  ctx.storeView = { query, promise } satisfies Memo;
   return promise;
 }
 
