@@ -5,6 +5,7 @@
 
 import type { IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { newSpanId } from '../common/trace-span.ts';
 import type { Span, Tracing } from '../common/tracing.ts';
 import { failSpan } from '../common/tracing.ts';
 import type { JsonValue, RequestContext, UpstreamRequest } from '../common/types.ts';
@@ -24,14 +25,15 @@ export class RequestTrace {
     this.#tracing = tracing;
     // Attributes are set one by one, not as an object: no object per span to build and walk.
     const server = tracing.startServer(spanName(ctx.method, route), req.headers);
+    this.#server = server;
+    this.recording = server.isRecording();
+    if (!this.recording) return;
     server.setAttribute('http.request.method', ctx.method);
     server.setAttribute('http.route', route);
     server.setAttribute('url.path', ctx.path);
     server.setAttribute('router.api', ctx.api);
     server.setAttribute('router.request_id', ctx.id);
     server.setAttribute('gen_ai.operation.name', operationName(ctx.api));
-    this.#server = server;
-    this.recording = server.isRecording();
   }
 
   /** The server span's trace id (log lines carry it). */
@@ -51,6 +53,13 @@ export class RequestTrace {
   /** Starts the CLIENT span of an upstream attempt and names it as the parent in the upstream request. */
   attempt(ctx: RequestContext, provider: string, upstream: UpstreamRequest): void {
     this.#attempts++;
+    const context = this.#server.spanContext();
+    if (!this.recording && context.traceState === undefined) {
+      // Every sampler decides a child of an unsampled span the same way (by its flag or its trace id):
+      // nothing is recorded, and the upstream gets the trace under a span id of its own, unsampled.
+      upstream.headers.traceparent = `00-${context.traceId}-${newSpanId()}-00`;
+      return;
+    }
     const operation = operationName(ctx.api);
     const model = ctx.upstreamModel ?? ctx.model;
     const span = this.#tracing.startChild(
@@ -98,6 +107,7 @@ export class RequestTrace {
    * the outcome: status, usage, subject, error.
    */
   finish(ctx: RequestContext): void {
+    if (!this.recording) return;
     const errorType =
       ctx.error?.code ??
       (ctx.status >= 400 ? String(ctx.status) : ctx.clientAborted ? 'client_aborted' : undefined);

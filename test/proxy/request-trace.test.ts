@@ -321,6 +321,17 @@ test('sampled out (always_off): the upstream still gets a traceparent, unsampled
     assert.equal(res.status, 200);
     const sent = sampledOut.sim.requests.at(-1)?.headers.traceparent;
     assert.match(String(sent), /^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
+    // An incoming trace is continued, unsampled, under a span id of the gateway's.
+    const incoming = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const again = await postJson(
+      `${sampledOut.url}/v1/chat/completions`,
+      { model: 'gpt-5.4-mini', messages: [{ role: 'user', content: 'hi' }] },
+      { traceparent: incoming },
+    );
+    assert.equal(again.status, 200);
+    const continued = String(sampledOut.sim.requests.at(-1)?.headers.traceparent);
+    assert.match(continued, /^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-00$/);
+    assert.notEqual(continued.split('-')[2], 'b7ad6b7169203331');
   } finally {
     await sampledOut.close(); // exports whatever was buffered
   }
