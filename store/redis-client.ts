@@ -353,7 +353,7 @@ export function keySlot(key: string): number {
 export class SlotCommand extends Command {
   readonly #slot: number;
 
-  constructor(name: string, args: (string | number)[], slot: number) {
+  constructor(name: string, args: (string | number | Buffer)[], slot: number) {
     super(name, args);
     this.#slot = slot;
   }

@@ -67,6 +67,24 @@ test('the events of one turn go to the stream in one command, in order; recorded
   );
 });
 
+test('a batch of multi-byte payloads reaches the stream byte for byte', async () => {
+  const store = testStoreConfig(redis.url);
+  const keys = createKeyLayout(store);
+  const queue = createRedisEventQueue(client, keys);
+  const models = ['modèle-é', 'emoji-😀', 'lone-\ud800', 'quote-"-\\-\u0001', 'plain'];
+  const events = models.map((model, i) => {
+    const event = makeEvent(100 + i);
+    event.raw_json.model = model;
+    return event;
+  });
+  await Promise.all(events.map((e) => queue.enqueue(e)));
+  const entries = await redis.admin.xrange(keys.shards[0]!.stream, '-', '+');
+  assert.deepEqual(
+    entries.map(([, fields]) => JSON.parse(fields[1]!) as unknown),
+    events.map((e) => JSON.parse(JSON.stringify(e)) as unknown),
+  );
+});
+
 test('a command error fails the events of the batch (their shared promise), and the queue goes on', async () => {
   const store = testStoreConfig(redis.url);
   const keys = createKeyLayout(store);
