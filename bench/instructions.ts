@@ -16,7 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import autocannon from 'autocannon';
-import type { HttpTarget } from './lib/load.ts';
+import { autocannonRequest, type HttpTarget } from './lib/load.ts';
 import { MODES, type Mode, modeVariant, startModeStores } from './lib/modes.ts';
 import { startOtlpSink } from './lib/otlp-sink.ts';
 import {
@@ -35,10 +35,7 @@ const run = promisify(execFile);
 /** Exactly `amount` requests (autocannon counts them), failing on any non-2xx. */
 async function requests(target: HttpTarget, amount: number, connections: number): Promise<void> {
   const result = await autocannon({
-    url: target.origin + target.path,
-    method: target.method,
-    headers: target.headers,
-    body: target.body,
+    ...autocannonRequest(target),
     connections,
     amount,
     timeout: 120,

@@ -107,19 +107,12 @@ interface TurnLines {
   written: number;
   /** Waiting for the synchronous write of its turn; the flush loop leaves it alone until then. */
   awaitingWrite: boolean;
-  readonly durable: Promise<void>;
-  readonly resolve: () => void;
-  readonly reject: (err: unknown) => void;
+  /** Settled once the lines are on disk (or failed). */
+  readonly durable: PromiseWithResolvers<void>;
 }
 
 function turnLines(): TurnLines {
-  let resolve!: () => void;
-  let reject!: (err: unknown) => void;
-  const durable = new Promise<void>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { lines: [], units: 0, written: 0, awaitingWrite: true, durable, resolve, reject };
+  return { lines: [], units: 0, written: 0, awaitingWrite: true, durable: Promise.withResolvers<void>() };
 }
 
 export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = {}): Promise<OutboxWriter> {
@@ -284,11 +277,11 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
         stats.fsyncs++;
         stats.appended += lines;
         opts.onFsync?.();
-        for (const g of batch) g.resolve();
+        for (const g of batch) g.durable.resolve();
       } catch (err) {
         terminateFragment = true;
         opts.onError?.(err);
-        for (const g of batch) g.reject(err);
+        for (const g of batch) g.durable.reject(err);
       }
       inFlight = 0;
       if (state.size >= maxSegmentBytes) {
@@ -321,7 +314,7 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
     g.units += line.length;
     queued++;
     flushing ??= flushLoop();
-    return g.durable;
+    return g.durable.promise;
   }
 
   async function close(): Promise<void> {

@@ -110,17 +110,13 @@ export function createRedisEventQueue(
   // per turn. Their replies' last bytes wait for that write (recorded()), so the wait is bounded: after
   // holdMs the held events are written anyway, beside the batch still unanswered.
   let held: PendingEvent[] = [];
-  let heldWritten: { promise: Promise<void>; resolve: () => void } | undefined;
+  let heldWritten: PromiseWithResolvers<void> | undefined;
   let holdTimer: NodeJS.Timeout | undefined;
 
   function hold(events: PendingEvent[]): void {
     for (const e of events) held.push(e);
     if (heldWritten !== undefined) return;
-    let resolve!: () => void;
-    const promise = new Promise<void>((r) => {
-      resolve = r;
-    });
-    heldWritten = { promise, resolve };
+    heldWritten = Promise.withResolvers<void>();
     if (holdTimer === undefined) holdTimer = setTimeout(release, holdMs).unref();
     else holdTimer.refresh();
   }
@@ -281,22 +277,13 @@ interface PendingEvent {
  * The promise the events of one turn share: resolved once every one of them is on the stream or in the
  * spool, rejected at the first that is neither (its turn's events are then all counted as failed).
  */
-interface TurnOutcome {
-  readonly promise: Promise<void>;
-  readonly resolve: () => void;
-  readonly reject: (err: unknown) => void;
+interface TurnOutcome extends PromiseWithResolvers<void> {
   left: number;
   settled: boolean;
 }
 
 function turnOutcome(): TurnOutcome {
-  let resolve!: () => void;
-  let reject!: (err: unknown) => void;
-  const promise = new Promise<void>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject, left: 0, settled: false };
+  return { ...Promise.withResolvers<void>(), left: 0, settled: false };
 }
 
 function done(e: PendingEvent): void {

@@ -13,7 +13,7 @@ export interface TurnBatch<T> {
 /** `flush` must not throw: it reports failures through the items it was given. */
 export function createTurnBatch<T>(flush: (items: T[]) => void): TurnBatch<T> {
   let items: T[] = [];
-  let turn: { promise: Promise<void>; resolve: () => void } | undefined;
+  let turn: PromiseWithResolvers<void> | undefined;
 
   function run(): void {
     const batch = items;
@@ -31,11 +31,7 @@ export function createTurnBatch<T>(flush: (items: T[]) => void): TurnBatch<T> {
     add(item: T): void {
       items.push(item);
       if (turn === undefined) {
-        let resolve!: () => void;
-        const promise = new Promise<void>((r) => {
-          resolve = r;
-        });
-        turn = { promise, resolve };
+        turn = Promise.withResolvers<void>();
         setImmediate(run);
       }
     },

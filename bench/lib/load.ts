@@ -32,16 +32,28 @@ export interface ThroughputResult {
   rounds?: number[];
 }
 
+/** A target's request as autocannon takes it. */
+export function autocannonRequest(target: HttpTarget): {
+  url: string;
+  method: HttpTarget['method'];
+  headers: Record<string, string>;
+  body?: string;
+} {
+  return {
+    url: target.origin + target.path,
+    method: target.method,
+    headers: target.headers,
+    body: target.body,
+  };
+}
+
 export async function throughput(
   target: HttpTarget,
   connections: number,
   durationS: number,
 ): Promise<ThroughputResult> {
   const result = await autocannon({
-    url: target.origin + target.path,
-    method: target.method,
-    headers: target.headers,
-    body: target.body,
+    ...autocannonRequest(target),
     connections,
     duration: durationS,
     timeout: 30,
