@@ -1,5 +1,5 @@
 // `node bench/ab.ts --base <checkout> [--mode off|billing|outbox|redis|cluster|traced] [--rounds 8] [--seconds 3]
-// [--profile <dir>] [--together] [--node-flags '...'] [--processes N] [--sampler S]`: before /
+// [--profile <dir>] [--together] [--node-flags '...'] [--processes N] [--sampler S] [--pin] [--warmup 2]`: before /
 // after for one change; `--modes off,billing` (or any two modes) pairs two modes instead, of this
 // checkout or of --base against this one: what billing or the store costs per request. The gateway of another checkout (A, e.g. `git worktree add ../base HEAD~1` with
 // node_modules linked) and this checkout's (B) run side by side in front of one upstream simulator, in
@@ -8,11 +8,12 @@
 // so less sensitive than requests/s to what else the VM's cores are doing). Prints the medians.
 // Nothing is written to docs/: this answers "did this change help", `npm run bench` the targets.
 
+import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseArgs, promisify } from 'node:util';
 import { throughput } from './lib/load.ts';
 import { billed, MODES, type Mode, modeVariant, startModeStores } from './lib/modes.ts';
 import { startOtlpSink } from './lib/otlp-sink.ts';
@@ -26,6 +27,7 @@ import {
 } from './lib/peers.ts';
 import { chatTarget } from './lib/requests.ts';
 
+const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 
 /** CPU time of a process so far, user and system, in clock ticks (1/100 s on Linux). */
@@ -56,6 +58,11 @@ async function threadTicks(pid: number): Promise<Map<string, number>> {
   return out;
 }
 
+/** Every thread of `pid` (and what it starts later) on these CPUs. */
+async function pin(pid: number, cpus: string): Promise<void> {
+  await run('taskset', ['--all-tasks', '--cpu-list', '--pid', cpus, String(pid)]);
+}
+
 function quantile(values: number[], q: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))] ?? Number.NaN;
@@ -84,6 +91,13 @@ async function main(): Promise<void> {
       processes: { type: 'string', default: '1' },
       // OTEL_TRACES_SAMPLER of the traced gateway (always_on; always_off measures the unsampled path).
       sampler: { type: 'string' },
+      // The gateways on CPU 0, everything else (load, simulators, Redis, sidecars) on the others: what
+      // else runs then neither takes the gateway's core nor evicts its caches, and CPU per request is
+      // the gateway's own.
+      pin: { type: 'boolean', default: false },
+      // Seconds of load on each new gateway before its rounds: its compiled code settles over the first
+      // seconds, and a short warm-up leaves that trend in the first rounds.
+      warmup: { type: 'string', default: '2' },
     },
   });
   const modes = (values.modes ?? `${values.mode},${values.mode}`).split(',') as Mode[];
@@ -117,6 +131,7 @@ async function main(): Promise<void> {
       sidecarNodeFlags: () => [],
     };
   };
+  if (values.pin) await pin(process.pid, `1-${availableParallelism() - 1}`);
   const shared = await workspace(REPO, 'shared');
   const stops: (() => Promise<void>)[] = [];
   try {
@@ -143,6 +158,7 @@ async function main(): Promise<void> {
         modeVariant(mode, name, { ...stores, billingUrl, tracesUrl, tracesSampler: values.sampler }),
       );
       running.add(peer);
+      if (values.pin) await pin(peer.service.pid, '0');
       return peer;
     };
     console.log(`A: ${values.base ?? 'this checkout'}, ${modes[0]}; B: this checkout, ${modes[1]}`);
@@ -163,7 +179,8 @@ async function main(): Promise<void> {
         await start('b', pair, REPO, modes[1]!),
       ];
       targets = [chatTarget(gateways[0], up.url), chatTarget(gateways[1], up.url)];
-      for (const i of [0, 1] as const) served[i] += (await throughput(targets[i], 64, 2)).total2xx; // warm-up (JIT)
+      for (const i of [0, 1] as const)
+        served[i] += (await throughput(targets[i], 64, Number(values.warmup))).total2xx;
     };
     const ratios: number[] = [];
     const cpu: [number[], number[]] = [[], []];
