@@ -37,8 +37,15 @@ async function childrenOf(parent: number): Promise<Proc[]> {
   return out;
 }
 
+/**
+ * The sidecar child once it runs node: the launcher (chrt) execs node in the same process, and while it
+ * does its cmdline names the sidecar already but its scheduling is not final, and for an instant /proc
+ * may show no cmdline at all.
+ */
 async function sidecarOf(parent: number): Promise<Proc | undefined> {
-  return (await childrenOf(parent)).find((p) => p.cmdline.some((a) => a.endsWith('sidecar-main.ts')));
+  return (await childrenOf(parent)).find(
+    (p) => p.cmdline[0] === process.execPath && p.cmdline.some((a) => a.endsWith('sidecar-main.ts')),
+  );
 }
 
 /** `router` (proxy/cli.ts) with its supervised sidecar, once the sidecar child exists. */
@@ -58,8 +65,11 @@ async function startSupervising(
   });
   const pid = gw.child.pid;
   assert.ok(pid !== undefined);
-  await waitUntil(async () => (await sidecarOf(pid)) !== undefined, 'the sidecar child');
-  const sidecar = await sidecarOf(pid);
+  let sidecar: Proc | undefined;
+  await waitUntil(async () => {
+    sidecar = await sidecarOf(pid);
+    return sidecar !== undefined;
+  }, 'the sidecar child');
   assert.ok(sidecar);
   return { gw, pid, sidecar };
 }
