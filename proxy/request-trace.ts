@@ -115,7 +115,7 @@ export class RequestTrace {
     const attempt = this.#attempt;
     if (attempt !== undefined) {
       setOutcome(attempt, ctx);
-      if (ctx.body !== undefined && this.recording) {
+      if (ctx.body !== undefined) {
         const params = telemetryOf(ctx.clientFormat)?.requestAttributes(ctx.body);
         if (params !== undefined) attempt.setAttributes(params);
       }
