@@ -66,9 +66,15 @@ class ProtoWriter {
   }
 
   bytes(b: Uint8Array): void {
-    this.ensure(b.length);
-    this.buf.set(b, this.pos);
-    this.pos += b.length;
+    const len = b.length;
+    this.ensure(len);
+    // Most are a cached attribute of a few dozen bytes: a loop copies those faster than set() is called.
+    if (len <= 64) {
+      const buf = this.buf;
+      const at = this.pos;
+      for (let i = 0; i < len; i++) buf[at + i] = b[i]!;
+    } else this.buf.set(b, this.pos);
+    this.pos += len;
   }
 
   /** The bytes of `s`, `len` of them in UTF-8 (short one-byte strings are copied here, not natively). */
@@ -156,19 +162,28 @@ class ProtoWriter {
     this.buf[this.pos++] = Number(n);
   }
 
-  /** Begins a length-delimited field of unknown length; `end` writes the length in front of it. */
-  begin(field: number): number {
+  /**
+   * Begins a length-delimited field of unknown length, with room for a length of `room` bytes (2: up to
+   * 16 KiB); `end` writes the length in front of it, moving the body only when its length needs more
+   * or fewer bytes than that.
+   */
+  begin(field: number, room = 2): number {
     this.tag(field, 2);
-    this.ensure(5);
+    this.ensure(room);
     const start = this.pos;
-    this.pos += 5;
-    return start;
+    this.pos += room;
+    return start * 8 + room;
   }
 
-  end(start: number): void {
-    const len = this.pos - start - 5;
+  end(mark: number): void {
+    const room = mark & 7;
+    const start = (mark - room) / 8;
+    const len = this.pos - start - room;
     const size = varintSize(len);
-    if (size < 5) this.buf.copyWithin(start + size, start + 5, this.pos);
+    if (size !== room) {
+      this.ensure(size - room);
+      this.buf.copyWithin(start + size, start + room, this.pos);
+    }
     let v = len;
     let at = start;
     while (v > 0x7f) {
@@ -398,7 +413,7 @@ function writeSpan(w: ProtoWriter, s: RecordedSpan): void {
     w.varint(s.droppedLinks);
   }
   if (s.statusCode !== 0 || s.statusMessage !== undefined) {
-    const st = w.begin(15);
+    const st = w.begin(15, 1);
     if (s.statusMessage !== undefined) w.string(2, s.statusMessage);
     if (s.statusCode !== 0) {
       w.tag(3, 0);
@@ -454,9 +469,10 @@ export function protobufEncoder(
     open(): OtlpBatch {
       const w = free.pop() ?? new ProtoWriter(256 * 1024);
       w.pos = 0;
-      const rs = w.begin(1);
+      // A batch is under 2 MiB: its two lengths take 3 bytes.
+      const rs = w.begin(1, 3);
       w.bytes(resourceBytes);
-      const ss = w.begin(2);
+      const ss = w.begin(2, 3);
       w.tag(1, 2);
       w.varint(scopeBytes.length);
       w.bytes(scopeBytes);

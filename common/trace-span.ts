@@ -31,12 +31,20 @@ export interface SpanEvent {
 
 export type SpanLink = Link;
 
+// Read once: the getter is not free, and the origin never changes.
+const TIME_ORIGIN = performance.timeOrigin;
+
+/** Epoch milliseconds now. */
+export function nowMs(): number {
+  return TIME_ORIGIN + performance.now();
+}
+
 /** Epoch milliseconds of a TimeInput (HrTime is [seconds, nanoseconds]). */
 export function epochMs(time: TimeInput | undefined): number {
-  if (time === undefined) return performance.timeOrigin + performance.now();
+  if (time === undefined) return nowMs();
   if (typeof time === 'number') {
     // Below a year in ms, the API means a performance.now() reading.
-    return time < 31_536_000_000 ? performance.timeOrigin + time : time;
+    return time < 31_536_000_000 ? TIME_ORIGIN + time : time;
   }
   if (time instanceof Date) return time.getTime();
   return time[0] * 1000 + time[1] / 1e6;
@@ -84,13 +92,14 @@ export class RecordedSpan implements Span {
     kind: SpanKind,
     attributes: SpanAttributes | undefined,
     onEnd: (span: RecordedSpan) => void,
+    startTime?: TimeInput,
   ) {
     this.#context = context;
     this.parentSpanId = parent?.spanId;
     this.parentRemote = parent?.isRemote === true;
     this.name = name;
     this.kind = kind;
-    this.startMs = performance.timeOrigin + performance.now();
+    this.startMs = epochMs(startTime);
     this.#onEnd = onEnd;
     if (attributes !== undefined) this.setAttributes(attributes);
   }
@@ -110,6 +119,18 @@ export class RecordedSpan implements Span {
       this.values.push(v);
     }
     return this;
+  }
+
+  /**
+   * Appends an attribute the caller knows is not set yet (a primitive, or an array it no longer
+   * changes): the gateway's own spans set each key once, and skip setAttribute's checks.
+   */
+  put(key: string, value: AttributeValue): void {
+    if (this.keys.length >= ATTRIBUTE_LIMIT) this.droppedAttributes++;
+    else {
+      this.keys.push(key);
+      this.values.push(value);
+    }
   }
 
   /** The attributes as one object. */
@@ -194,25 +215,31 @@ export class RecordedSpan implements Span {
   }
 }
 
-// Ids come from one random buffer refilled when used up: a getrandom call per 256 span ids, not per id.
-const pool = Buffer.allocUnsafe(4096);
-let poolAt = pool.length;
+// Ids come from one random buffer refilled when used up, turned into hex at once: a getrandom call and
+// a conversion per 128 trace ids, not per id.
+const POOL_BYTES = 2048;
+const pool = Buffer.allocUnsafe(POOL_BYTES);
+let poolHex = '';
+let poolAt = POOL_BYTES * 2;
+const ZERO_TRACE_ID = '0'.repeat(32);
+const ZERO_SPAN_ID = '0'.repeat(16);
 
-function randomHex(bytes: number): string {
-  if (poolAt + bytes > pool.length) {
+function randomHex(chars: number, zero: string): string {
+  if (poolAt + chars > poolHex.length) {
     randomFillSync(pool);
+    poolHex = pool.toString('hex');
     poolAt = 0;
   }
-  const hex = pool.toString('hex', poolAt, poolAt + bytes);
-  poolAt += bytes;
+  const hex = poolHex.slice(poolAt, poolAt + chars);
+  poolAt += chars;
   // An all-zero id is invalid in W3C trace context; at these sizes it never comes, but never send one.
-  return /[^0]/.test(hex) ? hex : randomHex(bytes);
+  return hex === zero ? randomHex(chars, zero) : hex;
 }
 
 export function newTraceId(): string {
-  return randomHex(16);
+  return randomHex(32, ZERO_TRACE_ID);
 }
 
 export function newSpanId(): string {
-  return randomHex(8);
+  return randomHex(16, ZERO_SPAN_ID);
 }

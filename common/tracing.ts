@@ -16,6 +16,7 @@ import {
   SpanStatusCode,
   type TextMapGetter,
   type TextMapSetter,
+  type TimeInput,
   TraceFlags,
   trace,
 } from '@opentelemetry/api';
@@ -38,9 +39,16 @@ export interface Tracing {
     name: string,
     headers: Readonly<Record<string, string | string[] | undefined>>,
     attributes?: Attributes,
+    startTime?: TimeInput,
   ): Span;
   /** A span under `parent` (CLIENT unless `kind` says otherwise). */
-  startChild(name: string, parent: Span, attributes?: Attributes, kind?: SpanKind): Span;
+  startChild(
+    name: string,
+    parent: Span,
+    attributes?: Attributes,
+    kind?: SpanKind,
+    startTime?: TimeInput,
+  ): Span;
   /** A CLIENT span under the span named by a `traceparent` carried beside a queued event. */
   startFromTraceparent(name: string, traceparent: string | undefined, attributes?: Attributes): Span;
   /** Sets `traceparent` (and `tracestate`) naming `span` on outgoing headers. */
@@ -139,6 +147,7 @@ export function openTracing(config: TracesConfig, opts: TracingOptions = {}): Tr
     kind: SpanKind,
     parent: SpanContext | undefined,
     attributes?: Attributes,
+    startTime?: TimeInput,
   ): Span {
     const traceId = parent?.traceId ?? newTraceId();
     const spanId = newSpanId();
@@ -146,7 +155,7 @@ export function openTracing(config: TracesConfig, opts: TracingOptions = {}): Tr
     if (!sampled(parent, traceId))
       return trace.wrapSpanContext({ traceId, spanId, traceFlags: 0, traceState });
     const context: SpanContext = { traceId, spanId, traceFlags: 1, traceState, isRemote: false };
-    return new RecordedSpan(context, parent, name, kind, attributes, onEnd);
+    return new RecordedSpan(context, parent, name, kind, attributes, onEnd, startTime);
   }
   function remoteParent(
     carrier: Readonly<Record<string, string | string[] | undefined>>,
@@ -159,13 +168,13 @@ export function openTracing(config: TracesConfig, opts: TracingOptions = {}): Tr
 
   return {
     enabled: true,
-    startServer(name, headers, attributes) {
-      return start(name, SpanKind.SERVER, remoteParent(headers), attributes);
+    startServer(name, headers, attributes, startTime) {
+      return start(name, SpanKind.SERVER, remoteParent(headers), attributes, startTime);
     },
-    startChild(name, parent, attributes, kind = SpanKind.CLIENT) {
+    startChild(name, parent, attributes, kind = SpanKind.CLIENT, startTime = undefined) {
       const c = parent.spanContext();
       const valid = parent instanceof RecordedSpan || trace.isSpanContextValid(c);
-      return start(name, kind, valid ? c : undefined, attributes);
+      return start(name, kind, valid ? c : undefined, attributes, startTime);
     },
     startFromTraceparent(name, traceparent, attributes) {
       const parent = traceparent === undefined ? undefined : remoteParent({ traceparent });

@@ -55,10 +55,10 @@ export async function forward(
     const hooks = rt.ruleHooks(candidate.provider, rule);
     const upstreamReq = await runRewriteBody(hooks.rewrite, ctx, baseRequest(ctx, rule));
     const trace = ctx.trace;
-    trace?.attempt(ctx, candidate.provider, upstreamReq);
+    const t0 = performance.now();
+    trace?.attempt(ctx, candidate.provider, upstreamReq, t0);
     const last = i === attempts - 1;
     let upstreamRes: UpstreamResponse;
-    const t0 = performance.now();
     try {
       upstreamRes = await rt.upstream.send(upstreamReq, hooks.timeouts, ctx.cancellation);
     } catch (err) {

@@ -59,7 +59,8 @@ export class RequestCompletion {
 }
 
 async function finish(rt: Runtime, ctx: Context, hooks: RuleHooks | undefined): Promise<void> {
-  const durationMs = performance.now() - ctx.startedAt;
+  const endedAt = performance.now();
+  const durationMs = endedAt - ctx.startedAt;
   // Not awaited when settled at once: the usage event must be queued before recorded() is asked.
   const settling = rt.settle(ctx);
   if (settling !== undefined) await settling;
@@ -81,6 +82,6 @@ async function finish(rt: Runtime, ctx: Context, hooks: RuleHooks | undefined): 
     );
   }
   rt.observe(ctx, durationMs);
-  ctx.trace?.finish(ctx);
+  ctx.trace?.finish(ctx, endedAt);
   await runOnComplete(hooks === undefined ? rt.completeHooks : hooks.complete, ctx);
 }

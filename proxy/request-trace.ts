@@ -4,8 +4,8 @@
 // created when tracing is on; nothing of a prompt, a completion or a key is ever set.
 
 import type { IncomingMessage } from 'node:http';
-import { performance } from 'node:perf_hooks';
-import { newSpanId } from '../common/trace-span.ts';
+import { SpanKind } from '@opentelemetry/api';
+import { epochMs, newSpanId, RecordedSpan } from '../common/trace-span.ts';
 import type { Span, Tracing } from '../common/tracing.ts';
 import { failSpan } from '../common/tracing.ts';
 import type { JsonValue, RequestContext, UpstreamRequest } from '../common/types.ts';
@@ -15,6 +15,7 @@ import type { ReplyFacts } from '../hooks/families/types.ts';
 export class RequestTrace {
   readonly #tracing: Tracing;
   readonly #server: Span;
+  /** The attempt's span while it is open; a RecordedSpan when the sampler kept it. */
   #attempt: Span | undefined = undefined;
   #attempts = 0;
   readonly facts: ReplyFacts = {};
@@ -23,17 +24,18 @@ export class RequestTrace {
 
   constructor(tracing: Tracing, ctx: RequestContext, req: IncomingMessage, route: string) {
     this.#tracing = tracing;
-    // Attributes are set one by one, not as an object: no object per span to build and walk.
-    const server = tracing.startServer(spanName(ctx.method, route), req.headers);
+    // Attributes are put one by one, each key once, not as an object: no object per span to build and
+    // walk, and no check for a key set before.
+    const server = tracing.startServer(spanName(ctx.method, route), req.headers, undefined, ctx.startedAt);
     this.#server = server;
-    this.recording = server.isRecording();
-    if (!this.recording) return;
-    server.setAttribute('http.request.method', ctx.method);
-    server.setAttribute('http.route', route);
-    server.setAttribute('url.path', ctx.path);
-    server.setAttribute('router.api', ctx.api);
-    server.setAttribute('router.request_id', ctx.id);
-    server.setAttribute('gen_ai.operation.name', operationName(ctx.api));
+    this.recording = server instanceof RecordedSpan;
+    if (!(server instanceof RecordedSpan)) return;
+    server.put('http.request.method', ctx.method);
+    server.put('http.route', route);
+    server.put('url.path', ctx.path);
+    server.put('router.api', ctx.api);
+    server.put('router.request_id', ctx.id);
+    server.put('gen_ai.operation.name', operationName(ctx.api));
   }
 
   /** The server span's trace id (log lines carry it). */
@@ -50,8 +52,11 @@ export class RequestTrace {
     return this.#tracing.traceparent(this.#server);
   }
 
-  /** Starts the CLIENT span of an upstream attempt and names it as the parent in the upstream request. */
-  attempt(ctx: RequestContext, provider: string, upstream: UpstreamRequest): void {
+  /**
+   * Starts the CLIENT span of an upstream attempt (at `at`, a performance.now() reading) and names it as
+   * the parent in the upstream request.
+   */
+  attempt(ctx: RequestContext, provider: string, upstream: UpstreamRequest, at: number): void {
     this.#attempts++;
     const context = this.#server.spanContext();
     if (!this.recording && context.traceState === undefined) {
@@ -65,13 +70,18 @@ export class RequestTrace {
     const span = this.#tracing.startChild(
       model === undefined ? operation : spanName(operation, model),
       this.#server,
+      undefined,
+      SpanKind.CLIENT,
+      at,
     );
-    span.setAttribute('gen_ai.operation.name', operation);
-    span.setAttribute('gen_ai.provider.name', provider);
-    span.setAttribute('http.request.method', upstream.method);
-    span.setAttribute('server.address', hostOf(upstream.origin));
-    span.setAttribute('router.attempt', this.#attempts);
-    if (model !== undefined) span.setAttribute('gen_ai.request.model', model);
+    if (span instanceof RecordedSpan) {
+      span.put('gen_ai.operation.name', operation);
+      span.put('gen_ai.provider.name', provider);
+      span.put('http.request.method', upstream.method);
+      span.put('server.address', hostOf(upstream.origin));
+      span.put('router.attempt', this.#attempts);
+      if (model !== undefined) span.put('gen_ai.request.model', model);
+    }
     this.#attempt = span;
     this.#tracing.inject(span, upstream.headers);
   }
@@ -106,49 +116,51 @@ export class RequestTrace {
    * facts go on the attempt that served (the inference span of the conventions); the server span gets
    * the outcome: status, usage, subject, error.
    */
-  finish(ctx: RequestContext): void {
+  finish(ctx: RequestContext, at: number): void {
     if (!this.recording) return;
     const errorType =
       ctx.error?.code ??
       (ctx.status >= 400 ? String(ctx.status) : ctx.clientAborted ? 'client_aborted' : undefined);
-    const end = performance.timeOrigin + performance.now();
+    const end = epochMs(at);
     const attempt = this.#attempt;
-    if (attempt !== undefined) {
-      setOutcome(attempt, ctx);
+    if (attempt instanceof RecordedSpan) {
+      // Its provider and request model were put when it started.
+      putOutcome(attempt, ctx);
       if (ctx.body !== undefined) {
-        const params = telemetryOf(ctx.clientFormat)?.requestAttributes(ctx.body);
-        if (params !== undefined) attempt.setAttributes(params);
+        // Two body fields may name one attribute: setAttribute keeps the last.
+        telemetryOf(ctx.clientFormat)?.requestAttributes(ctx.body, (key, value) =>
+          attempt.setAttribute(key, value),
+        );
       }
       const facts = this.facts;
-      if (facts.id !== undefined) attempt.setAttribute('gen_ai.response.id', facts.id);
-      if (facts.model !== undefined) attempt.setAttribute('gen_ai.response.model', facts.model);
+      if (facts.id !== undefined) attempt.put('gen_ai.response.id', facts.id);
+      if (facts.model !== undefined) attempt.put('gen_ai.response.model', facts.model);
       if (facts.finishReasons !== undefined)
-        attempt.setAttribute('gen_ai.response.finish_reasons', facts.finishReasons);
+        attempt.put('gen_ai.response.finish_reasons', facts.finishReasons);
       if (errorType !== undefined) failSpan(attempt, errorType);
-      attempt.end(end);
     }
-    const server = this.#server;
-    setOutcome(server, ctx);
-    server.setAttribute('router.stream', ctx.stream);
-    if (ctx.model !== undefined) server.setAttribute('gen_ai.request.model', ctx.model);
-    if (ctx.usageStage !== undefined) server.setAttribute('router.usage_stage', ctx.usageStage);
-    if (ctx.principal?.subjectId !== undefined)
-      server.setAttribute('router.subject_id', ctx.principal.subjectId);
+    attempt?.end(end);
+    const server = this.#server as RecordedSpan;
+    putOutcome(server, ctx);
+    if (ctx.provider !== undefined) server.put('gen_ai.provider.name', ctx.provider);
+    server.put('router.stream', ctx.stream);
+    if (ctx.model !== undefined) server.put('gen_ai.request.model', ctx.model);
+    if (ctx.usageStage !== undefined) server.put('router.usage_stage', ctx.usageStage);
+    if (ctx.principal?.subjectId !== undefined) server.put('router.subject_id', ctx.principal.subjectId);
     if (ctx.firstTokenMs !== undefined)
-      server.setAttribute('router.time_to_first_token_ms', Math.round(ctx.firstTokenMs * 1000) / 1000);
-    if (ctx.clientAborted) server.setAttribute('router.client_aborted', true);
+      server.put('router.time_to_first_token_ms', Math.round(ctx.firstTokenMs * 1000) / 1000);
+    if (ctx.clientAborted) server.put('router.client_aborted', true);
     if (errorType !== undefined) failSpan(server, errorType);
     server.end(end);
   }
 }
 
-/** What both spans say of the outcome: status, provider, usage. */
-function setOutcome(span: Span, ctx: RequestContext): void {
-  span.setAttribute('http.response.status_code', ctx.status);
-  if (ctx.provider !== undefined) span.setAttribute('gen_ai.provider.name', ctx.provider);
+/** What both spans say of the outcome: status and usage. */
+function putOutcome(span: RecordedSpan, ctx: RequestContext): void {
+  span.put('http.response.status_code', ctx.status);
   if (ctx.usage !== undefined) {
-    span.setAttribute('gen_ai.usage.input_tokens', ctx.usage.inputTokens);
-    span.setAttribute('gen_ai.usage.output_tokens', ctx.usage.outputTokens);
+    span.put('gen_ai.usage.input_tokens', ctx.usage.inputTokens);
+    span.put('gen_ai.usage.output_tokens', ctx.usage.outputTokens);
   }
 }
 

@@ -8,31 +8,35 @@ export function objectOf(value: JsonValue | undefined): JsonObject | undefined {
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? value : undefined;
 }
 
-/** Copies the numeric and string-list parameters named in `fields` (body name -> attribute name). */
-export function copyParams(
-  body: JsonObject | undefined,
-  fields: Readonly<Record<string, string>>,
-  into: Record<string, TraceAttribute>,
-): void {
-  if (body === undefined) return;
-  for (const name in fields) {
-    const value = body[name];
-    const attribute = fields[name]!;
-    if (typeof value === 'number' && Number.isFinite(value)) into[attribute] = value;
-    else if (typeof value === 'string' && attribute.endsWith('stop_sequences')) into[attribute] = [value];
-    else if (Array.isArray(value) && value.length <= 16 && value.every((v) => typeof v === 'string'))
-      into[attribute] = value as string[];
-  }
+interface Param {
+  readonly attribute: string;
+  /** A stop-sequence parameter: a lone string is a list of one. */
+  readonly list: boolean;
 }
 
-/** A family's requestAttributes: its parameters named in `fields`, read from the body's top level. */
-export function topLevelParams(
+/**
+ * A reader of the numeric and string-list parameters named in `fields` (body name -> attribute name).
+ * It walks the body's own keys, a few, rather than looking up every parameter the family knows.
+ */
+export function paramsReader(
   fields: Readonly<Record<string, string>>,
-): (body: JsonObject) => Record<string, TraceAttribute> {
-  return (body) => {
-    const out: Record<string, TraceAttribute> = {};
-    copyParams(body, fields, out);
-    return out;
+): (body: JsonObject | undefined, set: (key: string, value: TraceAttribute) => void) => void {
+  const params = new Map<string, Param>();
+  for (const name in fields) {
+    const attribute = fields[name]!;
+    params.set(name, { attribute, list: attribute.endsWith('stop_sequences') });
+  }
+  return (body, set) => {
+    if (body === undefined) return;
+    for (const name in body) {
+      const param = params.get(name);
+      if (param === undefined) continue;
+      const value = body[name];
+      if (typeof value === 'number' && Number.isFinite(value)) set(param.attribute, value);
+      else if (typeof value === 'string' && param.list) set(param.attribute, [value]);
+      else if (Array.isArray(value) && value.length <= 16 && value.every((v) => typeof v === 'string'))
+        set(param.attribute, value as string[]);
+    }
   };
 }
 

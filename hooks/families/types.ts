@@ -73,8 +73,8 @@ export type TraceAttribute = string | number | boolean | string[];
  * prompts, completions or keys.
  */
 export interface FamilyTelemetry {
-  /** gen_ai.request.* attributes of a request body in the family's shape. */
-  requestAttributes(body: JsonObject): Record<string, TraceAttribute>;
+  /** Hands `set` the gen_ai.request.* attributes of a request body in the family's shape. */
+  requestAttributes(body: JsonObject, set: (key: string, value: TraceAttribute) => void): void;
   /** Adds the facts a reply body, or one stream event's data (parsed), carries. */
   readReply(reply: JsonValue, facts: ReplyFacts): void;
   /**

@@ -76,13 +76,17 @@ const REQUEST: Schema = {
 
 type Decoded = { [name: string]: unknown };
 
+/** A varint; one longer than it needs to be (a last byte of 0 after others) is refused. */
 function readVarint(b: Uint8Array, at: { pos: number }): bigint {
   let v = 0n;
   let shift = 0n;
   for (;;) {
     const byte = b[at.pos++]!;
     v |= BigInt(byte & 0x7f) << shift;
-    if ((byte & 0x80) === 0) return v;
+    if ((byte & 0x80) === 0) {
+      if (byte === 0 && shift > 0n) throw new Error(`a varint padded to ${shift / 7n + 1n} bytes`);
+      return v;
+    }
     shift += 7n;
   }
 }

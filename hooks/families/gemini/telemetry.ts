@@ -2,7 +2,7 @@
 // reply's shape).
 
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, copyParams, objectOf, setFact } from '../telemetry-fields.ts';
+import { addFinishReason, objectOf, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -17,12 +17,12 @@ const PARAMS: Readonly<Record<string, string>> = {
   frequencyPenalty: 'gen_ai.request.frequency_penalty',
 };
 
+const readParams = paramsReader(PARAMS);
+
 export const geminiTelemetry: FamilyTelemetry = {
   finishMarker: /"finishReason":\s*"/,
-  requestAttributes(body) {
-    const out = {};
-    copyParams(objectOf(body.generationConfig), PARAMS, out);
-    return out;
+  requestAttributes(body, set) {
+    readParams(objectOf(body.generationConfig), set);
   },
   readReply(reply: JsonValue, facts) {
     const body = objectOf(reply);

@@ -1,7 +1,7 @@
 // GenAI trace attributes of completion-style requests and replies (chat chunks share the reply's shape).
 
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, objectOf, setFact, topLevelParams } from '../telemetry-fields.ts';
+import { addFinishReason, objectOf, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -19,7 +19,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 
 export const openaiTelemetry: FamilyTelemetry = {
   finishMarker: /"finish_reason":\s*"/,
-  requestAttributes: topLevelParams(PARAMS),
+  requestAttributes: paramsReader(PARAMS),
   readReply(reply: JsonValue, facts) {
     const body = objectOf(reply);
     if (body === undefined) return;

@@ -2,7 +2,7 @@
 // stream's lifecycle events carry).
 
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, objectOf, setFact, topLevelParams } from '../telemetry-fields.ts';
+import { addFinishReason, objectOf, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -13,7 +13,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 
 export const responsesTelemetry: FamilyTelemetry = {
   finishMarker: /"type":\s*"response\.(?:completed|incomplete|failed)"/,
-  requestAttributes: topLevelParams(PARAMS),
+  requestAttributes: paramsReader(PARAMS),
   readReply(reply: JsonValue, facts) {
     const body = objectOf(reply);
     if (body === undefined) return;
