@@ -66,15 +66,9 @@ class ProtoWriter {
   }
 
   bytes(b: Uint8Array): void {
-    const len = b.length;
-    this.ensure(len);
-    // Most are a cached attribute of a few dozen bytes: a loop copies those faster than set() is called.
-    if (len <= 64) {
-      const buf = this.buf;
-      const at = this.pos;
-      for (let i = 0; i < len; i++) buf[at + i] = b[i]!;
-    } else this.buf.set(b, this.pos);
-    this.pos += len;
+    this.ensure(b.length);
+    this.buf.set(b, this.pos);
+    this.pos += b.length;
   }
 
   /** The bytes of `s`, `len` of them in UTF-8 (short one-byte strings are copied here, not natively). */
@@ -104,6 +98,17 @@ class ProtoWriter {
       buf[this.pos + i] = (HEX[hex.charCodeAt(2 * i)]! << 4) | HEX[hex.charCodeAt(2 * i + 1)]!;
     }
     this.pos += len;
+  }
+
+  /** `len` bytes of `src` from `at`, as a bytes field (an id made here: no hex to decode). */
+  idBytes(field: number, src: Buffer, at: number, len: number): void {
+    this.tag(field, 2);
+    this.varint(len);
+    this.ensure(len);
+    const buf = this.buf;
+    const pos = this.pos;
+    for (let i = 0; i < len; i++) buf[pos + i] = src[at + i]!;
+    this.pos = pos + len;
   }
 
   /** Epoch milliseconds as fixed64 nanoseconds, exact in doubles: ms = hi * 2^20 + lo. */
@@ -371,11 +376,17 @@ function writeAttributes(
 function writeSpan(w: ProtoWriter, s: RecordedSpan): void {
   const at = w.begin(2);
   const c = s.spanContext();
-  w.hex(1, c.traceId);
-  w.hex(2, c.spanId);
-  const traceState = c.traceState?.serialize();
-  if (traceState) w.string(3, traceState);
-  if (s.parentSpanId !== undefined) w.hex(4, s.parentSpanId);
+  const ids = s.idPool;
+  if (ids !== undefined && s.traceAt >= 0) w.idBytes(1, ids, s.traceAt, 16);
+  else w.hex(1, c.traceId);
+  if (ids !== undefined && s.spanAt >= 0) w.idBytes(2, ids, s.spanAt, 8);
+  else w.hex(2, c.spanId);
+  if (c.traceState !== undefined) {
+    const traceState = c.traceState.serialize();
+    if (traceState) w.string(3, traceState);
+  }
+  if (ids !== undefined && s.parentAt >= 0) w.idBytes(4, ids, s.parentAt, 8);
+  else if (s.parentSpanId !== undefined) w.hex(4, s.parentSpanId);
   w.bytes(nameBytes(s.name));
   w.tag(6, 0);
   w.varint(otlpKind(s.kind));
@@ -386,28 +397,30 @@ function writeSpan(w: ProtoWriter, s: RecordedSpan): void {
     w.tag(10, 0);
     w.varint(s.droppedAttributes);
   }
-  for (const e of s.events ?? []) {
-    const ev = w.begin(11);
-    w.timeNs(1, e.timeMs);
-    w.string(2, e.name);
-    writeAttributes(w, 3, e.attributes);
-    w.end(ev);
-  }
+  if (s.events !== undefined)
+    for (const e of s.events) {
+      const ev = w.begin(11);
+      w.timeNs(1, e.timeMs);
+      w.string(2, e.name);
+      writeAttributes(w, 3, e.attributes);
+      w.end(ev);
+    }
   if (s.droppedEvents > 0) {
     w.tag(12, 0);
     w.varint(s.droppedEvents);
   }
-  for (const link of s.links ?? []) {
-    const l = w.begin(13);
-    w.hex(1, link.context.traceId);
-    w.hex(2, link.context.spanId);
-    const state = link.context.traceState?.serialize();
-    if (state) w.string(3, state);
-    if (link.attributes !== undefined)
-      writeAttributes(w, 4, link.attributes as Readonly<Record<string, AttributeValue>>);
-    w.fixed32(6, spanFlags(link.context.traceFlags, link.context.isRemote === true));
-    w.end(l);
-  }
+  if (s.links !== undefined)
+    for (const link of s.links) {
+      const l = w.begin(13);
+      w.hex(1, link.context.traceId);
+      w.hex(2, link.context.spanId);
+      const state = link.context.traceState?.serialize();
+      if (state) w.string(3, state);
+      if (link.attributes !== undefined)
+        writeAttributes(w, 4, link.attributes as Readonly<Record<string, AttributeValue>>);
+      w.fixed32(6, spanFlags(link.context.traceFlags, link.context.isRemote === true));
+      w.end(l);
+    }
   if (s.droppedLinks > 0) {
     w.tag(14, 0);
     w.varint(s.droppedLinks);

@@ -82,6 +82,14 @@ export class RecordedSpan implements Span {
   droppedEvents = 0;
   links: SpanLink[] | undefined = undefined;
   droppedLinks = 0;
+  /**
+   * The id pool this span's ids were cut from, and their byte offsets in it (-1: not there, as for a
+   * remote parent's): the encoder copies those bytes instead of decoding the hex.
+   */
+  idPool: Buffer | undefined = undefined;
+  traceAt = -1;
+  spanAt = -1;
+  parentAt = -1;
   #ended = false;
   readonly #onEnd: (span: RecordedSpan) => void;
 
@@ -215,22 +223,29 @@ export class RecordedSpan implements Span {
   }
 }
 
-// Ids come from one random buffer refilled when used up, turned into hex at once: a getrandom call and
-// a conversion per 128 trace ids, not per id.
+// Ids come from one random buffer, turned into hex at once: a getrandom call and a conversion per 64
+// requests' ids, not per id. A used-up pool is replaced, not refilled: spans keep the bytes of their ids
+// there until they are encoded.
 const POOL_BYTES = 2048;
-const pool = Buffer.allocUnsafe(POOL_BYTES);
+let pool = Buffer.allocUnsafe(POOL_BYTES);
 let poolHex = '';
 let poolAt = POOL_BYTES * 2;
 const ZERO_TRACE_ID = '0'.repeat(32);
 const ZERO_SPAN_ID = '0'.repeat(16);
 
+/** The pool the last id came from, and the byte offset of that id in it. */
+export const lastId = { pool, at: 0 };
+
 function randomHex(chars: number, zero: string): string {
   if (poolAt + chars > poolHex.length) {
+    pool = Buffer.allocUnsafe(POOL_BYTES);
     randomFillSync(pool);
     poolHex = pool.toString('hex');
     poolAt = 0;
   }
   const hex = poolHex.slice(poolAt, poolAt + chars);
+  lastId.pool = pool;
+  lastId.at = poolAt >>> 1;
   poolAt += chars;
   // An all-zero id is invalid in W3C trace context; at these sizes it never comes, but never send one.
   return hex === zero ? randomHex(chars, zero) : hex;

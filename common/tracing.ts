@@ -26,7 +26,7 @@ import type { Logger } from 'pino';
 import type { TracesConfig } from './config-types.ts';
 import { jsonEncoder, type OtlpEncoder, protobufEncoder } from './otlp-encoding.ts';
 import { SpanExport } from './span-export.ts';
-import { newSpanId, newTraceId, RecordedSpan } from './trace-span.ts';
+import { lastId, newSpanId, newTraceId, RecordedSpan } from './trace-span.ts';
 
 export type { Attributes, Span };
 export { SpanStatusCode };
@@ -141,21 +141,37 @@ export function openTracing(config: TracesConfig, opts: TracingOptions = {}): Tr
   const sampled = samplerOf(config);
   const propagator = new W3CTraceContextPropagator();
 
-  /** A span under `parent` (undefined: a new trace), recorded if the sampler keeps it. */
+  /**
+   * A span under `parent` (undefined: a new trace), recorded if the sampler keeps it; `local` is the
+   * parent when it is a span of this process.
+   */
   function start(
     name: string,
     kind: SpanKind,
     parent: SpanContext | undefined,
     attributes?: Attributes,
     startTime?: TimeInput,
+    local?: RecordedSpan,
   ): Span {
     const traceId = parent?.traceId ?? newTraceId();
+    const tracePool = lastId.pool;
+    const traceAt = lastId.at;
     const spanId = newSpanId();
     const traceState = parent?.traceState;
     if (!sampled(parent, traceId))
       return trace.wrapSpanContext({ traceId, spanId, traceFlags: 0, traceState });
     const context: SpanContext = { traceId, spanId, traceFlags: 1, traceState, isRemote: false };
-    return new RecordedSpan(context, parent, name, kind, attributes, onEnd, startTime);
+    const span = new RecordedSpan(context, parent, name, kind, attributes, onEnd, startTime);
+    const ids = lastId.pool;
+    span.idPool = ids;
+    span.spanAt = lastId.at;
+    if (parent === undefined) {
+      if (tracePool === ids) span.traceAt = traceAt;
+    } else if (local?.idPool === ids) {
+      span.traceAt = local.traceAt;
+      span.parentAt = local.spanAt;
+    }
+    return span;
   }
   function remoteParent(
     carrier: Readonly<Record<string, string | string[] | undefined>>,
@@ -173,8 +189,8 @@ export function openTracing(config: TracesConfig, opts: TracingOptions = {}): Tr
     },
     startChild(name, parent, attributes, kind = SpanKind.CLIENT, startTime = undefined) {
       const c = parent.spanContext();
-      const valid = parent instanceof RecordedSpan || trace.isSpanContextValid(c);
-      return start(name, kind, valid ? c : undefined, attributes, startTime);
+      if (parent instanceof RecordedSpan) return start(name, kind, c, attributes, startTime, parent);
+      return start(name, kind, trace.isSpanContextValid(c) ? c : undefined, attributes, startTime);
     },
     startFromTraceparent(name, traceparent, attributes) {
       const parent = traceparent === undefined ? undefined : remoteParent({ traceparent });

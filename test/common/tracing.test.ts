@@ -61,6 +61,36 @@ test('a server span continues the incoming trace; a child is under it; shutdown 
   assert.equal(s.resource['service.name'], 'tracing-test');
 });
 
+test('ids made here are exported as the same bytes as their hex, across refills of the id pool', async () => {
+  const tracing = openTracing(config({ serviceName: 'ids-test' }));
+  const made: { trace: string; server: string; child: string }[] = [];
+  // 200 requests' ids span several pools, so some server and child spans come from different ones.
+  for (let i = 0; i < 200; i++) {
+    const server = tracing.startServer('GET /ids', {});
+    const child = tracing.startChild('chat m', server);
+    made.push({
+      trace: server.spanContext().traceId,
+      server: server.spanContext().spanId,
+      child: child.spanContext().spanId,
+    });
+    child.end();
+    server.end();
+  }
+  await tracing.shutdown();
+  const byId = new Map(
+    receiver.spans.filter((x) => x.resource['service.name'] === 'ids-test').map((x) => [x.spanId, x]),
+  );
+  assert.equal(byId.size, 400);
+  for (const m of made) {
+    const s = byId.get(m.server);
+    const c = byId.get(m.child);
+    assert.equal(s?.traceId, m.trace);
+    assert.equal(s?.parentSpanId, '', 'a root span');
+    assert.equal(c?.traceId, m.trace);
+    assert.equal(c?.parentSpanId, m.server);
+  }
+});
+
 test('sampling: an unsampled parent or a ratio of 0 records nothing, yet the trace still propagates', async () => {
   const before = receiver.spans.length;
   const parentBased = openTracing(config({ sampler: 'parentbased_traceidratio', samplerArg: 0 }));
