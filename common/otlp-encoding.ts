@@ -325,17 +325,29 @@ function cachedKeyValue(key: string, value: string | number | boolean): Uint8Arr
   return b;
 }
 
-/** Encoded `name` fields of spans (tag, length, bytes): names repeat (a route, an operation and model). */
-const NAME_BYTES = new Map<string, Uint8Array>();
+/**
+ * Per span name (names repeat: a route, an operation and model): its encoded `name` field (tag, length,
+ * bytes), and the attributes the last span of that name had at each position, with their encoded
+ * fields. Spans of one name set the same keys in the same order, mostly to the same values: an
+ * attribute equal to its predecessor's is a copy, without a cache lookup.
+ */
+interface NameEntry {
+  readonly bytes: Uint8Array;
+  readonly keys: string[];
+  readonly values: (string | number | boolean)[];
+  readonly encoded: (Uint8Array | undefined)[];
+}
+const NAMES = new Map<string, NameEntry>();
+const SLOTS = 32;
 
-function nameBytes(name: string): Uint8Array {
-  let b = NAME_BYTES.get(name);
-  if (b === undefined) {
+function nameEntry(name: string): NameEntry {
+  let entry = NAMES.get(name);
+  if (entry === undefined) {
     scratch.string(5, name);
-    b = Uint8Array.from(scratch.take());
-    if (NAME_BYTES.size < 1024) NAME_BYTES.set(name, b);
+    entry = { bytes: Uint8Array.from(scratch.take()), keys: [], values: [], encoded: [] };
+    if (NAMES.size < 1024) NAMES.set(name, entry);
   }
-  return b;
+  return entry;
 }
 
 function writeKeyValueField(
@@ -387,12 +399,32 @@ function writeSpan(w: ProtoWriter, s: RecordedSpan): void {
   }
   if (ids !== undefined && s.parentAt >= 0) w.idBytes(4, ids, s.parentAt, 8);
   else if (s.parentSpanId !== undefined) w.hex(4, s.parentSpanId);
-  w.bytes(nameBytes(s.name));
+  const named = nameEntry(s.name);
+  w.bytes(named.bytes);
   w.tag(6, 0);
   w.varint(otlpKind(s.kind));
   w.timeNs(7, s.startMs);
   w.timeNs(8, s.endMs);
-  for (let i = 0; i < s.keys.length; i++) writeKeyValue(w, 9, s.keys[i]!, s.values[i]);
+  const { keys, values } = s;
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
+    const value = values[i];
+    if (i >= SLOTS || typeof value === 'object' || value === undefined) {
+      writeKeyValue(w, SPAN_ATTRIBUTE, key, value);
+      continue;
+    }
+    const v = value as string | number | boolean;
+    let b: Uint8Array | undefined;
+    if (named.keys[i] === key && named.values[i] === v) b = named.encoded[i];
+    else {
+      b = cachedKeyValue(key, v);
+      named.keys[i] = key;
+      named.values[i] = v;
+      named.encoded[i] = b;
+    }
+    if (b !== undefined) w.bytes(b);
+    else writeKeyValueField(w, SPAN_ATTRIBUTE, key, value);
+  }
   if (s.droppedAttributes > 0) {
     w.tag(10, 0);
     w.varint(s.droppedAttributes);

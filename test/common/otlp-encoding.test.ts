@@ -141,6 +141,31 @@ test('protobuf: a batch larger than the writer grows into a longer buffer, every
   assert.deepEqual(decodeTraceRequest(ours), decodeTraceRequest(theirs));
 });
 
+test('protobuf: spans of one name repeat, change and reorder their attributes, each encoded as set', () => {
+  const ended: RecordedSpan[] = [];
+  for (let i = 0; i < 50; i++) {
+    const s = new RecordedSpan(
+      { traceId: 'cd'.repeat(16), spanId: (i + 1).toString(16).padStart(16, '0'), traceFlags: 1 },
+      undefined,
+      'POST /same',
+      SpanKind.SERVER,
+      undefined,
+      (span) => ended.push(span),
+    );
+    // The encoder keeps the last span's attributes per position of a name: the same, then others.
+    if (i % 7 === 3) s.setAttribute('extra', 'first');
+    s.setAttribute('http.route', '/same');
+    s.setAttribute('http.response.status_code', i % 3 === 0 ? 200 : 429);
+    s.setAttribute('router.stream', i % 2 === 0);
+    s.setAttribute('n', i % 4 === 0 ? 1.5 : i);
+    s.setAttribute('gen_ai.response.finish_reasons', [i % 2 === 0 ? 'stop' : 'length']);
+    s.end();
+  }
+  const ours = protobufEncoder(RESOURCE, SCOPE).encode(ended) as Uint8Array;
+  const theirs = ProtobufTraceSerializer.serializeRequest(ended.map(readable))!;
+  assert.deepEqual(decodeTraceRequest(ours), decodeTraceRequest(theirs));
+});
+
 /** JSON mapping, with defaults dropped and 64-bit numbers as strings, as a receiver reads either form. */
 function canonical(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(canonical);
