@@ -494,6 +494,45 @@ function encodeAll(encoder: Pick<OtlpEncoder, 'open'>, spans: readonly RecordedS
   return batch.finish();
 }
 
+/** One request body being written. A class: every span's end reads its methods, which stay monomorphic. */
+class ProtobufBatch implements OtlpBatch {
+  count = 0;
+  readonly #w: ProtoWriter;
+  readonly #free: ProtoWriter[];
+  readonly #resource: number;
+  readonly #scope: number;
+
+  constructor(w: ProtoWriter, resourceBytes: Uint8Array, scopeBytes: Uint8Array, free: ProtoWriter[]) {
+    this.#w = w;
+    this.#free = free;
+    w.pos = 0;
+    // A batch is under 2 MiB: its two lengths take 3 bytes.
+    this.#resource = w.begin(1, 3);
+    w.bytes(resourceBytes);
+    this.#scope = w.begin(2, 3);
+    w.tag(1, 2);
+    w.varint(scopeBytes.length);
+    w.bytes(scopeBytes);
+  }
+
+  add(span: RecordedSpan): void {
+    writeSpan(this.#w, span);
+    this.count++;
+  }
+
+  finish(): Uint8Array {
+    this.#w.end(this.#scope);
+    this.#w.end(this.#resource);
+    return this.#w.take();
+  }
+
+  /** Its writer may hold the next batch (buffers are reused: a new one per batch is external memory that
+   * V8 counts toward a full collection). */
+  release(): void {
+    if (this.#free.length < 4) this.#free.push(this.#w);
+  }
+}
+
 /** ExportTraceServiceRequest in protobuf: resource and scope bytes are made once. */
 export function protobufEncoder(
   resource: Readonly<Record<string, AttributeValue>>,
@@ -507,38 +546,11 @@ export function protobufEncoder(
   head.string(1, scope.name);
   if (scope.version !== undefined) head.string(2, scope.version);
   const scopeBytes = Buffer.from(head.take());
-  // Buffers are reused: a new one per batch is external memory that V8 counts toward a full collection.
   const free: ProtoWriter[] = [];
   const encoder = {
     contentType: 'application/x-protobuf',
     open(): OtlpBatch {
-      const w = free.pop() ?? new ProtoWriter(256 * 1024);
-      w.pos = 0;
-      // A batch is under 2 MiB: its two lengths take 3 bytes.
-      const rs = w.begin(1, 3);
-      w.bytes(resourceBytes);
-      const ss = w.begin(2, 3);
-      w.tag(1, 2);
-      w.varint(scopeBytes.length);
-      w.bytes(scopeBytes);
-      let count = 0;
-      return {
-        get count() {
-          return count;
-        },
-        add(span) {
-          writeSpan(w, span);
-          count++;
-        },
-        finish() {
-          w.end(ss);
-          w.end(rs);
-          return w.take();
-        },
-        release() {
-          if (free.length < 4) free.push(w);
-        },
-      };
+      return new ProtobufBatch(free.pop() ?? new ProtoWriter(256 * 1024), resourceBytes, scopeBytes, free);
     },
     encode: (spans: readonly RecordedSpan[]) => encodeAll(encoder, spans),
   };

@@ -65,7 +65,8 @@ function validValue(v: unknown): v is AttributeValue {
 }
 
 export class RecordedSpan implements Span {
-  readonly #context: SpanContext;
+  // TypeScript-private, not #private: a # field's definition costs each span a keyed define.
+  private readonly context: SpanContext;
   readonly parentSpanId: string | undefined;
   readonly parentRemote: boolean;
   name: string;
@@ -90,8 +91,8 @@ export class RecordedSpan implements Span {
   traceAt = -1;
   spanAt = -1;
   parentAt = -1;
-  #ended = false;
-  readonly #onEnd: (span: RecordedSpan) => void;
+  private ended = false;
+  private readonly onEnd: (span: RecordedSpan) => void;
 
   constructor(
     context: SpanContext,
@@ -102,22 +103,22 @@ export class RecordedSpan implements Span {
     onEnd: (span: RecordedSpan) => void,
     startTime?: TimeInput,
   ) {
-    this.#context = context;
+    this.context = context;
     this.parentSpanId = parent?.spanId;
     this.parentRemote = parent?.isRemote === true;
     this.name = name;
     this.kind = kind;
     this.startMs = epochMs(startTime);
-    this.#onEnd = onEnd;
+    this.onEnd = onEnd;
     if (attributes !== undefined) this.setAttributes(attributes);
   }
 
   spanContext(): SpanContext {
-    return this.#context;
+    return this.context;
   }
 
   setAttribute(key: string, value: AttributeValue | undefined): this {
-    if (this.#ended || !validValue(value)) return this;
+    if (this.ended || !validValue(value)) return this;
     const v = Array.isArray(value) ? (value.slice() as AttributeValue) : value;
     const at = this.keys.indexOf(key);
     if (at >= 0) this.values[at] = v;
@@ -154,7 +155,7 @@ export class RecordedSpan implements Span {
   }
 
   addEvent(name: string, attributesOrTime?: SpanAttributes | TimeInput, time?: TimeInput): this {
-    if (this.#ended) return this;
+    if (this.ended) return this;
     const isTime =
       typeof attributesOrTime === 'number' ||
       attributesOrTime instanceof Date ||
@@ -175,7 +176,7 @@ export class RecordedSpan implements Span {
   }
 
   addLink(link: Link): this {
-    if (this.#ended) return this;
+    if (this.ended) return this;
     this.links ??= [];
     if (this.links.length >= LINK_LIMIT) this.droppedLinks++;
     else this.links.push(link);
@@ -188,26 +189,26 @@ export class RecordedSpan implements Span {
   }
 
   setStatus(status: SpanStatus): this {
-    if (this.#ended || this.statusCode === SpanStatusCode.OK) return this;
+    if (this.ended || this.statusCode === SpanStatusCode.OK) return this;
     this.statusCode = status.code;
     this.statusMessage = status.code === SpanStatusCode.ERROR ? status.message : undefined;
     return this;
   }
 
   updateName(name: string): this {
-    if (!this.#ended) this.name = name;
+    if (!this.ended) this.name = name;
     return this;
   }
 
   end(endTime?: TimeInput): void {
-    if (this.#ended) return;
-    this.#ended = true;
+    if (this.ended) return;
+    this.ended = true;
     this.endMs = Math.max(this.startMs, epochMs(endTime));
-    this.#onEnd(this);
+    this.onEnd(this);
   }
 
   isRecording(): boolean {
-    return !this.#ended;
+    return !this.ended;
   }
 
   recordException(exception: Exception, time?: TimeInput): void {

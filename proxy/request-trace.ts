@@ -13,21 +13,22 @@ import { operationName, telemetryOf } from '../hooks/families/index.ts';
 import type { ReplyFacts } from '../hooks/families/types.ts';
 
 export class RequestTrace {
-  readonly #tracing: Tracing;
-  readonly #server: Span;
+  // TypeScript-private, not #private: a # field's definition costs each request a keyed define.
+  private readonly tracing: Tracing;
+  private readonly server: Span;
   /** The attempt's span while it is open; a RecordedSpan when the sampler kept it. */
-  #attempt: Span | undefined = undefined;
-  #attempts = 0;
+  private current: Span | undefined = undefined;
+  private attempts = 0;
   readonly facts: ReplyFacts = {};
   /** The sampler kept this trace: only then are replies read for their facts (a stream's every event). */
   readonly recording: boolean;
 
   constructor(tracing: Tracing, ctx: RequestContext, req: IncomingMessage, route: string) {
-    this.#tracing = tracing;
+    this.tracing = tracing;
     // Attributes are put one by one, each key once, not as an object: no object per span to build and
     // walk, and no check for a key set before.
     const server = tracing.startServer(spanName(ctx.method, route), req.headers, undefined, ctx.startedAt);
-    this.#server = server;
+    this.server = server;
     this.recording = server instanceof RecordedSpan;
     if (!(server instanceof RecordedSpan)) return;
     server.put('http.request.method', ctx.method);
@@ -40,16 +41,16 @@ export class RequestTrace {
 
   /** The server span's trace id (log lines carry it). */
   get traceId(): string {
-    return this.#server.spanContext().traceId;
+    return this.server.spanContext().traceId;
   }
 
   get spanId(): string {
-    return this.#server.spanContext().spanId;
+    return this.server.spanContext().spanId;
   }
 
   /** The traceparent of the request's server span, carried beside its usage event. */
   traceparent(): string | undefined {
-    return this.#tracing.traceparent(this.#server);
+    return this.tracing.traceparent(this.server);
   }
 
   /**
@@ -57,8 +58,8 @@ export class RequestTrace {
    * the parent in the upstream request.
    */
   attempt(ctx: RequestContext, provider: string, upstream: UpstreamRequest, at: number): void {
-    this.#attempts++;
-    const context = this.#server.spanContext();
+    this.attempts++;
+    const context = this.server.spanContext();
     if (!this.recording && context.traceState === undefined) {
       // Every sampler decides a child of an unsampled span the same way (by its flag or its trace id):
       // nothing is recorded, and the upstream gets the trace under a span id of its own, unsampled.
@@ -67,9 +68,9 @@ export class RequestTrace {
     }
     const operation = operationName(ctx.api);
     const model = ctx.upstreamModel ?? ctx.model;
-    const span = this.#tracing.startChild(
+    const span = this.tracing.startChild(
       model === undefined ? operation : spanName(operation, model),
-      this.#server,
+      this.server,
       undefined,
       SpanKind.CLIENT,
       at,
@@ -79,21 +80,21 @@ export class RequestTrace {
       span.put('gen_ai.provider.name', provider);
       span.put('http.request.method', upstream.method);
       span.put('server.address', hostOf(upstream.origin));
-      span.put('router.attempt', this.#attempts);
+      span.put('router.attempt', this.attempts);
       if (model !== undefined) span.put('gen_ai.request.model', model);
     }
-    this.#attempt = span;
-    this.#tracing.inject(span, upstream.headers);
+    this.current = span;
+    this.tracing.inject(span, upstream.headers);
   }
 
   /** The attempt ended without a reply the client gets (refused, unreachable): the next may follow. */
   attemptFailed(errorType: string, status?: number): void {
-    const span = this.#attempt;
+    const span = this.current;
     if (span === undefined) return;
     if (status !== undefined) span.setAttribute('http.response.status_code', status);
     failSpan(span, errorType);
     span.end();
-    this.#attempt = undefined;
+    this.current = undefined;
   }
 
   /**
@@ -122,7 +123,7 @@ export class RequestTrace {
       ctx.error?.code ??
       (ctx.status >= 400 ? String(ctx.status) : ctx.clientAborted ? 'client_aborted' : undefined);
     const end = epochMs(at);
-    const attempt = this.#attempt;
+    const attempt = this.current;
     if (attempt instanceof RecordedSpan) {
       // Its provider and request model were put when it started.
       putOutcome(attempt, ctx);
@@ -140,7 +141,7 @@ export class RequestTrace {
       if (errorType !== undefined) failSpan(attempt, errorType);
     }
     attempt?.end(end);
-    const server = this.#server as RecordedSpan;
+    const server = this.server as RecordedSpan;
     putOutcome(server, ctx);
     if (ctx.provider !== undefined) server.put('gen_ai.provider.name', ctx.provider);
     server.put('router.stream', ctx.stream);

@@ -42,7 +42,10 @@ export function paramsReader(
 
 /** Sets a fact from a string field; an id or model name longer than an id would be is ignored. */
 export function setFact(facts: ReplyFacts, key: 'id' | 'model', value: JsonValue | undefined): void {
-  if (typeof value === 'string' && value !== '' && value.length <= 256) facts[key] = value;
+  if (typeof value !== 'string' || value === '' || value.length > 256) return;
+  // Named stores rather than facts[key]: each site sees one property.
+  if (key === 'id') facts.id = value;
+  else facts.model = value;
 }
 
 export function addFinishReason(facts: ReplyFacts, value: JsonValue | undefined): void {
