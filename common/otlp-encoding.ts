@@ -36,6 +36,14 @@ for (let i = 0; i < 16; i++) {
   HEX['0123456789ABCDEF'.charCodeAt(i)] = i;
 }
 
+/** UTF-8 length of `s`: counted here for short ASCII strings (most values), which spares a native call. */
+function utf8Length(s: string): number {
+  const n = s.length;
+  if (n > 64) return Buffer.byteLength(s);
+  for (let i = 0; i < n; i++) if (s.charCodeAt(i) > 0x7f) return Buffer.byteLength(s);
+  return n;
+}
+
 class ProtoWriter {
   buf: Buffer;
   pos = 0;
@@ -82,7 +90,7 @@ class ProtoWriter {
   }
 
   string(field: number, s: string): void {
-    const len = Buffer.byteLength(s);
+    const len = utf8Length(s);
     this.tag(field, 2);
     this.varint(len);
     this.raw(s, len);
@@ -233,7 +241,7 @@ function isInt64(v: number): boolean {
 function anySize(value: AttributeValue | undefined | null): number {
   switch (typeof value) {
     case 'string': {
-      const len = Buffer.byteLength(value);
+      const len = utf8Length(value);
       return 1 + varintSize(len) + len;
     }
     case 'boolean':
