@@ -1,6 +1,7 @@
 // The gateway's metrics as hooks and wiring see them; proxy/metrics.ts builds them on prom-client.
 
 import type client from 'prom-client';
+import type { SpanExportCounters } from './span-export.ts';
 import type { RequestContext } from './types.ts';
 
 /** Frames and bytes of one direction of the realtime relay. */
@@ -36,4 +37,6 @@ export interface GatewayMetrics {
   readonly realtimeFrames: { readonly toUpstream: RelayCounter; readonly toClient: RelayCounter };
   /** Where the open-connections gauge reads from, and the cap in force. */
   trackConnections(open: () => number, max: number): void;
+  /** Where the span export counters are read from (the process's tracer). */
+  trackTraces(spans: () => Readonly<SpanExportCounters>): void;
 }

@@ -25,7 +25,7 @@ import { SamplingDecision, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-t
 import type { Logger } from 'pino';
 import type { TracesConfig } from './config-types.ts';
 import { jsonEncoder, type OtlpEncoder, protobufEncoder } from './otlp-encoding.ts';
-import { SpanExport } from './span-export.ts';
+import { SpanExport, type SpanExportCounters } from './span-export.ts';
 import { lastId, newSpanId, newTraceId, RecordedSpan } from './trace-span.ts';
 
 export type { Attributes, Span };
@@ -55,6 +55,8 @@ export interface Tracing {
   inject(span: Span, headers: Record<string, string>): void;
   /** The `traceparent` naming `span`, to carry beside a usage event (undefined for an invalid context). */
   traceparent(span: Span): string | undefined;
+  /** Spans exported and dropped so far, and exports that failed (all 0 when traces are off). */
+  readonly spans: Readonly<SpanExportCounters>;
   /** Exports what is buffered and stops. */
   shutdown(): Promise<void>;
 }
@@ -77,6 +79,7 @@ export const TRACING_OFF: Tracing = {
   startFromTraceparent: () => trace.wrapSpanContext(INVALID_SPAN_CONTEXT),
   inject: () => {},
   traceparent: () => undefined,
+  spans: { exported: 0, dropped: 0, failedExports: 0 },
   shutdown: async () => {},
 };
 
@@ -205,6 +208,7 @@ export function openTracing(config: TracesConfig, opts: TracingOptions = {}): Tr
       }
     },
     traceparent: traceparentOf,
+    spans: exporter.counters,
     shutdown: () => exporter.shutdown(),
   };
 }

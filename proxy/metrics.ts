@@ -5,6 +5,7 @@
 import client from 'prom-client';
 import { setBounded } from '../common/bounded-map.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
+import type { SpanExportCounters } from '../common/span-export.ts';
 import { FastCounter, FastHistogram } from './fast-metrics.ts';
 import {
   createGenAiMetrics,
@@ -18,6 +19,7 @@ import {
 const MAX_CACHED_SERIES = 2048;
 
 const NO_MODELS: ReadonlySet<string> = new Set();
+const NO_SPANS: Readonly<SpanExportCounters> = { exported: 0, dropped: 0, failedExports: 0 };
 
 export function createGatewayMetrics(): GatewayMetrics {
   const registry = new client.Registry();
@@ -89,6 +91,28 @@ export function createGatewayMetrics(): GatewayMetrics {
     registers: [registry],
     collect() {
       this.set(openConnections());
+    },
+  });
+  let traceSpans: () => Readonly<SpanExportCounters> = () => NO_SPANS;
+  new client.Counter({
+    name: 'router_trace_spans_total',
+    help: 'Spans of this process by result: exported, or dropped (export failed, or the queue was full)',
+    labelNames: ['result'] as const,
+    registers: [registry],
+    collect() {
+      const spans = traceSpans();
+      this.reset();
+      this.inc({ result: 'exported' }, spans.exported);
+      this.inc({ result: 'dropped' }, spans.dropped);
+    },
+  });
+  new client.Counter({
+    name: 'router_trace_exports_failed_total',
+    help: 'Span exports the collector did not take after their retries',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(traceSpans().failedExports);
     },
   });
   const connectionsMax = gauge(
@@ -171,6 +195,9 @@ export function createGatewayMetrics(): GatewayMetrics {
     trackConnections(open, max) {
       openConnections = open;
       connectionsMax.set(max);
+    },
+    trackTraces(spans) {
+      traceSpans = spans;
     },
     observeRequest(ctx, durationMs, models = NO_MODELS) {
       const provider = ctx.provider ?? 'none';

@@ -4,6 +4,8 @@
 // GenAI attributes are set, and nothing of the prompt, the completion or a key is exported.
 
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from '../support/otlp-receiver.ts';
 import { ACCESS_KEY, postJson, type Stack, startStack } from '../support/stack.ts';
@@ -349,5 +351,56 @@ test('tracing off (no endpoint): no traceparent reaches the upstream', async () 
     assert.equal(plain.sim.requests.at(-1)?.headers.traceparent, undefined);
   } finally {
     await plain.close();
+  }
+});
+
+/** A sample of the gateway's /metrics, by its name and labels as printed (0 when absent). */
+async function metric(url: string, series: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? 0 : Number(line.slice(series.length + 1));
+}
+
+test('/metrics counts the spans exported, and those a collector refused as dropped', async () => {
+  assert.ok((await metric(stack.url, 'router_trace_spans_total{result="exported"}')) > 0);
+  assert.equal(await metric(stack.url, 'router_trace_spans_total{result="dropped"}'), 0);
+  let refusedOne!: () => void;
+  const refusedExport = new Promise<void>((resolve) => {
+    refusedOne = resolve;
+  });
+  const collector = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(400);
+      res.end();
+      refusedOne();
+    });
+  });
+  await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+  const { port } = collector.address() as AddressInfo;
+  const refused = await startStack({
+    env: {
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${port}/v1/traces`,
+      OTEL_BSP_SCHEDULE_DELAY: '20',
+    },
+  });
+  try {
+    const res = await postJson(`${refused.url}/v1/chat/completions`, {
+      model: 'gpt-5.4-mini',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    assert.equal(res.status, 200, 'a collector that refuses spans never fails a request');
+    await refusedExport;
+    // The exporter counts the batch once the refusal reaches it, a turn or two after the reply.
+    let failed = 0;
+    for (let i = 0; i < 100 && failed === 0; i++) {
+      failed = await metric(refused.url, 'router_trace_exports_failed_total');
+    }
+    assert.equal(failed, 1);
+    assert.equal(await metric(refused.url, 'router_trace_spans_total{result="dropped"}'), 2, 'its two spans');
+    assert.equal(await metric(refused.url, 'router_trace_spans_total{result="exported"}'), 0);
+  } finally {
+    await refused.close();
+    collector.close();
   }
 });
