@@ -1,5 +1,5 @@
 // `node bench/ab.ts --base <checkout> [--mode off|billing|outbox|redis|cluster|traced] [--rounds 8] [--seconds 3]
-// [--profile <dir>] [--together] [--node-flags '...'] [--processes N] [--sampler S] [--pin] [--warmup 2]`: before /
+// [--profile <dir>] [--together] [--node-flags '...'] [--processes N] [--sampler S] [--pin] [--warmup 2] [--swap]`: before /
 // after for one change; `--modes off,billing` (or any two modes) pairs two modes instead, of this
 // checkout or of --base against this one: what billing or the store costs per request. The gateway of another checkout (A, e.g. `git worktree add ../base HEAD~1` with
 // node_modules linked) and this checkout's (B) run side by side in front of one upstream simulator, in
@@ -98,6 +98,10 @@ async function main(): Promise<void> {
       // Seconds of load on each new gateway before its rounds: its compiled code settles over the first
       // seconds, and a short warm-up leaves that trend in the first rounds.
       warmup: { type: 'string', default: '2' },
+      // In every other pair of processes the two trade places: the one started first, named `a`, runs
+      // B's mode and checkout. Whichever place reads dearer (docs/benchmarks.md section 10: the second
+      // gateway did, by a few percent) then weighs on both sides alike; use an even --processes.
+      swap: { type: 'boolean', default: false },
     },
   });
   const modes = (values.modes ?? `${values.mode},${values.mode}`).split(',') as Mode[];
@@ -171,13 +175,18 @@ async function main(): Promise<void> {
     const processes = Math.max(1, Math.min(rounds, Number(values.processes)));
     const pairAt = (round: number) => Math.floor((round * processes) / rounds);
     const pairRatios: number[][] = Array.from({ length: processes }, () => []);
+    const swapped = (pair: number) => values.swap && pair % 2 === 1;
     const newPair = async (pair: number): Promise<void> => {
       for (const peer of running) await peer.service.stop();
       running.clear();
-      gateways = [
-        await start('a', pair, resolve(values.base ?? REPO), modes[0]!),
-        await start('b', pair, REPO, modes[1]!),
+      const sides: [string, Mode][] = [
+        [resolve(values.base ?? REPO), modes[0]!],
+        [REPO, modes[1]!],
       ];
+      if (swapped(pair)) sides.reverse();
+      const first = await start('a', pair, ...sides[0]!);
+      const second = await start('b', pair, ...sides[1]!);
+      gateways = swapped(pair) ? [second, first] : [first, second];
       targets = [chatTarget(gateways[0], up.url), chatTarget(gateways[1], up.url)];
       for (const i of [0, 1] as const)
         served[i] += (await throughput(targets[i], 64, Number(values.warmup))).total2xx;
@@ -227,7 +236,7 @@ async function main(): Promise<void> {
       [...threads[i]].map(([kind, list]) => `${kind} ${median(list).toFixed(1)}`).join(', ');
     if (processes > 1)
       console.log(
-        `median CPU B/A of each pair of processes: ${pairRatios.map((r) => median(r).toFixed(3)).join(', ')}`,
+        `median CPU B/A of each pair of processes: ${pairRatios.map((r, pair) => `${median(r).toFixed(3)}${swapped(pair) ? ' (swapped)' : ''}`).join(', ')}`,
       );
     console.log(`requests served: A ${served[0]}, B ${served[1]}`);
     console.log(`median µs per request by thread: A ${split(0)}; B ${split(1)}`);
