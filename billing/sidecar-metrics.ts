@@ -4,6 +4,8 @@
 // per process (one sidecar per process in production) and is registered in every sidecar's registry.
 
 import client from 'prom-client';
+import type { SpanExportCounters } from '../common/span-export.ts';
+import { registerTraceMetrics } from '../common/trace-metrics.ts';
 import type { DeliveryCounters } from './delivery-worker.ts';
 
 /** Webhook event kinds of the billing service; anything else is counted as `other`. */
@@ -74,14 +76,19 @@ export interface SidecarMetrics {
   readonly contentType: string;
 }
 
+const NO_SPANS: Readonly<SpanExportCounters> = { exported: 0, dropped: 0, failedExports: 0 };
+
 export function createSidecarMetrics(
   delivery: DeliverySource | undefined,
   deadLetters: DeadLetterSource | undefined,
+  /** The span exporter's counters of the sidecar's own tracer (none: tracing off, all 0). */
+  spans?: () => Readonly<SpanExportCounters>,
 ): SidecarMetrics {
   const registry = new client.Registry();
   // Unprefixed like the gateway's: Prometheus tells the two apart by their scrape job.
   client.collectDefaultMetrics({ register: registry });
   registry.registerMetric(webhooksTotal);
+  registerTraceMetrics(registry, spans ?? (() => NO_SPANS));
 
   new client.Counter({
     name: 'router_billing_deliveries_total',

@@ -147,7 +147,11 @@ export async function startSidecar(
     ],
   ]);
   const fromStream = consumer === undefined ? undefined : streamConsumerSources(consumer);
-  const metrics = createSidecarMetrics(worker ?? fromStream?.delivery, status ?? fromStream?.deadLetters);
+  const metrics = createSidecarMetrics(
+    worker ?? fromStream?.delivery,
+    status ?? fromStream?.deadLetters,
+    tracing === undefined ? undefined : () => tracing.spans,
+  );
   routes.set('GET /metrics', async (_req, res) => {
     const text = await metrics.text();
     res.writeHead(200, { 'content-type': metrics.contentType });

@@ -6,6 +6,7 @@ import client from 'prom-client';
 import { setBounded } from '../common/bounded-map.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import type { SpanExportCounters } from '../common/span-export.ts';
+import { registerTraceMetrics } from '../common/trace-metrics.ts';
 import { FastCounter, FastHistogram } from './fast-metrics.ts';
 import {
   createGenAiMetrics,
@@ -94,27 +95,7 @@ export function createGatewayMetrics(): GatewayMetrics {
     },
   });
   let traceSpans: () => Readonly<SpanExportCounters> = () => NO_SPANS;
-  new client.Counter({
-    name: 'router_trace_spans_total',
-    help: 'Spans of this process by result: exported, or dropped (export failed, or the queue was full)',
-    labelNames: ['result'] as const,
-    registers: [registry],
-    collect() {
-      const spans = traceSpans();
-      this.reset();
-      this.inc({ result: 'exported' }, spans.exported);
-      this.inc({ result: 'dropped' }, spans.dropped);
-    },
-  });
-  new client.Counter({
-    name: 'router_trace_exports_failed_total',
-    help: 'Span exports the collector did not take after their retries',
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(traceSpans().failedExports);
-    },
-  });
+  registerTraceMetrics(registry, () => traceSpans());
   const connectionsMax = gauge(
     'router_client_connections_max',
     'limits.max_connections in force (lowered to fit the file-descriptor limit)',

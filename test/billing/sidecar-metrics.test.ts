@@ -139,3 +139,17 @@ test('shared-store mode: the stream consumer feeds the same metrics; a store out
   assert.equal(sample(second, 'router_billing_queue_depth'), 42);
   assert.equal(sample(second, 'router_billing_dead_letter_events'), 5);
 });
+
+test('the span exporter counters: read from the tracer at every scrape, zeros without one', async () => {
+  const spans = { exported: 0, dropped: 0, failedExports: 0 };
+  const traced = createSidecarMetrics(undefined, undefined, () => spans);
+  spans.exported = 7;
+  spans.dropped = 3;
+  spans.failedExports = 1;
+  const text = await traced.text();
+  assert.equal(sample(text, 'router_trace_spans_total{result="exported"}'), 7);
+  assert.equal(sample(text, 'router_trace_spans_total{result="dropped"}'), 3);
+  assert.equal(sample(text, 'router_trace_exports_failed_total'), 1);
+  const untraced = await createSidecarMetrics(undefined, undefined).text();
+  assert.equal(sample(untraced, 'router_trace_spans_total{result="dropped"}'), 0);
+});
