@@ -135,6 +135,8 @@ export class RecordedSpan implements Span {
    * changes): the gateway's own spans set each key once, and skip setAttribute's checks.
    */
   put(key: string, value: AttributeValue): void {
+    // As setAttribute: a value that is not there (a field a reply lacked) sets nothing.
+    if (value === undefined || value === null) return;
     if (this.keys.length >= ATTRIBUTE_LIMIT) this.droppedAttributes++;
     else {
       this.keys.push(key);

@@ -200,3 +200,20 @@ test('export: a refused batch (400) is dropped and counted, not retried; later b
     await collector.close();
   }
 });
+
+test('put: each key once as given; a value that is not there sets nothing, as with setAttribute', () => {
+  const ended: RecordedSpan[] = [];
+  const span = new RecordedSpan(
+    { traceId: 'ef'.repeat(16), spanId: '0123456789abcdef', traceFlags: 1 },
+    undefined,
+    'GET /put',
+    SpanKind.SERVER,
+    undefined,
+    (s) => ended.push(s),
+  );
+  span.put('a', 1);
+  span.put('missing', undefined as unknown as number);
+  span.put('b', ['x']);
+  span.end();
+  assert.deepEqual(ended[0]!.attributes, { a: 1, b: ['x'] });
+});
