@@ -4,7 +4,7 @@
 // per process (one sidecar per process in production) and is registered in every sidecar's registry.
 
 import client from 'prom-client';
-import type { SpanExportCounters } from '../common/span-export.ts';
+import { NO_SPANS, type SpanExportCounters } from '../common/span-export.ts';
 import { registerTraceMetrics } from '../common/trace-metrics.ts';
 import type { DeliveryCounters } from './delivery-worker.ts';
 
@@ -76,19 +76,17 @@ export interface SidecarMetrics {
   readonly contentType: string;
 }
 
-const NO_SPANS: Readonly<SpanExportCounters> = { exported: 0, dropped: 0, failedExports: 0 };
-
 export function createSidecarMetrics(
   delivery: DeliverySource | undefined,
   deadLetters: DeadLetterSource | undefined,
-  /** The span exporter's counters of the sidecar's own tracer (none: tracing off, all 0). */
-  spans?: () => Readonly<SpanExportCounters>,
+  /** The span export counters of the sidecar's own tracer (live; all 0 without one). */
+  spans: Readonly<SpanExportCounters> = NO_SPANS,
 ): SidecarMetrics {
   const registry = new client.Registry();
   // Unprefixed like the gateway's: Prometheus tells the two apart by their scrape job.
   client.collectDefaultMetrics({ register: registry });
   registry.registerMetric(webhooksTotal);
-  registerTraceMetrics(registry, spans ?? (() => NO_SPANS));
+  registerTraceMetrics(registry, () => spans);
 
   new client.Counter({
     name: 'router_billing_deliveries_total',

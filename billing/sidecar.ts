@@ -150,7 +150,7 @@ export async function startSidecar(
   const metrics = createSidecarMetrics(
     worker ?? fromStream?.delivery,
     status ?? fromStream?.deadLetters,
-    tracing === undefined ? undefined : () => tracing.spans,
+    tracing?.spans,
   );
   routes.set('GET /metrics', async (_req, res) => {
     const text = await metrics.text();

@@ -37,6 +37,6 @@ export interface GatewayMetrics {
   readonly realtimeFrames: { readonly toUpstream: RelayCounter; readonly toClient: RelayCounter };
   /** Where the open-connections gauge reads from, and the cap in force. */
   trackConnections(open: () => number, max: number): void;
-  /** Where the span export counters are read from (the process's tracer). */
-  trackTraces(spans: () => Readonly<SpanExportCounters>): void;
+  /** The span export counters of the process's tracer (live: read at every scrape). */
+  trackTraces(spans: Readonly<SpanExportCounters>): void;
 }

@@ -30,6 +30,9 @@ export interface SpanExportCounters {
   failedExports: number;
 }
 
+/** The counters of a process without a tracer. */
+export const NO_SPANS: Readonly<SpanExportCounters> = { exported: 0, dropped: 0, failedExports: 0 };
+
 export class SpanExport {
   readonly counters: SpanExportCounters = { exported: 0, dropped: 0, failedExports: 0 };
   readonly #opts: SpanExportOptions;

@@ -1,5 +1,5 @@
 // The span exporter's counters as Prometheus series, the same in the gateway and the sidecar
-// (docs/operations.md "Metrics"): read from the process's tracer at every scrape.
+// (docs/operations.md "Metrics"): read from the process's tracer at every scrape (its counters are live).
 
 import client from 'prom-client';
 import type { SpanExportCounters } from './span-export.ts';

@@ -25,7 +25,7 @@ import { SamplingDecision, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-t
 import type { Logger } from 'pino';
 import type { TracesConfig } from './config-types.ts';
 import { jsonEncoder, type OtlpEncoder, protobufEncoder } from './otlp-encoding.ts';
-import { SpanExport, type SpanExportCounters } from './span-export.ts';
+import { NO_SPANS, SpanExport, type SpanExportCounters } from './span-export.ts';
 import { lastId, newSpanId, newTraceId, RecordedSpan } from './trace-span.ts';
 
 export type { Attributes, Span };
@@ -79,7 +79,7 @@ export const TRACING_OFF: Tracing = {
   startFromTraceparent: () => trace.wrapSpanContext(INVALID_SPAN_CONTEXT),
   inject: () => {},
   traceparent: () => undefined,
-  spans: { exported: 0, dropped: 0, failedExports: 0 },
+  spans: NO_SPANS,
   shutdown: async () => {},
 };
 

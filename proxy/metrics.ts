@@ -5,7 +5,7 @@
 import client from 'prom-client';
 import { setBounded } from '../common/bounded-map.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
-import type { SpanExportCounters } from '../common/span-export.ts';
+import { NO_SPANS, type SpanExportCounters } from '../common/span-export.ts';
 import { registerTraceMetrics } from '../common/trace-metrics.ts';
 import { FastCounter, FastHistogram } from './fast-metrics.ts';
 import {
@@ -20,7 +20,6 @@ import {
 const MAX_CACHED_SERIES = 2048;
 
 const NO_MODELS: ReadonlySet<string> = new Set();
-const NO_SPANS: Readonly<SpanExportCounters> = { exported: 0, dropped: 0, failedExports: 0 };
 
 export function createGatewayMetrics(): GatewayMetrics {
   const registry = new client.Registry();
@@ -94,8 +93,8 @@ export function createGatewayMetrics(): GatewayMetrics {
       this.set(openConnections());
     },
   });
-  let traceSpans: () => Readonly<SpanExportCounters> = () => NO_SPANS;
-  registerTraceMetrics(registry, () => traceSpans());
+  let traceSpans: Readonly<SpanExportCounters> = NO_SPANS;
+  registerTraceMetrics(registry, () => traceSpans);
   const connectionsMax = gauge(
     'router_client_connections_max',
     'limits.max_connections in force (lowered to fit the file-descriptor limit)',

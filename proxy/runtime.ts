@@ -179,7 +179,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
   // An estimate that settle() left running, until the same completion's recorded() takes it.
   let settling: Promise<void> | undefined;
   const tracing = opts.tracing ?? openTracing(config.telemetry.traces, { logger: log });
-  metrics.trackTraces(() => tracing.spans);
+  metrics.trackTraces(tracing.spans);
   const runtime: Runtime = {
     config,
     log,

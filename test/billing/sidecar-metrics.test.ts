@@ -142,7 +142,7 @@ test('shared-store mode: the stream consumer feeds the same metrics; a store out
 
 test('the span exporter counters: read from the tracer at every scrape, zeros without one', async () => {
   const spans = { exported: 0, dropped: 0, failedExports: 0 };
-  const traced = createSidecarMetrics(undefined, undefined, () => spans);
+  const traced = createSidecarMetrics(undefined, undefined, spans);
   spans.exported = 7;
   spans.dropped = 3;
   spans.failedExports = 1;
