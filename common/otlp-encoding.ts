@@ -337,22 +337,36 @@ function cachedKeyValue(key: string, value: string | number | boolean): Uint8Arr
  * Per span name (names repeat: a route, an operation and model): its encoded `name` field (tag, length,
  * bytes), and the attributes the last span of that name had at each position, with their encoded
  * fields. Spans of one name set the same keys in the same order, mostly to the same values: an
- * attribute equal to its predecessor's is a copy, without a cache lookup.
+ * attribute equal to its predecessor's is a copy, without a cache lookup. The leading attributes that
+ * stayed the same are also kept as one block (`lead` of them, `ends` their offsets in it): a span that
+ * starts with them copies the block once instead of each field.
  */
 interface NameEntry {
   readonly bytes: Uint8Array;
   readonly keys: string[];
   readonly values: (string | number | boolean)[];
   readonly encoded: (Uint8Array | undefined)[];
+  block: Uint8Array;
+  lead: number;
+  readonly ends: number[];
 }
 const NAMES = new Map<string, NameEntry>();
 const SLOTS = 32;
+const EMPTY = new Uint8Array(0);
 
 function nameEntry(name: string): NameEntry {
   let entry = NAMES.get(name);
   if (entry === undefined) {
     scratch.string(5, name);
-    entry = { bytes: Uint8Array.from(scratch.take()), keys: [], values: [], encoded: [] };
+    entry = {
+      bytes: Uint8Array.from(scratch.take()),
+      keys: [],
+      values: [],
+      encoded: [],
+      block: EMPTY,
+      lead: 0,
+      ends: [],
+    };
     if (NAMES.size < 1024) NAMES.set(name, entry);
   }
   return entry;
@@ -393,6 +407,60 @@ function writeAttributes(
   for (const key in attributes) writeKeyValue(w, field, key, attributes[key]);
 }
 
+/**
+ * The span's attributes: the leading ones equal to the last span's of its name as one copy of the
+ * name's block, the rest each from its position's cache, the key/value cache or encoded. The block then
+ * grows by the fields that followed it unchanged, or shrinks to the attributes that matched.
+ */
+function writeSpanAttributes(
+  w: ProtoWriter,
+  named: NameEntry,
+  keys: readonly string[],
+  values: readonly (AttributeValue | undefined)[],
+): void {
+  const n = keys.length;
+  let i = 0;
+  while (i < named.lead && named.keys[i] === keys[i] && named.values[i] === values[i]) i++;
+  if (i < named.lead) {
+    named.lead = i;
+    named.block = i === 0 ? EMPTY : named.block.subarray(0, named.ends[i - 1]);
+  }
+  if (i > 0) w.bytes(named.block);
+  const runFrom = w.pos;
+  let run = i;
+  for (; i < n; i++) {
+    const key = keys[i]!;
+    const value = values[i];
+    if (i >= SLOTS || typeof value === 'object' || value === undefined) {
+      writeKeyValue(w, SPAN_ATTRIBUTE, key, value);
+      continue;
+    }
+    const v = value as string | number | boolean;
+    let b: Uint8Array | undefined;
+    if (named.keys[i] === key && named.values[i] === v) {
+      b = named.encoded[i];
+      if (run === i && b !== undefined) {
+        named.ends[i] = (i === 0 ? 0 : named.ends[i - 1]!) + b.length;
+        run++;
+      }
+    } else {
+      b = cachedKeyValue(key, v);
+      named.keys[i] = key;
+      named.values[i] = v;
+      named.encoded[i] = b;
+    }
+    if (b !== undefined) w.bytes(b);
+    else writeKeyValueField(w, SPAN_ATTRIBUTE, key, value);
+  }
+  if (run > named.lead) {
+    const grown = new Uint8Array(named.ends[run - 1]!);
+    grown.set(named.block);
+    grown.set(w.buf.subarray(runFrom, runFrom + grown.length - named.block.length), named.block.length);
+    named.block = grown;
+    named.lead = run;
+  }
+}
+
 function writeSpan(w: ProtoWriter, s: RecordedSpan): void {
   const at = w.begin(2);
   const c = s.spanContext();
@@ -413,26 +481,7 @@ function writeSpan(w: ProtoWriter, s: RecordedSpan): void {
   w.varint(otlpKind(s.kind));
   w.timeNs(7, s.startMs);
   w.timeNs(8, s.endMs);
-  const { keys, values } = s;
-  for (let i = 0; i < keys.length; i++) {
-    const key = keys[i]!;
-    const value = values[i];
-    if (i >= SLOTS || typeof value === 'object' || value === undefined) {
-      writeKeyValue(w, SPAN_ATTRIBUTE, key, value);
-      continue;
-    }
-    const v = value as string | number | boolean;
-    let b: Uint8Array | undefined;
-    if (named.keys[i] === key && named.values[i] === v) b = named.encoded[i];
-    else {
-      b = cachedKeyValue(key, v);
-      named.keys[i] = key;
-      named.values[i] = v;
-      named.encoded[i] = b;
-    }
-    if (b !== undefined) w.bytes(b);
-    else writeKeyValueField(w, SPAN_ATTRIBUTE, key, value);
-  }
+  writeSpanAttributes(w, named, s.keys, s.values);
   if (s.droppedAttributes > 0) {
     w.tag(10, 0);
     w.varint(s.droppedAttributes);

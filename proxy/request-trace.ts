@@ -31,11 +31,11 @@ export class RequestTrace {
     this.server = server;
     this.recording = server instanceof RecordedSpan;
     if (!(server instanceof RecordedSpan)) return;
+    // Attributes that repeat from request to request come first, those of this request last: the
+    // encoder copies the leading ones that the last span of the name had too as one block.
     server.put('http.request.method', ctx.method);
     server.put('http.route', route);
-    server.put('url.path', ctx.path);
     server.put('router.api', ctx.api);
-    server.put('router.request_id', ctx.id);
     server.put('gen_ai.operation.name', operationName(ctx.api));
   }
 
@@ -126,7 +126,7 @@ export class RequestTrace {
     const attempt = this.current;
     if (attempt instanceof RecordedSpan) {
       // Its provider and request model were put when it started.
-      putOutcome(attempt, ctx);
+      attempt.put('http.response.status_code', ctx.status);
       if (ctx.body !== undefined) {
         // Two body fields may name one attribute: setAttribute keeps the last.
         telemetryOf(ctx.clientFormat)?.requestAttributes(ctx.body, (key, value) =>
@@ -134,20 +134,24 @@ export class RequestTrace {
         );
       }
       const facts = this.facts;
-      if (facts.id !== undefined) attempt.put('gen_ai.response.id', facts.id);
       if (facts.model !== undefined) attempt.put('gen_ai.response.model', facts.model);
       if (facts.finishReasons !== undefined)
         attempt.put('gen_ai.response.finish_reasons', facts.finishReasons);
+      putUsage(attempt, ctx);
+      if (facts.id !== undefined) attempt.put('gen_ai.response.id', facts.id);
       if (errorType !== undefined) failSpan(attempt, errorType);
     }
     attempt?.end(end);
     const server = this.server as RecordedSpan;
-    putOutcome(server, ctx);
+    server.put('http.response.status_code', ctx.status);
     if (ctx.provider !== undefined) server.put('gen_ai.provider.name', ctx.provider);
     server.put('router.stream', ctx.stream);
     if (ctx.model !== undefined) server.put('gen_ai.request.model', ctx.model);
     if (ctx.usageStage !== undefined) server.put('router.usage_stage', ctx.usageStage);
     if (ctx.principal?.subjectId !== undefined) server.put('router.subject_id', ctx.principal.subjectId);
+    server.put('url.path', ctx.path);
+    putUsage(server, ctx);
+    server.put('router.request_id', ctx.id);
     if (ctx.firstTokenMs !== undefined)
       server.put('router.time_to_first_token_ms', Math.round(ctx.firstTokenMs * 1000) / 1000);
     if (ctx.clientAborted) server.put('router.client_aborted', true);
@@ -156,9 +160,7 @@ export class RequestTrace {
   }
 }
 
-/** What both spans say of the outcome: status and usage. */
-function putOutcome(span: RecordedSpan, ctx: RequestContext): void {
-  span.put('http.response.status_code', ctx.status);
+function putUsage(span: RecordedSpan, ctx: RequestContext): void {
   if (ctx.usage !== undefined) {
     span.put('gen_ai.usage.input_tokens', ctx.usage.inputTokens);
     span.put('gen_ai.usage.output_tokens', ctx.usage.outputTokens);

@@ -166,6 +166,47 @@ test('protobuf: spans of one name repeat, change and reorder their attributes, e
   assert.deepEqual(decodeTraceRequest(ours), decodeTraceRequest(theirs));
 });
 
+test('protobuf: leading attributes kept from span to span, broken and regrown at every position', () => {
+  // The encoder copies the leading attributes that the last span of a name had too as one block, which
+  // grows by the fields that follow it unchanged and shrinks where a span differs: every position is
+  // made to differ, to go missing, to hold an array and to come back, across three names.
+  const ended: RecordedSpan[] = [];
+  const base: [string, string | number | boolean][] = [
+    ['http.request.method', 'POST'],
+    ['http.route', '/v1/chat/completions'],
+    ['router.api', 'chat'],
+    ['gen_ai.operation.name', 'chat'],
+    ['http.response.status_code', 200],
+    ['gen_ai.provider.name', 'openai'],
+    ['router.stream', false],
+    ['gen_ai.request.model', 'gpt-5.4-mini'],
+    ['router.usage_stage', 'upstream'],
+    ['gen_ai.usage.input_tokens', 12],
+  ];
+  for (let i = 0; i < 240; i++) {
+    const s = new RecordedSpan(
+      { traceId: 'ab'.repeat(16), spanId: (i + 1).toString(16).padStart(16, '0'), traceFlags: 1 },
+      undefined,
+      `name ${i % 3}`,
+      SpanKind.SERVER,
+      undefined,
+      (span) => ended.push(span),
+    );
+    const at = Math.floor(i / 3) % base.length;
+    for (const [j, [key, value]] of base.entries()) {
+      if (j === at && i % 4 === 1) s.put(key, typeof value === 'number' ? value + i : `${value}-${i}`);
+      else if (j === at && i % 4 === 2) continue;
+      else if (j === at && i % 12 === 3) s.put(key, [String(value)]);
+      else s.put(key, value);
+    }
+    if (i % 5 === 0) s.put('router.request_id', `req-${i}`);
+    s.end();
+  }
+  const ours = protobufEncoder(RESOURCE, SCOPE).encode(ended) as Uint8Array;
+  const theirs = ProtobufTraceSerializer.serializeRequest(ended.map(readable))!;
+  assert.deepEqual(decodeTraceRequest(ours), decodeTraceRequest(theirs));
+});
+
 /** JSON mapping, with defaults dropped and 64-bit numbers as strings, as a receiver reads either form. */
 function canonical(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(canonical);
