@@ -333,6 +333,40 @@ function cachedKeyValue(key: string, value: string | number | boolean): Uint8Arr
   return b;
 }
 
+/** Single-string arrays (a reply's one finish reason) repeat as scalars do: their fields by key and item. */
+const ONE_STRING = new Map<string, Map<string, Uint8Array>>();
+
+function cachedOneString(key: string, item: unknown): Uint8Array | undefined {
+  if (typeof item !== 'string' || item.length > 128) return undefined;
+  let byItem = ONE_STRING.get(key);
+  if (byItem === undefined) {
+    if (ONE_STRING.size >= 256) return undefined;
+    byItem = new Map();
+    ONE_STRING.set(key, byItem);
+  }
+  let b = byItem.get(item);
+  if (b === undefined && byItem.size < KV_PER_KEY) {
+    writeKeyValueField(scratch, SPAN_ATTRIBUTE, key, [item]);
+    b = Uint8Array.from(scratch.take());
+    byItem.set(item, b);
+  }
+  return b;
+}
+
+/** A string attribute's field, its sizes computed once: for values that do not repeat. */
+function writeStringField(w: ProtoWriter, keyField: Buffer, s: string): void {
+  const len = utf8Length(s);
+  const any = 1 + varintSize(len) + len;
+  w.tag(SPAN_ATTRIBUTE, 2);
+  w.varint(keyField.length + 1 + varintSize(any) + any);
+  w.bytes(keyField);
+  w.tag(2, 2);
+  w.varint(any);
+  w.tag(1, 2);
+  w.varint(len);
+  w.raw(s, len);
+}
+
 /**
  * Per span name (names repeat: a route, an operation and model): its encoded `name` field (tag, length,
  * bytes), and the attributes the last span of that name had at each position, with their encoded
@@ -346,6 +380,8 @@ interface NameEntry {
   readonly keys: string[];
   readonly values: (string | number | boolean)[];
   readonly encoded: (Uint8Array | undefined)[];
+  /** The encoded key field of a position whose values do not repeat (an id), written without lookups. */
+  readonly fresh: (Buffer | undefined)[];
   block: Uint8Array;
   lead: number;
   readonly ends: number[];
@@ -363,6 +399,7 @@ function nameEntry(name: string): NameEntry {
       keys: [],
       values: [],
       encoded: [],
+      fresh: [],
       block: EMPTY,
       lead: 0,
       ends: [],
@@ -432,7 +469,9 @@ function writeSpanAttributes(
     const key = keys[i]!;
     const value = values[i];
     if (i >= SLOTS || typeof value === 'object' || value === undefined) {
-      writeKeyValue(w, SPAN_ATTRIBUTE, key, value);
+      const one = Array.isArray(value) && value.length === 1 ? cachedOneString(key, value[0]) : undefined;
+      if (one !== undefined) w.bytes(one);
+      else writeKeyValue(w, SPAN_ATTRIBUTE, key, value);
       continue;
     }
     const v = value as string | number | boolean;
@@ -444,10 +483,17 @@ function writeSpanAttributes(
         run++;
       }
     } else {
+      const fresh = named.keys[i] === key ? named.fresh[i] : undefined;
+      if (fresh !== undefined && typeof v === 'string') {
+        named.values[i] = v;
+        writeStringField(w, fresh, v);
+        continue;
+      }
       b = cachedKeyValue(key, v);
       named.keys[i] = key;
       named.values[i] = v;
       named.encoded[i] = b;
+      named.fresh[i] = b === undefined && KV_CACHE.get(key)?.unique === true ? keyBytes(key) : undefined;
     }
     if (b !== undefined) w.bytes(b);
     else writeKeyValueField(w, SPAN_ATTRIBUTE, key, value);
