@@ -110,19 +110,20 @@ class ProtoWriter {
 
   /** `len` bytes of `src` from `at`, as a bytes field (an id made here: no hex to decode). */
   idBytes(field: number, src: Buffer, at: number, len: number): void {
-    this.tag(field, 2);
-    this.varint(len);
-    this.ensure(len);
+    this.ensure(len + 2);
     const buf = this.buf;
-    const pos = this.pos;
+    const pos = this.pos + 2;
+    // Field numbers under 16 and ids under 128 bytes: tag and length are a byte each.
+    buf[pos - 2] = (field << 3) | 2;
+    buf[pos - 1] = len;
     for (let i = 0; i < len; i++) buf[pos + i] = src[at + i]!;
     this.pos = pos + len;
   }
 
   /** Epoch milliseconds as fixed64 nanoseconds, exact in doubles: ms = hi * 2^20 + lo. */
   timeNs(field: number, ms: number): void {
-    this.tag(field, 1);
-    this.ensure(8);
+    this.ensure(9);
+    this.buf[this.pos++] = (field << 3) | 1; // fields under 16
     const whole = Math.floor(ms);
     const lo = whole % 1048576;
     const a = lo * 1e6 + Math.round((ms - whole) * 1e6); // < 2^40
@@ -355,6 +356,33 @@ function cachedOneString(key: string, item: unknown): Uint8Array | undefined {
 
 /** A string attribute's field, its sizes computed once: for values that do not repeat. */
 function writeStringField(w: ProtoWriter, keyField: Buffer, s: string): void {
+  const n = s.length;
+  const kv = keyField.length + 4 + n;
+  if (kv < 128) {
+    // Every length a byte: the field is written in one pass, as ASCII until a character says otherwise.
+    w.ensure(kv + 2);
+    const buf = w.buf;
+    const start = w.pos;
+    buf[start] = (SPAN_ATTRIBUTE << 3) | 2;
+    buf[start + 1] = kv;
+    buf.set(keyField, start + 2);
+    let p = start + 2 + keyField.length;
+    buf[p] = 0x12; // value: AnyValue
+    buf[p + 1] = n + 2;
+    buf[p + 2] = 0x0a; // string_value
+    buf[p + 3] = n;
+    p += 4;
+    let i = 0;
+    for (; i < n; i++) {
+      const c = s.charCodeAt(i);
+      if (c > 0x7f) break;
+      buf[p + i] = c;
+    }
+    if (i === n) {
+      w.pos = p + n;
+      return;
+    }
+  }
   const len = utf8Length(s);
   const any = 1 + varintSize(len) + len;
   w.tag(SPAN_ATTRIBUTE, 2);
@@ -523,8 +551,9 @@ function writeSpan(w: ProtoWriter, s: RecordedSpan): void {
   else if (s.parentSpanId !== undefined) w.hex(4, s.parentSpanId);
   const named = nameEntry(s.name);
   w.bytes(named.bytes);
-  w.tag(6, 0);
-  w.varint(otlpKind(s.kind));
+  w.ensure(2);
+  w.buf[w.pos++] = 6 << 3; // kind: a varint under 128
+  w.buf[w.pos++] = otlpKind(s.kind);
   w.timeNs(7, s.startMs);
   w.timeNs(8, s.endMs);
   writeSpanAttributes(w, named, s.keys, s.values);

@@ -202,7 +202,16 @@ test('protobuf: leading attributes kept from span to span, broken and regrown at
     if (i % 5 === 0) s.put('router.trace_note', `note-${i}`);
     // Values that never repeat (past the cache's 64 per key, written without lookups), some not ASCII,
     // one a number now and then; and single-string arrays, cached by their item.
-    s.put('router.request_id', i % 9 === 4 ? `req-${i}-ünï` : i % 11 === 5 ? i : `req-${i}`);
+    s.put(
+      'router.request_id',
+      i % 9 === 4
+        ? `req-${i}-ünï`
+        : i % 11 === 5
+          ? i
+          : i % 13 === 6
+            ? `req-${i}-${'x'.repeat(130)}`
+            : `req-${i}`,
+    );
     s.put('gen_ai.response.finish_reasons', [i % 6 === 0 ? 'length' : 'stop']);
     s.end();
   }
