@@ -46,10 +46,13 @@ function utf8Length(s: string): number {
 
 class ProtoWriter {
   buf: Buffer;
+  /** `buf` as a DataView: ids are copied four bytes at a time. */
+  view: DataView;
   pos = 0;
 
   constructor(size = 1024) {
     this.buf = Buffer.allocUnsafe(size);
+    this.view = new DataView(this.buf.buffer, this.buf.byteOffset, size);
   }
 
   ensure(n: number): void {
@@ -57,6 +60,7 @@ class ProtoWriter {
     const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + n));
     this.buf.copy(next, 0, 0, this.pos);
     this.buf = next;
+    this.view = new DataView(next.buffer, next.byteOffset, next.length);
   }
 
   varint(v: number): void {
@@ -108,15 +112,16 @@ class ProtoWriter {
     this.pos += len;
   }
 
-  /** `len` bytes of `src` from `at`, as a bytes field (an id made here: no hex to decode). */
-  idBytes(field: number, src: Buffer, at: number, len: number): void {
+  /** `len` bytes (8 or 16) of `src` from `at`, as a bytes field (an id made here: no hex to decode). */
+  idBytes(field: number, src: DataView, at: number, len: number): void {
     this.ensure(len + 2);
     const buf = this.buf;
+    const view = this.view;
     const pos = this.pos + 2;
     // Field numbers under 16 and ids under 128 bytes: tag and length are a byte each.
     buf[pos - 2] = (field << 3) | 2;
     buf[pos - 1] = len;
-    for (let i = 0; i < len; i++) buf[pos + i] = src[at + i]!;
+    for (let i = 0; i < len; i += 4) view.setUint32(pos + i, src.getUint32(at + i));
     this.pos = pos + len;
   }
 

@@ -87,7 +87,7 @@ export class RecordedSpan implements Span {
    * The id pool this span's ids were cut from, and their byte offsets in it (-1: not there, as for a
    * remote parent's): the encoder copies those bytes instead of decoding the hex.
    */
-  idPool: Buffer | undefined = undefined;
+  idPool: DataView | undefined = undefined;
   traceAt = -1;
   spanAt = -1;
   parentAt = -1;
@@ -231,23 +231,25 @@ export class RecordedSpan implements Span {
 // there until they are encoded.
 const POOL_BYTES = 2048;
 let pool = Buffer.allocUnsafe(POOL_BYTES);
+let poolView = new DataView(pool.buffer, pool.byteOffset, POOL_BYTES);
 let poolHex = '';
 let poolAt = POOL_BYTES * 2;
 const ZERO_TRACE_ID = '0'.repeat(32);
 const ZERO_SPAN_ID = '0'.repeat(16);
 
 /** The pool the last id came from, and the byte offset of that id in it. */
-export const lastId = { pool, at: 0 };
+export const lastId = { pool: poolView, at: 0 };
 
 function randomHex(chars: number, zero: string): string {
   if (poolAt + chars > poolHex.length) {
     pool = Buffer.allocUnsafe(POOL_BYTES);
     randomFillSync(pool);
+    poolView = new DataView(pool.buffer, pool.byteOffset, POOL_BYTES);
     poolHex = pool.toString('hex');
     poolAt = 0;
   }
   const hex = poolHex.slice(poolAt, poolAt + chars);
-  lastId.pool = pool;
+  lastId.pool = poolView;
   lastId.at = poolAt >>> 1;
   poolAt += chars;
   // An all-zero id is invalid in W3C trace context; at these sizes it never comes, but never send one.
