@@ -1,8 +1,8 @@
 // `node bench/instructions.ts [--modes off,billing,redis] [--warmup 4000] [--requests 4000] [--connections 16]
 // [--count instructions|syscalls] [--node-flags '...'] [--keep <dir>]`: what billing, the store and tracing
 // cost per request, counted instead of timed. With `--count instructions` (the default) each gateway runs
-// under valgrind's callgrind, which counts the instructions the process executes (every thread, user
-// space only) whatever else the machine's cores are doing. Per mode: a warm-up, the idle gateway's own
+// under valgrind's callgrind, which counts the instructions the process executes (every thread, and the
+// main thread alone; user space only) whatever else the machine's cores are doing. Per mode: a warm-up, the idle gateway's own
 // rate over a few seconds, then `--requests` chat requests; the count of that window, less the idle rate
 // over its length, over the requests. With `--count syscalls` the gateway runs natively and strace counts
 // its system calls in the window instead: the kernel's share, which instructions leave out.
@@ -47,22 +47,34 @@ async function requests(target: HttpTarget, amount: number, connections: number)
   }
 }
 
-/** The instructions (Ir) of a callgrind dump: its `totals:` line. */
-async function dumpTotal(file: string): Promise<number> {
+/** The instructions (Ir) of a callgrind dump file: its `totals:` line. */
+async function fileTotal(file: string): Promise<number> {
   const text = await readFile(file, 'utf8');
   const line = /^(?:totals|summary): (\d+)/m.exec(text);
   if (line === null) throw new Error(`${file}: no totals line`);
   return Number(line[1]);
 }
 
-/** Asks callgrind in `pid` for a dump and returns the new dump's file (counts since the previous one). */
-async function dump(pid: number, dir: string): Promise<string> {
+/** Instructions of every thread, and of the main (JavaScript) thread alone. */
+interface Counts {
+  all: number;
+  main: number;
+}
+
+/**
+ * Asks callgrind in `pid` for a dump (counts since the previous one) and sums its files: one per thread
+ * (`--separate-threads`), the main thread's ending in `-01`.
+ */
+async function dump(pid: number, dir: string): Promise<Counts> {
   const before = new Set(await readdir(dir));
   await run('callgrind_control', ['--dump', String(pid)], { timeout: 300_000 });
   const added = (await readdir(dir)).filter((f) => !before.has(f) && f.startsWith('callgrind.out'));
-  if (added.length !== 1)
-    throw new Error(`callgrind dump: expected one new file in ${dir}, saw ${added.join(', ')}`);
-  return join(dir, added[0]!);
+  const main = added.find((f) => f.endsWith('-01'));
+  if (main === undefined)
+    throw new Error(`callgrind dump: no main thread's file in ${dir} (${added.join(', ')})`);
+  let all = 0;
+  for (const f of added) all += await fileTotal(join(dir, f));
+  return { all, main: await fileTotal(join(dir, main)) };
 }
 
 /** The system calls of every thread of `pid` while `during` runs, by name (strace -c). */
@@ -131,6 +143,9 @@ async function main(): Promise<void> {
       gatewayNodeFlags: () => [
         ...GATEWAY_V8_FLAGS,
         '--min-semi-space-size=16',
+        // Under valgrind the idle window lasts long enough for V8's memory reducer to run a full
+        // collection and flush bytecode, after which the counted requests rerun unoptimized code.
+        ...(values.count === 'syscalls' ? [] : ['--no-memory-reducer', '--no-flush-bytecode']),
         ...values['node-flags'].split(' ').filter(Boolean),
       ],
       sidecarNodeFlags: () => [],
@@ -149,7 +164,7 @@ async function main(): Promise<void> {
     console.log(
       `${warmup} warm-up requests, then ${count} counted, at c=${connections}; chat, non-streaming`,
     );
-    const rows: { mode: Mode; perRequest: number }[] = [];
+    const rows: { mode: Mode; perRequest: number; mainPerRequest?: number }[] = [];
     for (const [i, mode] of modes.entries()) {
       const name = `${i}-${mode}`;
       const dumps = join(tmp, name, 'callgrind');
@@ -166,6 +181,9 @@ async function main(): Promise<void> {
                 '--smc-check=all-non-file',
                 '--dump-instr=no',
                 '--dump-line=no',
+                // A file per thread: the main thread's count is the work that bounds throughput; the
+                // compiler and GC helper threads run on valgrind's schedule, many times slower.
+                '--separate-threads=yes',
                 `--callgrind-out-file=${join(dumps, 'callgrind.out')}`,
               ],
               startTimeoutMs: 600_000,
@@ -203,16 +221,19 @@ async function main(): Promise<void> {
           await dump(peer.service.pid, dumps);
           let start = performance.now();
           await sleep(IDLE_MS);
-          const idle = await dumpTotal(await dump(peer.service.pid, dumps));
-          const idlePerMs = idle / (performance.now() - start);
+          const idle = await dump(peer.service.pid, dumps);
+          const idleMs = performance.now() - start;
           start = performance.now();
           await requests(target, count, connections);
-          const busy = await dumpTotal(await dump(peer.service.pid, dumps));
+          const busy = await dump(peer.service.pid, dumps);
           const busyMs = performance.now() - start;
-          const perRequest = (busy - idlePerMs * busyMs) / count;
-          rows.push({ mode, perRequest });
+          const net = (k: keyof Counts) => (busy[k] - (idle[k] / idleMs) * busyMs) / count;
+          const perRequest = net('all');
+          const mainPerRequest = net('main');
+          rows.push({ mode, perRequest, mainPerRequest });
+          const n = (v: number) => Math.round(v).toLocaleString('en');
           console.log(
-            `${mode}: ${Math.round(perRequest).toLocaleString('en')} instructions per request (${Math.round(busy / count).toLocaleString('en')} before the idle rate, ${Math.round(idlePerMs * 1000).toLocaleString('en')}/s, is taken out; ${(busyMs / count).toFixed(1)} ms per request)`,
+            `${mode}: ${n(perRequest)} instructions per request, ${n(mainPerRequest)} on the main thread (${n(busy.all / count)} before the idle rate, ${n((idle.all / idleMs) * 1000)}/s, is taken out; ${(busyMs / count).toFixed(1)} ms per request)`,
           );
         }
       } finally {
@@ -220,12 +241,18 @@ async function main(): Promise<void> {
         if (values.keep !== undefined) await cp(dumps, join(values.keep, name), { recursive: true });
       }
     }
-    const base = rows.find((r) => r.mode === 'off')?.perRequest;
+    const base = rows.find((r) => r.mode === 'off');
     if (base !== undefined) {
-      console.log(`\nmode      ${values.count} per request  vs the first off`);
+      const main = values.count === 'syscalls' ? '' : '  main thread  vs the first off';
+      console.log(`\nmode      ${values.count} per request  vs the first off${main}`);
       for (const r of rows) {
+        const vs = (v: number, b: number) => `${((v / b - 1) * 100).toFixed(1)}%`;
+        const mainCells =
+          r.mainPerRequest === undefined || base.mainPerRequest === undefined
+            ? ''
+            : `  ${Math.round(r.mainPerRequest).toLocaleString('en').padStart(11)}  ${vs(r.mainPerRequest, base.mainPerRequest)}`;
         console.log(
-          `${r.mode.padEnd(9)} ${(values.count === 'syscalls' ? r.perRequest.toFixed(2) : Math.round(r.perRequest).toLocaleString('en')).padStart(20)}  ${((r.perRequest / base - 1) * 100).toFixed(1)}%`,
+          `${r.mode.padEnd(9)} ${(values.count === 'syscalls' ? r.perRequest.toFixed(2) : Math.round(r.perRequest).toLocaleString('en')).padStart(20)}  ${vs(r.perRequest, base.perRequest)}${mainCells}`,
         );
       }
     }
