@@ -312,18 +312,26 @@ interface KeyCache {
   unique: boolean;
 }
 const KV_CACHE = new Map<string, KeyCache>();
+/** Single-string arrays (a reply's one finish reason) repeat as scalars do: cached by key and item. */
+const ONE_STRING = new Map<string, KeyCache>();
 const KV_PER_KEY = 64;
 const scratch = new ProtoWriter();
 
-function cachedKeyValue(key: string, value: string | number | boolean): Uint8Array | undefined {
-  let entry = KV_CACHE.get(key);
+/** The encoded field of `key` = `value`, from `caches` under `by` (the value, or an array's one item). */
+function cachedField(
+  caches: Map<string, KeyCache>,
+  key: string,
+  by: string | number | boolean,
+  value: AttributeValue,
+): Uint8Array | undefined {
+  let entry = caches.get(key);
   if (entry === undefined) {
-    if (KV_CACHE.size >= 4096) return undefined;
+    if (caches.size >= 4096) return undefined;
     entry = { byValue: new Map(), hits: 0, unique: false };
-    KV_CACHE.set(key, entry);
+    caches.set(key, entry);
   }
   if (entry.unique) return undefined;
-  let b = entry.byValue.get(value);
+  let b = entry.byValue.get(by);
   if (b !== undefined) {
     entry.hits++;
     return b;
@@ -332,31 +340,19 @@ function cachedKeyValue(key: string, value: string | number | boolean): Uint8Arr
     entry.unique = entry.hits < KV_PER_KEY;
     return undefined;
   }
-  if (typeof value === 'string' && value.length > 128) return undefined;
+  if (typeof by === 'string' && by.length > 128) return undefined;
   writeKeyValueField(scratch, SPAN_ATTRIBUTE, key, value);
   b = Uint8Array.from(scratch.take());
-  entry.byValue.set(value, b);
+  entry.byValue.set(by, b);
   return b;
 }
 
-/** Single-string arrays (a reply's one finish reason) repeat as scalars do: their fields by key and item. */
-const ONE_STRING = new Map<string, Map<string, Uint8Array>>();
+function cachedKeyValue(key: string, value: string | number | boolean): Uint8Array | undefined {
+  return cachedField(KV_CACHE, key, value, value);
+}
 
 function cachedOneString(key: string, item: unknown): Uint8Array | undefined {
-  if (typeof item !== 'string' || item.length > 128) return undefined;
-  let byItem = ONE_STRING.get(key);
-  if (byItem === undefined) {
-    if (ONE_STRING.size >= 256) return undefined;
-    byItem = new Map();
-    ONE_STRING.set(key, byItem);
-  }
-  let b = byItem.get(item);
-  if (b === undefined && byItem.size < KV_PER_KEY) {
-    writeKeyValueField(scratch, SPAN_ATTRIBUTE, key, [item]);
-    b = Uint8Array.from(scratch.take());
-    byItem.set(item, b);
-  }
-  return b;
+  return typeof item === 'string' ? cachedField(ONE_STRING, key, item, [item]) : undefined;
 }
 
 /** A string attribute's field, its sizes computed once: for values that do not repeat. */
@@ -388,16 +384,7 @@ function writeStringField(w: ProtoWriter, keyField: Buffer, s: string): void {
       return;
     }
   }
-  const len = utf8Length(s);
-  const any = 1 + varintSize(len) + len;
-  w.tag(SPAN_ATTRIBUTE, 2);
-  w.varint(keyField.length + 1 + varintSize(any) + any);
-  w.bytes(keyField);
-  w.tag(2, 2);
-  w.varint(any);
-  w.tag(1, 2);
-  w.varint(len);
-  w.raw(s, len);
+  writeKeyField(w, SPAN_ATTRIBUTE, keyField, s);
 }
 
 /**
@@ -448,7 +435,11 @@ function writeKeyValueField(
   key: string,
   value: AttributeValue | undefined,
 ): void {
-  const k = keyBytes(key);
+  writeKeyField(w, field, keyBytes(key), value);
+}
+
+/** A KeyValue field, its key already encoded. */
+function writeKeyField(w: ProtoWriter, field: number, k: Buffer, value: AttributeValue | undefined): void {
   const any = anySize(value);
   w.tag(field, 2);
   w.varint(k.length + 1 + varintSize(any) + any);
