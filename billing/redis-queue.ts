@@ -14,35 +14,15 @@ import { queuedJson, type UsageEvent } from '../common/usage-event.ts';
 import {
   closeRedisClient,
   connectRedis,
+  EncodedCommand,
   isConnectionError,
   type KeyLayout,
   keySlot,
   type Redis,
-  SlotCommand,
   withTimeout,
 } from '../store/redis-client.ts';
 import { acquireEventSpool, type EventSpool } from './event-spool.ts';
-
-// Several events in one command: one reply to decode and one command for redis-server to parse, instead
-// of one per event. The events travel as one argument, one JSON text per line (JSON.stringify writes no
-// raw newline), which spares the client its work per argument. Sent with EVAL, not EVALSHA: Redis caches
-// the compiled script either way, and EVAL never needs the second round trip of a NOSCRIPT miss (after a
-// Redis restart), which would leave the batch off the wire when the replies waiting for it end. A script
-// is not a transaction: after an error mid-way the events before it stay on the stream although the whole
-// batch is spooled (they are delivered twice and billed once).
-const XADD_BATCH = `
-local lines, from, n = ARGV[1], 1, 0
-while true do
-  local newline = string.find(lines, '\\n', from, true)
-  n = n + 1
-  if newline == nil then
-    redis.call('XADD', KEYS[1], '*', 'payload', string.sub(lines, from))
-    return n
-  end
-  redis.call('XADD', KEYS[1], '*', 'payload', string.sub(lines, from, newline - 1))
-  from = newline + 1
-end
-`;
+import { streamCommands } from './stream-commands.ts';
 
 // Longer than a loaded Redis's usual answer on a local network, short beside an LLM reply.
 const DEFAULT_HOLD_MS = 2;
@@ -68,6 +48,7 @@ export function createRedisEventQueue(
   // Each turn's batch goes to the next shard: the shards take equal shares of the event rate.
   let nextShard = 0;
   const slots = keys.shards.map((shard) => keySlot(shard.stream));
+  const commands = keys.shards.map((shard) => streamCommands(shard.stream));
   // Logged once per outage: the first event spooled after a write that reached the stream.
   let spooling = false;
 
@@ -135,11 +116,12 @@ export function createRedisEventQueue(
   function send(events: PendingEvent[]): void {
     const stream = keys.shards[nextShard]!.stream;
     const slot = slots[nextShard]!;
+    const encode = commands[nextShard]!;
     nextShard = (nextShard + 1) % keys.shards.length;
-    let command: SlotCommand;
-    if (events.length === 1)
-      command = new SlotCommand('xadd', [stream, '*', 'payload', events[0]!.payload], slot);
-    else command = new SlotCommand('eval', [XADD_BATCH, 1, stream, joinLines(events)], slot);
+    const command =
+      events.length === 1
+        ? new EncodedCommand('xadd', [stream], slot, encode.xadd(events[0]!.payload))
+        : new EncodedCommand('eval', [stream], slot, encode.xaddBatch(events));
     client.sendCommand(command);
     const added: Promise<unknown> = command.promise;
     // WAIT goes out with the write (same turn, same connection) and covers it: a batch the replicas did
@@ -299,25 +281,6 @@ function failed(e: PendingEvent, err: unknown): void {
   o.settled = true;
   o.reject(err);
 }
-
-/**
- * The payloads, one per line, as bytes. Joined as one string, the batch was flattened and encoded by the
- * client, and under load those large strings outlived young-generation collections (a heap profile put
- * most of the promoted bytes of a Redis-mode gateway there); a buffer's bytes are outside the heap.
- */
-function joinLines(events: readonly PendingEvent[]): Buffer {
-  let size = events.length - 1;
-  for (const e of events) size += Buffer.byteLength(e.payload);
-  const lines = Buffer.allocUnsafe(size);
-  let at = 0;
-  for (let i = 0; i < events.length; i++) {
-    if (i > 0) lines[at++] = NEWLINE;
-    at += lines.write(events[i]!.payload, at);
-  }
-  return lines;
-}
-
-const NEWLINE = 0x0a;
 
 function asQueueError(err: unknown): unknown {
   return isConnectionError(err) ? new StoreUnavailableError('enqueue', err) : err;

@@ -363,6 +363,23 @@ export class SlotCommand extends Command {
   }
 }
 
+/**
+ * A SlotCommand whose bytes on the wire the caller encoded (RESP), for a hot command whose encoding the
+ * caller can do in one pass. `args` name the command in ioredis's debug log only.
+ */
+export class EncodedCommand extends SlotCommand {
+  readonly #bytes: Buffer;
+
+  constructor(name: string, args: string[], slot: number, bytes: Buffer) {
+    super(name, args, slot);
+    this.#bytes = bytes;
+  }
+
+  override toWritable(): Buffer {
+    return this.#bytes;
+  }
+}
+
 /** Connection-level failures (down, timed out, closed) as opposed to a command the server refused. */
 export function isConnectionError(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
