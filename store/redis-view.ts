@@ -110,7 +110,7 @@ export function cachedView(cache: ViewCache | undefined, query: RequestViewQuery
   return cache.get(viewCacheKey(query.keyHash, query.subject?.type, query.subject?.id, query.currency));
 }
 
-/** StateStore.view: from the view cache when it holds the answer, else one EVALSHA (kept if it may be). */
+/** StateStore.view: from the view cache when it holds the answer, else one EVALSHA (kept if it may be, shared by concurrent misses). */
 export async function view(
   client: Redis,
   k: KeyLayout,
@@ -122,9 +122,9 @@ export async function view(
   const cacheKey = viewCacheKey(query.keyHash, query.subject?.type, query.subject?.id, query.currency);
   const hit = cache.get(cacheKey);
   if (hit !== undefined) return hit;
-  const since = cache.epoch();
-  const read = await readView(client, k, query);
-  const ttl = read.balanceTtlMs >= 0 ? Math.min(read.balanceTtlMs, maxAgeMs) : maxAgeMs;
-  cache.put(cacheKey, since, read.view, read.deps, ttl);
-  return read.view;
+  return cache.load(cacheKey, async () => {
+    const read = await readView(client, k, query);
+    const ttlMs = read.balanceTtlMs >= 0 ? Math.min(read.balanceTtlMs, maxAgeMs) : maxAgeMs;
+    return { view: read.view, deps: read.deps, ttlMs };
+  });
 }

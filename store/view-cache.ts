@@ -44,6 +44,13 @@ interface Entry {
   readonly expiresAt: number;
 }
 
+/** A store read for the cache: the view, the keys it read, and how long it may be kept (ms). */
+export interface LoadedView {
+  readonly view: RequestView;
+  readonly deps: readonly string[];
+  readonly ttlMs: number;
+}
+
 export interface ViewCache {
   /** Whether the cache serves (tracking is on). */
   readonly live: boolean;
@@ -52,6 +59,12 @@ export interface ViewCache {
   /** Taken before a store read; `put` keeps the answer only if no invalidation arrived since. */
   epoch(): number;
   put(cacheKey: string, since: number, view: RequestView, deps: readonly string[], ttlMs: number): void;
+  /**
+   * A miss: `read` from the store and `put` the answer. Misses of one key that come while its read is
+   * on its way, with no invalidation since it began, share that read: when an entry of a busy key
+   * expires, every request in flight misses at once.
+   */
+  load(cacheKey: string, read: () => Promise<LoadedView>): Promise<RequestView>;
   /** Drops the entries that read these keys (this process wrote them). */
   invalidate(keys: readonly string[]): void;
   /** Entry count (metrics, tests). */
@@ -81,6 +94,7 @@ export function openViewCache(config: StoreConfig, opts: ViewCacheOptions): View
   const maxEntries = opts.maxEntries ?? 100_000;
   const entries = new Map<string, Entry>();
   const byKey = new Map<string, Set<string>>();
+  const loading = new Map<string, { readonly since: number; readonly promise: Promise<RequestView> }>();
   let epoch = 0;
   let invalidations = 0;
   let live = false;
@@ -245,6 +259,23 @@ export function openViewCache(config: StoreConfig, opts: ViewCacheOptions): View
         }
         set.add(cacheKey);
       }
+    },
+    load(cacheKey, read) {
+      const since = epoch;
+      const shared = loading.get(cacheKey);
+      // A read begun before an invalidation may answer from before the write: it is not shared.
+      if (shared !== undefined && shared.since === since) return shared.promise;
+      const promise = read().then((loaded) => {
+        cache.put(cacheKey, since, loaded.view, loaded.deps, loaded.ttlMs);
+        return loaded.view;
+      });
+      const entry = { since, promise };
+      loading.set(cacheKey, entry);
+      const settle = () => {
+        if (loading.get(cacheKey) === entry) loading.delete(cacheKey);
+      };
+      promise.then(settle, settle);
+      return promise;
     },
     invalidate(keys) {
       epoch++;

@@ -162,6 +162,53 @@ test('an answer read while an invalidation arrived is not kept', async () => {
   }
 });
 
+test('misses of one key while its read is on its way share that read, unless an invalidation came between', async () => {
+  const { stores } = await open();
+  try {
+    const cache = stores.viewCache;
+    assert.ok(cache);
+    const query = { subject: { type: 'api_key', id: 'herd' }, currency: 'USD' };
+    await stores.state.view({ keyHash: 'warm-up' }); // loads the script (NOSCRIPT, EVAL) first
+    const evals = await evalshaCount();
+    // An entry of a busy key expired: every request in flight misses in the same turn.
+    const views = await Promise.all(Array.from({ length: 16 }, () => stores.state.view(query)));
+    assert.equal((await evalshaCount()) - evals, 1, 'one read for the sixteen misses');
+    for (const view of views) assert.equal(view, views[0]);
+
+    // The read of a miss taken before an invalidation is not handed to a miss that came after it.
+    const key = viewCacheKey(undefined, 'api_key', 'raced-load', 'USD');
+    let reads = 0;
+    let answer!: (v: { view: { subject: null }; deps: string[]; ttlMs: number }) => void;
+    const read = () => {
+      reads++;
+      return new Promise<{ view: { subject: null }; deps: string[]; ttlMs: number }>((resolve) => {
+        answer = resolve;
+      });
+    };
+    const early = cache.load(key, read);
+    const joined = cache.load(key, read);
+    assert.equal(joined, early);
+    assert.equal(reads, 1);
+    const firstAnswer = answer;
+    cache.invalidate(['some-key']);
+    const late = cache.load(key, read);
+    assert.notEqual(late, early);
+    assert.equal(reads, 2);
+    firstAnswer({ view: { subject: null }, deps: ['some-key'], ttlMs: 60_000 });
+    await early;
+    assert.equal(cache.get(key), undefined, 'the early answer is not kept');
+    answer({ view: { subject: null }, deps: ['some-key'], ttlMs: 60_000 });
+    await late;
+    assert.deepEqual(cache.get(key), { subject: null });
+    // A settled read is not shared: a later miss (the entry expired) reads again.
+    void cache.load(key, read);
+    assert.equal(reads, 3);
+    answer({ view: { subject: null }, deps: ['some-key'], ttlMs: 60_000 });
+  } finally {
+    await stores.close();
+  }
+});
+
 test('while the tracking connection is down the cache is empty and unused; it resumes once tracking is back', async () => {
   const { stores } = await open();
   try {
