@@ -3,6 +3,7 @@
 // in-flight delivery end, write the checkpoint, exit 0 (a second signal exits 1 at once).
 // Exit codes: 0 stopped by signal, 1 failed to start, 2 usage or configuration error.
 
+import '../common/early-async-context.ts';
 import { Command, Option } from 'clipanion';
 import { EXIT_USAGE, runSingleCommand } from '../common/single-command-cli.ts';
 

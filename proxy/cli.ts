@@ -3,6 +3,7 @@
 // `file:line:col: message`.
 // Exit codes: 0 ok, 1 runtime failure, 2 invalid configuration or usage.
 
+import '../common/early-async-context.ts';
 import cluster from 'node:cluster';
 import { Command, Option } from 'clipanion';
 import type { Logger } from 'pino';
