@@ -1,6 +1,7 @@
 // The hot-path read of the Redis store: one EVALSHA returns the key record, the subject state and the
 // cached balance, and the view cache keeps the answer while none of the keys it read has changed.
 
+import { setBounded } from '../common/bounded-map.ts';
 import type { BalanceDecision, RequestView, RequestViewQuery, SubjectState } from '../common/store-types.ts';
 import { parseAccessKey } from './redis-access-keys.ts';
 import { defineScript, type KeyLayout, type Redis } from './redis-client.ts';
@@ -104,10 +105,33 @@ async function readView(client: Redis, k: KeyLayout, query: RequestViewQuery): P
   };
 }
 
+// The auth hook's queries (a key hash, and the gateway's currency) bring the same key-hash string each
+// time, from the hasher's memo: their cache keys are remembered by it, so that a hit builds and hashes
+// no new string.
+const keyQueryKeys = new Map<string, Map<string, string>>();
+const MAX_KEY_QUERIES = 10_000;
+
+function cacheKeyOf(query: RequestViewQuery): string {
+  const { keyHash, subject, currency } = query;
+  if (keyHash === undefined || subject !== undefined)
+    return viewCacheKey(keyHash, subject?.type, subject?.id, currency);
+  let byHash = keyQueryKeys.get(currency ?? '');
+  if (byHash === undefined) {
+    byHash = new Map();
+    setBounded(keyQueryKeys, currency ?? '', byHash, 16);
+  }
+  let key = byHash.get(keyHash);
+  if (key === undefined) {
+    key = viewCacheKey(keyHash, undefined, undefined, currency);
+    setBounded(byHash, keyHash, key, MAX_KEY_QUERIES);
+  }
+  return key;
+}
+
 /** The view cache's answer, when it holds one: no round trip, nothing to wait for. */
 export function cachedView(cache: ViewCache | undefined, query: RequestViewQuery): RequestView | undefined {
   if (cache === undefined || !cache.live) return undefined;
-  return cache.get(viewCacheKey(query.keyHash, query.subject?.type, query.subject?.id, query.currency));
+  return cache.get(cacheKeyOf(query));
 }
 
 /** StateStore.view: from the view cache when it holds the answer, else one EVALSHA (kept if it may be, shared by concurrent misses). */
@@ -119,7 +143,7 @@ export async function view(
   query: RequestViewQuery,
 ): Promise<RequestView> {
   if (cache === undefined || !cache.live) return (await readView(client, k, query)).view;
-  const cacheKey = viewCacheKey(query.keyHash, query.subject?.type, query.subject?.id, query.currency);
+  const cacheKey = cacheKeyOf(query);
   const hit = cache.get(cacheKey);
   if (hit !== undefined) return hit;
   return cache.load(cacheKey, async () => {
