@@ -100,6 +100,8 @@ export interface StateStore {
   readonly kind: 'file' | 'redis';
   /** The hot-path read; throws StoreUnavailableError when the store is down. */
   view(query: RequestViewQuery): Promise<RequestView>;
+  /** The answer `view` would give from the store's in-process copy, when it holds one (no wait). */
+  peekView?(query: RequestViewQuery): RequestView | undefined;
   getSubject(subject: SubjectRef): Promise<SubjectState | undefined>;
   setSubject(subject: SubjectRef, state: SubjectState): Promise<void>;
   /**

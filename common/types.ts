@@ -190,7 +190,7 @@ export interface RequestContext {
   error: { code: string; message: string } | undefined;
 }
 
-type MaybePromise<T> = T | Promise<T>;
+export type MaybePromise<T> = T | Promise<T>;
 
 /**
  * A hook. Every stage is optional. Rules (proxy/pipeline.ts):

@@ -109,6 +109,7 @@ export async function openRedisStores(
       if (hit !== undefined) return Promise.resolve(hit);
       return guard('view', () => view(client, k, cache, maxAgeMs, query));
     },
+    peekView: (query) => cachedView(cache, query),
     getSubject: (subject) =>
       guard('getSubject', async () => {
         const text = await client.get(k.subject(subject.type, subject.id));

@@ -17,10 +17,10 @@ import type {
   StateStore,
   StoredAccessKey,
 } from '../../common/store-types.ts';
-import type { Hook, OnRequestResult, Principal, RequestContext } from '../../common/types.ts';
+import type { Hook, MaybePromise, OnRequestResult, Principal, RequestContext } from '../../common/types.ts';
 import { CONTINUE } from '../../common/types.ts';
 import { KEY_HEADERS, KEY_QUERY_PARAMS } from '../families/index.ts';
-import { requestView } from './request-view.ts';
+import { peekRequestView, requestView } from './request-view.ts';
 
 export interface AuthOptions {
   readonly keys: KeysConfig;
@@ -201,12 +201,14 @@ export interface StoreAuthOptions {
  */
 /** Shared-store authentication as a function of the secret and a way to read the store. */
 export interface StoreAuthenticator {
+  /** The principal at once when `peek` answers the key lookup without a wait. */
   authenticate(
     secret: string | undefined,
     view: (query: RequestViewQuery) => Promise<RequestView>,
     /** The request's logger, asked for only when there is something to log (making one costs). */
     log: () => RequestContext['log'],
-  ): Promise<Principal>;
+    peek?: (query: RequestViewQuery) => RequestView | undefined,
+  ): Principal | Promise<Principal>;
 }
 
 export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOptions): StoreAuthenticator {
@@ -265,26 +267,53 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
     return found?.key ?? null;
   }
 
+  /** The principal once the key lookup has answered `key` (null: no key under the current hash). */
+  function decide(
+    secret: string,
+    keyHash: string,
+    key: StoredAccessKey | null | undefined,
+    log: () => RequestContext['log'],
+  ): Principal | Promise<Principal> {
+    if (key) return principalOf(key);
+    if (previousHasher !== undefined && rehash !== undefined) {
+      return underPreviousSecret(rehash, previousHasher(secret), keyHash, log).then((moved) =>
+        moved ? principalOf(moved) : otherwise(secret),
+      );
+    }
+    return otherwise(secret);
+  }
+
+  function otherwise(secret: string): Principal {
+    if (opts.mode === 'redis_preferred') return file.authenticate(secret);
+    throw new GatewayError('invalid_api_key', 'Invalid access key');
+  }
+
+  async function lookUp(
+    secret: string,
+    query: RequestViewQuery & { keyHash: string },
+    view: (query: RequestViewQuery) => Promise<RequestView>,
+    log: () => RequestContext['log'],
+  ): Promise<Principal> {
+    let key: StoredAccessKey | null | undefined;
+    try {
+      key = (await view(query)).key;
+    } catch (err) {
+      throw unavailable(log, err);
+    }
+    return decide(secret, query.keyHash, key, log);
+  }
+
   return {
-    async authenticate(secret, view, log) {
+    authenticate(secret, view, log, peek) {
       if (secret === undefined) throw new GatewayError('invalid_api_key', 'Missing access key');
       if (masterDigest !== undefined && timingSafeEqual(sha256(secret), masterDigest)) {
         return file.authenticate(secret);
       }
-      const keyHash = keyHasher(secret);
-      let key: StoredAccessKey | null | undefined;
-      try {
-        key = (await view({ keyHash, currency: opts.currency })).key;
-      } catch (err) {
-        throw unavailable(log, err);
-      }
-      if (key) return principalOf(key);
-      if (previousHasher !== undefined && rehash !== undefined) {
-        const moved = await underPreviousSecret(rehash, previousHasher(secret), keyHash, log);
-        if (moved) return principalOf(moved);
-      }
-      if (opts.mode === 'redis_preferred') return file.authenticate(secret);
-      throw new GatewayError('invalid_api_key', 'Invalid access key');
+      const query = { keyHash: keyHasher(secret), currency: opts.currency };
+      // Without a wait when the store's copy has the key: no async frames on the common path.
+      const known = peek?.(query);
+      if (known !== undefined) return decide(secret, query.keyHash, known.key, log);
+      return lookUp(secret, query, view, log);
     },
   };
 }
@@ -292,14 +321,22 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
 export function createStoreAuthHook(auth: StoreAuthenticator, store: StateStore): Hook {
   return {
     name: 'auth',
-    async onRequest(ctx: RequestContext): Promise<OnRequestResult> {
+    onRequest(ctx: RequestContext): MaybePromise<OnRequestResult> {
       // The per-request view is memoized, so the balance hook reuses this same round trip.
-      ctx.principal = await auth.authenticate(
+      const principal = auth.authenticate(
         presentedSecret(ctx.headers, ctx.query),
         (query) => requestView(ctx, store, query),
         () => ctx.log,
+        (query) => peekRequestView(ctx, store, query),
       );
-      return CONTINUE;
+      if (!(principal instanceof Promise)) {
+        ctx.principal = principal;
+        return CONTINUE;
+      }
+      return principal.then((p) => {
+        ctx.principal = p;
+        return CONTINUE;
+      });
     },
   } satisfies Hook;
 }

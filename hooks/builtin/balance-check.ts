@@ -16,8 +16,14 @@ import type { BalanceEnforcementConfig } from '../../common/config-types.ts';
 import { GatewayError } from '../../common/errors.ts';
 import type { GatewayMetrics } from '../../common/gateway-metrics.ts';
 import type { BalanceDecision, StateStore, SubjectRef, SubjectState } from '../../common/store-types.ts';
-import { CONTINUE, type Hook, type OnRequestResult, type RequestContext } from '../../common/types.ts';
-import { requestView } from './request-view.ts';
+import {
+  CONTINUE,
+  type Hook,
+  type MaybePromise,
+  type OnRequestResult,
+  type RequestContext,
+} from '../../common/types.ts';
+import { peekRequestView, requestView } from './request-view.ts';
 
 /** The realtime wallet amount (BillingClient.getBalance). Must honour the signal. */
 export type BalanceLookup = (
@@ -173,9 +179,62 @@ export function createBalanceCheckHook(opts: BalanceCheckOptions): Hook {
     throw new GatewayError('billing_unavailable');
   }
 
+  /** The decision from the subject's state and cached balance; a refresh when there is no balance. */
+  function decide(
+    ctx: RequestContext,
+    subject: SubjectRef,
+    state: SubjectState | null | undefined,
+    cached: BalanceDecision | null | undefined,
+  ): MaybePromise<OnRequestResult> {
+    if (state?.blocked === true) {
+      count('blocked');
+      throw insufficient();
+    }
+    if (cached) {
+      count(cached.allowed ? 'cached_allowed' : 'cached_denied');
+      if (cached.allowed) return CONTINUE;
+      throw insufficient(cached);
+    }
+    return refreshed(ctx, subject, state);
+  }
+
+  async function refreshed(
+    ctx: RequestContext,
+    subject: SubjectRef,
+    state: SubjectState | null | undefined,
+  ): Promise<OnRequestResult> {
+    let decision: BalanceDecision;
+    try {
+      decision = await sharedRefresh(subject, stateVersion(state));
+    } catch (err) {
+      return onFailure(ctx, err, 'lookup');
+    }
+    count(decision.allowed ? 'allowed' : decision.noWallet === true ? 'no_wallet' : 'denied');
+    if (decision.allowed) return CONTINUE;
+    throw insufficient(decision);
+  }
+
+  async function viewed(ctx: RequestContext, subject: SubjectRef): Promise<OnRequestResult> {
+    let state: SubjectState | null | undefined;
+    let cached: BalanceDecision | null | undefined;
+    try {
+      // Reuses the auth hook's read when it already fetched this subject (one round trip per request).
+      const view = await requestView(ctx, store, { subject, currency });
+      state = view.subject;
+      cached = view.balance;
+    } catch (err) {
+      // Without the subject state a blocked subject cannot be told apart: the failure policy decides,
+      // and `open` still asks billing directly (the cache is what failed).
+      if (config.failureMode === 'closed') return onFailure(ctx, err, 'store');
+      state = undefined;
+      cached = undefined;
+    }
+    return decide(ctx, subject, state, cached);
+  }
+
   return {
     name: 'balance-check',
-    async onRequest(ctx: RequestContext): Promise<OnRequestResult> {
+    onRequest(ctx: RequestContext): MaybePromise<OnRequestResult> {
       if (!config.enabled) return CONTINUE;
       const principal = ctx.principal;
       if (principal === undefined || principal.subjectId === '') {
@@ -183,38 +242,10 @@ export function createBalanceCheckHook(opts: BalanceCheckOptions): Hook {
         return CONTINUE;
       }
       const subject: SubjectRef = { type: principal.subjectType, id: principal.subjectId };
-      let state: SubjectState | null | undefined;
-      let cached: BalanceDecision | null | undefined;
-      try {
-        // Reuses the auth hook's read when it already fetched this subject (one round trip per request).
-        const view = await requestView(ctx, store, { subject, currency });
-        state = view.subject;
-        cached = view.balance;
-      } catch (err) {
-        // Without the subject state a blocked subject cannot be told apart: the failure policy decides,
-        // and `open` still asks billing directly (the cache is what failed).
-        if (config.failureMode === 'closed') return onFailure(ctx, err, 'store');
-        state = undefined;
-        cached = undefined;
-      }
-      if (state?.blocked === true) {
-        count('blocked');
-        throw insufficient();
-      }
-      if (cached) {
-        count(cached.allowed ? 'cached_allowed' : 'cached_denied');
-        if (cached.allowed) return CONTINUE;
-        throw insufficient(cached);
-      }
-      let decision: BalanceDecision;
-      try {
-        decision = await sharedRefresh(subject, stateVersion(state));
-      } catch (err) {
-        return onFailure(ctx, err, 'lookup');
-      }
-      count(decision.allowed ? 'allowed' : decision.noWallet === true ? 'no_wallet' : 'denied');
-      if (decision.allowed) return CONTINUE;
-      throw insufficient(decision);
+      // Without a wait when the auth hook's answer or the store's copy holds the subject and balance.
+      const known = peekRequestView(ctx, store, { subject, currency });
+      if (known !== undefined) return decide(ctx, subject, known.subject, known.balance);
+      return viewed(ctx, subject);
     },
   } satisfies Hook;
 }
