@@ -35,8 +35,12 @@ const NEWLINE = 0x0a;
 const CR = 0x0d;
 // Room before the payloads for the last argument's `$<length>\r\n`, written once the length is known.
 const LENGTH_ROOM = 24;
-// A batch's scratch is kept for the next one up to this size; a larger one is made for its batch alone.
-const MAX_SCRATCH_BYTES = 1 << 20;
+// Commands are written into a slab and handed out as views of it, with no copy and no allocation of
+// their own. The socket may hold a command past this turn, so no byte of a slab is written twice; a full
+// slab is left to the views that still use it.
+const SLAB_BYTES = 256 * 1024;
+let slab = Buffer.allocUnsafe(0);
+let used = 0;
 
 /** `*<count>\r\n` and each argument as a bulk string: the part of a command that never changes. */
 function commandHead(count: number, args: readonly string[]): Buffer {
@@ -45,39 +49,35 @@ function commandHead(count: number, args: readonly string[]): Buffer {
   return Buffer.from(text);
 }
 
+/** `head` and then `payloads` (newline-separated) as the command's last bulk string. */
+function encode(head: Buffer, payloads: readonly { readonly payload: string }[]): Buffer {
+  let units = payloads.length;
+  for (const p of payloads) units += p.payload.length;
+  // A UTF-16 code unit takes at most 3 bytes in UTF-8: no pass to measure the strings first.
+  const bound = head.length + LENGTH_ROOM + 3 * units + 2;
+  if (used + bound > slab.length) {
+    slab = Buffer.allocUnsafe(Math.max(SLAB_BYTES, bound));
+    used = 0;
+  }
+  const body = used + head.length + LENGTH_ROOM;
+  let end = body;
+  for (let i = 0; i < payloads.length; i++) {
+    if (i > 0) slab[end++] = NEWLINE;
+    end += slab.write(payloads[i]!.payload, end);
+  }
+  const length = `$${end - body}\r\n`;
+  const start = body - length.length - head.length;
+  slab.set(head, start);
+  slab.write(length, body - length.length, 'latin1');
+  slab[end] = CR;
+  slab[end + 1] = NEWLINE;
+  used = end + 2;
+  return slab.subarray(start, used);
+}
+
 export function streamCommands(stream: string): StreamCommands {
   const xaddHead = commandHead(5, ['xadd', stream, '*', 'payload']);
   const batchHead = commandHead(5, ['eval', XADD_BATCH, '1', stream]);
-  let scratch = Buffer.allocUnsafe(0);
-
-  /** `head` and then `payloads` (newline-separated) as the command's last bulk string. */
-  function encode(head: Buffer, payloads: readonly { readonly payload: string }[]): Buffer {
-    let units = payloads.length;
-    for (const p of payloads) units += p.payload.length;
-    // A UTF-16 code unit takes at most 3 bytes in UTF-8: no pass to measure the strings first.
-    const bound = LENGTH_ROOM + 3 * units;
-    let buf = scratch;
-    if (bound > buf.length) {
-      buf = Buffer.allocUnsafe(Math.max(bound, 2 * scratch.length));
-      if (buf.length <= MAX_SCRATCH_BYTES) scratch = buf;
-    }
-    let end = LENGTH_ROOM;
-    for (let i = 0; i < payloads.length; i++) {
-      if (i > 0) buf[end++] = NEWLINE;
-      end += buf.write(payloads[i]!.payload, end);
-    }
-    const length = `$${end - LENGTH_ROOM}\r\n`;
-    const start = LENGTH_ROOM - length.length;
-    buf.write(length, start, 'latin1');
-    // The socket may hold the bytes past this turn: they leave the scratch in a buffer of their own.
-    const out = Buffer.allocUnsafe(head.length + (end - start) + 2);
-    head.copy(out, 0);
-    buf.copy(out, head.length, start, end);
-    out[out.length - 2] = CR;
-    out[out.length - 1] = NEWLINE;
-    return out;
-  }
-
   return {
     xadd: (payload) => encode(xaddHead, [{ payload }]),
     xaddBatch: (events) => encode(batchHead, events),

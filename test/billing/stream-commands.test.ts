@@ -46,21 +46,24 @@ test('a batch: EVAL of the script with the payloads one per line, multi-byte tex
   assert.deepEqual(args.slice(2), ['1', STREAM, payloads.join('\n')]);
 });
 
-test('a command keeps its bytes when later commands reuse or outgrow the scratch space', () => {
+test('a command keeps its bytes while later commands are encoded, in its slab or a new one', () => {
   const commands = streamCommands(STREAM);
-  const first = commands.xadd(`{"first":"ü","pad":"${'y'.repeat(200)}"}`);
+  const firstPayload = `{"first":"ü","pad":"${'y'.repeat(200)}"}`;
+  const first = commands.xadd(firstPayload);
   const copy = Buffer.from(first);
-  // Larger than the scratch space kept between batches (1 MiB).
+  const later = commands.xaddBatch([{ payload: '{"later":"€"}' }, { payload: '{"n":2}' }]);
+  assert.deepEqual(parseCommand(later).at(-1), '{"later":"€"}\n{"n":2}');
+  // Larger than a slab (256 KiB): a buffer of its own, then more commands after it.
   const large = Array.from({ length: 3000 }, (_, i) => ({
     payload: JSON.stringify({ i, pad: 'x'.repeat(400) }),
   }));
   const big = commands.xaddBatch(large);
-  assert.deepEqual(parseCommand(big).at(-1), large.map((e) => e.payload).join('\n'));
-  // Shorter than the first: written where the first was encoded.
-  const later = commands.xaddBatch([{ payload: '{"later":"€"}' }, { payload: '{"n":2}' }]);
-  assert.deepEqual(parseCommand(later).at(-1), '{"later":"€"}\n{"n":2}');
+  const bigCopy = Buffer.from(big);
+  for (let i = 0; i < 50; i++) commands.xadd(JSON.stringify({ i, pad: 'z'.repeat(300) }));
   assert.deepEqual(first, copy, 'the first command is unchanged');
-  assert.deepEqual(parseCommand(first).at(-1), `{"first":"ü","pad":"${'y'.repeat(200)}"}`);
+  assert.deepEqual(parseCommand(first).at(-1), firstPayload);
+  assert.deepEqual(big, bigCopy, 'the large command is unchanged');
+  assert.deepEqual(parseCommand(big).at(-1), large.map((e) => e.payload).join('\n'));
 });
 
 test('a batch of characters that each take three bytes fits the space set aside for it', () => {
