@@ -47,8 +47,11 @@ export function createRedisEventQueue(
   let idle: (() => void)[] = [];
   // Each turn's batch goes to the next shard: the shards take equal shares of the event rate.
   let nextShard = 0;
-  const slots = keys.shards.map((shard) => keySlot(shard.stream));
-  const commands = keys.shards.map((shard) => streamCommands(shard.stream));
+  const shards = keys.shards.map(({ stream }) => ({
+    stream,
+    slot: keySlot(stream),
+    encode: streamCommands(stream),
+  }));
   // Logged once per outage: the first event spooled after a write that reached the stream.
   let spooling = false;
 
@@ -114,10 +117,8 @@ export function createRedisEventQueue(
   }
 
   function send(events: PendingEvent[]): void {
-    const stream = keys.shards[nextShard]!.stream;
-    const slot = slots[nextShard]!;
-    const encode = commands[nextShard]!;
-    nextShard = (nextShard + 1) % keys.shards.length;
+    const { stream, slot, encode } = shards[nextShard]!;
+    nextShard = (nextShard + 1) % shards.length;
     const command =
       events.length === 1
         ? new EncodedCommand('xadd', [stream], slot, encode.xadd(events[0]!.payload))
