@@ -25,7 +25,8 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fsyncDir, removeIfExists } from '../common/durable-fs.ts';
 import { createTurnBatch } from '../common/turn-batch.ts';
-import { queuedJson, type UsageEvent } from '../common/usage-event.ts';
+import type { UsageEvent } from '../common/usage-event.ts';
+import { queuedJson } from '../common/usage-event-json.ts';
 import {
   ACTIVE_FILE,
   type FileHandle,

@@ -10,7 +10,8 @@ import type { Logger } from 'pino';
 import type { StoreConfig } from '../common/config-types.ts';
 import { type EventQueue, StoreUnavailableError } from '../common/store-types.ts';
 import { createTurnBatch } from '../common/turn-batch.ts';
-import { queuedJson, type UsageEvent } from '../common/usage-event.ts';
+import type { UsageEvent } from '../common/usage-event.ts';
+import { queuedJson } from '../common/usage-event-json.ts';
 import {
   closeRedisClient,
   connectRedis,

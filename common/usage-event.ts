@@ -64,12 +64,6 @@ export interface UsageEvent {
  */
 export const TRACE_KEY = 'x-router-trace';
 
-/** An event as queued: its JSON, with the request's traceparent first when there is one. */
-export function queuedJson(event: UsageEvent, traceparent: string | undefined): string {
-  const json = JSON.stringify(event);
-  return traceparent === undefined ? json : `{"${TRACE_KEY}":${JSON.stringify(traceparent)},${json.slice(1)}`;
-}
-
 /** Removes the traceparent a queued event carries and returns it (a string of the W3C shape only). */
 export function takeTraceparent(value: Record<string, unknown>): string | undefined {
   const carried = value[TRACE_KEY];

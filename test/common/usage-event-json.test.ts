@@ -1,0 +1,219 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { buildUsageEvent, type UsageEventInput } from '../../billing/event-builder.ts';
+import { loadPricing } from '../../billing/pricing.ts';
+import type { ApiName } from '../../common/types.ts';
+import { TRACE_KEY, takeTraceparent, type UsageEvent } from '../../common/usage-event.ts';
+import { queuedJson, quote, usageEventJson } from '../../common/usage-event-json.ts';
+
+const { pricing } = await loadPricing([
+  new URL('../../deploy/config/pricing.yaml', import.meta.url).pathname,
+]);
+
+// Priced models of every kind the builder knows: tokens with cache prices, realtime audio, images by
+// size, speech by characters, transcription by seconds; and a model without a price.
+const MODELS: readonly [string, string, ApiName][] = [
+  ['openai', 'gpt-5.4-mini', 'chat.completions'],
+  ['anthropic', 'claude-sonnet-4-5', 'native.messages'],
+  ['openai', 'gpt-realtime', 'realtime'],
+  ['openai', 'dall-e-3', 'images.generations'],
+  ['openai', 'tts-1-hd', 'audio.speech'],
+  ['openai', 'whisper-1', 'audio.transcriptions'],
+  ['openai', 'text-embedding-3-small', 'embeddings'],
+  ['nobody', 'unpriced', 'chat.completions'],
+];
+
+// Few values, so that consecutive events often share fields (the kept text is reused) and often do not;
+// and strings JSON escapes: quotes, backslashes, control characters, lone and paired surrogates.
+const text = fc.oneof(
+  fc.constantFrom(
+    'api_key',
+    'team',
+    'client-a',
+    'router',
+    'upstream',
+    'a"b',
+    'c\\d',
+    'e\u0007f',
+    'ü',
+    '\ud800',
+    '😀',
+    '',
+  ),
+  fc.string({ unit: 'binary', maxLength: 12 }),
+  fc.string({ unit: 'binary-ascii', maxLength: 12 }),
+);
+const count = fc.oneof(fc.nat(5000), fc.constant(0), fc.double({ noNaN: false }));
+
+const input: fc.Arbitrary<UsageEventInput> = fc
+  .record({
+    requestId: fc.oneof(fc.constantFrom('01JX0000000000000000000001', 'req-1'), text),
+    correlationId: fc.option(text, { nil: undefined }),
+    occurredAtMs: fc.integer({ min: 0, max: 4_102_444_800_000 }),
+    model: fc.nat(MODELS.length - 1),
+    modelName: fc.option(text, { nil: undefined }),
+    stream: fc.boolean(),
+    status: fc.constantFrom(200, 201, 429, 500),
+    usage: fc.record({
+      inputTokens: count,
+      outputTokens: count,
+      totalTokens: count,
+      cacheReadTokens: fc.option(count, { nil: undefined }),
+      cacheCreationTokens: fc.option(count, { nil: undefined }),
+      inputAudioTokens: fc.option(count, { nil: undefined }),
+      outputAudioTokens: fc.option(count, { nil: undefined }),
+      images: fc.option(count, { nil: undefined }),
+      imageSize: fc.option(fc.constantFrom('1024x1024', '1792x1024', 'odd'), { nil: undefined }),
+      imageQuality: fc.option(fc.constantFrom('hd', 'standard'), { nil: undefined }),
+      inputCharacters: fc.option(count, { nil: undefined }),
+      audioSeconds: fc.option(count, { nil: undefined }),
+    }),
+    usageStage: fc.constantFrom('upstream' as const, 'estimated' as const),
+    subjectType: text,
+    subjectId: text,
+    source: text,
+    completionStyle: fc.boolean(),
+  })
+  .map(({ model, modelName, ...rest }) => {
+    const [provider, name, api] = MODELS[model] as [string, string, ApiName];
+    return { ...rest, provider, api, model: modelName ?? name, price: pricing.lookup(provider, name) };
+  });
+
+test('every event the builder makes is written byte for byte as JSON.stringify writes it, in any sequence', () => {
+  fc.assert(
+    fc.property(fc.array(input, { minLength: 1, maxLength: 8 }), (inputs) => {
+      for (const i of inputs) {
+        const event = buildUsageEvent(i);
+        assert.equal(usageEventJson(event, ''), JSON.stringify(event));
+        const lead = `${JSON.stringify(TRACE_KEY)}:${JSON.stringify(i.requestId)},`;
+        assert.equal(usageEventJson(event, lead), `{${lead}${JSON.stringify(event).slice(1)}`);
+      }
+    }),
+    { numRuns: 400 },
+  );
+});
+
+test('an event that differs from the one before in a single field is written with that field', () => {
+  const fields = [
+    'requestId',
+    'correlationId',
+    'occurredAtMs',
+    'provider',
+    'api',
+    'model',
+    'stream',
+    'status',
+    'usage',
+    'usageStage',
+    'subjectType',
+    'subjectId',
+    'source',
+    'completionStyle',
+    'price',
+  ] as const satisfies readonly (keyof UsageEventInput)[];
+  fc.assert(
+    fc.property(input, input, fc.constantFrom(...fields), (before, other, field) => {
+      const after: UsageEventInput = { ...before, [field]: other[field] };
+      for (const i of [before, after]) {
+        const event = buildUsageEvent(i);
+        assert.equal(usageEventJson(event, ''), JSON.stringify(event));
+      }
+    }),
+    { numRuns: 1000 },
+  );
+});
+
+test('events made elsewhere, whose meta differs from their subject, are written as they are', () => {
+  const event = buildUsageEvent({
+    requestId: 'r0',
+    occurredAtMs: 0,
+    provider: 'openai',
+    api: 'chat.completions',
+    model: 'm',
+    stream: false,
+    status: 200,
+    usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 },
+    usageStage: 'upstream',
+    subjectType: 'api_key',
+    subjectId: 's',
+    source: 'router',
+    completionStyle: false,
+    price: undefined,
+  });
+  for (const meta of [
+    event.raw_json.meta,
+    { subject_type: 'team', subject_id: 's', request_id: 'r0' },
+    { subject_type: 'team', subject_id: 't', request_id: 'r0' },
+  ]) {
+    const other: UsageEvent = { ...event, raw_json: { ...event.raw_json, meta } };
+    assert.equal(usageEventJson(other, ''), JSON.stringify(other));
+  }
+});
+
+test('a pricing hint changed after it was written is written anew', () => {
+  const event = buildUsageEvent({
+    requestId: 'r1',
+    occurredAtMs: 0,
+    provider: 'openai',
+    api: 'chat.completions',
+    model: 'm',
+    stream: false,
+    status: 200,
+    usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 },
+    usageStage: 'upstream',
+    subjectType: 'api_key',
+    subjectId: 's',
+    source: 'router',
+    completionStyle: false,
+    price: pricing.lookup('openai', 'gpt-5.4-mini'),
+  });
+  assert.equal(usageEventJson(event, ''), JSON.stringify(event));
+  const hints = structuredClone(event['x-billing']?.pricing_hints) ?? {};
+  const copy: UsageEvent = {
+    ...event,
+    'x-billing': { items: event['x-billing']?.items ?? [], pricing_hints: hints },
+  };
+  assert.equal(usageEventJson(copy, ''), JSON.stringify(copy));
+  for (const h of Object.values(hints)) {
+    h.unit_price = 7.25;
+    h.currency = 'EUR';
+  }
+  assert.match(usageEventJson(copy, ''), /"unit_price":7\.25,"pricing_unit":1000000,"currency":"EUR"/);
+  assert.equal(usageEventJson(copy, ''), JSON.stringify(copy));
+});
+
+test('quote is JSON.stringify of a string', () => {
+  fc.assert(
+    fc.property(fc.oneof(fc.string({ unit: 'binary' }), fc.string({ unit: 'grapheme' }), text), (s) => {
+      assert.equal(quote(s), JSON.stringify(s));
+    }),
+    { numRuns: 500 },
+  );
+});
+
+test('a queued event carries its traceparent first and gives it back', () => {
+  const event = buildUsageEvent({
+    requestId: 'r2',
+    occurredAtMs: 1_000,
+    provider: 'openai',
+    api: 'chat.completions',
+    model: 'gpt-5.4-mini',
+    stream: true,
+    status: 200,
+    usage: { inputTokens: 3, outputTokens: 4, totalTokens: 7 },
+    usageStage: 'upstream',
+    subjectType: 'api_key',
+    subjectId: 's',
+    source: 'router',
+    completionStyle: true,
+    price: undefined,
+  });
+  const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+  const line = queuedJson(event, traceparent);
+  assert.ok(line.startsWith(`{"${TRACE_KEY}":"${traceparent}","source":`));
+  const parsed = JSON.parse(line) as Record<string, unknown>;
+  assert.equal(takeTraceparent(parsed), traceparent);
+  assert.deepEqual(parsed, event);
+  assert.equal(queuedJson(event, undefined), JSON.stringify(event));
+});
