@@ -80,6 +80,27 @@ const input: fc.Arbitrary<UsageEventInput> = fc
     return { ...rest, provider, api, model: modelName ?? name, price: pricing.lookup(provider, name) };
   });
 
+/** One chat event of subject `s`, with the given fields changed. */
+function oneEvent(overrides: Partial<UsageEventInput>): UsageEvent {
+  return buildUsageEvent({
+    requestId: 'r',
+    occurredAtMs: 0,
+    provider: 'openai',
+    api: 'chat.completions',
+    model: 'm',
+    stream: false,
+    status: 200,
+    usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 },
+    usageStage: 'upstream',
+    subjectType: 'api_key',
+    subjectId: 's',
+    source: 'router',
+    completionStyle: false,
+    price: undefined,
+    ...overrides,
+  });
+}
+
 test('every event the builder makes is written byte for byte as JSON.stringify writes it, in any sequence', () => {
   fc.assert(
     fc.property(fc.array(input, { minLength: 1, maxLength: 8 }), (inputs) => {
@@ -125,22 +146,7 @@ test('an event that differs from the one before in a single field is written wit
 });
 
 test('events made elsewhere, whose meta differs from their subject, are written as they are', () => {
-  const event = buildUsageEvent({
-    requestId: 'r0',
-    occurredAtMs: 0,
-    provider: 'openai',
-    api: 'chat.completions',
-    model: 'm',
-    stream: false,
-    status: 200,
-    usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 },
-    usageStage: 'upstream',
-    subjectType: 'api_key',
-    subjectId: 's',
-    source: 'router',
-    completionStyle: false,
-    price: undefined,
-  });
+  const event = oneEvent({ requestId: 'r0' });
   for (const meta of [
     event.raw_json.meta,
     { subject_type: 'team', subject_id: 's', request_id: 'r0' },
@@ -152,22 +158,7 @@ test('events made elsewhere, whose meta differs from their subject, are written 
 });
 
 test('a pricing hint changed after it was written is written anew', () => {
-  const event = buildUsageEvent({
-    requestId: 'r1',
-    occurredAtMs: 0,
-    provider: 'openai',
-    api: 'chat.completions',
-    model: 'm',
-    stream: false,
-    status: 200,
-    usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 },
-    usageStage: 'upstream',
-    subjectType: 'api_key',
-    subjectId: 's',
-    source: 'router',
-    completionStyle: false,
-    price: pricing.lookup('openai', 'gpt-5.4-mini'),
-  });
+  const event = oneEvent({ requestId: 'r1', price: pricing.lookup('openai', 'gpt-5.4-mini') });
   assert.equal(usageEventJson(event, ''), JSON.stringify(event));
   const hints = structuredClone(event['x-billing']?.pricing_hints) ?? {};
   const copy: UsageEvent = {
@@ -193,21 +184,13 @@ test('quote is JSON.stringify of a string', () => {
 });
 
 test('a queued event carries its traceparent first and gives it back', () => {
-  const event = buildUsageEvent({
+  const event = oneEvent({
     requestId: 'r2',
     occurredAtMs: 1_000,
-    provider: 'openai',
-    api: 'chat.completions',
     model: 'gpt-5.4-mini',
     stream: true,
-    status: 200,
     usage: { inputTokens: 3, outputTokens: 4, totalTokens: 7 },
-    usageStage: 'upstream',
-    subjectType: 'api_key',
-    subjectId: 's',
-    source: 'router',
     completionStyle: true,
-    price: undefined,
   });
   const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
   const line = queuedJson(event, traceparent);
