@@ -302,7 +302,7 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
 
   function append(event: UsageEvent, traceparent?: string): Promise<void> {
     if (closed) return Promise.reject(new Error('outbox writer is closed'));
-    // Serialize now: the caller may reuse the object, and JSON.stringify never emits a raw newline.
+    // Serialize now: the caller may reuse the object, and JSON text never holds a raw newline.
     const line = queuedJson(event, traceparent);
     let g = current;
     if (g === undefined) {

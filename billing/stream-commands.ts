@@ -4,8 +4,8 @@
 // (several hundred bytes) went through all of that on every batch.
 
 // Several events in one command: one reply to decode and one command for redis-server to parse, instead
-// of one per event. The events travel as one argument, one JSON text per line (JSON.stringify writes no
-// raw newline). Sent with EVAL, not EVALSHA: Redis caches the compiled script either way, and EVAL never
+// of one per event. The events travel as one argument, one JSON text per line (JSON text holds no raw
+// newline). Sent with EVAL, not EVALSHA: Redis caches the compiled script either way, and EVAL never
 // needs the second round trip of a NOSCRIPT miss (after a Redis restart), which would leave the batch off
 // the wire when the replies waiting for it end. A script is not a transaction: after an error mid-way the
 // events before it stay on the stream although the whole batch is spooled (they are delivered twice and

@@ -118,51 +118,49 @@ function itemText(item: BillingItem): ItemText {
   return text;
 }
 
-/** The last event's pricing hints: their metrics and values, and their text. */
-const hintsKept: { metrics: string[]; values: number[]; currencies: string[]; text: string } = {
-  metrics: [],
-  values: [],
-  currencies: [],
-  text: '',
-};
+/** A pricing hint as it was written: its metric and values. */
+interface HintWritten {
+  readonly metric: string;
+  readonly unitPrice: number;
+  readonly pricingUnit: number;
+  readonly currency: string;
+}
+
+/** The last event's pricing hints and their text. */
+let hintsKept: { readonly hints: readonly HintWritten[]; readonly text: string } = { hints: [], text: '' };
 
 function sameHints(hints: Record<string, PricingHint>): boolean {
-  const k = hintsKept;
+  const kept = hintsKept.hints;
   let i = 0;
   for (const metric in hints) {
     const h = hints[metric] as PricingHint;
+    const k = kept[i];
     if (
-      k.metrics[i] !== metric ||
-      k.values[2 * i] !== h.unit_price ||
-      k.values[2 * i + 1] !== h.pricing_unit ||
-      k.currencies[i] !== h.currency
+      k === undefined ||
+      k.metric !== metric ||
+      k.unitPrice !== h.unit_price ||
+      k.pricingUnit !== h.pricing_unit ||
+      k.currency !== h.currency
     ) {
       return false;
     }
     i++;
   }
-  return i === k.metrics.length;
+  return i === kept.length;
 }
 
 function hintsText(hints: Record<string, PricingHint>): string {
   if (sameHints(hints)) return hintsKept.text;
-  const metrics: string[] = [];
-  const values: number[] = [];
-  const currencies: string[] = [];
+  const written: HintWritten[] = [];
   const text: string[] = [];
   for (const metric in hints) {
     const h = hints[metric] as PricingHint;
-    metrics.push(metric);
-    values.push(h.unit_price, h.pricing_unit);
-    currencies.push(h.currency);
+    written.push({ metric, unitPrice: h.unit_price, pricingUnit: h.pricing_unit, currency: h.currency });
     text.push(
       `${quote(metric)}:{"unit_price":${num(h.unit_price)},"pricing_unit":${num(h.pricing_unit)},"currency":${quote(h.currency)}}`,
     );
   }
-  hintsKept.metrics = metrics;
-  hintsKept.values = values;
-  hintsKept.currencies = currencies;
-  hintsKept.text = `,"pricing_hints":{${text.join(',')}}`;
+  hintsKept = { hints: written, text: `,"pricing_hints":{${text.join(',')}}` };
   return hintsKept.text;
 }
 
