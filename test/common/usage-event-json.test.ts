@@ -172,6 +172,11 @@ test('a pricing hint changed after it was written is written anew', () => {
   }
   assert.match(usageEventJson(copy, ''), /"unit_price":7\.25,"pricing_unit":1000000,"currency":"EUR"/);
   assert.equal(usageEventJson(copy, ''), JSON.stringify(copy));
+  // Each value on its own: the currency, then the pricing unit.
+  for (const h of Object.values(hints)) h.currency = 'GBP';
+  assert.equal(usageEventJson(copy, ''), JSON.stringify(copy));
+  for (const h of Object.values(hints)) h.pricing_unit = 1000;
+  assert.equal(usageEventJson(copy, ''), JSON.stringify(copy));
 });
 
 test('quote is JSON.stringify of a string', () => {
