@@ -276,8 +276,10 @@ export function usageEventJson(event: UsageEvent, lead: string): string {
   parts.length = 0;
   if (lead === '') parts.push(k.head);
   else parts.push('{', lead, k.head.slice(1));
+  // The request id is written twice (the event's id and meta's request_id): checked once.
+  const id = quote(event.external_event_id);
   parts.push(
-    quote(event.external_event_id),
+    id,
     ',"idempotency_key":',
     quote(event.idempotency_key),
     ',"occurred_at":',
@@ -285,7 +287,7 @@ export function usageEventJson(event: UsageEvent, lead: string): string {
     k.middle,
   );
   counts(r.usage);
-  parts.push(k.meta, quote(r.meta.request_id));
+  parts.push(k.meta, r.meta.request_id === event.external_event_id ? id : quote(r.meta.request_id));
   if (r.meta.correlation_id !== undefined) parts.push(',"correlation_id":', quote(r.meta.correlation_id));
   parts.push('}}');
   if (x !== undefined) billing(x);

@@ -151,6 +151,7 @@ test('events made elsewhere, whose meta differs from their subject, are written 
     event.raw_json.meta,
     { subject_type: 'team', subject_id: 's', request_id: 'r0' },
     { subject_type: 'team', subject_id: 't', request_id: 'r0' },
+    { ...event.raw_json.meta, request_id: 'another "id"' },
   ]) {
     const other: UsageEvent = { ...event, raw_json: { ...event.raw_json, meta } };
     assert.equal(usageEventJson(other, ''), JSON.stringify(other));
