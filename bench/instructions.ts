@@ -1,5 +1,5 @@
 // `node bench/instructions.ts [--modes off,billing,redis] [--warmup 4000] [--requests 4000] [--connections 16]
-// [--count instructions|syscalls] [--node-flags '...'] [--keep <dir>]`: what billing, the store and tracing
+// [--count instructions|syscalls] [--request chat|stream] [--node-flags '...'] [--keep <dir>]`: what billing, the store and tracing
 // cost per request, counted instead of timed. With `--count instructions` (the default) each gateway runs
 // under valgrind's callgrind, which counts the instructions the process executes (every thread, and the
 // main thread alone; user space only) whatever else the machine's cores are doing. Per mode: a warm-up, the idle gateway's own
@@ -26,7 +26,7 @@ import {
   startUpstreamSimProcess,
   type Workspace,
 } from './lib/peers.ts';
-import { chatTarget } from './lib/requests.ts';
+import { CHAT_MODEL, chatTarget, pacedModel, promptOfSize } from './lib/requests.ts';
 
 const IDLE_MS = 10_000;
 const REPO = fileURLToPath(new URL('..', import.meta.url));
@@ -116,6 +116,9 @@ async function main(): Promise<void> {
       keep: { type: 'string' },
       // `syscalls`: the gateway runs natively and strace counts its system calls (every thread) instead.
       count: { type: 'string', default: 'instructions' },
+      // `stream`: a streamed reply of 20 chunks to a 2 KB prompt instead of the smallest chat request, to
+      // see what the per-request costs weigh on a larger request.
+      request: { type: 'string', default: 'chat' },
     },
   });
   const modes = values.modes.split(',') as Mode[];
@@ -162,7 +165,7 @@ async function main(): Promise<void> {
     stops.push(() => otlp.close());
     const stores = await startModeStores(shared, modes, stops);
     console.log(
-      `${warmup} warm-up requests, then ${count} counted, at c=${connections}; chat, non-streaming`,
+      `${warmup} warm-up requests, then ${count} counted, at c=${connections}; ${values.request === 'stream' ? 'chat, streamed (20 chunks, 2 KB prompt)' : 'chat, non-streaming'}`,
     );
     const rows: { mode: Mode; perRequest: number; mainPerRequest?: number }[] = [];
     for (const [i, mode] of modes.entries()) {
@@ -200,7 +203,14 @@ async function main(): Promise<void> {
         }),
       );
       try {
-        const target = chatTarget(peer, up.url);
+        const target =
+          values.request === 'stream'
+            ? chatTarget(peer, up.url, {
+                stream: true,
+                model: pacedModel(CHAT_MODEL, 20, 0),
+                content: promptOfSize(2000),
+              })
+            : chatTarget(peer, up.url);
         await requests(target, warmup, connections);
         if (values.count === 'syscalls') {
           const calls = await syscalls(peer.service.pid, join(tmp, name, 'strace.txt'), () =>

@@ -2,7 +2,7 @@
 // stream's lifecycle events carry).
 
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, objectOf, paramsReader, setFact } from '../telemetry-fields.ts';
+import { addFinishReason, objectOf, paramsReader, setFact, stringFieldMarker } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -12,7 +12,11 @@ const PARAMS: Readonly<Record<string, string>> = {
 };
 
 export const responsesTelemetry: FamilyTelemetry = {
-  finishMarker: /"type":\s*"response\.(?:completed|incomplete|failed)"/,
+  finishMarker: stringFieldMarker('type', [
+    'response.completed"',
+    'response.incomplete"',
+    'response.failed"',
+  ]),
   requestAttributes: paramsReader(PARAMS),
   readReply(reply: JsonValue, facts) {
     const body = objectOf(reply);
