@@ -2,7 +2,7 @@
 // reply fields, so that a malformed body adds nothing instead of an attribute of the wrong type.
 
 import type { JsonObject, JsonValue } from '../../common/types.ts';
-import type { ReplyFacts, TextMarker, TraceAttribute } from './types.ts';
+import type { ReplyFacts, TraceAttribute } from './types.ts';
 
 export function objectOf(value: JsonValue | undefined): JsonObject | undefined {
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? value : undefined;
@@ -53,25 +53,4 @@ export function addFinishReason(facts: ReplyFacts, value: JsonValue | undefined)
   facts.finishReasons ??= [];
   const reasons = facts.finishReasons;
   if (!reasons.includes(value) && reasons.length < 16) reasons.push(value);
-}
-
-/**
- * Matches text holding `"<key>":` and then, after JSON whitespace, a string that starts with one of
- * `values` (any string when there are none). A stream event is tested before it is parsed, and a regular
- * expression scanning each event cost more than the rest of the stream's tracing.
- */
-export function stringFieldMarker(key: string, values: readonly string[] = ['']): TextMarker {
-  const needle = `"${key}":`;
-  return {
-    test(text) {
-      for (let at = text.indexOf(needle); at !== -1; at = text.indexOf(needle, at + needle.length)) {
-        let i = at + needle.length;
-        let c = text.charCodeAt(i);
-        while (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) c = text.charCodeAt(++i);
-        if (c !== 0x22) continue;
-        for (const value of values) if (text.startsWith(value, i + 1)) return true;
-      }
-      return false;
-    },
-  };
 }

@@ -81,12 +81,7 @@ export interface FamilyTelemetry {
    * Matches the text of the stream events that can end the reply (a finish reason, a final status): once
    * the id and model are known, only those are parsed for facts.
    */
-  readonly finishMarker: TextMarker;
-}
-
-/** A test of an event's text, cheaper than parsing it. */
-export interface TextMarker {
-  test(text: string): boolean;
+  readonly finishMarker: RegExp;
 }
 
 /** Usage of one model response of a realtime session, with the response's id (or turn number). */

@@ -2,7 +2,7 @@
 // message_delta events of a stream).
 
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, objectOf, paramsReader, setFact, stringFieldMarker } from '../telemetry-fields.ts';
+import { addFinishReason, objectOf, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -14,7 +14,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 };
 
 export const anthropicTelemetry: FamilyTelemetry = {
-  finishMarker: stringFieldMarker('stop_reason'),
+  finishMarker: /"stop_reason":\s*"/,
   requestAttributes: paramsReader(PARAMS),
   readReply(reply: JsonValue, facts) {
     const body = objectOf(reply);

@@ -2,7 +2,7 @@
 // reply's shape).
 
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, objectOf, paramsReader, setFact, stringFieldMarker } from '../telemetry-fields.ts';
+import { addFinishReason, objectOf, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -20,7 +20,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 const readParams = paramsReader(PARAMS);
 
 export const geminiTelemetry: FamilyTelemetry = {
-  finishMarker: stringFieldMarker('finishReason'),
+  finishMarker: /"finishReason":\s*"/,
   requestAttributes(body, set) {
     readParams(objectOf(body.generationConfig), set);
   },

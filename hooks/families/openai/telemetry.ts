@@ -1,7 +1,7 @@
 // GenAI trace attributes of completion-style requests and replies (chat chunks share the reply's shape).
 
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, objectOf, paramsReader, setFact, stringFieldMarker } from '../telemetry-fields.ts';
+import { addFinishReason, objectOf, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -18,7 +18,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 };
 
 export const openaiTelemetry: FamilyTelemetry = {
-  finishMarker: stringFieldMarker('finish_reason'),
+  finishMarker: /"finish_reason":\s*"/,
   requestAttributes: paramsReader(PARAMS),
   readReply(reply: JsonValue, facts) {
     const body = objectOf(reply);

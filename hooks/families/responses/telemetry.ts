@@ -2,7 +2,7 @@
 // stream's lifecycle events carry).
 
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, objectOf, paramsReader, setFact, stringFieldMarker } from '../telemetry-fields.ts';
+import { addFinishReason, objectOf, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -12,11 +12,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 };
 
 export const responsesTelemetry: FamilyTelemetry = {
-  finishMarker: stringFieldMarker('type', [
-    'response.completed"',
-    'response.incomplete"',
-    'response.failed"',
-  ]),
+  finishMarker: /"type":\s*"response\.(?:completed|incomplete|failed)"/,
   requestAttributes: paramsReader(PARAMS),
   readReply(reply: JsonValue, facts) {
     const body = objectOf(reply);
