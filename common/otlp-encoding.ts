@@ -129,11 +129,13 @@ class ProtoWriter {
   timeNs(field: number, ms: number): void {
     this.ensure(9);
     this.buf[this.pos++] = (field << 3) | 1; // fields under 16
+    // Remainders by floor division: exact for these powers of two, where `%` on doubles is a call.
     const whole = Math.floor(ms);
-    const lo = whole % 1048576;
+    const hi = Math.floor(whole / 1048576);
+    const lo = whole - hi * 1048576;
     const a = lo * 1e6 + Math.round((ms - whole) * 1e6); // < 2^40
-    const b = ((whole - lo) / 1048576) * 1e6; // the rest, in units of 2^20 ns
-    const bLo = b % 4096;
+    const b = hi * 1e6; // the rest, in units of 2^20 ns
+    const bLo = b - Math.floor(b / 4096) * 4096;
     let low = bLo * 1048576 + a;
     const carry = Math.floor(low / 4294967296);
     low -= carry * 4294967296;
