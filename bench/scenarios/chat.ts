@@ -33,13 +33,14 @@ export async function runChat(ctx: BenchContext): Promise<ChatResult> {
   const targetOf = (peer: Parameters<typeof chatTarget>[0]) => chatTarget(peer, ctx.upstream.url);
   // The machine is shared by the load generator, the simulator and the peer, and runs vary by tens of
   // percent: measure in rounds (every peer once per round, so a noisy minute hits all of them) and keep
-  // each peer's median round.
+  // each peer's median round. Every other round runs the peers in reverse order: what a peer's run
+  // leaves behind (the load generator's garbage, a sidecar's last deliveries) then weighs on each alike.
   const rounds: Partial<Record<PeerId, Measured<ThroughputResult>>>[] = [];
   for (let round = 0; round < s.rounds; round++) {
     rounds.push(
       await eachPeer(
         ctx,
-        CHAT_PEERS,
+        inRoundOrder(CHAT_PEERS, round),
         `chat throughput c=${s.connections} (round ${round + 1}/${s.rounds})`,
         targetOf,
         async (peer, target) => {
@@ -86,7 +87,7 @@ export async function runChat(ctx: BenchContext): Promise<ChatResult> {
   for (let round = 0; round < s.rounds; round++) {
     const measured = await eachPeer(
       ctx,
-      latencyPeers,
+      inRoundOrder(latencyPeers, round),
       `chat latency c=1 (round ${round + 1}/${s.rounds})`,
       targetOf,
       (_p, target) => latencySamples(target, perRound, round === 0 ? s.latencyWarmup : s.latencyWarmup / 5),
@@ -125,4 +126,9 @@ export async function runChat(ctx: BenchContext): Promise<ChatResult> {
   const accessLogAtWarn =
     quiet === undefined ? undefined : quiet.service.output().includes('"msg":"request"');
   return { throughput: tp, latency, accessLogAtWarn };
+}
+
+/** The peers of round `round`: as listed in even rounds, reversed in odd ones. */
+export function inRoundOrder<T>(peers: readonly T[], round: number): readonly T[] {
+  return round % 2 === 0 ? peers : [...peers].reverse();
 }
