@@ -64,7 +64,7 @@ export interface Settings {
 
 export const FULL: Settings = {
   smoke: false,
-  chat: { warmupS: 5, throughputS: 27, rounds: 9, connections: 64, latencyCount: 5000, latencyWarmup: 500 },
+  chat: { warmupS: 25, throughputS: 27, rounds: 9, connections: 64, latencyCount: 5000, latencyWarmup: 500 },
   stream: { chunks: 50, delayMs: 10, lowConcurrency: 10, lowMs: 5000, bigConcurrency: 1000, bigMs: 6000 },
   translate: { lowConcurrency: 10, lowMs: 5000, unpacedConcurrency: 64, unpacedMs: 5000 },
   growth: {

@@ -467,8 +467,10 @@ export function renderMarkdown(r: BenchResults): string {
       '  than on separate machines; the ratios are the point.',
       '- The machine is a small VM whose speed drifts by tens of percent within minutes (the same peer can do',
       '  twice the requests/s in one round as in the next). Chat throughput and c=1 latency are therefore measured',
-      '  in interleaved rounds (every peer once per round): throughput targets use the median of the per-round',
-      '  ratios (both peers measured within seconds of each other), and latency percentiles pool every round.',
+      '  in interleaved rounds (every peer once per round, the order reversed every other round): throughput',
+      '  targets use the median of the per-round ratios (both peers measured within seconds of each other), and',
+      '  latency percentiles pool every round. Before its first chat round each peer takes 25 s of load: a',
+      "  gateway's V8 still compiles and deoptimizes over its first 20 to 30 s of load.",
     ].join('\n'),
     '',
   );
