@@ -1,5 +1,6 @@
 // Scenario 1: non-streaming chat with a small body. Throughput at concurrency 64 (autocannon, after a
-// warm-up long enough for V8's compilation to settle) and latency at concurrency 1 (sequential requests, sub-millisecond resolution).
+// warm-up long enough for V8's compilation to settle) and latency at concurrency 1 (sequential
+// requests, sub-millisecond resolution).
 
 import { type BenchContext, eachPeer, isError, type Measured } from '../lib/context.ts';
 import { type LatencyResult, latencySamples, type ThroughputResult, throughput } from '../lib/load.ts';
