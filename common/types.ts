@@ -175,6 +175,8 @@ export interface RequestContext {
   readonly traceparent?: string | undefined;
   /** The request's store read, shared by the auth and balance hooks (hooks/builtin/request-view.ts). */
   storeView?: unknown;
+  /** Hooks' own per-request state, by slot (common/request-state.ts); created by the first slot set. */
+  hookState?: Map<object, unknown> | undefined;
   /** HTTP status sent to the client (0 until the head is written). */
   status: number;
   /** Usage as reported by the upstream (set by the usage hooks) or estimated at completion. */

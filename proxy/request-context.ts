@@ -45,6 +45,7 @@ export class Context implements RequestContext {
   /** The request's spans, when tracing is on. */
   trace: RequestTrace | undefined = undefined;
   storeView: unknown = undefined;
+  hookState: Map<object, unknown> | undefined = undefined;
   readonly #rootLog: RequestContext['log'];
   #log: RequestContext['log'] | undefined = undefined;
   #abort: AbortController | undefined = undefined;

@@ -8,6 +8,7 @@ import { splitBaseUrl } from '../../common/base-url.ts';
 import type { UpstreamKey } from '../../common/config-types.ts';
 import { GatewayError } from '../../common/errors.ts';
 import { providerKeyEnvName } from '../../common/provider-key-env.ts';
+import { RequestState } from '../../common/request-state.ts';
 import {
   type Hook,
   type JsonObject,
@@ -46,7 +47,7 @@ interface RuleState {
 }
 
 export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
-  const states = new WeakMap<RequestContext, RuleState>();
+  const states = new RequestState<RuleState>();
   let keyCursor = 0;
   // A base_url may carry a path prefix (a corporate proxy, Azure resources): set_path paths go below it.
   const pathPrefix = splitBaseUrl(rule.upstreamConfig.baseUrl).prefix;

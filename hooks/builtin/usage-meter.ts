@@ -2,6 +2,7 @@
 // rule's preset (`usage_extract`) or JSON paths (`usage_path`), without delaying or changing a byte. It
 // sits first among the response hooks, so it sees the upstream's own format before any translator.
 
+import { RequestState } from '../../common/request-state.ts';
 import type { Hook, RequestContext, ResponseHead, ResponsePart, Usage } from '../../common/types.ts';
 import type { CompiledRule } from '../dsl/types.ts';
 import { mergeRequestUsage } from '../usage/request-usage.ts';
@@ -25,7 +26,7 @@ export function rulePreset(rule: CompiledRule, deps: UsageMeterDeps): UsagePrese
 }
 
 /** Each streamed request's sniffer, shared by the meter hooks so that settling can read it. */
-const sniffers = new WeakMap<RequestContext, UsageSniffer>();
+const sniffers = new RequestState<UsageSniffer>();
 
 /**
  * The stream's usage reader, also when onResponseEnd never ran (the client went away): its counts so
@@ -36,7 +37,7 @@ export function streamUsage(ctx: RequestContext): UsageSniffer | undefined {
 }
 
 /** Quantities a preset read from the request (fromRequest), merged under what the reply reports. */
-const requested = new WeakMap<RequestContext, RequestUsage>();
+const requested = new RequestState<RequestUsage>();
 
 function reportUsage(ctx: RequestContext, usage: Usage): void {
   const asked = requested.get(ctx);
