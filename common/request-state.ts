@@ -1,7 +1,7 @@
-// Per-request state of a hook, kept on the request (docs/hooks.md "Per-request state"). A WeakMap keyed
-// by the request kept every request that had an entry, and all it held, alive through V8's
-// young-generation collections until the next full one, since the map itself lives as long as its hook:
-// each such request was promoted to the old generation (docs/benchmarks.md section 10).
+// Per-request state of a hook, kept on the request (docs/hooks.md "Per-request state"). In a WeakMap
+// keyed by the request, which outlives many requests, an entry whose value refers back to its request (a
+// translator's closure does) kept that request and all it held alive through V8's young-generation
+// collections, so it was promoted to the old generation (docs/benchmarks.md section 10).
 
 import type { RequestContext } from './types.ts';
 

@@ -1,6 +1,6 @@
 // A hook's per-request state lives on the request: each slot reads back what it set for that request only,
 // and a request with state, even state that refers back to it, is freed by young-generation collections
-// (held in a WeakMap keyed by the request, such a request was promoted to the old generation).
+// (with that state in a WeakMap keyed by the request, the request was promoted to the old generation).
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
