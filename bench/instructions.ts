@@ -122,9 +122,10 @@ async function main(): Promise<void> {
     },
   });
   const modes = values.modes.split(',') as Mode[];
-  if (!modes.every((m) => MODES.includes(m))) {
+  const streamed = values.request === 'stream';
+  if (!modes.every((m) => MODES.includes(m)) || (!streamed && values.request !== 'chat')) {
     console.error(
-      `usage: node bench/instructions.ts [--modes ${MODES.join(',')}] [--warmup n] [--requests n] [--connections n]`,
+      `usage: node bench/instructions.ts [--modes ${MODES.join(',')}] [--request chat|stream] [--warmup n] [--requests n] [--connections n]`,
     );
     process.exit(2);
   }
@@ -165,7 +166,7 @@ async function main(): Promise<void> {
     stops.push(() => otlp.close());
     const stores = await startModeStores(shared, modes, stops);
     console.log(
-      `${warmup} warm-up requests, then ${count} counted, at c=${connections}; ${values.request === 'stream' ? 'chat, streamed (20 chunks, 2 KB prompt)' : 'chat, non-streaming'}`,
+      `${warmup} warm-up requests, then ${count} counted, at c=${connections}; ${streamed ? 'chat, streamed (20 chunks, 2 KB prompt)' : 'chat, non-streaming'}`,
     );
     const rows: { mode: Mode; perRequest: number; mainPerRequest?: number }[] = [];
     for (const [i, mode] of modes.entries()) {
@@ -203,14 +204,13 @@ async function main(): Promise<void> {
         }),
       );
       try {
-        const target =
-          values.request === 'stream'
-            ? chatTarget(peer, up.url, {
-                stream: true,
-                model: pacedModel(CHAT_MODEL, 20, 0),
-                content: promptOfSize(2000),
-              })
-            : chatTarget(peer, up.url);
+        const target = streamed
+          ? chatTarget(peer, up.url, {
+              stream: true,
+              model: pacedModel(CHAT_MODEL, 20, 0),
+              content: promptOfSize(2000),
+            })
+          : chatTarget(peer, up.url);
         await requests(target, warmup, connections);
         if (values.count === 'syscalls') {
           const calls = await syscalls(peer.service.pid, join(tmp, name, 'strace.txt'), () =>
