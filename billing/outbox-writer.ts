@@ -26,7 +26,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { fsyncDir, removeIfExists } from '../common/durable-fs.ts';
 import { createTurnBatch } from '../common/turn-batch.ts';
 import type { UsageEvent } from '../common/usage-event.ts';
-import { queuedJson } from '../common/usage-event-json.ts';
+import { JsonBytes, writeQueuedEvent } from '../common/usage-event-json.ts';
 import {
   ACTIVE_FILE,
   type FileHandle,
@@ -46,7 +46,8 @@ export const DEFAULT_MAX_SEGMENT_BYTES = 16 * 1024 * 1024;
 
 const NEXT_TMP = `${ACTIVE_FILE}.next.tmp`;
 const NEWLINE = 0x0a;
-/** The reused buffer a turn's lines are encoded into; a larger turn gets a larger one, kept up to the max. */
+const FRAGMENT_END = Buffer.from('\n');
+/** The reused buffer a turn's lines are written into; a larger turn grows it, kept up to the max. */
 const SCRATCH_BYTES = 64 * 1024;
 const MAX_SCRATCH_BYTES = 1024 * 1024;
 
@@ -100,20 +101,31 @@ export interface OutboxWriter {
  * fdatasync, so they share one promise: a promise per event cost the request path measurable CPU.
  */
 interface TurnLines {
-  /** Each event's JSON, without its newline. */
-  readonly lines: string[];
-  /** UTF-16 units in `lines`: with the newlines, three bytes each bound the UTF-8 the lines take. */
-  units: number;
+  /** Lines appended. */
+  count: number;
+  /** Where the lines (each event's JSON and a newline) start and end in the turn's buffer. */
+  readonly start: number;
+  end: number;
   /** How many of the lines (from the first) the turn's synchronous write put wholly in the file. */
   written: number;
+  /** A copy of the lines from `written` on, for the flush loop to write. */
+  rest: Buffer | undefined;
   /** Waiting for the synchronous write of its turn; the flush loop leaves it alone until then. */
   awaitingWrite: boolean;
   /** Settled once the lines are on disk (or failed). */
   readonly durable: PromiseWithResolvers<void>;
 }
 
-function turnLines(): TurnLines {
-  return { lines: [], units: 0, written: 0, awaitingWrite: true, durable: Promise.withResolvers<void>() };
+function turnLines(start: number): TurnLines {
+  return {
+    count: 0,
+    start,
+    end: start,
+    written: 0,
+    rest: undefined,
+    awaitingWrite: true,
+    durable: Promise.withResolvers<void>(),
+  };
 }
 
 export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = {}): Promise<OutboxWriter> {
@@ -194,47 +206,36 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
     return off;
   }
 
-  // The lines appended during one event-loop turn, written together in its check phase. They are encoded
-  // into one reused buffer: joining them into a string and encoding that copied every byte twice more.
-  let scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
+  // The lines appended during one event-loop turn, written together in its check phase. Each event is
+  // written as UTF-8 into one reused buffer when it is appended, so the turn's write is of that buffer.
+  let scratch = new JsonBytes(SCRATCH_BYTES);
   const turn = createTurnBatch<TurnLines>((groups) => {
     for (const g of groups) {
       if (current === g) current = undefined;
-      const bound = 3 * (g.units + g.lines.length);
-      try {
-        if (bound > scratch.length) {
-          const grown = Buffer.allocUnsafe(bound);
-          if (bound <= MAX_SCRATCH_BYTES) scratch = grown;
-          g.written = writeLines(g, grown);
-        } else g.written = writeLines(g, scratch);
-      } catch (err) {
-        // Nothing reached the file (encoding comes first): the flush loop writes the lines.
-        opts.onError?.(err);
-        g.written = 0;
+      const bytes = scratch.buf.subarray(g.start, g.end);
+      const reached = writeNow(bytes);
+      if (reached === bytes.length) g.written = g.count;
+      else {
+        // JSON text holds no raw newline: each one in what reached the file ends a whole line.
+        let whole = 0;
+        let wholeEnd = 0;
+        for (
+          let at = bytes.indexOf(NEWLINE);
+          at !== -1 && at < reached;
+          at = bytes.indexOf(NEWLINE, at + 1)
+        ) {
+          whole++;
+          wholeEnd = at + 1;
+        }
+        g.written = whole;
+        g.rest = Buffer.from(bytes.subarray(wholeEnd));
       }
-      owed += g.lines.length - g.written;
+      owed += g.count - g.written;
       g.awaitingWrite = false;
     }
+    scratch.at = 0;
+    if (scratch.buf.length > MAX_SCRATCH_BYTES) scratch = new JsonBytes(SCRATCH_BYTES);
   });
-
-  /** Writes the lines at once; returns how many of them (from the first) are wholly in the file. */
-  function writeLines(g: TurnLines, buf: Buffer): number {
-    let end = 0;
-    for (const line of g.lines) {
-      end += buf.write(line, end);
-      buf[end++] = NEWLINE;
-    }
-    const reached = writeNow(buf.subarray(0, end));
-    if (reached === end) return g.lines.length;
-    let whole = 0;
-    let at = 0;
-    for (const line of g.lines) {
-      at += Buffer.byteLength(line, 'utf8') + 1;
-      if (at > reached) break;
-      whole++;
-    }
-    return whole;
-  }
 
   async function flushLoop(): Promise<void> {
     // Let appends issued in the same tick join the first batch.
@@ -247,19 +248,19 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
       queue = queue.filter((g) => g.awaitingWrite);
       if (batch.length === 0) continue;
       let lines = 0;
-      let text = '';
+      const rests: Buffer[] = [];
       let unwritten = 0;
       for (const g of batch) {
-        lines += g.lines.length;
-        for (let i = g.written; i < g.lines.length; i++) {
-          text += `${g.lines[i]}\n`;
-          unwritten++;
-        }
+        lines += g.count;
+        if (g.rest === undefined) continue;
+        rests.push(g.rest);
+        g.rest = undefined;
+        unwritten += g.count - g.written;
       }
       queued -= lines;
       inFlight = lines;
-      if (terminateFragment && text !== '') text = `\n${text}`;
-      const buf = Buffer.from(text, 'utf8');
+      if (terminateFragment && rests.length > 0) rests.unshift(FRAGMENT_END);
+      const buf = Buffer.concat(rests);
       try {
         if (buf.length > 0) {
           try {
@@ -302,17 +303,23 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
 
   function append(event: UsageEvent, traceparent?: string): Promise<void> {
     if (closed) return Promise.reject(new Error('outbox writer is closed'));
-    // Serialize now: the caller may reuse the object, and JSON text never holds a raw newline.
-    const line = queuedJson(event, traceparent);
     let g = current;
     if (g === undefined) {
-      g = turnLines();
+      g = turnLines(scratch.at);
       current = g;
       queue.push(g);
       turn.add(g);
     }
-    g.lines.push(line);
-    g.units += line.length;
+    // Written now: the caller may reuse the object, and JSON text never holds a raw newline.
+    try {
+      writeQueuedEvent(scratch, event, traceparent);
+      scratch.byte(NEWLINE);
+    } catch (err) {
+      scratch.at = g.end;
+      return Promise.reject(err);
+    }
+    g.end = scratch.at;
+    g.count++;
     queued++;
     flushing ??= flushLoop();
     return g.durable.promise;

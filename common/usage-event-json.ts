@@ -1,12 +1,14 @@
-// The JSON text of a queued usage event, written for the event's one shape. JSON.stringify was most of
-// what billing added to a request: it looks every key up, checks each object for toJSON and escapes every
-// string one character at a time, although from one event to the next only the ids, the time and the
-// counts change. Here the text between those is kept from the last event and reused while its fields are
-// equal, and a string is checked for characters to escape only when it is written anew. The result is
-// byte for byte what JSON.stringify makes of an event the builder made (test/common/usage-event-json.test.ts).
+// The JSON of a queued usage event, written as UTF-8 bytes for the event's one shape. JSON.stringify, and
+// then building the text from pieces and encoding it, were most of what billing added to a request: from
+// one event to the next only the ids, the time and the counts change. Here the bytes between those are
+// kept from the last event (encoded once) and reused while their fields are equal; ids and counts are
+// written straight into the output, and a string is escaped only when it holds something JSON escapes or
+// a character beyond ASCII. The result is byte for byte what JSON.stringify makes of an event the builder
+// made (test/common/usage-event-json.test.ts).
 
 import {
   type BillingItem,
+  isLastKey,
   type PricingHint,
   TRACE_KEY,
   type UsageCounts,
@@ -38,69 +40,216 @@ const writesEveryField: [
 ] = [true, true, true, true, true, true];
 void writesEveryField;
 
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const ZERO = 0x30;
+
 /** JSON.stringify's text of a string: as it is between quotes unless it has something to escape. */
 export function quote(s: string): string {
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     // Quote, backslash, control characters, and surrogates (a lone one is escaped).
-    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(s);
+    if (c < 0x20 || c === QUOTE || c === BACKSLASH || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(s);
   }
   return `"${s}"`;
 }
 
-function num(n: number): string {
-  return Number.isFinite(n) ? `${n}` : 'null';
+/** Strings written as they are, between quotes: printable ASCII but the quote and the backslash. */
+const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
+/** A growing byte buffer that events are written into, and the position of its next byte. */
+export class JsonBytes {
+  buf: Buffer;
+  at = 0;
+  /** buf.length, kept in a field: reading a Buffer's length is a call in optimized code. */
+  #size: number;
+
+  constructor(size = 64 * 1024) {
+    this.buf = Buffer.allocUnsafe(size);
+    this.#size = size;
+  }
+
+  /** Makes room for `n` more bytes. */
+  reserve(n: number): void {
+    if (this.at + n <= this.#size) return;
+    const grown = Buffer.allocUnsafe(Math.max(2 * this.#size, this.at + n));
+    this.buf.copy(grown, 0, 0, this.at);
+    this.buf = grown;
+    this.#size = grown.length;
+  }
+
+  bytes(piece: Uint8Array): void {
+    this.reserve(piece.length);
+    this.buf.set(piece, this.at);
+    this.at += piece.length;
+  }
+
+  byte(b: number): void {
+    this.reserve(1);
+    this.buf[this.at++] = b;
+  }
+
+  /** A string as JSON.stringify writes it. */
+  string(s: string): void {
+    // A regular expression runs as native code, where a loop over the characters in JavaScript cost
+    // tens of instructions a character.
+    if (PLAIN.test(s)) {
+      this.reserve(s.length + 2);
+      const buf = this.buf;
+      buf[this.at++] = QUOTE;
+      this.at += buf.write(s, this.at, 'latin1');
+      buf[this.at++] = QUOTE;
+      return;
+    }
+    const text = JSON.stringify(s);
+    // Three UTF-8 bytes at most for each UTF-16 unit (four for a surrogate pair).
+    this.reserve(3 * text.length);
+    this.at += this.buf.write(text, this.at, 'utf8');
+  }
+
+  /** Bytes written earlier, from `start` to `end`, again. */
+  again(start: number, end: number): void {
+    this.reserve(end - start);
+    this.buf.copyWithin(this.at, start, end);
+    this.at += end - start;
+  }
+
+  /** A number as JSON.stringify writes it. */
+  number(n: number): void {
+    if ((n | 0) === n && n >= 0) this.#small(n);
+    else if (Number.isSafeInteger(n) && n > 0) this.#large(n);
+    else this.ascii(Number.isFinite(n) ? `${n}` : 'null');
+  }
+
+  /** A non-negative integer below 2^31, in integer arithmetic. */
+  #small(n: number): void {
+    let digits = 1;
+    for (let v = n; v >= 10; v = (v / 10) | 0) digits++;
+    this.reserve(digits);
+    const buf = this.buf;
+    let at = this.at + digits;
+    this.at = at;
+    let v = n;
+    do {
+      const q = (v / 10) | 0;
+      buf[--at] = ZERO + (v - q * 10);
+      v = q;
+    } while (v > 0);
+  }
+
+  /** A positive integer up to 2^53: without `%`, which is slow on doubles. */
+  #large(n: number): void {
+    let digits = 1;
+    for (let v = n; v >= 10; v = Math.floor(v / 10)) digits++;
+    this.reserve(digits);
+    const buf = this.buf;
+    let at = this.at + digits;
+    this.at = at;
+    let v = n;
+    do {
+      const q = Math.floor(v / 10);
+      buf[--at] = ZERO + (v - q * 10);
+      v = q;
+    } while (v > 0);
+  }
+
+  ascii(text: string): void {
+    this.reserve(text.length);
+    this.at += this.buf.write(text, this.at, 'latin1');
+  }
+
+  /** The bytes written, as text. */
+  text(start = 0): string {
+    return this.buf.toString('utf8', start, this.at);
+  }
 }
 
-const COUNT_KEYS = [
-  'input_tokens',
-  'output_tokens',
-  'total_tokens',
-  'cache_read_tokens',
-  'cache_creation_tokens',
-  'input_audio_tokens',
-  'output_audio_tokens',
-  'prompt_tokens',
-  'completion_tokens',
-  'cached_tokens',
-  'images',
-  'input_characters',
-  'audio_seconds',
-] as const satisfies readonly (keyof UsageCounts)[];
-const countsComplete: [Only<UsageCounts, (typeof COUNT_KEYS)[number]>] = [true];
-void countsComplete;
-/** `{"<key>":` of each count, for the first; `,"<key>":` for the others. */
-const FIRST_KEY = new Map<string, string>(COUNT_KEYS.map((k) => [k, `{"${k}":`]));
-const LATER_KEY = new Map<string, string>(COUNT_KEYS.map((k) => [k, `,"${k}":`]));
+function encoded(text: string): Buffer {
+  return Buffer.from(text, 'utf8');
+}
+
+/** A count's key, `{"<key>":` when it comes first and `,"<key>":` after another. */
+interface CountKey {
+  readonly first: Buffer;
+  readonly later: Buffer;
+}
+
+function countKey(key: keyof UsageCounts): CountKey {
+  return { first: encoded(`{"${key}":`), later: encoded(`,"${key}":`) };
+}
+
+// In the order the builder sets them.
+const INPUT_TOKENS = countKey('input_tokens');
+const OUTPUT_TOKENS = countKey('output_tokens');
+const TOTAL_TOKENS = countKey('total_tokens');
+const CACHE_READ_TOKENS = countKey('cache_read_tokens');
+const CACHE_CREATION_TOKENS = countKey('cache_creation_tokens');
+const INPUT_AUDIO_TOKENS = countKey('input_audio_tokens');
+const OUTPUT_AUDIO_TOKENS = countKey('output_audio_tokens');
+const IMAGES = countKey('images');
+const INPUT_CHARACTERS = countKey('input_characters');
+const AUDIO_SECONDS = countKey('audio_seconds');
+const PROMPT_TOKENS = countKey('prompt_tokens');
+const COMPLETION_TOKENS = countKey('completion_tokens');
+const CACHED_TOKENS = countKey('cached_tokens');
+const writesEveryCount: [
+  Only<
+    UsageCounts,
+    | 'input_tokens'
+    | 'output_tokens'
+    | 'total_tokens'
+    | 'cache_read_tokens'
+    | 'cache_creation_tokens'
+    | 'input_audio_tokens'
+    | 'output_audio_tokens'
+    | 'images'
+    | 'input_characters'
+    | 'audio_seconds'
+    | 'prompt_tokens'
+    | 'completion_tokens'
+    | 'cached_tokens'
+  >,
+] = [true];
+void writesEveryCount;
 
 /**
- * The pieces of the event's text, joined once at the end: joining copies each piece once into one flat
- * string, where concatenation made a tree of pieces that every write of the line walked again.
+ * The counts, each by its own name (a lookup by a computed key was a slow generic one), in the order
+ * the builder sets them: an event made elsewhere in another order is written in this one.
  */
-const parts: string[] = [];
-
-/** Counts in their own key order (the builder sets only those an event has). */
-function counts(record: UsageCounts): void {
-  let first = true;
-  for (const key in record) {
-    const value = record[key as keyof UsageCounts];
-    if (value === undefined) continue;
-    const name = first
-      ? (FIRST_KEY.get(key) ?? `{${quote(key)}:`)
-      : (LATER_KEY.get(key) ?? `,${quote(key)}:`);
-    parts.push(name, num(value));
-    first = false;
-  }
-  parts.push(first ? '{}' : '}');
+function counts(out: JsonBytes, c: UsageCounts): void {
+  const start = out.at;
+  count(out, start, INPUT_TOKENS, c.input_tokens);
+  count(out, start, OUTPUT_TOKENS, c.output_tokens);
+  count(out, start, TOTAL_TOKENS, c.total_tokens);
+  count(out, start, CACHE_READ_TOKENS, c.cache_read_tokens);
+  count(out, start, CACHE_CREATION_TOKENS, c.cache_creation_tokens);
+  count(out, start, INPUT_AUDIO_TOKENS, c.input_audio_tokens);
+  count(out, start, OUTPUT_AUDIO_TOKENS, c.output_audio_tokens);
+  count(out, start, IMAGES, c.images);
+  count(out, start, INPUT_CHARACTERS, c.input_characters);
+  count(out, start, AUDIO_SECONDS, c.audio_seconds);
+  count(out, start, PROMPT_TOKENS, c.prompt_tokens);
+  count(out, start, COMPLETION_TOKENS, c.completion_tokens);
+  count(out, start, CACHED_TOKENS, c.cached_tokens);
+  if (out.at === start) out.byte(0x7b); // {
+  out.byte(0x7d); // }
 }
 
-/** An item's text around its quantity, by metric; kept with the unit it was written for. */
+function count(out: JsonBytes, start: number, key: CountKey, value: number | undefined): void {
+  if (value === undefined) return;
+  out.bytes(out.at === start ? key.first : key.later);
+  out.number(value);
+}
+
+/** An item's bytes around its quantity, by metric; kept with the unit they were written for. */
 interface ItemText {
   readonly unit: string;
   /** `{"metric":…,"quantity":` */
-  readonly open: string;
+  readonly open: Buffer;
+  /** `,{"metric":…,"quantity":` */
+  readonly later: Buffer;
   /** `,"unit":…}` */
-  readonly close: string;
+  readonly close: Buffer;
 }
 const itemTexts = new Map<string, ItemText>();
 /** Metrics are the builder's own names; the bound keeps the map small whatever an event holds. */
@@ -109,10 +258,12 @@ const ITEM_TEXTS_MAX = 64;
 function itemText(item: BillingItem): ItemText {
   const kept = itemTexts.get(item.metric);
   if (kept !== undefined && kept.unit === item.unit) return kept;
+  const open = `{"metric":${quote(item.metric)},"quantity":`;
   const text = {
     unit: item.unit,
-    open: `{"metric":${quote(item.metric)},"quantity":`,
-    close: `,"unit":${quote(item.unit)}}`,
+    open: encoded(open),
+    later: encoded(`,${open}`),
+    close: encoded(`,"unit":${quote(item.unit)}}`),
   };
   if (itemTexts.size < ITEM_TEXTS_MAX || kept !== undefined) itemTexts.set(item.metric, text);
   return text;
@@ -126,8 +277,11 @@ interface HintWritten {
   readonly currency: string;
 }
 
-/** The last event's pricing hints and their text. */
-let hintsKept: { readonly hints: readonly HintWritten[]; readonly text: string } = { hints: [], text: '' };
+/** The last event's pricing hints and their bytes. */
+let hintsKept: { readonly hints: readonly HintWritten[]; readonly bytes: Buffer } = {
+  hints: [],
+  bytes: Buffer.alloc(0),
+};
 
 function sameHints(hints: Record<string, PricingHint>): boolean {
   const kept = hintsKept.hints;
@@ -149,8 +303,12 @@ function sameHints(hints: Record<string, PricingHint>): boolean {
   return i === kept.length;
 }
 
-function hintsText(hints: Record<string, PricingHint>): string {
-  if (sameHints(hints)) return hintsKept.text;
+function num(n: number): string {
+  return Number.isFinite(n) ? `${n}` : 'null';
+}
+
+function hintsBytes(hints: Record<string, PricingHint>): Buffer {
+  if (sameHints(hints)) return hintsKept.bytes;
   const written: HintWritten[] = [];
   const text: string[] = [];
   for (const metric in hints) {
@@ -160,26 +318,30 @@ function hintsText(hints: Record<string, PricingHint>): string {
       `${quote(metric)}:{"unit_price":${num(h.unit_price)},"pricing_unit":${num(h.pricing_unit)},"currency":${quote(h.currency)}}`,
     );
   }
-  hintsKept = { hints: written, text: `,"pricing_hints":{${text.join(',')}}` };
-  return hintsKept.text;
+  hintsKept = { hints: written, bytes: encoded(`,"pricing_hints":{${text.join(',')}}`) };
+  return hintsKept.bytes;
 }
 
-function billing(x: NonNullable<UsageEvent['x-billing']>): void {
-  parts.push(',"x-billing":{"items":[');
+const ITEMS_OPEN = encoded(',"x-billing":{"items":[');
+
+function billing(out: JsonBytes, x: NonNullable<UsageEvent['x-billing']>): void {
+  out.bytes(ITEMS_OPEN);
   let first = true;
   for (const item of x.items) {
     const t = itemText(item);
-    parts.push(first ? t.open : `,${t.open}`, num(item.quantity), t.close);
+    out.bytes(first ? t.open : t.later);
+    out.number(item.quantity);
+    out.bytes(t.close);
     first = false;
   }
-  parts.push(']');
-  if (x.pricing_hints !== undefined) parts.push(hintsText(x.pricing_hints));
-  parts.push('}');
+  out.byte(0x5d); // ]
+  if (x.pricing_hints !== undefined) out.bytes(hintsBytes(x.pricing_hints));
+  out.byte(0x7d); // }
 }
 
 /**
- * The text that repeats from event to event: from the subject to the usage, and the meta block up to
- * the request id. Kept for the last event and reused while the fields it was written from are equal.
+ * The bytes that repeat from event to event: from the subject to the usage, and the meta block up to
+ * the request id. Kept for the last event and reused while the fields they were written from are equal.
  */
 interface Middle {
   source: string;
@@ -193,12 +355,12 @@ interface Middle {
   usageStage: string;
   metaSubjectType: string;
   metaSubjectId: string;
-  /** `{"source":…,"external_event_id":` */
-  head: string;
+  /** `"source":…,"external_event_id":` */
+  head: Buffer;
   /** `,"subject_type":…,"raw_json":{…,"usage":` */
-  middle: string;
+  middle: Buffer;
   /** `,"meta":{"subject_type":…,"request_id":` */
-  meta: string;
+  meta: Buffer;
 }
 
 let last: Middle | undefined;
@@ -235,67 +397,74 @@ function middleOf(e: UsageEvent): Middle {
     usageStage: r.usage_stage,
     metaSubjectType: m.subject_type,
     metaSubjectId: m.subject_id,
-    // Joined, so that each is one flat string rather than a tree of the pieces it was made from.
-    head: ['{"source":', quote(e.source), ',"external_event_id":'].join(''),
-    middle: [
-      ',"subject_type":',
-      quote(e.subject_type),
-      ',"subject_id":',
-      quote(e.subject_id),
-      ',"raw_json":{"provider":',
-      quote(r.provider),
-      ',"api":',
-      quote(r.api),
-      ',"model":',
-      quote(r.model),
-      r.stream ? ',"stream":true,"status":' : ',"stream":false,"status":',
-      num(r.status),
-      ',"usage_stage":',
-      quote(r.usage_stage),
-      ',"usage":',
-    ].join(''),
-    meta: [
-      ',"meta":{"subject_type":',
-      quote(m.subject_type),
-      ',"subject_id":',
-      quote(m.subject_id),
-      ',"request_id":',
-    ].join(''),
+    head: encoded(`"source":${quote(e.source)},"external_event_id":`),
+    middle: encoded(
+      `,"subject_type":${quote(e.subject_type)},"subject_id":${quote(e.subject_id)}` +
+        `,"raw_json":{"provider":${quote(r.provider)},"api":${quote(r.api)},"model":${quote(r.model)}` +
+        `,"stream":${r.stream},"status":${num(r.status)},"usage_stage":${quote(r.usage_stage)},"usage":`,
+    ),
+    meta: encoded(
+      `,"meta":{"subject_type":${quote(m.subject_type)},"subject_id":${quote(m.subject_id)},"request_id":`,
+    ),
   };
   return last;
 }
 
+const TRACE_MEMBER = encoded(`"${TRACE_KEY}":`);
+const IDEMPOTENCY_KEY = encoded(',"idempotency_key":');
+const ROUTER_KEY = encoded(',"idempotency_key":"router:');
+const OCCURRED_AT = encoded(',"occurred_at":');
+const CORRELATION_ID = encoded(',"correlation_id":');
+
 /**
- * The event's JSON, with `lead` (a `"key":value,` member, or '') as its first member. Keys are written in
- * the order of the UsageEvent type, which is the order the event builder sets them.
+ * Writes an event as queued: its JSON, with the request's traceparent first (TRACE_KEY) when there is
+ * one. Keys are written in the order of the UsageEvent type, which is the order the builder sets them.
  */
-export function usageEventJson(event: UsageEvent, lead: string): string {
+export function writeQueuedEvent(out: JsonBytes, event: UsageEvent, traceparent: string | undefined): void {
   const k = middleOf(event);
   const r = event.raw_json;
   const x = event['x-billing'];
-  parts.length = 0;
-  if (lead === '') parts.push(k.head);
-  else parts.push('{', lead, k.head.slice(1));
-  // The request id is written twice (the event's id and meta's request_id): checked once.
-  const id = quote(event.external_event_id);
-  parts.push(
-    id,
-    ',"idempotency_key":',
-    quote(event.idempotency_key),
-    ',"occurred_at":',
-    num(event.occurred_at),
-    k.middle,
-  );
-  counts(r.usage);
-  parts.push(k.meta, r.meta.request_id === event.external_event_id ? id : quote(r.meta.request_id));
-  if (r.meta.correlation_id !== undefined) parts.push(',"correlation_id":', quote(r.meta.correlation_id));
-  parts.push('}}');
-  if (x !== undefined) billing(x);
-  parts.push('}');
-  return parts.join('');
+  out.byte(0x7b); // {
+  if (traceparent !== undefined) {
+    out.bytes(TRACE_MEMBER);
+    out.string(traceparent);
+    out.byte(0x2c); // ,
+  }
+  out.bytes(k.head);
+  const idStart = out.at;
+  out.string(event.external_event_id);
+  const idEnd = out.at;
+  if (isLastKey(event.external_event_id, event.idempotency_key)) {
+    // `router:` and the id as written above (escaping the id escapes the key alike).
+    out.bytes(ROUTER_KEY);
+    out.again(idStart + 1, idEnd);
+  } else {
+    out.bytes(IDEMPOTENCY_KEY);
+    out.string(event.idempotency_key);
+  }
+  out.bytes(OCCURRED_AT);
+  out.number(event.occurred_at);
+  out.bytes(k.middle);
+  counts(out, r.usage);
+  out.bytes(k.meta);
+  // The request id is the event's id (written above) unless the event was made elsewhere.
+  if (r.meta.request_id === event.external_event_id) out.again(idStart, idEnd);
+  else out.string(r.meta.request_id);
+  if (r.meta.correlation_id !== undefined) {
+    out.bytes(CORRELATION_ID);
+    out.string(r.meta.correlation_id);
+  }
+  out.byte(0x7d); // }
+  out.byte(0x7d); // }
+  if (x !== undefined) billing(out, x);
+  out.byte(0x7d); // }
 }
 
-/** An event as queued: its JSON, with the request's traceparent first when there is one. */
+const scratch = new JsonBytes(4096);
+
+/** An event as queued, as text (see writeQueuedEvent). */
 export function queuedJson(event: UsageEvent, traceparent: string | undefined): string {
-  return usageEventJson(event, traceparent === undefined ? '' : `"${TRACE_KEY}":${quote(traceparent)},`);
+  scratch.at = 0;
+  writeQueuedEvent(scratch, event, traceparent);
+  return scratch.text();
 }

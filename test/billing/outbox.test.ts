@@ -266,6 +266,48 @@ test('torn last line of a dead writer is quarantined once the next writer seals 
   await w2.close();
 });
 
+/** Sets this process's soft limit on the size of files it writes (RLIMIT_FSIZE); no argument lifts it. */
+function fileSizeLimit(bytes?: number): void {
+  const r = spawnSync('prlimit', ['--pid', String(process.pid), `--fsize=${bytes ?? 'unlimited'}:`]);
+  assert.equal(r.status, 0, r.stderr?.toString());
+}
+
+test('a synchronous write cut short: the whole lines stay, the torn one is written again after a line end', async (t) => {
+  const dir = await tempDir(t);
+  const errors: unknown[] = [];
+  // The failure is reported as it happens; lifting the limit then lets the flush loop's write succeed.
+  const writer = await openOutboxWriter(dir, {
+    onError: (err) => {
+      errors.push(err);
+      fileSizeLimit();
+    },
+  });
+  t.after(() => fileSizeLimit());
+  await writer.append(makeEvent(1));
+  const file = join(dir, 'events.jsonl');
+  const line = Buffer.byteLength(`${JSON.stringify(makeEvent(2))}\n`);
+  // The file may grow by one and a half lines: the turn's write of three lines stops inside the second
+  // (Node ignores SIGXFSZ, so write(2) returns short, then fails with EFBIG).
+  fileSizeLimit((await readFile(file)).length + Math.floor(1.5 * line));
+  await Promise.all([2, 3, 4].map((i) => writer.append(makeEvent(i))));
+  await writer.append(makeEvent(5));
+  assert.deepEqual(
+    errors.map((e) => (e as NodeJS.ErrnoException).code),
+    ['EFBIG'],
+  );
+
+  const reader = await openOutboxReader(dir);
+  const items = await drainReader(reader);
+  // req-3's first bytes became a line of their own (quarantined); req-3 follows whole, nothing twice.
+  assert.deepEqual(eventIds(items), ['req-1', 'req-2', 'req-3', 'req-4', 'req-5']);
+  assert.deepEqual(
+    items.map((i) => i.kind),
+    ['event', 'event', 'skip', 'event', 'event', 'event'],
+  );
+  await reader.close();
+  await writer.close();
+});
+
 test('a gateway restart under a running reader: the old file is sealed and reading continues', async (t) => {
   const dir = await tempDir(t);
   const w1 = await openOutboxWriter(dir);

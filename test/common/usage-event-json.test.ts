@@ -5,7 +5,7 @@ import { buildUsageEvent, type UsageEventInput } from '../../billing/event-build
 import { loadPricing } from '../../billing/pricing.ts';
 import type { ApiName } from '../../common/types.ts';
 import { TRACE_KEY, takeTraceparent, type UsageEvent } from '../../common/usage-event.ts';
-import { queuedJson, quote, usageEventJson } from '../../common/usage-event-json.ts';
+import { JsonBytes, queuedJson, quote, writeQueuedEvent } from '../../common/usage-event-json.ts';
 
 const { pricing } = await loadPricing([
   new URL('../../deploy/config/pricing.yaml', import.meta.url).pathname,
@@ -106,9 +106,9 @@ test('every event the builder makes is written byte for byte as JSON.stringify w
     fc.property(fc.array(input, { minLength: 1, maxLength: 8 }), (inputs) => {
       for (const i of inputs) {
         const event = buildUsageEvent(i);
-        assert.equal(usageEventJson(event, ''), JSON.stringify(event));
+        assert.equal(queuedJson(event, undefined), JSON.stringify(event));
         const lead = `${JSON.stringify(TRACE_KEY)}:${JSON.stringify(i.requestId)},`;
-        assert.equal(usageEventJson(event, lead), `{${lead}${JSON.stringify(event).slice(1)}`);
+        assert.equal(queuedJson(event, i.requestId), `{${lead}${JSON.stringify(event).slice(1)}`);
       }
     }),
     { numRuns: 400 },
@@ -138,7 +138,7 @@ test('an event that differs from the one before in a single field is written wit
       const after: UsageEventInput = { ...before, [field]: other[field] };
       for (const i of [before, after]) {
         const event = buildUsageEvent(i);
-        assert.equal(usageEventJson(event, ''), JSON.stringify(event));
+        assert.equal(queuedJson(event, undefined), JSON.stringify(event));
       }
     }),
     { numRuns: 1000 },
@@ -154,30 +154,30 @@ test('events made elsewhere, whose meta differs from their subject, are written 
     { ...event.raw_json.meta, request_id: 'another "id"' },
   ]) {
     const other: UsageEvent = { ...event, raw_json: { ...event.raw_json, meta } };
-    assert.equal(usageEventJson(other, ''), JSON.stringify(other));
+    assert.equal(queuedJson(other, undefined), JSON.stringify(other));
   }
 });
 
 test('a pricing hint changed after it was written is written anew', () => {
   const event = oneEvent({ requestId: 'r1', price: pricing.lookup('openai', 'gpt-5.4-mini') });
-  assert.equal(usageEventJson(event, ''), JSON.stringify(event));
+  assert.equal(queuedJson(event, undefined), JSON.stringify(event));
   const hints = structuredClone(event['x-billing']?.pricing_hints) ?? {};
   const copy: UsageEvent = {
     ...event,
     'x-billing': { items: event['x-billing']?.items ?? [], pricing_hints: hints },
   };
-  assert.equal(usageEventJson(copy, ''), JSON.stringify(copy));
+  assert.equal(queuedJson(copy, undefined), JSON.stringify(copy));
   for (const h of Object.values(hints)) {
     h.unit_price = 7.25;
     h.currency = 'EUR';
   }
-  assert.match(usageEventJson(copy, ''), /"unit_price":7\.25,"pricing_unit":1000000,"currency":"EUR"/);
-  assert.equal(usageEventJson(copy, ''), JSON.stringify(copy));
+  assert.match(queuedJson(copy, undefined), /"unit_price":7\.25,"pricing_unit":1000000,"currency":"EUR"/);
+  assert.equal(queuedJson(copy, undefined), JSON.stringify(copy));
   // Each value on its own: the currency, then the pricing unit.
   for (const h of Object.values(hints)) h.currency = 'GBP';
-  assert.equal(usageEventJson(copy, ''), JSON.stringify(copy));
+  assert.equal(queuedJson(copy, undefined), JSON.stringify(copy));
   for (const h of Object.values(hints)) h.pricing_unit = 1000;
-  assert.equal(usageEventJson(copy, ''), JSON.stringify(copy));
+  assert.equal(queuedJson(copy, undefined), JSON.stringify(copy));
 });
 
 test('quote is JSON.stringify of a string', () => {
@@ -205,4 +205,58 @@ test('a queued event carries its traceparent first and gives it back', () => {
   assert.equal(takeTraceparent(parsed), traceparent);
   assert.deepEqual(parsed, event);
   assert.equal(queuedJson(event, undefined), JSON.stringify(event));
+});
+
+test('events written one after another into a buffer that has to grow are each their JSON, as UTF-8', () => {
+  fc.assert(
+    fc.property(fc.array(input, { minLength: 1, maxLength: 8 }), (inputs) => {
+      const out = new JsonBytes(8);
+      const ends: number[] = [];
+      const events = inputs.map((i) => buildUsageEvent(i));
+      for (const event of events) {
+        writeQueuedEvent(out, event, undefined);
+        ends.push(out.at);
+      }
+      let start = 0;
+      events.forEach((event, n) => {
+        const end = ends[n] as number;
+        assert.deepEqual(out.buf.subarray(start, end), Buffer.from(JSON.stringify(event), 'utf8'));
+        start = end;
+      });
+    }),
+    { numRuns: 300 },
+  );
+});
+
+test('numbers are written as JSON.stringify writes them', () => {
+  const out = new JsonBytes(4);
+  const values = [
+    0,
+    -0,
+    7,
+    10,
+    99,
+    100,
+    1_764_201_600,
+    2 ** 31,
+    2 ** 53 - 1,
+    2 ** 53,
+    -3,
+    0.5,
+    1e21,
+    NaN,
+    Infinity,
+  ];
+  for (const n of values) {
+    out.at = 0;
+    out.number(n);
+    assert.equal(out.text(), JSON.stringify(n), String(n));
+  }
+  fc.assert(
+    fc.property(fc.oneof(fc.maxSafeNat(), fc.double()), (n) => {
+      out.at = 0;
+      out.number(n);
+      assert.equal(out.text(), JSON.stringify(n));
+    }),
+  );
 });
