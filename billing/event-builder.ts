@@ -19,7 +19,13 @@
 
 import { createHash } from 'node:crypto';
 import type { ApiName, Usage, UsageStage } from '../common/types.ts';
-import type { BillingItem, PricingHint, UsageCounts, UsageEvent } from '../common/usage-event.ts';
+import {
+  type BillingItem,
+  idempotencyKey,
+  type PricingHint,
+  type UsageCounts,
+  type UsageEvent,
+} from '../common/usage-event.ts';
 import { imageHint, priceHints } from './price-hints.ts';
 import { IMAGES_METRIC, type ModelPrice } from './price-types.ts';
 
@@ -193,7 +199,7 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
   const event: UsageEvent = {
     source: input.source,
     external_event_id: input.requestId,
-    idempotency_key: `router:${input.requestId}`,
+    idempotency_key: idempotencyKey(input.requestId),
     // The billing service takes Unix seconds.
     occurred_at: Math.floor(input.occurredAtMs / 1000),
     subject_type: input.subjectType,

@@ -47,6 +47,13 @@ const WARNED_LIMIT = 10_000;
 
 const ONE = new Money(1);
 
+interface Looked {
+  readonly provider: string;
+  readonly model: string;
+  readonly channel: string | undefined;
+  readonly price: ModelPrice | undefined;
+}
+
 function createPricing(
   table: PriceTable,
   multipliers: Multipliers,
@@ -57,6 +64,8 @@ function createPricing(
   // and hashing it showed in profiles.
   const memo = new Map<string, Map<string, ModelPrice | undefined>>();
   const warned = new Set<string>();
+  // The last answer: requests in a row mostly name the same model.
+  let last: Looked | undefined;
 
   function resolve(provider: string, model: string, channel: string | undefined): ModelPrice | undefined {
     const base = table.find(provider, model, undefined);
@@ -90,27 +99,38 @@ function createPricing(
     });
   }
 
+  function lookup(provider: string, model: string, channel: string | undefined): ModelPrice | undefined {
+    const l = last;
+    if (l !== undefined && l.provider === provider && l.model === model && l.channel === channel)
+      return l.price;
+    const price = memoized(provider, model, channel);
+    last = { provider, model, channel, price };
+    return price;
+  }
+
+  function memoized(provider: string, model: string, channel: string | undefined): ModelPrice | undefined {
+    const scope = channel === undefined || channel === '' ? provider : entryKey(provider, '', channel);
+    let byModel = memo.get(scope);
+    const known = byModel?.get(model);
+    if (known !== undefined || byModel?.has(model) === true) return known;
+    const price = resolve(provider, model, channel === '' ? undefined : channel);
+    if (byModel === undefined) {
+      byModel = new Map();
+      setBounded(memo, scope, byModel, SCOPE_LIMIT);
+    }
+    setBounded(byModel, model, price, MEMO_LIMIT);
+    if (!price) {
+      const id = `${provider}\u0000${model}`;
+      if (!warned.has(id) && warned.size < WARNED_LIMIT) {
+        warned.add(id);
+        options.onMissingPrice?.(provider, model);
+      }
+    }
+    return price;
+  }
+
   return {
-    lookup(provider, model, channel) {
-      const scope = channel === undefined || channel === '' ? provider : entryKey(provider, '', channel);
-      let byModel = memo.get(scope);
-      const known = byModel?.get(model);
-      if (known !== undefined || byModel?.has(model) === true) return known;
-      const price = resolve(provider, model, channel === '' ? undefined : channel);
-      if (byModel === undefined) {
-        byModel = new Map();
-        setBounded(memo, scope, byModel, SCOPE_LIMIT);
-      }
-      setBounded(byModel, model, price, MEMO_LIMIT);
-      if (!price) {
-        const id = `${provider}\u0000${model}`;
-        if (!warned.has(id) && warned.size < WARNED_LIMIT) {
-          warned.add(id);
-          options.onMissingPrice?.(provider, model);
-        }
-      }
-      return price;
-    },
+    lookup,
     hints: priceHints,
     get size() {
       return table.size;

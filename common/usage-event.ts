@@ -57,6 +57,27 @@ export interface UsageEvent {
   };
 }
 
+let lastKeyId: string | undefined;
+let lastKey = '';
+
+/** The idempotency key of a request's event: `router:<request id>`. */
+export function idempotencyKey(requestId: string): string {
+  if (requestId !== lastKeyId) {
+    lastKeyId = requestId;
+    lastKey = `router:${requestId}`;
+  }
+  return lastKey;
+}
+
+/**
+ * Whether `key` is `router:<requestId>`, answered cheaply for the key idempotencyKey made last (the
+ * event just built): the same strings compare at once, where reading the key compared it character by
+ * character.
+ */
+export function isLastKey(requestId: string, key: string): boolean {
+  return requestId === lastKeyId && key === lastKey;
+}
+
 /**
  * The key under which a queued event (an outbox line, a stream entry's payload) carries the W3C
  * traceparent of its request, so that the sidecar's delivery joins the request's trace. Taken off before
