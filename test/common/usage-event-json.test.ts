@@ -260,3 +260,12 @@ test('numbers are written as JSON.stringify writes them', () => {
     }),
   );
 });
+
+test('an idempotency key that is not router:<id> is written as it is', () => {
+  const event = oneEvent({ requestId: 'r3' });
+  for (const key of ['router:r4', 'router:r3 ', 'other', 'router:"r3"']) {
+    const other: UsageEvent = { ...event, idempotency_key: key };
+    assert.equal(queuedJson(other, undefined), JSON.stringify(other));
+  }
+  assert.equal(queuedJson(event, undefined), JSON.stringify(event));
+});
