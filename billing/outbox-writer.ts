@@ -43,6 +43,8 @@ export { OutboxLockedError } from './outbox/lock.ts';
 
 /** Segments are sealed once the active file exceeds this many bytes (default 16 MiB). */
 export const DEFAULT_MAX_SEGMENT_BYTES = 16 * 1024 * 1024;
+/** billing.outbox_fsync_interval_ms's default. */
+export const DEFAULT_FSYNC_INTERVAL_MS = 20;
 
 const NEXT_TMP = `${ACTIVE_FILE}.next.tmp`;
 const NEWLINE = 0x0a;
@@ -58,7 +60,7 @@ export interface OutboxWriterOptions {
   /** Called when a batch or a rotation fails; the default does nothing (the caller logs rejected appends). */
   onError?: (err: unknown) => void;
   /**
-   * Least time between two fdatasync() calls (default 20 ms). Without it a busy gateway syncs back to
+   * Least time between two fdatasync() calls (default 20 ms, billing.outbox_fsync_interval_ms). Without it a busy gateway syncs back to
    * back, and the journal work that follows each sync costs CPU the requests need; with it, power loss
    * can lose at most this much of the latest events (a crash of the process loses none: lines are
    * written before the reply ends). Like `appendfsync everysec` in Redis, at a finer grain.
@@ -91,6 +93,8 @@ export interface OutboxWriter {
   recorded(): Promise<void> | undefined;
   /** Appends queued or being written, not yet durable. */
   pending(): number;
+  /** Changes the least time between two fdatasync() calls (OutboxWriterOptions.fsyncIntervalMs). */
+  setFsyncInterval(ms: number): void;
   stats(): OutboxWriterStats;
   /** Flushes what is queued, closes the file and releases the lock. */
   close(): Promise<void>;
@@ -130,7 +134,7 @@ function turnLines(start: number): TurnLines {
 
 export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = {}): Promise<OutboxWriter> {
   const maxSegmentBytes = opts.maxSegmentBytes ?? DEFAULT_MAX_SEGMENT_BYTES;
-  const fsyncIntervalMs = opts.fsyncIntervalMs ?? 20;
+  let fsyncIntervalMs = opts.fsyncIntervalMs ?? DEFAULT_FSYNC_INTERVAL_MS;
   let lastSync = 0;
   await mkdir(dir, { recursive: true });
   const lock = await acquirePidLock(dir, WRITER_LOCK, 'gateway (outbox writer)');
@@ -338,6 +342,9 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
     append,
     recorded: () => turn.settled(),
     pending: () => queued + inFlight,
+    setFsyncInterval(ms: number) {
+      fsyncIntervalMs = ms;
+    },
     stats: () => ({ ...stats }),
     close,
   } satisfies OutboxWriter;

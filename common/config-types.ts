@@ -71,6 +71,8 @@ export interface BillingConfig {
   readonly source: string;
   /** Absolute path; holds events.jsonl and the delivery state (file mode). */
   readonly outboxDir: string;
+  /** Least time between two fdatasync() calls of the outbox file (file mode). */
+  readonly outboxFsyncIntervalMs: number;
   /** Absolute path; holds subjects.json and webhook-ids.jsonl (file mode, balance enforcement). */
   readonly stateDir: string;
   readonly requestTimeoutMs: number;

@@ -36,7 +36,7 @@ export async function createBillingParts(
   // sidecar delivers.
   const sink = config.store.enabled
     ? await openRedisBillingSink(config.store, { spoolRoot: config.billing.outboxDir, logger: log })
-    : await openOutboxSink(config.billing.outboxDir, log);
+    : await openOutboxSink(config.billing.outboxDir, config.billing.outboxFsyncIntervalMs, log);
   const hook = createBillingEnqueueHook({
     billing: config.billing,
     pricing,
@@ -52,8 +52,10 @@ export async function createBillingParts(
   };
 }
 
-async function openOutboxSink(dir: string, log: Logger): Promise<BillingSink> {
+async function openOutboxSink(dir: string, fsyncIntervalMs: number, log: Logger): Promise<BillingSink> {
   const { value: writer, release } = await shareWriter(dir, log);
+  // The writer outlives a reload (it holds the directory's lock): the reloaded setting applies to it.
+  writer.setFsyncInterval(fsyncIntervalMs);
   if (writer.dir !== dir)
     log.info({ slot: writer.dir }, 'another gateway writes the outbox directory: writing a slot of it');
   const status = openOutboxStatus(writer.dir);

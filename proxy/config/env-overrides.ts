@@ -46,6 +46,7 @@ export const ENV_OVERRIDES: readonly EnvOverride[] = [
   env('ROUTER_STORE_PASSWORD', 'string', 'store.password'),
   env('ROUTER_ACCESS_KEY_HASH_SECRET', 'string', 'store.access_key_hash_secret'),
   env('ROUTER_BILLING_OUTBOX_DIR', 'string', 'billing.outbox_dir'),
+  env('ROUTER_BILLING_OUTBOX_FSYNC_INTERVAL_MS', 'integer', 'billing.outbox_fsync_interval_ms'),
   env('ROUTER_BILLING_STATE_DIR', 'string', 'billing.state_dir'),
   env('ROUTER_BILLING_LISTEN', 'string', 'billing.listen'),
   env('ROUTER_LISTEN', 'string', 'listen'),

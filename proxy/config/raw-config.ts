@@ -61,6 +61,7 @@ function toBilling(raw: RawConfig['billing'], dir: string, env: Env): BillingCon
     extractorRuleSetId: raw.extractor_rule_set_id ?? '',
     source: raw.source,
     outboxDir: resolve(dir, raw.outbox_dir ?? join(defaultDataDir(env), 'outbox')),
+    outboxFsyncIntervalMs: raw.outbox_fsync_interval_ms,
     stateDir: resolve(dir, raw.state_dir ?? join(defaultDataDir(env), 'state')),
     requestTimeoutMs: raw.request_timeout_ms,
     retryIntervalMs: raw.retry_interval_ms,

@@ -389,6 +389,13 @@ export const ROUTER_CONFIG_SCHEMA = {
           "description": "Directory of the pending-event file events.jsonl and delivery state (file mode). Env ROUTER_BILLING_OUTBOX_DIR. Default: $XDG_STATE_HOME/llm-router/outbox, or ~/.local/state/llm-router/outbox when XDG_STATE_HOME is unset.",
           "minLength": 1
         },
+        "outbox_fsync_interval_ms": {
+          "type": "integer",
+          "description": "Least time between two fdatasync() calls of the outbox file (file mode). Events are written to the file before their reply ends, so a crash of the gateway loses none; a power loss can lose at most this much of the latest events. Larger values cost less CPU and disk under load; 0 syncs back to back. Env ROUTER_BILLING_OUTBOX_FSYNC_INTERVAL_MS.",
+          "default": 20,
+          "minimum": 0,
+          "maximum": 10000
+        },
         "state_dir": {
           "type": "string",
           "description": "Directory of the subject state (subjects.json) and processed webhook ids (file mode). Env ROUTER_BILLING_STATE_DIR. Default: $XDG_STATE_HOME/llm-router/state, or ~/.local/state/llm-router/state when XDG_STATE_HOME is unset.",

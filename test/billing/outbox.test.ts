@@ -444,3 +444,21 @@ test('kill -9 of the gateway right after its appends resolved: every event is de
   );
   assert.equal(worker.counters().quarantined, 0);
 });
+
+test('a changed fsync interval applies to the next fdatasync', async (t) => {
+  const dir = await tempDir(t);
+  const syncedAt: number[] = [];
+  const writer = await openOutboxWriter(dir, {
+    fsyncIntervalMs: 0,
+    onFsync: () => syncedAt.push(Date.now()),
+  });
+  t.after(() => writer.close());
+  await writer.append(makeEvent(1));
+  await writer.append(makeEvent(2));
+  writer.setFsyncInterval(300);
+  await writer.append(makeEvent(3));
+  assert.equal(syncedAt.length, 3);
+  // Timers keep whole milliseconds: a few of tolerance.
+  const apart = (syncedAt[2] as number) - (syncedAt[1] as number);
+  assert.ok(apart >= 295, `${apart} ms between the last two fdatasync calls`);
+});

@@ -28,6 +28,7 @@ function billingConfig(over: Partial<BillingConfig>): BillingConfig {
     extractorRuleSetId: 'rs_router',
     source: 'router',
     outboxDir: '/nonexistent',
+    outboxFsyncIntervalMs: 20,
     stateDir: '/nonexistent',
     requestTimeoutMs: 3000,
     retryIntervalMs: 10,

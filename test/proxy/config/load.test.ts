@@ -96,6 +96,7 @@ test('an empty file gets every documented default', async () => {
     extractorRuleSetId: '',
     source: 'router',
     outboxDir: join(homedir(), '.local/state/llm-router/outbox'),
+    outboxFsyncIntervalMs: 20,
     stateDir: join(homedir(), '.local/state/llm-router/state'),
     requestTimeoutMs: 3000,
     retryIntervalMs: 1000,
@@ -164,6 +165,7 @@ const FULL_ENV: Record<string, string> = {
   ROUTER_STORE_PASSWORD: 'store-password',
   ROUTER_ACCESS_KEY_HASH_SECRET: 'hash-secret',
   ROUTER_BILLING_OUTBOX_DIR: '/var/lib/router/outbox',
+  ROUTER_BILLING_OUTBOX_FSYNC_INTERVAL_MS: '250',
   ROUTER_BILLING_STATE_DIR: '/var/lib/router/state',
   ROUTER_BILLING_LISTEN: '0.0.0.0:9091',
   ROUTER_LISTEN: '[::]:9090',
@@ -233,6 +235,7 @@ test('every ROUTER_* and OTEL_* override reaches the configuration and wins over
   assert.equal(billing.apiKey, 'billing-api-key');
   assert.equal(billing.extractorRuleSetId, 'ers_1');
   assert.equal(billing.outboxDir, '/var/lib/router/outbox');
+  assert.equal(billing.outboxFsyncIntervalMs, 250);
   assert.equal(billing.stateDir, '/var/lib/router/state');
   assert.deepEqual(billing.listen, { host: '0.0.0.0', port: 9091 });
   const balance = billing.balanceEnforcement;
