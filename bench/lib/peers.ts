@@ -164,6 +164,8 @@ export interface GatewayVariant {
   logLevel?: 'warn' | 'info';
   /** Billing on but no sidecar (events stay in the outbox): the serving path's own share of billing. */
   noSidecar?: boolean;
+  /** `billing.outbox_fsync_interval_ms` (default: the gateway's own). */
+  outboxFsyncIntervalMs?: number;
   /** `workers:` of the configuration (default 1). */
   workers?: number;
   /** OTLP/HTTP traces endpoint: tracing on (every request sampled unless tracesSampler says otherwise). */
@@ -189,6 +191,7 @@ export async function writeGatewayConfig(
     logLevel?: string;
     sidecarPort?: number;
     noSidecar?: boolean;
+    outboxFsyncIntervalMs?: number;
     workers?: number;
   },
 ): Promise<string> {
@@ -211,6 +214,9 @@ export async function writeGatewayConfig(
             api_key: BILLING_KEY,
             extractor_rule_set_id: BILLING_RULE_SET,
             outbox_dir: join(dir, 'outbox'),
+            ...(opts.outboxFsyncIntervalMs === undefined
+              ? {}
+              : { outbox_fsync_interval_ms: opts.outboxFsyncIntervalMs }),
             listen: `127.0.0.1:${opts.sidecarPort ?? (await freePort())}`,
           },
   };
@@ -244,6 +250,7 @@ export async function startGatewayProcess(
     redisUrl: variant.redisUrl,
     logLevel: variant.logLevel,
     noSidecar: variant.noSidecar,
+    outboxFsyncIntervalMs: variant.outboxFsyncIntervalMs,
     workers: variant.workers,
     store: variant.store,
   });
