@@ -79,9 +79,10 @@ export class JsonBytes {
   }
 
   bytes(piece: Uint8Array): void {
-    this.reserve(piece.length);
+    const n = piece.length;
+    if (this.at + n > this.#size) this.reserve(n);
     this.buf.set(piece, this.at);
-    this.at += piece.length;
+    this.at += n;
   }
 
   byte(b: number): void {
@@ -123,9 +124,27 @@ export class JsonBytes {
 
   /** A non-negative integer below 2^31, in integer arithmetic. */
   #small(n: number): void {
-    let digits = 1;
-    for (let v = n; v >= 10; v = (v / 10) | 0) digits++;
-    this.reserve(digits);
+    const digits =
+      n < 100
+        ? n < 10
+          ? 1
+          : 2
+        : n < 10_000
+          ? n < 1000
+            ? 3
+            : 4
+          : n < 1_000_000
+            ? n < 100_000
+              ? 5
+              : 6
+            : n < 100_000_000
+              ? n < 10_000_000
+                ? 7
+                : 8
+              : n < 1_000_000_000
+                ? 9
+                : 10;
+    if (this.at + digits > this.#size) this.reserve(digits);
     const buf = this.buf;
     let at = this.at + digits;
     this.at = at;
@@ -231,8 +250,8 @@ function counts(out: JsonBytes, c: UsageCounts): void {
   count(out, start, PROMPT_TOKENS, c.prompt_tokens);
   count(out, start, COMPLETION_TOKENS, c.completion_tokens);
   count(out, start, CACHED_TOKENS, c.cached_tokens);
+  // The closing brace comes with what follows (Middle.meta).
   if (out.at === start) out.byte(0x7b); // {
-  out.byte(0x7d); // }
 }
 
 function count(out: JsonBytes, start: number, key: CountKey, value: number | undefined): void {
@@ -318,11 +337,15 @@ function hintsBytes(hints: Record<string, PricingHint>): Buffer {
       `${quote(metric)}:{"unit_price":${num(h.unit_price)},"pricing_unit":${num(h.pricing_unit)},"currency":${quote(h.currency)}}`,
     );
   }
-  hintsKept = { hints: written, bytes: encoded(`,"pricing_hints":{${text.join(',')}}`) };
+  hintsKept = { hints: written, bytes: encoded(`],"pricing_hints":{${text.join(',')}}}}`) };
   return hintsKept.bytes;
 }
 
-const ITEMS_OPEN = encoded(',"x-billing":{"items":[');
+// What closes meta and raw_json, with what opens x-billing; and what closes the event after the items,
+// when there are no pricing hints (hintsBytes has the hints' own).
+const ITEMS_OPEN = encoded('}},"x-billing":{"items":[');
+const ITEMS_CLOSE = encoded(']}}');
+const NO_BILLING_CLOSE = encoded('}}}');
 
 function billing(out: JsonBytes, x: NonNullable<UsageEvent['x-billing']>): void {
   out.bytes(ITEMS_OPEN);
@@ -334,9 +357,7 @@ function billing(out: JsonBytes, x: NonNullable<UsageEvent['x-billing']>): void 
     out.bytes(t.close);
     first = false;
   }
-  out.byte(0x5d); // ]
-  if (x.pricing_hints !== undefined) out.bytes(hintsBytes(x.pricing_hints));
-  out.byte(0x7d); // }
+  out.bytes(x.pricing_hints === undefined ? ITEMS_CLOSE : hintsBytes(x.pricing_hints));
 }
 
 /**
@@ -355,11 +376,13 @@ interface Middle {
   usageStage: string;
   metaSubjectType: string;
   metaSubjectId: string;
-  /** `"source":…,"external_event_id":` */
+  /** `{"source":…,"external_event_id":` */
+  open: Buffer;
+  /** The same without its brace, after a traceparent. */
   head: Buffer;
   /** `,"subject_type":…,"raw_json":{…,"usage":` */
   middle: Buffer;
-  /** `,"meta":{"subject_type":…,"request_id":` */
+  /** `},"meta":{"subject_type":…,"request_id":`, closing the usage counts. */
   meta: Buffer;
 }
 
@@ -397,6 +420,7 @@ function middleOf(e: UsageEvent): Middle {
     usageStage: r.usage_stage,
     metaSubjectType: m.subject_type,
     metaSubjectId: m.subject_id,
+    open: encoded(`{"source":${quote(e.source)},"external_event_id":`),
     head: encoded(`"source":${quote(e.source)},"external_event_id":`),
     middle: encoded(
       `,"subject_type":${quote(e.subject_type)},"subject_id":${quote(e.subject_id)}` +
@@ -404,13 +428,13 @@ function middleOf(e: UsageEvent): Middle {
         `,"stream":${r.stream},"status":${num(r.status)},"usage_stage":${quote(r.usage_stage)},"usage":`,
     ),
     meta: encoded(
-      `,"meta":{"subject_type":${quote(m.subject_type)},"subject_id":${quote(m.subject_id)},"request_id":`,
+      `},"meta":{"subject_type":${quote(m.subject_type)},"subject_id":${quote(m.subject_id)},"request_id":`,
     ),
   };
   return last;
 }
 
-const TRACE_MEMBER = encoded(`"${TRACE_KEY}":`);
+const TRACE_OPEN = encoded(`{"${TRACE_KEY}":`);
 const IDEMPOTENCY_KEY = encoded(',"idempotency_key":');
 const ROUTER_KEY = encoded(',"idempotency_key":"router:');
 const OCCURRED_AT = encoded(',"occurred_at":');
@@ -424,13 +448,13 @@ export function writeQueuedEvent(out: JsonBytes, event: UsageEvent, traceparent:
   const k = middleOf(event);
   const r = event.raw_json;
   const x = event['x-billing'];
-  out.byte(0x7b); // {
-  if (traceparent !== undefined) {
-    out.bytes(TRACE_MEMBER);
+  if (traceparent === undefined) out.bytes(k.open);
+  else {
+    out.bytes(TRACE_OPEN);
     out.string(traceparent);
     out.byte(0x2c); // ,
+    out.bytes(k.head);
   }
-  out.bytes(k.head);
   const idStart = out.at;
   out.string(event.external_event_id);
   const idEnd = out.at;
@@ -454,10 +478,8 @@ export function writeQueuedEvent(out: JsonBytes, event: UsageEvent, traceparent:
     out.bytes(CORRELATION_ID);
     out.string(r.meta.correlation_id);
   }
-  out.byte(0x7d); // }
-  out.byte(0x7d); // }
-  if (x !== undefined) billing(out, x);
-  out.byte(0x7d); // }
+  if (x === undefined) out.bytes(NO_BILLING_CLOSE);
+  else billing(out, x);
 }
 
 const scratch = new JsonBytes(4096);

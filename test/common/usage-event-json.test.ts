@@ -247,6 +247,7 @@ test('numbers are written as JSON.stringify writes them', () => {
     NaN,
     Infinity,
   ];
+  for (let p = 10; p <= 10 ** 10; p *= 10) values.push(p - 1, p);
   for (const n of values) {
     out.at = 0;
     out.number(n);
