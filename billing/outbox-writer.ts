@@ -60,10 +60,11 @@ export interface OutboxWriterOptions {
   /** Called when a batch or a rotation fails; the default does nothing (the caller logs rejected appends). */
   onError?: (err: unknown) => void;
   /**
-   * Least time between two fdatasync() calls (default 20 ms, billing.outbox_fsync_interval_ms). Without it a busy gateway syncs back to
-   * back, and the journal work that follows each sync costs CPU the requests need; with it, power loss
-   * can lose at most this much of the latest events (a crash of the process loses none: lines are
-   * written before the reply ends). Like `appendfsync everysec` in Redis, at a finer grain.
+   * Least time between two fdatasync() calls (default 20 ms; billing.outbox_fsync_interval_ms).
+   * Without it a busy gateway syncs back to back, and the journal work that follows each sync costs CPU
+   * the requests need; with it, power loss can lose at most this much of the latest events (a crash of
+   * the process loses none: lines are written before the reply ends). Like `appendfsync everysec` in
+   * Redis, at a finer grain.
    */
   fsyncIntervalMs?: number;
 }
