@@ -41,21 +41,15 @@ const writesEveryField: [
 void writesEveryField;
 
 const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
 const ZERO = 0x30;
-
-/** JSON.stringify's text of a string: as it is between quotes unless it has something to escape. */
-export function quote(s: string): string {
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    // Quote, backslash, control characters, and surrogates (a lone one is escaped).
-    if (c < 0x20 || c === QUOTE || c === BACKSLASH || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(s);
-  }
-  return `"${s}"`;
-}
 
 /** Strings written as they are, between quotes: printable ASCII but the quote and the backslash. */
 const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
+/** JSON.stringify's text of a string: as it is between quotes when PLAIN. */
+export function quote(s: string): string {
+  return PLAIN.test(s) ? `"${s}"` : JSON.stringify(s);
+}
 
 /** A growing byte buffer that events are written into, and the position of its next byte. */
 export class JsonBytes {
@@ -92,8 +86,8 @@ export class JsonBytes {
 
   /** A string as JSON.stringify writes it. */
   string(s: string): void {
-    // A regular expression runs as native code, where a loop over the characters in JavaScript cost
-    // tens of instructions a character.
+    // A regular expression runs as native code: far cheaper than a loop over the characters in
+    // JavaScript.
     if (PLAIN.test(s)) {
       this.reserve(s.length + 2);
       const buf = this.buf;
@@ -370,6 +364,7 @@ function middleOf(e: UsageEvent): Middle {
   ) {
     return l;
   }
+  const open = encoded(`{"source":${quote(e.source)},"external_event_id":`);
   last = {
     source: e.source,
     subjectType: e.subject_type,
@@ -382,8 +377,8 @@ function middleOf(e: UsageEvent): Middle {
     usageStage: r.usage_stage,
     metaSubjectType: m.subject_type,
     metaSubjectId: m.subject_id,
-    open: encoded(`{"source":${quote(e.source)},"external_event_id":`),
-    head: encoded(`"source":${quote(e.source)},"external_event_id":`),
+    open,
+    head: open.subarray(1),
     middle: encoded(
       `,"subject_type":${quote(e.subject_type)},"subject_id":${quote(e.subject_id)}` +
         `,"raw_json":{"provider":${quote(r.provider)},"api":${quote(r.api)},"model":${quote(r.model)}` +
