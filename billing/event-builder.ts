@@ -92,23 +92,25 @@ function billingItems(usage: Usage, price: ModelPrice | undefined, units: UnitQu
   const inputAudio = price?.unitPrices.input_audio !== undefined ? tokens(usage.inputAudioTokens) : 0;
   const outputAudio = price?.unitPrices.output_audio !== undefined ? tokens(usage.outputAudioTokens) : 0;
   const items: BillingItem[] = [];
-  const add = (metric: string, quantity: number, unit: string) => {
-    if (quantity > 0) items.push({ metric, quantity, unit });
-  };
   add(
+    items,
     'prompt_tokens',
     Math.max(0, tokens(usage.inputTokens) - cacheRead - cacheCreation - inputAudio),
     'token',
   );
-  add('completion_tokens', Math.max(0, tokens(usage.outputTokens) - outputAudio), 'token');
-  add('cache_read_tokens', cacheRead, 'token');
-  add('cache_creation_tokens', cacheCreation, 'token');
-  add('input_audio_tokens', inputAudio, 'token');
-  add('output_audio_tokens', outputAudio, 'token');
-  add(IMAGES_METRIC, units.images, 'image');
-  add('input_characters', units.characters, 'character');
-  add('audio_seconds', units.seconds, 'second');
+  add(items, 'completion_tokens', Math.max(0, tokens(usage.outputTokens) - outputAudio), 'token');
+  add(items, 'cache_read_tokens', cacheRead, 'token');
+  add(items, 'cache_creation_tokens', cacheCreation, 'token');
+  add(items, 'input_audio_tokens', inputAudio, 'token');
+  add(items, 'output_audio_tokens', outputAudio, 'token');
+  add(items, IMAGES_METRIC, units.images, 'image');
+  add(items, 'input_characters', units.characters, 'character');
+  add(items, 'audio_seconds', units.seconds, 'second');
   return items;
+}
+
+function add(items: BillingItem[], metric: string, quantity: number, unit: string): void {
+  if (quantity > 0) items.push({ metric, quantity, unit });
 }
 
 interface UnitQuantities {
@@ -196,6 +198,12 @@ function truncated(text: string, keep: number): string {
 
 export function buildUsageEvent(input: UsageEventInput): UsageEvent {
   const units = unitQuantities(input.usage);
+  const meta: UsageEvent['raw_json']['meta'] = {
+    subject_type: input.subjectType,
+    subject_id: input.subjectId,
+    request_id: input.requestId,
+  };
+  if (input.correlationId !== undefined) meta.correlation_id = input.correlationId;
   const event: UsageEvent = {
     source: input.source,
     external_event_id: input.requestId,
@@ -212,12 +220,7 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
       status: input.status,
       usage_stage: input.usageStage,
       usage: usageCounts(input.usage, input.completionStyle, units),
-      meta: {
-        subject_type: input.subjectType,
-        subject_id: input.subjectId,
-        request_id: input.requestId,
-        ...(input.correlationId === undefined ? {} : { correlation_id: input.correlationId }),
-      },
+      meta,
     },
   };
   const items = billingItems(input.usage, input.price, units);
@@ -226,14 +229,18 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
     if (input.price) {
       const all = priceHints(input.price);
       const hints: Record<string, PricingHint> = {};
+      let hinted = false;
       for (const item of items) {
         const hint =
           item.metric === IMAGES_METRIC
             ? imageHint(input.price, input.usage.imageSize, input.usage.imageQuality)
             : all[item.metric];
-        if (hint) hints[item.metric] = hint;
+        if (hint) {
+          hints[item.metric] = hint;
+          hinted = true;
+        }
       }
-      if (Object.keys(hints).length > 0) billing.pricing_hints = hints;
+      if (hinted) billing.pricing_hints = hints;
     }
     event['x-billing'] = billing;
   }

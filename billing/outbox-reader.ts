@@ -39,6 +39,7 @@ import { mkdir, open, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { appendDurable, isErrno, removeIfExists } from '../common/durable-fs.ts';
 import { takeTraceparent, type UsageEvent } from '../common/usage-event.ts';
+import { eventOfCompactLine } from './outbox/compact-line.ts';
 import {
   ACTIVE_FILE,
   CHECKPOINT_FILE,
@@ -225,7 +226,13 @@ export async function openOutboxReader(dir: string, opts: OutboxReaderOptions = 
           reason = 'invalid JSON';
         }
         if (reason === undefined && isHeader(value)) continue;
-        if (reason === undefined && isUsageEvent(value)) {
+        if (reason === undefined && Array.isArray(value)) {
+          const compact = eventOfCompactLine(value);
+          if (compact !== undefined) {
+            items.push({ kind: 'event', segment: seg.seq, offset, end, ...compact });
+            continue;
+          }
+        } else if (reason === undefined && isUsageEvent(value)) {
           const traceparent = takeTraceparent(value as unknown as Record<string, unknown>);
           items.push({ kind: 'event', segment: seg.seq, offset, end, event: value, traceparent });
           continue;

@@ -27,6 +27,7 @@ import { fsyncDir, removeIfExists } from '../common/durable-fs.ts';
 import { createTurnBatch } from '../common/turn-batch.ts';
 import type { UsageEvent } from '../common/usage-event.ts';
 import { JsonBytes, writeQueuedEvent } from '../common/usage-event-json.ts';
+import { writeCompactEvent } from './outbox/compact-line.ts';
 import {
   ACTIVE_FILE,
   type FileHandle,
@@ -317,7 +318,7 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
     }
     // Written now: the caller may reuse the object, and JSON text never holds a raw newline.
     try {
-      writeQueuedEvent(scratch, event, traceparent);
+      if (!writeCompactEvent(scratch, event, traceparent)) writeQueuedEvent(scratch, event, traceparent);
       scratch.byte(NEWLINE);
     } catch (err) {
       scratch.at = g.end;

@@ -90,7 +90,12 @@ export function takeTraceparent(value: Record<string, unknown>): string | undefi
   const carried = value[TRACE_KEY];
   if (carried === undefined) return undefined;
   delete value[TRACE_KEY];
-  return typeof carried === 'string' && /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/.test(carried)
-    ? carried
-    : undefined;
+  return wellFormedTraceparent(carried);
+}
+
+const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+/** A carried traceparent when it has the W3C shape; undefined otherwise. */
+export function wellFormedTraceparent(carried: unknown): string | undefined {
+  return typeof carried === 'string' && TRACEPARENT.test(carried) ? carried : undefined;
 }

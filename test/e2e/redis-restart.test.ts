@@ -17,6 +17,7 @@ import {
 } from '../support/billing-stack.ts';
 import { type RedisServer, startRedis } from '../support/redis.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
+import { outboxEventIds } from '../support/usage-events.ts';
 
 async function serve(url: string, rid: string, i: number): Promise<number> {
   const res = await fetch(`${url}/v1/chat/completions`, {
@@ -172,7 +173,8 @@ test('XADDs whose outcome is unknown (timed out while Redis held them) are spool
   rids.push(...held);
   await waitUntil(async () => {
     const text = await spoolText(stack.outboxDir);
-    return held.every((rid) => text.includes(`"external_event_id":"${rid}"`));
+    const spooled = new Set(outboxEventIds(text));
+    return held.every((rid) => spooled.has(rid));
   }, 'the timed-out events in the spool');
   await redis.admin.call('CLIENT', 'UNPAUSE');
 

@@ -14,6 +14,7 @@ import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts
 import { ACCESS_KEY, type GatewayFiles, type LogLine, writeGatewayFiles } from '../deploy/support.ts';
 import { type HeldStreamUpstream, startHeldStreamUpstream } from '../support/held-stream.ts';
 import { simProvider } from '../support/sim-providers.ts';
+import { outboxEventIds } from '../support/usage-events.ts';
 
 const V1 = simProvider('pacer');
 const STRIP = '    response { sse_parse openai_usage_strip; }\n';
@@ -230,7 +231,7 @@ test('reloads under load: no request fails, a broken file is refused, streams fi
   let text = '';
   for (const f of await readdir(outbox))
     if (f.endsWith('.jsonl')) text += await readFile(join(outbox, f), 'utf8');
-  const ids = new Set([...text.matchAll(/"idempotency_key":"router:([^"]+)"/g)].map((m) => m[1]));
+  const ids = new Set(outboxEventIds(text));
   for (const o of outcomes) assert.ok(ids.has(o.id), `no usage event for ${o.id}`);
   assert.ok(ids.has('long-stream') && ids.has('after-broken'));
 });

@@ -2,6 +2,7 @@
 // tests can assert order and exactly-once delivery by request id.
 
 import { Decimal } from 'decimal.js';
+import { eventOfCompactLine } from '../../billing/outbox/compact-line.ts';
 import type { UsageEvent } from '../../common/usage-event.ts';
 
 /** Event number `i` (request id `req-<i>`); `aliases` adds the completion-style usage aliases. */
@@ -39,4 +40,25 @@ export function chargeOf(event: UsageEvent): Decimal {
       total = total.plus(new Decimal(item.quantity).times(hint.unit_price).dividedBy(hint.pricing_unit));
   }
   return total;
+}
+
+/**
+ * The request ids of the usage events in outbox text (lines of segments or spool files), in order: whole
+ * events and compact lines (billing/outbox/compact-line.ts) alike; headers and other lines are skipped.
+ */
+export function outboxEventIds(text: string): string[] {
+  const ids: string[] = [];
+  for (const line of text.split('\n')) {
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    const id = Array.isArray(value)
+      ? eventOfCompactLine(value)?.event.external_event_id
+      : (value as { external_event_id?: unknown } | null)?.external_event_id;
+    if (typeof id === 'string') ids.push(id);
+  }
+  return ids;
 }
