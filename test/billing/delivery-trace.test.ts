@@ -69,7 +69,8 @@ test('file mode: the outbox line carries the traceparent; the ingest span is und
 
   const line = (await outboxText(stack.outboxDir)).split('\n').find((l) => l.includes('"tr-billing-1"'));
   // A token-only event is written as the outbox's compact line, its traceparent the last element.
-  assert.ok(line !== undefined && line.startsWith('[1,'), line);
+  assert.ok(line, 'the event is in the outbox');
+  assert.ok(line.startsWith('[1,'), line);
   assert.ok(line.endsWith(`,"00-${TRACE_ID}-${server.spanId}-01"]`), line);
 });
 
