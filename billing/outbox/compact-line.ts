@@ -123,41 +123,44 @@ export function writeCompactEvent(out: JsonBytes, e: UsageEvent, traceparent: st
   if (shape === undefined) return false;
   out.bytes(shape.bytes);
   out.string(id);
-  out.reserve(1);
-  out.buf[out.at++] = 0x2c; // ,
   if (m.correlation_id === undefined) out.bytes(timeOf(e.occurred_at).afterNull);
   else {
+    out.byte(0x2c); // ,
     out.string(m.correlation_id);
-    out.reserve(1);
-    out.buf[out.at++] = 0x2c;
     out.bytes(timeOf(e.occurred_at).alone);
   }
+  // Room for three counts of up to 16 digits, their commas, a comma before a traceparent and `]`.
+  out.reserve(COUNTS_ROOM);
+  const buf = out.buf;
   out.number(input);
-  out.reserve(1);
-  out.buf[out.at++] = 0x2c;
+  buf[out.at++] = 0x2c;
   out.number(output);
-  out.reserve(1);
-  out.buf[out.at++] = 0x2c;
+  buf[out.at++] = 0x2c;
   out.number(c.total_tokens);
-  if (traceparent !== undefined) {
-    out.reserve(1);
-    out.buf[out.at++] = 0x2c;
+  if (traceparent === undefined)
+    buf[out.at++] = 0x5d; // ]
+  else {
+    buf[out.at++] = 0x2c;
     out.string(traceparent);
+    out.byte(0x5d);
   }
-  out.reserve(1);
-  out.buf[out.at++] = 0x5d; // ]
   return true;
 }
 
-/** The last event's `<occurred_at>,`, alone and after a `null` correlation id: it changes once a second. */
+const COUNTS_ROOM = 3 * 16 + 4;
+
+/**
+ * The last event's `,<occurred_at>,`, alone and after a `null` correlation id (`,null,<occurred_at>,`):
+ * it changes once a second.
+ */
 let time = { seconds: -1, alone: Buffer.alloc(0), afterNull: Buffer.alloc(0) };
 
 function timeOf(seconds: number): typeof time {
   if (seconds !== time.seconds) {
     time = {
       seconds,
-      alone: Buffer.from(`${seconds},`, 'latin1'),
-      afterNull: Buffer.from(`null,${seconds},`, 'latin1'),
+      alone: Buffer.from(`,${seconds},`, 'latin1'),
+      afterNull: Buffer.from(`,null,${seconds},`, 'latin1'),
     };
   }
   return time;
