@@ -27,8 +27,8 @@ const NO_USAGE: Usage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
 
 export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
   const { billing, pricing, queue, metrics } = deps;
-  const queued = metrics.billingEnqueued.labels('queued');
-  const queueFailed = metrics.billingEnqueued.labels('queue_failed');
+  const queued = metrics.billingEnqueued.series('queued');
+  const queueFailed = metrics.billingEnqueued.series('queue_failed');
   let last: Outcome | undefined;
   return {
     name: 'billing-enqueue',
@@ -37,7 +37,7 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
       if (ctx.provider === undefined || ctx.status === 0) return;
       // Counting tokens is not a model call; providers do not charge for it either.
       if (tokenCountOf(ctx.api) !== undefined) {
-        metrics.billingEnqueued.inc({ result: 'not_billable' });
+        metrics.billingEnqueued.series('not_billable').inc();
         return;
       }
       const subjectId = ctx.principal?.subjectId ?? billing.fallbackSubjectId;
@@ -48,7 +48,7 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
         subjectId,
       });
       if (decision !== 'report') {
-        metrics.billingEnqueued.inc({ result: decision });
+        metrics.billingEnqueued.series(decision).inc();
         if (decision === 'skip_no_subject') {
           ctx.log.warn(
             { provider: ctx.provider, status: ctx.status },

@@ -9,6 +9,12 @@ export interface RelayCounter {
   frame(bytes: number): void;
 }
 
+/** A counter of the request path: a series is resolved once and kept (proxy/fast-metrics.ts). */
+export interface SeriesCounter {
+  /** The series for these label values, in the counter's label order. */
+  series(...values: string[]): { inc(by?: number): void };
+}
+
 export interface GatewayMetrics {
   readonly registry: client.Registry;
   /**
@@ -17,7 +23,8 @@ export interface GatewayMetrics {
    */
   observeRequest(ctx: RequestContext, durationMs: number, models?: ReadonlySet<string>): void;
   readonly activeStreams: client.Gauge;
-  readonly billingEnqueued: client.Counter<'result'>;
+  /** Usage events by result (label `result`). */
+  readonly billingEnqueued: SeriesCounter;
   readonly balanceChecks: client.Counter<'result'>;
   readonly storeErrors: client.Counter<'operation'>;
   readonly unpricedModels: client.Counter<'provider'>;

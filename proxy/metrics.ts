@@ -59,10 +59,11 @@ export function createGatewayMetrics(): GatewayMetrics {
   const gauge = (name: string, help: string): client.Gauge =>
     new client.Gauge({ name, help, registers: [registry] });
   const activeStreams = gauge('router_active_streams', 'Streaming replies in flight');
-  const billingEnqueued = counter(
+  const billingEnqueued = new FastCounter(
+    registry,
     'router_billing_events_total',
     'Usage events by result: queued, skipped_status, skipped_no_subject, queue_failed',
-    'result',
+    ['result'],
   );
   const balanceChecks = counter('router_balance_checks_total', 'Balance pre-checks by result', 'result');
   const storeErrors = counter(

@@ -64,7 +64,9 @@ function harness(queue: EventQueue) {
     log,
   });
   const count = async (result: string) =>
-    (await metrics.billingEnqueued.get()).values.find((v) => v.labels.result === result)?.value ?? 0;
+    (await metrics.registry.getSingleMetric('router_billing_events_total')!.get()).values.find(
+      (v) => v.labels.result === result,
+    )?.value ?? 0;
   return { hook, lines, count };
 }
 
