@@ -30,6 +30,16 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
   const queued = metrics.billingEnqueued.series('queued');
   const queueFailed = metrics.billingEnqueued.series('queue_failed');
   let last: Outcome | undefined;
+  // Providers are configured, so few: a series each, resolved once.
+  const unpriced = new Map<string, { inc(by?: number): void }>();
+  const unpricedSeries = (provider: string) => {
+    let series = unpriced.get(provider);
+    if (series === undefined) {
+      series = metrics.unpricedModels.series(provider);
+      unpriced.set(provider, series);
+    }
+    return series;
+  };
   return {
     name: 'billing-enqueue',
     onComplete(ctx: RequestContext): void {
@@ -74,7 +84,7 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
       if (price === undefined && ctx.upstreamModel !== undefined && ctx.upstreamModel !== model) {
         price = pricing.lookup(ctx.provider, model, ctx.channel);
       }
-      if (price === undefined) metrics.unpricedModels.inc({ provider: ctx.provider });
+      if (price === undefined) unpricedSeries(ctx.provider).inc();
       const event = buildUsageEvent({
         requestId: ctx.id,
         correlationId: ctx.correlationId,

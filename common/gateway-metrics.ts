@@ -27,7 +27,8 @@ export interface GatewayMetrics {
   readonly billingEnqueued: SeriesCounter;
   readonly balanceChecks: client.Counter<'result'>;
   readonly storeErrors: client.Counter<'operation'>;
-  readonly unpricedModels: client.Counter<'provider'>;
+  /** Metered requests whose model has no price (label `provider`). */
+  readonly unpricedModels: SeriesCounter;
   /** Served models (registry routes) without a price, counted when billing starts or reloads. */
   readonly unpricedServedModels: client.Gauge;
   readonly unmeteredRequests: client.Counter<'reason'>;

@@ -71,10 +71,11 @@ export function createGatewayMetrics(): GatewayMetrics {
     'Shared-store operations that failed',
     'operation',
   );
-  const unpricedModels = counter(
+  const unpricedModels = new FastCounter(
+    registry,
     'router_unpriced_requests_total',
     'Metered requests whose model has no price',
-    'provider',
+    ['provider'],
   );
   const unpricedServedModels = gauge(
     'router_unpriced_models',
