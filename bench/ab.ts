@@ -1,5 +1,6 @@
 // `node bench/ab.ts --base <checkout> [--mode off|billing|outbox|redis|cluster|traced] [--rounds 8] [--seconds 3]
-// [--profile <dir>] [--together] [--node-flags '...'] [--processes N] [--sampler S] [--pin] [--warmup 2] [--swap]`: before /
+// [--profile <dir>] [--together] [--node-flags '...'] [--processes N] [--sampler S] [--pin] [--warmup 2] [--swap]
+// [--fsync-interval-ms n]`: before /
 // after for one change; `--modes off,billing` (or any two modes) pairs two modes instead, of this
 // checkout or of --base against this one: what billing or the store costs per request. The gateway of another checkout (A, e.g. `git worktree add ../base HEAD~1` with
 // node_modules linked) and this checkout's (B) run side by side in front of one upstream simulator, in
@@ -107,6 +108,8 @@ async function main(): Promise<void> {
       // B's mode and checkout. Whichever place reads dearer (docs/benchmarks.md section 10: the second
       // gateway did, by a few percent) then weighs on both sides alike; use an even --processes.
       swap: { type: 'boolean', default: false },
+      // billing.outbox_fsync_interval_ms of both gateways: how much of billing's cost is the outbox's sync.
+      'fsync-interval-ms': { type: 'string' },
     },
   });
   const modes = (values.modes ?? `${values.mode},${values.mode}`).split(',') as Mode[];
@@ -164,7 +167,12 @@ async function main(): Promise<void> {
       const peer = await startGatewayProcess(
         await workspace(repo, pair === 0 ? name : `${name}${pair}`),
         up.url,
-        modeVariant(mode, name, { ...stores, billingUrl, tracesUrl, tracesSampler: values.sampler }),
+        {
+          ...modeVariant(mode, name, { ...stores, billingUrl, tracesUrl, tracesSampler: values.sampler }),
+          ...(values['fsync-interval-ms'] === undefined
+            ? {}
+            : { outboxFsyncIntervalMs: Number(values['fsync-interval-ms']) }),
+        },
       );
       running.add(peer);
       if (values.pin) await pin(peer.service.pid, '0');
