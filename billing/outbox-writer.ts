@@ -45,7 +45,7 @@ export { OutboxLockedError } from './outbox/lock.ts';
 /** Segments are sealed once the active file exceeds this many bytes (default 16 MiB). */
 export const DEFAULT_MAX_SEGMENT_BYTES = 16 * 1024 * 1024;
 /** billing.outbox_fsync_interval_ms's default. */
-export const DEFAULT_FSYNC_INTERVAL_MS = 20;
+export const DEFAULT_FSYNC_INTERVAL_MS = 100;
 
 const NEXT_TMP = `${ACTIVE_FILE}.next.tmp`;
 const NEWLINE = 0x0a;
@@ -61,11 +61,11 @@ export interface OutboxWriterOptions {
   /** Called when a batch or a rotation fails; the default does nothing (the caller logs rejected appends). */
   onError?: (err: unknown) => void;
   /**
-   * Least time between two fdatasync() calls (default 20 ms; billing.outbox_fsync_interval_ms).
-   * Without it a busy gateway syncs back to back, and the journal work that follows each sync costs CPU
-   * the requests need; with it, power loss can lose at most this much of the latest events (a crash of
-   * the process loses none: lines are written before the reply ends). Like `appendfsync everysec` in
-   * Redis, at a finer grain.
+   * Least time between two fdatasync() calls (default 100 ms; billing.outbox_fsync_interval_ms).
+   * Without it a busy gateway syncs back to back, and each sync's journal commit and disk completion
+   * cost CPU the requests need (docs/benchmarks.md section 10); with it, power loss can lose at most this
+   * much of the latest events (a crash of the process loses none: lines are written before the reply
+   * ends). Like `appendfsync everysec` in Redis, at a finer grain.
    */
   fsyncIntervalMs?: number;
 }

@@ -392,7 +392,7 @@ export const ROUTER_CONFIG_SCHEMA = {
         "outbox_fsync_interval_ms": {
           "type": "integer",
           "description": "Least time between two fdatasync() calls of the outbox file (file mode). Events are written to the file before their reply ends, so a crash of the gateway loses none; a power loss can lose at most this much of the latest events. Larger values cost less CPU and disk under load; 0 syncs back to back. Env ROUTER_BILLING_OUTBOX_FSYNC_INTERVAL_MS.",
-          "default": 20,
+          "default": 100,
           "minimum": 0,
           "maximum": 10000
         },
