@@ -96,7 +96,7 @@ test('an empty file gets every documented default', async () => {
     extractorRuleSetId: '',
     source: 'router',
     outboxDir: join(homedir(), '.local/state/llm-router/outbox'),
-    outboxFsyncIntervalMs: 20,
+    outboxFsyncIntervalMs: 100,
     stateDir: join(homedir(), '.local/state/llm-router/state'),
     requestTimeoutMs: 3000,
     retryIntervalMs: 1000,
