@@ -4,7 +4,9 @@
 
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { buildUsageEvent } from '../../billing/event-builder.ts';
 import { openOutboxWriter } from '../../billing/outbox-writer.ts';
+import { compilePricing } from '../../billing/pricing.ts';
 import type { UsageEvent } from '../../common/usage-event.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { SIDECAR_V8_FLAGS, startBillingSimProcess, writeGatewayConfig } from '../lib/peers.ts';
@@ -28,42 +30,35 @@ export interface BacklogResult {
   lastReadyz?: string;
 }
 
+const { pricing } = compilePricing([
+  {
+    file: 'bench-pricing.yaml',
+    text: 'prices:\n  - { provider: openai, model: gpt-5.4-mini, cost: { input: 0.15, output: 0.6 } }\n',
+  },
+]);
+const price = pricing.lookup('openai', 'gpt-5.4-mini');
+
+/**
+ * Event `i` of a run, made by the gateway's builder: appended at once, the outbox holds the compact line
+ * the gateway writes for it (billing/outbox/compact-line.ts).
+ */
 export function usageEvent(runId: string, i: number): UsageEvent {
-  const rid = `bench-${runId}-${i}`;
-  return {
+  return buildUsageEvent({
+    requestId: `bench-${runId}-${i}`,
+    occurredAtMs: Date.now(),
+    provider: 'openai',
+    api: 'chat.completions',
+    model: 'gpt-5.4-mini',
+    stream: false,
+    status: 200,
+    usage: { inputTokens: 12, outputTokens: 5, totalTokens: 17 },
+    usageStage: 'upstream',
+    subjectType: 'api_key',
+    subjectId: 'bench',
     source: 'router',
-    external_event_id: rid,
-    idempotency_key: `router:${rid}`,
-    occurred_at: Math.floor(Date.now() / 1000),
-    subject_type: 'api_key',
-    subject_id: 'bench',
-    raw_json: {
-      provider: 'openai',
-      api: 'chat.completions',
-      model: 'gpt-5.4-mini',
-      stream: false,
-      status: 200,
-      usage_stage: 'upstream',
-      usage: {
-        input_tokens: 12,
-        output_tokens: 5,
-        total_tokens: 17,
-        prompt_tokens: 12,
-        completion_tokens: 5,
-      },
-      meta: { subject_type: 'api_key', subject_id: 'bench', request_id: rid },
-    },
-    'x-billing': {
-      items: [
-        { metric: 'prompt_tokens', quantity: 12, unit: 'token' },
-        { metric: 'completion_tokens', quantity: 5, unit: 'token' },
-      ],
-      pricing_hints: {
-        prompt_tokens: { unit_price: 0.15, pricing_unit: 1_000_000, currency: 'USD' },
-        completion_tokens: { unit_price: 0.6, pricing_unit: 1_000_000, currency: 'USD' },
-      },
-    },
-  };
+    completionStyle: true,
+    price,
+  });
 }
 
 interface Readyz {
