@@ -316,20 +316,56 @@ function billing(out: JsonBytes, x: NonNullable<UsageEvent['x-billing']>): void 
   out.bytes(x.pricing_hints === undefined ? ITEMS_CLOSE : hintsBytes(x.pricing_hints));
 }
 
+/** The fields of an event that repeat from one request to the next, as they were last written. */
+export interface RepeatingFields {
+  readonly source: string;
+  readonly subjectType: string;
+  readonly subjectId: string;
+  readonly provider: string;
+  readonly api: string;
+  readonly model: string;
+  readonly stream: boolean;
+  readonly status: number;
+  readonly usageStage: string;
+}
+
+export function repeatingFields(e: UsageEvent): RepeatingFields {
+  const r = e.raw_json;
+  return {
+    source: e.source,
+    subjectType: e.subject_type,
+    subjectId: e.subject_id,
+    provider: r.provider,
+    api: r.api,
+    model: r.model,
+    stream: r.stream,
+    status: r.status,
+    usageStage: r.usage_stage,
+  };
+}
+
+/** Whether `e` repeats the fields kept from an earlier event. */
+export function sameRepeatingFields(k: RepeatingFields, e: UsageEvent): boolean {
+  const r = e.raw_json;
+  return (
+    k.source === e.source &&
+    k.subjectType === e.subject_type &&
+    k.subjectId === e.subject_id &&
+    k.provider === r.provider &&
+    k.api === r.api &&
+    k.model === r.model &&
+    k.stream === r.stream &&
+    k.status === r.status &&
+    k.usageStage === r.usage_stage
+  );
+}
+
 /**
  * The bytes that repeat from event to event: from the subject to the usage, and the meta block up to
  * the request id. Kept for the last event and reused while the fields they were written from are equal.
  */
 interface Middle {
-  source: string;
-  subjectType: string;
-  subjectId: string;
-  provider: string;
-  api: string;
-  model: string;
-  stream: boolean;
-  status: number;
-  usageStage: string;
+  fields: RepeatingFields;
   metaSubjectType: string;
   metaSubjectId: string;
   /** `{"source":…,"external_event_id":` */
@@ -350,15 +386,7 @@ function middleOf(e: UsageEvent): Middle {
   const l = last;
   if (
     l !== undefined &&
-    l.source === e.source &&
-    l.subjectType === e.subject_type &&
-    l.subjectId === e.subject_id &&
-    l.provider === r.provider &&
-    l.api === r.api &&
-    l.model === r.model &&
-    l.stream === r.stream &&
-    l.status === r.status &&
-    l.usageStage === r.usage_stage &&
+    sameRepeatingFields(l.fields, e) &&
     l.metaSubjectType === m.subject_type &&
     l.metaSubjectId === m.subject_id
   ) {
@@ -366,15 +394,7 @@ function middleOf(e: UsageEvent): Middle {
   }
   const open = encoded(`{"source":${quote(e.source)},"external_event_id":`);
   last = {
-    source: e.source,
-    subjectType: e.subject_type,
-    subjectId: e.subject_id,
-    provider: r.provider,
-    api: r.api,
-    model: r.model,
-    stream: r.stream,
-    status: r.status,
-    usageStage: r.usage_stage,
+    fields: repeatingFields(e),
     metaSubjectType: m.subject_type,
     metaSubjectId: m.subject_id,
     open,

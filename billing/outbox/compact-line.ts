@@ -15,7 +15,12 @@ import {
   type UsageEvent,
   wellFormedTraceparent,
 } from '../../common/usage-event.ts';
-import type { JsonBytes } from '../../common/usage-event-json.ts';
+import {
+  type JsonBytes,
+  type RepeatingFields,
+  repeatingFields,
+  sameRepeatingFields,
+} from '../../common/usage-event-json.ts';
 
 export const COMPACT_VERSION = 1;
 
@@ -37,15 +42,7 @@ interface Shape {
 }
 
 interface KeptShape {
-  readonly source: string;
-  readonly subjectType: string;
-  readonly subjectId: string;
-  readonly provider: string;
-  readonly api: string;
-  readonly model: string;
-  readonly stream: boolean;
-  readonly status: number;
-  readonly usageStage: string;
+  readonly fields: RepeatingFields;
   readonly aliases: boolean;
   readonly promptHint: PricingHint | undefined;
   readonly completionHint: PricingHint | undefined;
@@ -184,15 +181,7 @@ function shapeOf(
   const k = kept;
   if (
     k !== undefined &&
-    k.source === e.source &&
-    k.subjectType === e.subject_type &&
-    k.subjectId === e.subject_id &&
-    k.provider === r.provider &&
-    k.api === r.api &&
-    k.model === r.model &&
-    k.stream === r.stream &&
-    k.status === r.status &&
-    k.usageStage === r.usage_stage &&
+    sameRepeatingFields(k.fields, e) &&
     k.aliases === aliases &&
     k.promptHint === promptHint &&
     k.completionHint === completionHint
@@ -221,15 +210,7 @@ function shapeOf(
   // integer) is not written compactly: its events go out whole.
   if (readShape(JSON.parse(json)) === undefined) return undefined;
   kept = {
-    source: e.source,
-    subjectType: e.subject_type,
-    subjectId: e.subject_id,
-    provider: r.provider,
-    api: r.api,
-    model: r.model,
-    stream: r.stream,
-    status: r.status,
-    usageStage: r.usage_stage,
+    fields: repeatingFields(e),
     aliases,
     promptHint,
     completionHint,
