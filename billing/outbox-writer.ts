@@ -1,6 +1,7 @@
-// The gateway's side of the file-mode billing outbox: appends one UsageEvent JSON line per completed
-// request to <outbox_dir>/events.jsonl (layout: billing/outbox/layout.ts; design and crash-safety
-// argument: billing/outbox-reader.ts).
+// The gateway's side of the file-mode billing outbox: appends one line per completed request to
+// <outbox_dir>/events.jsonl, the compact line of a token-only event (billing/outbox/compact-line.ts) or
+// the whole UsageEvent JSON (layout: billing/outbox/layout.ts; design and crash-safety argument:
+// billing/outbox-reader.ts).
 //
 // Two kinds of durability, paid for differently:
 // - Against a crash of the gateway (kill -9): lines appended during one event-loop turn are written

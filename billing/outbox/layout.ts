@@ -3,7 +3,8 @@
 //
 // <outbox_dir>/
 //   events.jsonl              active segment. First line is a header {"outbox_segment":<seq>,...}; then one
-//                             UsageEvent JSON per line. Only the gateway's writer appends to it.
+//                             event per line, a compact line (outbox/compact-line.ts) or the whole
+//                             UsageEvent JSON. Only the gateway's writer appends to it.
 //   segment-<seq>.jsonl       sealed segments: former events.jsonl files renamed by the writer (seq is
 //                             zero-padded to 12 digits so names sort). Never written again once renamed.
 //   writer.lock               pid of the one gateway process that owns the writer side (O_EXCL create).
