@@ -52,7 +52,10 @@ interface KeptShape {
 
 let kept: KeptShape | undefined;
 
-const isCount = (n: number): boolean => Number.isSafeInteger(n) && n >= 0;
+/** A count or a time as the line holds it: a non-negative safe integer (the writer checks, the reader too). */
+function isCount(v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+}
 
 /**
  * Writes `e` as a compact line (without its newline) and returns true, or writes nothing and returns false
@@ -295,10 +298,10 @@ export function eventOfCompactLine(
     shape === undefined ||
     typeof id !== 'string' ||
     (correlationId !== null && typeof correlationId !== 'string') ||
-    !isWireCount(occurredAt) ||
-    !isWireCount(input) ||
-    !isWireCount(output) ||
-    !isWireCount(total) ||
+    !isCount(occurredAt) ||
+    !isCount(input) ||
+    !isCount(output) ||
+    !isCount(total) ||
     (traceparent !== undefined && typeof traceparent !== 'string')
   ) {
     return undefined;
@@ -349,8 +352,4 @@ export function eventOfCompactLine(
     event['x-billing'] = Object.keys(hints).length > 0 ? { items, pricing_hints: hints } : { items };
   }
   return { event, traceparent: wellFormedTraceparent(traceparent) };
-}
-
-function isWireCount(v: unknown): v is number {
-  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 }
