@@ -11,7 +11,7 @@ import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import type { EventQueue } from '../common/store-types.ts';
 import type { Hook, RequestContext, Usage } from '../common/types.ts';
 import { completionStyleUsage, tokenCountOf } from '../hooks/families/index.ts';
-import { buildUsageEvent, reportDecision } from './event-builder.ts';
+import { buildTokenEvent, buildUsageEvent, reportDecision, type UsageEventInput } from './event-builder.ts';
 import type { ModelPrice, Pricing } from './price-types.ts';
 
 export interface BillingEnqueueDeps {
@@ -85,7 +85,7 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
         price = pricing.lookup(ctx.provider, model, ctx.channel);
       }
       if (price === undefined) unpricedSeries(ctx.provider).inc();
-      const event = buildUsageEvent({
+      const input: UsageEventInput = {
         requestId: ctx.id,
         correlationId: ctx.correlationId,
         occurredAtMs: ctx.receivedAt,
@@ -101,13 +101,17 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
         source: billing.source,
         completionStyle: completionStyleUsage(ctx.clientFormat),
         price,
-      });
+      };
       // Not awaited: the reply's last byte already waits for the queue's write of this turn
       // (recorded(), proxy/server.ts), and waiting for the fsync or the Redis reply here would keep the
       // whole request (context, bodies) alive for that long, which showed up as old-space garbage
       // collection under load. The outcome is counted when it arrives, once per promise: events the
       // queue puts on record together share one.
-      const outcome = queue.enqueue(event, ctx.traceparent);
+      const tokens = queue.enqueueTokens === undefined ? undefined : buildTokenEvent(input);
+      const outcome =
+        tokens !== undefined && queue.enqueueTokens !== undefined
+          ? queue.enqueueTokens(tokens, ctx.traceparent)
+          : queue.enqueue(buildUsageEvent(input), ctx.traceparent);
       if (outcome !== last?.outcome) last = watch(outcome);
       last.reqIds.push(ctx.id);
     },

@@ -18,6 +18,7 @@
 // bodies, and one event it can never take must not cost the request its charge.
 
 import { createHash } from 'node:crypto';
+import { isCount, type TokenEvent } from '../common/token-event.ts';
 import type { ApiName, Usage, UsageStage } from '../common/types.ts';
 import {
   type BillingItem,
@@ -248,6 +249,54 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
   if (inputChars(input, items.length) * JSON_BYTES_PER_CHAR + STRUCTURE_BYTES <= MAX_EVENT_BYTES)
     return event;
   return boundEventSize(event);
+}
+
+/**
+ * The input's event as a token event (common/token-event.ts), when it is one: usage of prompt and
+ * completion tokens only, counts that are safe integers, and strings short enough that the event needs no
+ * bounding. usageEventOf(buildTokenEvent(input)) is buildUsageEvent(input); otherwise undefined.
+ */
+export function buildTokenEvent(input: UsageEventInput): TokenEvent | undefined {
+  const usage = input.usage;
+  if (
+    tokens(usage.cacheReadTokens) > 0 ||
+    tokens(usage.cacheCreationTokens) > 0 ||
+    tokens(usage.inputAudioTokens) > 0 ||
+    tokens(usage.outputAudioTokens) > 0 ||
+    tokens(usage.images) > 0 ||
+    tokens(usage.inputCharacters) > 0 ||
+    (usage.audioSeconds !== undefined && usage.audioSeconds > 0)
+  ) {
+    return undefined;
+  }
+  const inputTokens = tokens(usage.inputTokens);
+  const output = tokens(usage.outputTokens);
+  const total = tokens(usage.totalTokens) || inputTokens + output;
+  const occurredAt = Math.floor(input.occurredAtMs / 1000);
+  if (!isCount(inputTokens) || !isCount(output) || !isCount(total) || !isCount(occurredAt)) return undefined;
+  if (inputChars(input, 2) * JSON_BYTES_PER_CHAR + STRUCTURE_BYTES > MAX_EVENT_BYTES) return undefined;
+  const price = input.price;
+  const hints = price === undefined ? undefined : priceHints(price);
+  return {
+    source: input.source,
+    subjectType: input.subjectType,
+    subjectId: input.subjectId,
+    provider: input.provider,
+    api: input.api,
+    model: input.model,
+    stream: input.stream,
+    status: input.status,
+    usageStage: input.usageStage,
+    aliases: input.completionStyle,
+    promptHint: inputTokens > 0 ? hints?.prompt_tokens : undefined,
+    completionHint: output > 0 ? hints?.completion_tokens : undefined,
+    id: input.requestId,
+    correlationId: input.correlationId,
+    occurredAt,
+    input: inputTokens,
+    output,
+    total,
+  };
 }
 
 export type ReportDecision = 'report' | 'skip_disabled' | 'skip_status' | 'skip_no_subject';

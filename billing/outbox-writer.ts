@@ -25,10 +25,11 @@ import { mkdir, open, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fsyncDir, removeIfExists } from '../common/durable-fs.ts';
+import { type TokenEvent, usageEventOf } from '../common/token-event.ts';
 import { createTurnBatch } from '../common/turn-batch.ts';
 import type { UsageEvent } from '../common/usage-event.ts';
 import { JsonBytes, writeQueuedEvent } from '../common/usage-event-json.ts';
-import { writeCompactEvent } from './outbox/compact-line.ts';
+import { writeCompactEvent, writeCompactLine } from './outbox/compact-line.ts';
 import {
   ACTIVE_FILE,
   type FileHandle,
@@ -89,6 +90,8 @@ export interface OutboxWriter {
    * of one event-loop turn share the promise. `traceparent`: stored beside the event (TRACE_KEY).
    */
   append(event: UsageEvent, traceparent?: string): Promise<void>;
+  /** append() for a token event, written from its parts. */
+  appendTokens(event: TokenEvent, traceparent?: string): Promise<void>;
   /**
    * Resolves once every line appended so far has been handed to the kernel (or, when the synchronous
    * write failed or a rotation holds it back, to the flush loop); undefined when nothing is waiting.
@@ -308,8 +311,8 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
     flushing = undefined;
   }
 
-  function append(event: UsageEvent, traceparent?: string): Promise<void> {
-    if (closed) return Promise.reject(new Error('outbox writer is closed'));
+  /** The current turn's lines, begun when the turn's first event is appended. */
+  function turnGroup(): TurnLines {
     let g = current;
     if (g === undefined) {
       g = turnLines(scratch.at);
@@ -317,19 +320,43 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
       queue.push(g);
       turn.add(g);
     }
-    // Written now: the caller may reuse the object, and JSON text never holds a raw newline.
-    try {
-      if (!writeCompactEvent(scratch, event, traceparent)) writeQueuedEvent(scratch, event, traceparent);
-      scratch.byte(NEWLINE);
-    } catch (err) {
-      scratch.at = g.end;
-      return Promise.reject(err);
-    }
+    return g;
+  }
+
+  /** Counts the line just written into the turn's buffer (each JSON text, which never holds a raw newline). */
+  function appended(g: TurnLines): Promise<void> {
+    scratch.byte(NEWLINE);
     g.end = scratch.at;
     g.count++;
     queued++;
     flushing ??= flushLoop();
     return g.durable.promise;
+  }
+
+  function append(event: UsageEvent, traceparent?: string): Promise<void> {
+    if (closed) return Promise.reject(new Error('outbox writer is closed'));
+    const g = turnGroup();
+    // Written now: the caller may reuse the object.
+    try {
+      if (!writeCompactEvent(scratch, event, traceparent)) writeQueuedEvent(scratch, event, traceparent);
+    } catch (err) {
+      scratch.at = g.end;
+      return Promise.reject(err);
+    }
+    return appended(g);
+  }
+
+  function appendTokens(event: TokenEvent, traceparent?: string): Promise<void> {
+    if (closed) return Promise.reject(new Error('outbox writer is closed'));
+    const g = turnGroup();
+    try {
+      if (!writeCompactLine(scratch, event, traceparent))
+        writeQueuedEvent(scratch, usageEventOf(event), traceparent);
+    } catch (err) {
+      scratch.at = g.end;
+      return Promise.reject(err);
+    }
+    return appended(g);
   }
 
   async function close(): Promise<void> {
@@ -343,6 +370,7 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
   return {
     dir,
     append,
+    appendTokens,
     recorded: () => turn.settled(),
     pending: () => queued + inFlight,
     setFsyncInterval(ms: number) {

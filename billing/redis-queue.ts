@@ -9,9 +9,10 @@
 import type { Logger } from 'pino';
 import type { StoreConfig } from '../common/config-types.ts';
 import { type EventQueue, StoreUnavailableError } from '../common/store-types.ts';
+import { type TokenEvent, usageEventOf } from '../common/token-event.ts';
 import { createTurnBatch } from '../common/turn-batch.ts';
 import type { UsageEvent } from '../common/usage-event.ts';
-import { queuedJson } from '../common/usage-event-json.ts';
+import { queuedJson, queuedTokensJson } from '../common/usage-event-json.ts';
 import {
   closeRedisClient,
   connectRedis,
@@ -70,7 +71,7 @@ export function createRedisEventQueue(
       );
     }
     for (const e of events)
-      spool.append(e.event, e.traceparent).then(
+      spool.append('raw_json' in e.event ? e.event : usageEventOf(e.event), e.traceparent).then(
         () => done(e),
         (err: unknown) => failed(e, err),
       );
@@ -213,13 +214,19 @@ export function createRedisEventQueue(
     return chained;
   }
 
+  function queue(event: UsageEvent | TokenEvent, traceparent: string | undefined, payload: string) {
+    outcome ??= turnOutcome();
+    outcome.left++;
+    turn.add({ event, traceparent, payload, outcome });
+    return outcome.promise;
+  }
+
   return {
     enqueue(event: UsageEvent, traceparent?: string): Promise<void> {
-      const payload = queuedJson(event, traceparent);
-      outcome ??= turnOutcome();
-      outcome.left++;
-      turn.add({ event, traceparent, payload, outcome });
-      return outcome.promise;
+      return queue(event, traceparent, queuedJson(event, traceparent));
+    },
+    enqueueTokens(event: TokenEvent, traceparent?: string): Promise<void> {
+      return queue(event, traceparent, queuedTokensJson(event, traceparent));
     },
     recorded,
     async settled() {
@@ -251,7 +258,8 @@ interface InFlight {
 }
 
 interface PendingEvent {
-  event: UsageEvent;
+  /** A token event is made whole only if it has to go to the spool. */
+  event: UsageEvent | TokenEvent;
   traceparent: string | undefined;
   payload: string;
   outcome: TurnOutcome;

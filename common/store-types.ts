@@ -2,6 +2,7 @@
 // and the usage-event queue. File mode and Redis mode are two adapters of it; nothing above an adapter
 // knows which one it has. Key layout of the Redis adapter: docs/operations.md "Keys in Redis".
 
+import type { TokenEvent } from './token-event.ts';
 import type { UsageEvent } from './usage-event.ts';
 
 export interface SubjectRef {
@@ -149,6 +150,8 @@ export interface EventQueue {
    * `traceparent`: the request's, stored beside the event for the delivery's span (never sent).
    */
   enqueue(event: UsageEvent, traceparent?: string): Promise<void>;
+  /** enqueue() for a token event (common/token-event.ts), for a queue that can write one from its parts. */
+  enqueueTokens?(event: TokenEvent, traceparent?: string): Promise<void>;
   /**
    * When the queue puts events on record in batches (the outbox: one write per event-loop turn), the
    * promise of the pending batch; the reply's last byte waits for it. Undefined: nothing is pending.

@@ -6,6 +6,7 @@
 // a character beyond ASCII. The result is byte for byte what JSON.stringify makes of an event the builder
 // made (test/common/usage-event-json.test.ts).
 
+import type { TokenEvent } from './token-event.ts';
 import {
   type BillingItem,
   isLastKey,
@@ -282,6 +283,15 @@ function num(n: number): string {
   return Number.isFinite(n) ? `${n}` : 'null';
 }
 
+function hintText(metric: string, h: PricingHint): string {
+  return `${quote(metric)}:{"unit_price":${num(h.unit_price)},"pricing_unit":${num(h.pricing_unit)},"currency":${quote(h.currency)}}`;
+}
+
+/** What closes the items and the event, with the pricing hints: `],"pricing_hints":{…}}}`. */
+function hintsClose(texts: readonly string[]): Buffer {
+  return encoded(`],"pricing_hints":{${texts.join(',')}}}}`);
+}
+
 function hintsBytes(hints: Record<string, PricingHint>): Buffer {
   if (sameHints(hints)) return hintsKept.bytes;
   const written: HintWritten[] = [];
@@ -289,11 +299,9 @@ function hintsBytes(hints: Record<string, PricingHint>): Buffer {
   for (const metric in hints) {
     const h = hints[metric] as PricingHint;
     written.push({ metric, unitPrice: h.unit_price, pricingUnit: h.pricing_unit, currency: h.currency });
-    text.push(
-      `${quote(metric)}:{"unit_price":${num(h.unit_price)},"pricing_unit":${num(h.pricing_unit)},"currency":${quote(h.currency)}}`,
-    );
+    text.push(hintText(metric, h));
   }
-  hintsKept = { hints: written, bytes: encoded(`],"pricing_hints":{${text.join(',')}}}}`) };
+  hintsKept = { hints: written, bytes: hintsClose(text) };
   return hintsKept.bytes;
 }
 
@@ -381,8 +389,7 @@ interface Middle {
 let last: Middle | undefined;
 
 function middleOf(e: UsageEvent): Middle {
-  const r = e.raw_json;
-  const m = r.meta;
+  const m = e.raw_json.meta;
   const l = last;
   if (
     l !== undefined &&
@@ -392,23 +399,60 @@ function middleOf(e: UsageEvent): Middle {
   ) {
     return l;
   }
-  const open = encoded(`{"source":${quote(e.source)},"external_event_id":`);
-  last = {
-    fields: repeatingFields(e),
-    metaSubjectType: m.subject_type,
-    metaSubjectId: m.subject_id,
+  last = middle(repeatingFields(e), m.subject_type, m.subject_id);
+  return last;
+}
+
+/** middleOf for a token event, whose fields are named as RepeatingFields' and whose meta is its subject. */
+function middleOfTokens(t: TokenEvent): Middle {
+  const l = last;
+  if (
+    l !== undefined &&
+    l.fields.source === t.source &&
+    l.fields.subjectType === t.subjectType &&
+    l.fields.subjectId === t.subjectId &&
+    l.fields.provider === t.provider &&
+    l.fields.api === t.api &&
+    l.fields.model === t.model &&
+    l.fields.stream === t.stream &&
+    l.fields.status === t.status &&
+    l.fields.usageStage === t.usageStage &&
+    l.metaSubjectType === t.subjectType &&
+    l.metaSubjectId === t.subjectId
+  ) {
+    return l;
+  }
+  last = middle(t, t.subjectType, t.subjectId);
+  return last;
+}
+
+function middle(f: RepeatingFields, metaSubjectType: string, metaSubjectId: string): Middle {
+  const open = encoded(`{"source":${quote(f.source)},"external_event_id":`);
+  return {
+    fields: {
+      source: f.source,
+      subjectType: f.subjectType,
+      subjectId: f.subjectId,
+      provider: f.provider,
+      api: f.api,
+      model: f.model,
+      stream: f.stream,
+      status: f.status,
+      usageStage: f.usageStage,
+    },
+    metaSubjectType,
+    metaSubjectId,
     open,
     head: open.subarray(1),
     middle: encoded(
-      `,"subject_type":${quote(e.subject_type)},"subject_id":${quote(e.subject_id)}` +
-        `,"raw_json":{"provider":${quote(r.provider)},"api":${quote(r.api)},"model":${quote(r.model)}` +
-        `,"stream":${r.stream},"status":${num(r.status)},"usage_stage":${quote(r.usage_stage)},"usage":`,
+      `,"subject_type":${quote(f.subjectType)},"subject_id":${quote(f.subjectId)}` +
+        `,"raw_json":{"provider":${quote(f.provider)},"api":${quote(f.api)},"model":${quote(f.model)}` +
+        `,"stream":${f.stream},"status":${num(f.status)},"usage_stage":${quote(f.usageStage)},"usage":`,
     ),
     meta: encoded(
-      `},"meta":{"subject_type":${quote(m.subject_type)},"subject_id":${quote(m.subject_id)},"request_id":`,
+      `},"meta":{"subject_type":${quote(metaSubjectType)},"subject_id":${quote(metaSubjectId)},"request_id":`,
     ),
   };
-  return last;
 }
 
 const TRACE_OPEN = encoded(`{"${TRACE_KEY}":`);
@@ -459,11 +503,97 @@ export function writeQueuedEvent(out: JsonBytes, event: UsageEvent, traceparent:
   else billing(out, x);
 }
 
+const PROMPT_ITEM = itemText({ metric: 'prompt_tokens', quantity: 0, unit: 'token' });
+const COMPLETION_ITEM = itemText({ metric: 'completion_tokens', quantity: 0, unit: 'token' });
+
+/** The last token event's hints, by identity, and what closes its items with them. */
+let tokenHintsKept: {
+  readonly prompt: PricingHint | undefined;
+  readonly completion: PricingHint | undefined;
+  readonly bytes: Buffer;
+} = { prompt: undefined, completion: undefined, bytes: ITEMS_CLOSE };
+
+function tokenHintsClose(prompt: PricingHint | undefined, completion: PricingHint | undefined): Buffer {
+  const k = tokenHintsKept;
+  if (k.prompt === prompt && k.completion === completion) return k.bytes;
+  const texts: string[] = [];
+  if (prompt !== undefined) texts.push(hintText('prompt_tokens', prompt));
+  if (completion !== undefined) texts.push(hintText('completion_tokens', completion));
+  tokenHintsKept = { prompt, completion, bytes: texts.length === 0 ? ITEMS_CLOSE : hintsClose(texts) };
+  return tokenHintsKept.bytes;
+}
+
+/**
+ * writeQueuedEvent of usageEventOf(t), written from the parts: the same bytes without the event object
+ * (the Redis queue's enqueueTokens).
+ */
+export function writeQueuedTokens(out: JsonBytes, t: TokenEvent, traceparent: string | undefined): void {
+  const k = middleOfTokens(t);
+  if (traceparent === undefined) out.bytes(k.open);
+  else {
+    out.bytes(TRACE_OPEN);
+    out.string(traceparent);
+    out.byte(0x2c); // ,
+    out.bytes(k.head);
+  }
+  const idStart = out.at;
+  out.string(t.id);
+  const idEnd = out.at;
+  out.bytes(ROUTER_KEY);
+  out.again(idStart + 1, idEnd);
+  out.bytes(OCCURRED_AT);
+  out.number(t.occurredAt);
+  out.bytes(k.middle);
+  out.bytes(K.input_tokens.first);
+  out.number(t.input);
+  out.bytes(K.output_tokens.later);
+  out.number(t.output);
+  out.bytes(K.total_tokens.later);
+  out.number(t.total);
+  if (t.aliases) {
+    out.bytes(K.prompt_tokens.later);
+    out.number(t.input);
+    out.bytes(K.completion_tokens.later);
+    out.number(t.output);
+  }
+  out.bytes(k.meta);
+  out.again(idStart, idEnd);
+  if (t.correlationId !== undefined) {
+    out.bytes(CORRELATION_ID);
+    out.string(t.correlationId);
+  }
+  if (t.input === 0 && t.output === 0) {
+    out.bytes(NO_BILLING_CLOSE);
+    return;
+  }
+  out.bytes(ITEMS_OPEN);
+  if (t.input > 0) {
+    out.bytes(PROMPT_ITEM.open);
+    out.number(t.input);
+    out.bytes(PROMPT_ITEM.close);
+  }
+  if (t.output > 0) {
+    out.bytes(t.input > 0 ? COMPLETION_ITEM.later : COMPLETION_ITEM.open);
+    out.number(t.output);
+    out.bytes(COMPLETION_ITEM.close);
+  }
+  out.bytes(
+    tokenHintsClose(t.input > 0 ? t.promptHint : undefined, t.output > 0 ? t.completionHint : undefined),
+  );
+}
+
 const scratch = new JsonBytes(4096);
 
 /** An event as queued, as text (see writeQueuedEvent). */
 export function queuedJson(event: UsageEvent, traceparent: string | undefined): string {
   scratch.at = 0;
   writeQueuedEvent(scratch, event, traceparent);
+  return scratch.text();
+}
+
+/** A token event as queued, as text (see writeQueuedTokens). */
+export function queuedTokensJson(event: TokenEvent, traceparent: string | undefined): string {
+  scratch.at = 0;
+  writeQueuedTokens(scratch, event, traceparent);
   return scratch.text();
 }

@@ -62,6 +62,7 @@ async function openOutboxSink(dir: string, fsyncIntervalMs: number, log: Logger)
   return {
     queue: {
       enqueue: (event, traceparent) => writer.append(event, traceparent),
+      enqueueTokens: (event, traceparent) => writer.appendTokens(event, traceparent),
       recorded: () => writer.recorded(),
     },
     async readiness() {

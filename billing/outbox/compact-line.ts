@@ -8,19 +8,10 @@
 // builder) is written as the whole event, which the reader also takes. Writing only the per-request
 // values is what keeps billing's share of a request's CPU small: a whole event is many separate copies.
 
+import { isCount, type TokenEvent, tokenEventOf, usageEventOf } from '../../common/token-event.ts';
 import type { ApiName, UsageStage } from '../../common/types.ts';
-import {
-  isLastKey,
-  type PricingHint,
-  type UsageEvent,
-  wellFormedTraceparent,
-} from '../../common/usage-event.ts';
-import {
-  type JsonBytes,
-  type RepeatingFields,
-  repeatingFields,
-  sameRepeatingFields,
-} from '../../common/usage-event-json.ts';
+import { type PricingHint, type UsageEvent, wellFormedTraceparent } from '../../common/usage-event.ts';
+import type { JsonBytes } from '../../common/usage-event-json.ts';
 
 export const COMPACT_VERSION = 1;
 
@@ -41,102 +32,41 @@ interface Shape {
   hints?: { prompt_tokens?: PricingHint; completion_tokens?: PricingHint };
 }
 
-interface KeptShape {
-  readonly fields: RepeatingFields;
-  readonly aliases: boolean;
-  readonly promptHint: PricingHint | undefined;
-  readonly completionHint: PricingHint | undefined;
-  /** `[1,<shape>,` */
-  readonly bytes: Buffer;
-}
-
-let kept: KeptShape | undefined;
-
-/** A count or a time as the line holds it: a non-negative safe integer (the writer checks, the reader too). */
-function isCount(v: unknown): v is number {
-  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-}
+/** The token event whose shape was written last, and the shape's bytes, `[1,<shape>,`. */
+let kept: { readonly event: TokenEvent; readonly bytes: Buffer } | undefined;
 
 /**
  * Writes `e` as a compact line (without its newline) and returns true, or writes nothing and returns false
- * when the event is not of the compact kind.
+ * when the event is not a token event (common/token-event.ts).
  */
 export function writeCompactEvent(out: JsonBytes, e: UsageEvent, traceparent: string | undefined): boolean {
-  const r = e.raw_json;
-  const c = r.usage;
-  const m = r.meta;
-  const id = e.external_event_id;
-  const input = c.input_tokens;
-  const output = c.output_tokens;
-  if (
-    !isLastKey(id, e.idempotency_key) ||
-    m.request_id !== id ||
-    m.subject_type !== e.subject_type ||
-    m.subject_id !== e.subject_id ||
-    c.cache_read_tokens !== undefined ||
-    c.cache_creation_tokens !== undefined ||
-    c.input_audio_tokens !== undefined ||
-    c.output_audio_tokens !== undefined ||
-    c.images !== undefined ||
-    c.input_characters !== undefined ||
-    c.audio_seconds !== undefined ||
-    c.cached_tokens !== undefined ||
-    !isCount(input) ||
-    !isCount(output) ||
-    !isCount(c.total_tokens) ||
-    !isCount(e.occurred_at)
-  ) {
-    return false;
-  }
-  const aliases = c.prompt_tokens !== undefined;
-  if (
-    aliases ? c.prompt_tokens !== input || c.completion_tokens !== output : c.completion_tokens !== undefined
-  )
-    return false;
-  let promptHint: PricingHint | undefined;
-  let completionHint: PricingHint | undefined;
-  const x = e['x-billing'];
-  if (x === undefined) {
-    if (input > 0 || output > 0) return false;
-  } else {
-    const items = x.items;
-    const n = (input > 0 ? 1 : 0) + (output > 0 ? 1 : 0);
-    if (items.length !== n || n === 0) return false;
-    const first = items[0]!;
-    if (input > 0 && !isItem(first, 'prompt_tokens', input)) return false;
-    if (output > 0 && !isItem(items[n - 1]!, 'completion_tokens', output)) return false;
-    const hints = x.pricing_hints;
-    if (hints !== undefined) {
-      // In the order the builder sets them, and only for the items present.
-      let seen = 0;
-      for (const metric in hints) {
-        if (metric === 'prompt_tokens' && input > 0 && seen === 0) promptHint = hints[metric];
-        else if (metric === 'completion_tokens' && output > 0 && completionHint === undefined)
-          completionHint = hints[metric];
-        else return false;
-        seen++;
-      }
-      if (seen === 0) return false;
-    }
-  }
-  const shape = shapeOf(e, aliases, promptHint, completionHint);
+  const t = tokenEventOf(e);
+  return t !== undefined && writeCompactLine(out, t, traceparent);
+}
+
+/**
+ * Writes `t` as a compact line (without its newline) and returns true; writes nothing and returns false
+ * when its shape is one the reader would refuse (a price that is not a finite number).
+ */
+export function writeCompactLine(out: JsonBytes, t: TokenEvent, traceparent: string | undefined): boolean {
+  const shape = shapeOf(t);
   if (shape === undefined) return false;
-  out.bytes(shape.bytes);
-  out.string(id);
-  if (m.correlation_id === undefined) out.bytes(timeOf(e.occurred_at).afterNull);
+  out.bytes(shape);
+  out.string(t.id);
+  if (t.correlationId === undefined) out.bytes(timeOf(t.occurredAt).afterNull);
   else {
     out.byte(0x2c); // ,
-    out.string(m.correlation_id);
-    out.bytes(timeOf(e.occurred_at).alone);
+    out.string(t.correlationId);
+    out.bytes(timeOf(t.occurredAt).alone);
   }
   // Room for three counts of up to 16 digits, their commas, a comma before a traceparent and `]`.
   out.reserve(COUNTS_ROOM);
   const buf = out.buf;
-  out.number(input);
+  out.number(t.input);
   buf[out.at++] = 0x2c;
-  out.number(output);
+  out.number(t.output);
   buf[out.at++] = 0x2c;
-  out.number(c.total_tokens);
+  out.number(t.total);
   if (traceparent === undefined)
     buf[out.at++] = 0x5d; // ]
   else {
@@ -166,43 +96,41 @@ function timeOf(seconds: number): typeof time {
   return time;
 }
 
-function isItem(
-  item: { metric: string; quantity: number; unit: string },
-  metric: string,
-  n: number,
-): boolean {
-  return item.metric === metric && item.quantity === n && item.unit === 'token';
+function sameShape(k: TokenEvent, t: TokenEvent): boolean {
+  return (
+    k.source === t.source &&
+    k.subjectType === t.subjectType &&
+    k.subjectId === t.subjectId &&
+    k.provider === t.provider &&
+    k.api === t.api &&
+    k.model === t.model &&
+    k.stream === t.stream &&
+    k.status === t.status &&
+    k.usageStage === t.usageStage &&
+    k.aliases === t.aliases &&
+    k.promptHint === t.promptHint &&
+    k.completionHint === t.completionHint
+  );
 }
 
-function shapeOf(
-  e: UsageEvent,
-  aliases: boolean,
-  promptHint: PricingHint | undefined,
-  completionHint: PricingHint | undefined,
-): KeptShape | undefined {
-  const r = e.raw_json;
+/** `[1,<shape>,` for `t`, or undefined when the reader would refuse its shape. */
+function shapeOf(t: TokenEvent): Buffer | undefined {
   const k = kept;
-  if (
-    k !== undefined &&
-    sameRepeatingFields(k.fields, e) &&
-    k.aliases === aliases &&
-    k.promptHint === promptHint &&
-    k.completionHint === completionHint
-  ) {
-    return k;
-  }
+  if (k !== undefined && sameShape(k.event, t)) return k.bytes;
   const shape: Shape = {
-    source: e.source,
-    subject_type: e.subject_type,
-    subject_id: e.subject_id,
-    provider: r.provider,
-    api: r.api,
-    model: r.model,
-    stream: r.stream,
-    status: r.status,
-    usage_stage: r.usage_stage,
-    aliases,
+    source: t.source,
+    subject_type: t.subjectType,
+    subject_id: t.subjectId,
+    provider: t.provider,
+    api: t.api,
+    model: t.model,
+    stream: t.stream,
+    status: t.status,
+    usage_stage: t.usageStage,
+    aliases: t.aliases,
   };
+  const promptHint = t.input > 0 ? t.promptHint : undefined;
+  const completionHint = t.output > 0 ? t.completionHint : undefined;
   if (promptHint !== undefined || completionHint !== undefined) {
     shape.hints = {};
     if (promptHint !== undefined) shape.hints.prompt_tokens = promptHint;
@@ -212,14 +140,8 @@ function shapeOf(
   // A shape the reader would refuse (a price that is not a finite number, a status that is not an
   // integer) is not written compactly: its events go out whole.
   if (readShape(JSON.parse(json)) === undefined) return undefined;
-  kept = {
-    fields: repeatingFields(e),
-    aliases,
-    promptHint,
-    completionHint,
-    bytes: Buffer.from(`[${COMPACT_VERSION},${json},`, 'utf8'),
-  };
-  return kept;
+  kept = { event: t, bytes: Buffer.from(`[${COMPACT_VERSION},${json},`, 'utf8') };
+  return kept.bytes;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -306,50 +228,25 @@ export function eventOfCompactLine(
   ) {
     return undefined;
   }
-  const event: UsageEvent = {
+  const event = usageEventOf({
     source: shape.source,
-    external_event_id: id,
-    idempotency_key: `router:${id}`,
-    occurred_at: occurredAt,
-    subject_type: shape.subject_type,
-    subject_id: shape.subject_id,
-    raw_json: {
-      provider: shape.provider,
-      api: shape.api,
-      model: shape.model,
-      stream: shape.stream,
-      status: shape.status,
-      usage_stage: shape.usage_stage,
-      usage: shape.aliases
-        ? {
-            input_tokens: input,
-            output_tokens: output,
-            total_tokens: total,
-            prompt_tokens: input,
-            completion_tokens: output,
-          }
-        : { input_tokens: input, output_tokens: output, total_tokens: total },
-      meta: {
-        subject_type: shape.subject_type,
-        subject_id: shape.subject_id,
-        request_id: id,
-        ...(correlationId === null ? {} : { correlation_id: correlationId }),
-      },
-    },
-  };
-  if (input > 0 || output > 0) {
-    const items = [];
-    const hints: Record<string, PricingHint> = {};
-    if (input > 0) {
-      items.push({ metric: 'prompt_tokens', quantity: input, unit: 'token' });
-      if (shape.hints?.prompt_tokens !== undefined) hints.prompt_tokens = shape.hints.prompt_tokens;
-    }
-    if (output > 0) {
-      items.push({ metric: 'completion_tokens', quantity: output, unit: 'token' });
-      if (shape.hints?.completion_tokens !== undefined)
-        hints.completion_tokens = shape.hints.completion_tokens;
-    }
-    event['x-billing'] = Object.keys(hints).length > 0 ? { items, pricing_hints: hints } : { items };
-  }
+    subjectType: shape.subject_type,
+    subjectId: shape.subject_id,
+    provider: shape.provider,
+    api: shape.api,
+    model: shape.model,
+    stream: shape.stream,
+    status: shape.status,
+    usageStage: shape.usage_stage,
+    aliases: shape.aliases,
+    promptHint: shape.hints?.prompt_tokens,
+    completionHint: shape.hints?.completion_tokens,
+    id,
+    correlationId: correlationId ?? undefined,
+    occurredAt,
+    input,
+    output,
+    total,
+  });
   return { event, traceparent: wellFormedTraceparent(traceparent) };
 }

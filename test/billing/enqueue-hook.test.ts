@@ -78,16 +78,28 @@ test('the outbox: the events of a turn share one promise, and every event is cou
   const outbox = await openOutboxWriter(dir, { fsyncIntervalMs: 0 });
   t.after(() => outbox.close());
   const promises: Promise<void>[] = [];
+  const paths: string[] = [];
   const queue: EventQueue = {
     enqueue(event, traceparent) {
       const p = outbox.append(event, traceparent);
       promises.push(p);
+      paths.push(`whole ${event.external_event_id}`);
+      return p;
+    },
+    enqueueTokens(event, traceparent) {
+      const p = outbox.appendTokens(event, traceparent);
+      promises.push(p);
+      paths.push(`tokens ${event.id}`);
       return p;
     },
     recorded: () => outbox.recorded(),
   };
   const { hook, count } = harness(queue);
-  for (let i = 0; i < 5; i++) hook.onComplete!(served(`a${i}`));
+  for (let i = 0; i < 4; i++) hook.onComplete!(served(`a${i}`));
+  const cached = served('a4');
+  cached.usage = { inputTokens: 10, outputTokens: 5, totalTokens: 15, cacheReadTokens: 4 };
+  hook.onComplete!(cached);
+  assert.deepEqual(paths, ['tokens a0', 'tokens a1', 'tokens a2', 'tokens a3', 'whole a4']);
   await nextTurn();
   for (let i = 0; i < 3; i++) hook.onComplete!(served(`b${i}`));
   assert.equal(new Set(promises.slice(0, 5)).size, 1, 'one promise for the first turn');

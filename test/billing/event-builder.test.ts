@@ -1,13 +1,17 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import fc from 'fast-check';
 import {
   boundEventSize,
+  buildTokenEvent,
   buildUsageEvent,
   MAX_EVENT_BYTES,
   reportDecision,
   type UsageEventInput,
 } from '../../billing/event-builder.ts';
 import { compilePricing } from '../../billing/pricing.ts';
+import { tokenEventOf, usageEventOf } from '../../common/token-event.ts';
+import { eventInput } from '../support/usage-event-arbitrary.ts';
 
 const { pricing } = compilePricing([
   {
@@ -314,4 +318,51 @@ test('size bound: a long string in any input field is bounded, the pricing curre
   const small = buildUsageEvent(full);
   assert.ok(small['x-billing']?.pricing_hints?.cache_read_tokens, 'the event carries pricing hints');
   assert.equal(small.raw_json.meta.correlation_id, 'corr-1');
+});
+
+const EXTRAS = [
+  'cacheReadTokens',
+  'cacheCreationTokens',
+  'inputAudioTokens',
+  'outputAudioTokens',
+  'images',
+  'inputCharacters',
+  'audioSeconds',
+] as const;
+
+// Token events are a narrow kind: most inputs keep one non-token quantity at most (or none), so that each
+// is seen alone. Long strings (past MAX_EVENT_BYTES, or past the builder's quick size check only) and
+// counts beyond safe integers: the token event must step aside there.
+const sizedInput = fc
+  .tuple(eventInput, fc.nat(EXTRAS.length + 3), fc.nat(4), fc.constantFrom(0, 0, 1, 2 ** 60))
+  .map(([input, extra, long, big]) => {
+    const usage = { ...input.usage };
+    if (extra < EXTRAS.length + 3) {
+      for (const key of EXTRAS) if (key !== EXTRAS[extra]) delete usage[key];
+    }
+    if (big !== 0) usage.inputTokens = big;
+    if (long === 0) return { ...input, model: 'x'.repeat(70_000), usage };
+    if (long === 1) return { ...input, subjectId: 'x'.repeat(12_000), usage };
+    return { ...input, usage };
+  });
+
+test('buildTokenEvent: exactly the token-only events, and usageEventOf of it is the built event key for key', () => {
+  fc.assert(
+    fc.property(sizedInput, (input) => {
+      const event = buildUsageEvent(input);
+      const parts = buildTokenEvent(input);
+      const long = input.model.length > 1000 || input.subjectId.length > 1000;
+      if (parts === undefined) {
+        // Stepping aside is always safe (the whole event is written); only long strings may cause it.
+        assert.ok(long || tokenEventOf(event) === undefined, 'a token event stepped aside');
+        return;
+      }
+      const bounded = event.raw_json.model !== input.model || event.subject_id !== input.subjectId;
+      assert.ok(!bounded, 'a bounded event is never a token event');
+      assert.equal(JSON.stringify(usageEventOf(parts)), JSON.stringify(event));
+      assert.deepEqual(usageEventOf(parts), event);
+      assert.deepEqual(tokenEventOf(event), parts, 'the event read back gives the same parts');
+    }),
+    { numRuns: 500 },
+  );
 });

@@ -1,9 +1,15 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { buildUsageEvent, type UsageEventInput } from '../../billing/event-builder.ts';
+import { buildTokenEvent, buildUsageEvent, type UsageEventInput } from '../../billing/event-builder.ts';
 import { TRACE_KEY, takeTraceparent, type UsageEvent } from '../../common/usage-event.ts';
-import { JsonBytes, queuedJson, quote, writeQueuedEvent } from '../../common/usage-event-json.ts';
+import {
+  JsonBytes,
+  queuedJson,
+  queuedTokensJson,
+  quote,
+  writeQueuedEvent,
+} from '../../common/usage-event-json.ts';
 import { eventInput as input, pricing, text } from '../support/usage-event-arbitrary.ts';
 
 /** One chat event of subject `s`, with the given fields changed. */
@@ -39,6 +45,40 @@ test('every event the builder makes is written byte for byte as JSON.stringify w
     }),
     { numRuns: 400 },
   );
+});
+
+test('a token event is written from its parts byte for byte as its whole event, between whole events', () => {
+  // Inputs without the quantities that make an event whole, half of the time: most are token events.
+  const tokenInput = fc
+    .tuple(input, fc.boolean())
+    .map(([i, plain]) =>
+      plain
+        ? {
+            ...i,
+            usage: {
+              inputTokens: i.usage.inputTokens,
+              outputTokens: i.usage.outputTokens,
+              totalTokens: i.usage.totalTokens,
+            },
+          }
+        : i,
+    );
+  let written = 0;
+  fc.assert(
+    fc.property(fc.array(fc.tuple(tokenInput, fc.boolean()), { minLength: 1, maxLength: 8 }), (inputs) => {
+      for (const [i, traced] of inputs) {
+        const event = buildUsageEvent(i);
+        const traceparent = traced ? i.requestId : undefined;
+        const parts = buildTokenEvent(i);
+        const whole = queuedJson(event, traceparent);
+        if (parts === undefined) continue;
+        assert.equal(queuedTokensJson(parts, traceparent), whole);
+        written++;
+      }
+    }),
+    { numRuns: 400 },
+  );
+  assert.ok(written > 400, `${written} token events written`);
 });
 
 test('an event that differs from the one before in a single field is written with that field', () => {

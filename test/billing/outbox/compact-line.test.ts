@@ -4,11 +4,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { buildUsageEvent, type UsageEventInput } from '../../../billing/event-builder.ts';
-import { eventOfCompactLine, writeCompactEvent } from '../../../billing/outbox/compact-line.ts';
+import { buildTokenEvent, buildUsageEvent, type UsageEventInput } from '../../../billing/event-builder.ts';
+import {
+  eventOfCompactLine,
+  writeCompactEvent,
+  writeCompactLine,
+} from '../../../billing/outbox/compact-line.ts';
 import { ACTIVE_FILE } from '../../../billing/outbox/layout.ts';
 import { type OutboxItem, openOutboxReader } from '../../../billing/outbox-reader.ts';
 import { openOutboxWriter } from '../../../billing/outbox-writer.ts';
+import type { TokenEvent } from '../../../common/token-event.ts';
 import type { UsageEvent } from '../../../common/usage-event.ts';
 import { JsonBytes } from '../../../common/usage-event-json.ts';
 import { eventInput, pricing } from '../../support/usage-event-arbitrary.ts';
@@ -58,6 +63,11 @@ function compact(event: UsageEvent, traceparent?: string): string | undefined {
   return out.text(3);
 }
 
+function fromParts(event: TokenEvent, traceparent?: string): string | undefined {
+  const out = new JsonBytes(16);
+  return writeCompactLine(out, event, traceparent) ? out.text() : undefined;
+}
+
 test('every token-only event the builder makes comes back from its compact line key for key, in any sequence', () => {
   fc.assert(
     fc.property(fc.array(fc.tuple(eventInput, fc.boolean()), { minLength: 1, maxLength: 8 }), (inputs) => {
@@ -66,7 +76,10 @@ test('every token-only event the builder makes comes back from its compact line 
         const traceparent = traced ? TRACEPARENT : undefined;
         const line = compact(event, traceparent);
         assert.equal(line !== undefined, tokenOnly(event), JSON.stringify(event));
-        if (line === undefined) continue;
+        const parts = buildTokenEvent(input);
+        assert.equal(parts !== undefined, line !== undefined, 'the builder makes a token event exactly then');
+        if (line === undefined || parts === undefined) continue;
+        assert.equal(fromParts(parts, traceparent), line, 'the same line from the parts');
         assert.equal(line.includes('\n'), false);
         const back = eventOfCompactLine(JSON.parse(line));
         assert.ok(back, line);
@@ -171,20 +184,27 @@ test('the outbox holds compact and whole lines side by side, and the reader give
     }),
     chat({ requestId: 'r3', correlationId: 'c3', stream: true }),
     chat({ requestId: 'r4', model: 'no-price', price: undefined, completionStyle: false }),
+    chat({ requestId: 'r5', correlationId: 'c5' }),
+    chat({ requestId: 'r6', subjectId: 'client-b' }),
   ];
   const expected: UsageEvent[] = [];
   const appends: Promise<void>[] = [];
   for (const [i, input] of inputs.entries()) {
     const event = buildUsageEvent(input);
     expected.push(structuredClone(event));
-    appends.push(writer.append(event, i === 2 ? TRACEPARENT : undefined));
+    const traceparent = i === 2 || i === 4 ? TRACEPARENT : undefined;
+    // The last two from their parts, as the gateway's hook writes them.
+    const parts = i >= 4 ? buildTokenEvent(input) : undefined;
+    appends.push(
+      parts === undefined ? writer.append(event, traceparent) : writer.appendTokens(parts, traceparent),
+    );
   }
   await Promise.all(appends);
   await writer.close();
   const lines = (await readFile(join(dir, ACTIVE_FILE), 'utf8')).trimEnd().split('\n').slice(1);
   assert.deepEqual(
     lines.map((l) => l[0]),
-    ['[', '{', '[', '['],
+    ['[', '{', '[', '[', '[', '['],
     'token-only events compact, the cached-token one whole',
   );
   const reader = await openOutboxReader(dir);
@@ -197,6 +217,6 @@ test('the outbox holds compact and whole lines side by side, and the reader give
   );
   assert.deepEqual(
     items.map((i) => (i.kind === 'event' ? i.traceparent : undefined)),
-    [undefined, undefined, TRACEPARENT, undefined],
+    [undefined, undefined, TRACEPARENT, undefined, TRACEPARENT, undefined],
   );
 });
