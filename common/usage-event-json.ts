@@ -352,6 +352,21 @@ export function repeatingFields(e: UsageEvent): RepeatingFields {
   };
 }
 
+/** Whether two sets of repeating fields (a token event is one) are equal. */
+export function sameFields(a: RepeatingFields, b: RepeatingFields): boolean {
+  return (
+    a.source === b.source &&
+    a.subjectType === b.subjectType &&
+    a.subjectId === b.subjectId &&
+    a.provider === b.provider &&
+    a.api === b.api &&
+    a.model === b.model &&
+    a.stream === b.stream &&
+    a.status === b.status &&
+    a.usageStage === b.usageStage
+  );
+}
+
 /** Whether `e` repeats the fields kept from an earlier event. */
 export function sameRepeatingFields(k: RepeatingFields, e: UsageEvent): boolean {
   const r = e.raw_json;
@@ -408,15 +423,7 @@ function middleOfTokens(t: TokenEvent): Middle {
   const l = last;
   if (
     l !== undefined &&
-    l.fields.source === t.source &&
-    l.fields.subjectType === t.subjectType &&
-    l.fields.subjectId === t.subjectId &&
-    l.fields.provider === t.provider &&
-    l.fields.api === t.api &&
-    l.fields.model === t.model &&
-    l.fields.stream === t.stream &&
-    l.fields.status === t.status &&
-    l.fields.usageStage === t.usageStage &&
+    sameFields(l.fields, t) &&
     l.metaSubjectType === t.subjectType &&
     l.metaSubjectId === t.subjectId
   ) {
@@ -461,6 +468,17 @@ const ROUTER_KEY = encoded(',"idempotency_key":"router:');
 const OCCURRED_AT = encoded(',"occurred_at":');
 const CORRELATION_ID = encoded(',"correlation_id":');
 
+/** `{"source":…,"external_event_id":`, after the traceparent when there is one. */
+function openEvent(out: JsonBytes, k: Middle, traceparent: string | undefined): void {
+  if (traceparent === undefined) out.bytes(k.open);
+  else {
+    out.bytes(TRACE_OPEN);
+    out.string(traceparent);
+    out.byte(0x2c); // ,
+    out.bytes(k.head);
+  }
+}
+
 /**
  * Writes an event as queued: its JSON, with the request's traceparent first (TRACE_KEY) when there is
  * one. Keys are written in the order of the UsageEvent type, which is the order the builder sets them.
@@ -469,13 +487,7 @@ export function writeQueuedEvent(out: JsonBytes, event: UsageEvent, traceparent:
   const k = middleOf(event);
   const r = event.raw_json;
   const x = event['x-billing'];
-  if (traceparent === undefined) out.bytes(k.open);
-  else {
-    out.bytes(TRACE_OPEN);
-    out.string(traceparent);
-    out.byte(0x2c); // ,
-    out.bytes(k.head);
-  }
+  openEvent(out, k, traceparent);
   const idStart = out.at;
   out.string(event.external_event_id);
   const idEnd = out.at;
@@ -529,13 +541,7 @@ function tokenHintsClose(prompt: PricingHint | undefined, completion: PricingHin
  */
 export function writeQueuedTokens(out: JsonBytes, t: TokenEvent, traceparent: string | undefined): void {
   const k = middleOfTokens(t);
-  if (traceparent === undefined) out.bytes(k.open);
-  else {
-    out.bytes(TRACE_OPEN);
-    out.string(traceparent);
-    out.byte(0x2c); // ,
-    out.bytes(k.head);
-  }
+  openEvent(out, k, traceparent);
   const idStart = out.at;
   out.string(t.id);
   const idEnd = out.at;

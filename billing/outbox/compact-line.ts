@@ -11,7 +11,7 @@
 import { isCount, type TokenEvent, tokenEventOf, usageEventOf } from '../../common/token-event.ts';
 import type { ApiName, UsageStage } from '../../common/types.ts';
 import { type PricingHint, type UsageEvent, wellFormedTraceparent } from '../../common/usage-event.ts';
-import type { JsonBytes } from '../../common/usage-event-json.ts';
+import { type JsonBytes, sameFields } from '../../common/usage-event-json.ts';
 
 export const COMPACT_VERSION = 1;
 
@@ -98,15 +98,7 @@ function timeOf(seconds: number): typeof time {
 
 function sameShape(k: TokenEvent, t: TokenEvent): boolean {
   return (
-    k.source === t.source &&
-    k.subjectType === t.subjectType &&
-    k.subjectId === t.subjectId &&
-    k.provider === t.provider &&
-    k.api === t.api &&
-    k.model === t.model &&
-    k.stream === t.stream &&
-    k.status === t.status &&
-    k.usageStage === t.usageStage &&
+    sameFields(k, t) &&
     k.aliases === t.aliases &&
     k.promptHint === t.promptHint &&
     k.completionHint === t.completionHint
