@@ -49,20 +49,18 @@ test('every event the builder makes is written byte for byte as JSON.stringify w
 
 test('a token event is written from its parts byte for byte as its whole event, between whole events', () => {
   // Inputs without the quantities that make an event whole, half of the time: most are token events.
-  const tokenInput = fc
-    .tuple(input, fc.boolean())
-    .map(([i, plain]) =>
-      plain
-        ? {
-            ...i,
-            usage: {
-              inputTokens: i.usage.inputTokens,
-              outputTokens: i.usage.outputTokens,
-              totalTokens: i.usage.totalTokens,
-            },
-          }
-        : i,
-    );
+  const tokenInput = fc.tuple(input, fc.boolean()).map(([i, plain]) =>
+    plain
+      ? {
+          ...i,
+          usage: {
+            inputTokens: i.usage.inputTokens,
+            outputTokens: i.usage.outputTokens,
+            totalTokens: i.usage.totalTokens,
+          },
+        }
+      : i,
+  );
   let written = 0;
   fc.assert(
     fc.property(fc.array(fc.tuple(tokenInput, fc.boolean()), { minLength: 1, maxLength: 8 }), (inputs) => {
