@@ -214,7 +214,7 @@ export function createRedisEventQueue(
     return chained;
   }
 
-  function queue(event: UsageEvent | TokenEvent, traceparent: string | undefined, payload: string) {
+  function queueEvent(event: UsageEvent | TokenEvent, traceparent: string | undefined, payload: string) {
     outcome ??= turnOutcome();
     outcome.left++;
     turn.add({ event, traceparent, payload, outcome });
@@ -223,10 +223,10 @@ export function createRedisEventQueue(
 
   return {
     enqueue(event: UsageEvent, traceparent?: string): Promise<void> {
-      return queue(event, traceparent, queuedJson(event, traceparent));
+      return queueEvent(event, traceparent, queuedJson(event, traceparent));
     },
     enqueueTokens(event: TokenEvent, traceparent?: string): Promise<void> {
-      return queue(event, traceparent, queuedTokensJson(event, traceparent));
+      return queueEvent(event, traceparent, queuedTokensJson(event, traceparent));
     },
     recorded,
     async settled() {

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { openEventSpool } from '../../billing/event-spool.ts';
 import { createRedisEventQueue } from '../../billing/redis-queue.ts';
+import { type TokenEvent, usageEventOf } from '../../common/token-event.ts';
 import { createKeyLayout, createRedisClient } from '../../store/redis-client.ts';
 import { waitUntil } from '../support/billing-stack.ts';
 import { type RedisServer, startRedis, testStoreConfig } from '../support/redis.ts';
@@ -35,6 +36,29 @@ async function streamIds(stream: string): Promise<string[]> {
   return entries.map(([, f]) => (JSON.parse(f[1]!) as { idempotency_key: string }).idempotency_key);
 }
 
+function tokenEvent(i: number): TokenEvent {
+  return {
+    source: 'router',
+    subjectType: 'api_key',
+    subjectId: 'client-a',
+    provider: 'openai',
+    api: 'chat.completions',
+    model: 'gpt-4o-mini',
+    stream: false,
+    status: 200,
+    usageStage: 'upstream',
+    aliases: true,
+    promptHint: undefined,
+    completionHint: undefined,
+    id: `req-${i}`,
+    correlationId: undefined,
+    occurredAt: 1760000000 + i,
+    input: 12,
+    output: 5,
+    total: 17,
+  };
+}
+
 test('Redis down: the queue spools each event, on disk once recorded() resolves; moved when Redis is back', async () => {
   const store = testStoreConfig(redis.url);
   const keys = createKeyLayout(store);
@@ -46,21 +70,31 @@ test('Redis down: the queue spools each event, on disk once recorded() resolves;
     const client = createRedisClient(store, { writeAtOnce: true });
     const queue = createRedisEventQueue(client, keys, spool);
     const enqueued = Array.from({ length: 5 }, (_, i) => queue.enqueue(makeEvent(i)));
+    // Token events as the gateway's hook hands them over: made whole for the spool.
+    const parts = [5, 6].map((i) => tokenEvent(i));
+    const tokens = parts.map((t) => usageEventOf(t));
+    assert.ok(queue.enqueueTokens);
+    for (const t of parts) enqueued.push(queue.enqueueTokens(t));
     const recorded = queue.recorded?.();
     assert.ok(recorded instanceof Promise);
     await recorded;
     const text = await readFile(join(spool.dir, 'events.jsonl'), 'utf8');
     for (let i = 0; i < 5; i++) assert.ok(text.includes(`"router:req-${i}"`), `req-${i} in the spool`);
     await Promise.all(enqueued);
-    assert.equal(await spool.pending(), 5);
+    assert.equal(await spool.pending(), 7);
 
     await redis.start();
     restarted = true;
     await waitUntil(async () => (await spool.pending()) === 0, 'the spool moved to the stream');
     assert.deepEqual(
       (await streamIds(keys.shards[0]!.stream)).sort(),
-      Array.from({ length: 5 }, (_, i) => `router:req-${i}`).sort(),
+      Array.from({ length: 7 }, (_, i) => `router:req-${i}`).sort(),
     );
+    const moved = await redis.admin.xrange(keys.shards[0]!.stream, '-', '+');
+    for (const e of tokens) {
+      const entry = moved.find(([, f]) => f[1]!.includes(`"${e.idempotency_key}"`));
+      assert.deepEqual(JSON.parse(entry![1][1]!), e, 'a spooled token event reaches the stream whole');
+    }
     await queue.settled();
     client.disconnect();
     await spool.close();
