@@ -1,8 +1,9 @@
 // A usage event that counts prompt and completion tokens and nothing else, which is nearly every
 // request's, held as its parts. The gateway's builder makes it without the event object
 // (billing/event-builder.ts buildTokenEvent) and the outbox writes it as a compact line from the parts
-// (billing/outbox/compact-line.ts): building and then re-reading the whole event was most of what billing
-// added to a request. usageEventOf gives the event itself, key for key as the builder makes it.
+// (billing/outbox/compact-line.ts): building and then re-reading the whole event was the larger part of
+// billing's own code on a request's path. usageEventOf gives the event itself, key for key as the builder
+// makes it.
 
 import type { ApiName, UsageStage } from './types.ts';
 import { idempotencyKey, isLastKey, type PricingHint, type UsageEvent } from './usage-event.ts';

@@ -433,20 +433,11 @@ function middleOfTokens(t: TokenEvent): Middle {
   return last;
 }
 
+/** `f` is kept as it is: a copy made for it, or a token event, whose fields are read-only. */
 function middle(f: RepeatingFields, metaSubjectType: string, metaSubjectId: string): Middle {
   const open = encoded(`{"source":${quote(f.source)},"external_event_id":`);
   return {
-    fields: {
-      source: f.source,
-      subjectType: f.subjectType,
-      subjectId: f.subjectId,
-      provider: f.provider,
-      api: f.api,
-      model: f.model,
-      stream: f.stream,
-      status: f.status,
-      usageStage: f.usageStage,
-    },
+    fields: f,
     metaSubjectType,
     metaSubjectId,
     open,
