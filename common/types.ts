@@ -196,7 +196,11 @@ export type MaybePromise<T> = T | Promise<T>;
 
 /**
  * A hook. Every stage is optional. Rules (proxy/pipeline.ts):
- * - onRequest: run in order; the first `respond` answers the client and stops the chain.
+ * - authenticate: run in order before the request body is parsed (ctx.body and ctx.rawBody are not
+ *   there yet: the method, path, query and headers are); the first `respond`, or a throw, answers the
+ *   client and stops the request, its body unread.
+ * - onRequest: run in order once the body is read and parsed; the first `respond` answers the client and
+ *   stops the chain.
  * - selectTarget: first hook that returns a choice wins.
  * - rewriteBody: reduce; each hook gets the previous hook's request.
  * - onResponseHead: reduce over the upstream status and headers before anything is sent.
@@ -213,6 +217,7 @@ export interface Hook {
    * forwards upstream bytes untouched and feeds the hooks a parsed copy.
    */
   readonly responseMode?: 'observe' | 'transform';
+  authenticate?(ctx: RequestContext): MaybePromise<OnRequestResult>;
   onRequest?(ctx: RequestContext): MaybePromise<OnRequestResult>;
   selectTarget?(ctx: RequestContext): MaybePromise<TargetChoice | undefined>;
   rewriteBody?(ctx: RequestContext, req: UpstreamRequest): MaybePromise<UpstreamRequest>;

@@ -6,6 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GatewayError, toGatewayError } from '../common/errors.ts';
 import type { JsonObject, JsonValue } from '../common/types.ts';
+import { lingerAfterReply } from './lingering-close.ts';
 import { MODEL_NAME_RULE, modelNameProblem } from './model-name.ts';
 import { readBody } from './request-body.ts';
 import type { Runtime } from './runtime.ts';
@@ -65,6 +66,7 @@ export async function answerClientSecret(
       session,
     });
   } catch (err) {
+    if (!req.complete && !req.destroyed) lingerAfterReply(req, res);
     sendError(res, format, toGatewayError(err), id);
   }
 }

@@ -21,6 +21,20 @@ function isPromise<T>(value: T | Promise<T>): value is Promise<T> {
   return typeof (value as { then?: unknown } | undefined)?.then === 'function';
 }
 
+/**
+ * authenticate: in order, before the body is parsed, so that nothing of an unauthenticated request's
+ * body is interpreted; the first `respond` answers the client and stops the chain.
+ */
+export async function runAuthenticate(hooks: readonly Hook[], ctx: RequestContext): Promise<OnRequestResult> {
+  for (const hook of hooks) {
+    if (hook.authenticate === undefined) continue;
+    const pending = hook.authenticate(ctx);
+    const result = isPromise(pending) ? await pending : pending;
+    if (result.kind === 'respond') return result;
+  }
+  return CONTINUE;
+}
+
 /** onRequest: in order; the first `respond` answers the client and stops the chain. */
 export async function runOnRequest(hooks: readonly Hook[], ctx: RequestContext): Promise<OnRequestResult> {
   for (const hook of hooks) {
@@ -30,6 +44,15 @@ export async function runOnRequest(hooks: readonly Hook[], ctx: RequestContext):
     if (result.kind === 'respond') return result;
   }
   return CONTINUE;
+}
+
+/** Both request stages, for a request without a body (a realtime session and its re-checks). */
+export async function runRequestStages(
+  hooks: readonly Hook[],
+  ctx: RequestContext,
+): Promise<OnRequestResult> {
+  const auth = await runAuthenticate(hooks, ctx);
+  return auth.kind === 'respond' ? auth : runOnRequest(hooks, ctx);
 }
 
 /** selectTarget: the first hook that returns a choice wins. */

@@ -3,11 +3,12 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describeError, GatewayError, toGatewayError } from '../common/errors.ts';
-import type { JsonObject, RequestContext } from '../common/types.ts';
+import type { JsonObject, OnRequestResult, RequestContext } from '../common/types.ts';
 import { forward } from './forward.ts';
+import { lingerAfterReply } from './lingering-close.ts';
 import { MODEL_NAME_RULE, modelNameProblem } from './model-name.ts';
-import { runOnRequest } from './pipeline.ts';
-import { parseJsonBody, readBody, readMultipartFields } from './request-body.ts';
+import { runAuthenticate, runOnRequest } from './pipeline.ts';
+import { parseJsonBody, readMultipartFields, startBodyRead } from './request-body.ts';
 import { RequestCompletion } from './request-completion.ts';
 import { Context } from './request-context.ts';
 import { RequestTrace } from './request-trace.ts';
@@ -36,18 +37,35 @@ export async function proxyRequest(
   // The request completes exactly once: just before the reply's last byte when it is served, or after
   // the connection closes otherwise.
   const completion = new RequestCompletion(rt, ctx);
+  // The body is read while the key is checked, and parsed only once the key is accepted: nothing of an
+  // unauthenticated request's body is interpreted.
+  const bodyRead = startBodyRead(req, rt.config.limits.maxBodyBytes, rt.config.limits.clientBodyTimeoutMs);
   try {
-    // A malformed body is answered only after authentication, so unauthenticated callers learn nothing.
-    const bodyError = await readRequest(rt, route, req, ctx);
-    const early = await runOnRequest(rt.requestHooks, ctx);
+    let early: OnRequestResult;
+    try {
+      early = await runAuthenticate(rt.requestHooks, ctx);
+    } catch (err) {
+      bodyRead.cancel();
+      throw err;
+    }
+    if (early.kind === 'continue') {
+      ctx.rawBody = await bodyRead.bytes;
+      // A malformed body, or a model name out of shape, is answered after the onRequest hooks: a
+      // refused balance says so whatever the body.
+      const bodyError = await parseRequest(rt, route, req, ctx);
+      early = await runOnRequest(rt.requestHooks, ctx);
+      if (early.kind === 'continue' && bodyError !== undefined) throw bodyError;
+    } else {
+      bodyRead.cancel();
+    }
     if (early.kind === 'respond') {
+      if (!req.complete) lingerAfterReply(req, res);
       if (early.headers !== undefined)
         for (const [k, v] of Object.entries(early.headers)) res.setHeader(k, v);
       ctx.status = early.status;
       sendJson(res, early.status, early.body);
       return;
     }
-    if (bodyError !== undefined) throw bodyError;
     await forward(rt, ctx, res, completion);
   } catch (err) {
     const gwErr = toGatewayError(err);
@@ -63,6 +81,8 @@ export async function proxyRequest(
     ctx.error = { code: gwErr.code, message: gwErr.message };
     if (!res.headersSent) {
       ctx.status = gwErr.status;
+      // What the client still sends of a refused body is discarded within a bound, then the connection closes.
+      if (!req.complete && !req.destroyed) lingerAfterReply(req, res);
       // A request that reached a provider is reported even when it failed: its event goes on record
       // before the error reply leaves, as a served reply's does (docs/billing.md "The guarantees").
       const recorded = ctx.provider === undefined ? undefined : completion.complete();
@@ -100,13 +120,13 @@ function onceClosed(res: ServerResponse): Promise<void> {
   });
 }
 
-async function readRequest(
+/** ctx.body (JSON) or the multipart fields the gateway reads; a client error is returned, not thrown. */
+async function parseRequest(
   rt: Runtime,
   route: Extract<Route, { kind: 'proxy' }>,
   req: IncomingMessage,
   ctx: RequestContext,
 ): Promise<GatewayError | undefined> {
-  ctx.rawBody = await readBody(req, rt.config.limits.maxBodyBytes, rt.config.limits.clientBodyTimeoutMs);
   if (route.body === 'json') {
     let body: JsonObject;
     try {
@@ -122,11 +142,16 @@ async function readRequest(
   }
   const contentType = req.headers['content-type'] ?? '';
   if (!contentType.startsWith('multipart/form-data')) {
-    throw new GatewayError('unsupported_media_type', 'Expected a multipart/form-data body');
+    return new GatewayError('unsupported_media_type', 'Expected a multipart/form-data body');
   }
-  const fields = await readMultipartFields(contentType, ctx.rawBody);
-  ctx.model = fields.model;
-  ctx.stream = fields.stream;
+  try {
+    const fields = await readMultipartFields(contentType, ctx.rawBody);
+    ctx.model = fields.model;
+    ctx.stream = fields.stream;
+  } catch (err) {
+    if (err instanceof GatewayError) return err;
+    throw err;
+  }
   return modelError(ctx);
 }
 

@@ -8,7 +8,7 @@ import { type RawData, WebSocket } from 'ws';
 import { describeError, GatewayError } from '../common/errors.ts';
 import type { JsonObject, RequestContext, Usage } from '../common/types.ts';
 import type { RealtimeDialect, RealtimeUsage } from '../hooks/families/types.ts';
-import { runOnComplete, runOnRequest } from './pipeline.ts';
+import { runOnComplete, runRequestStages } from './pipeline.ts';
 import { FrameTranslator, type RealtimeTranslation, type TranslatedFrames } from './realtime-translate.ts';
 import type { Context } from './request-context.ts';
 import type { RuleHooks, Runtime } from './runtime.ts';
@@ -170,7 +170,7 @@ export function relay(
     }
     // The subject may have been blocked (webhook) since the session opened: the key and the balance are
     // asked again (from the caches), as for a new request.
-    runOnRequest(rt.requestHooks, sessionContext(ctx, ctx.id, undefined)).then(
+    runRequestStages(rt.requestHooks, sessionContext(ctx, ctx.id, undefined)).then(
       (again) => {
         if (again.kind === 'respond') closeAfterResponse(refusalText(again.body));
       },

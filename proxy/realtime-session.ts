@@ -15,7 +15,7 @@ import { errorBody, realtimeDialectOf } from '../hooks/families/index.ts';
 import type { RealtimeDialect } from '../hooks/families/types.ts';
 import { jsonDeeperThan } from './json-depth.ts';
 import { MODEL_NAME_RULE, modelNameProblem } from './model-name.ts';
-import { runOnRequest, runRewriteBody, runSelectTarget } from './pipeline.ts';
+import { runRequestStages, runRewriteBody, runSelectTarget } from './pipeline.ts';
 import {
   CLOSE,
   closeReason,
@@ -166,7 +166,7 @@ async function open(
 ): Promise<void> {
   // Known before the stages run: a client secret may be bound to the model.
   if (dialect.modelIn === 'query') ctx.model = checkedModel(ctx.query.get('model') ?? undefined);
-  const early = await runOnRequest(rt.requestHooks, ctx);
+  const early = await runRequestStages(rt.requestHooks, ctx);
   if (early.kind === 'respond') {
     const message =
       typeof early.body === 'object' && early.body !== null ? JSON.stringify(early.body) : String(early.body);

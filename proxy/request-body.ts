@@ -5,7 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import busboy from 'busboy';
-import { GatewayError } from '../common/errors.ts';
+import { clip, GatewayError } from '../common/errors.ts';
 import type { ApiName, JsonObject } from '../common/types.ts';
 import { jsonDeeperThan } from './json-depth.ts';
 
@@ -17,17 +17,38 @@ export function bodyTimedOut(req: IncomingMessage): boolean {
   return TIMED_OUT.has(req);
 }
 
+/** A body being read: its bytes once whole, and a way to stop reading (the request was refused). */
+export interface BodyRead {
+  readonly bytes: Promise<Buffer>;
+  /** Stop reading; `bytes` then never settles (its reader has gone away). */
+  cancel(): void;
+}
+
 /**
  * Read the whole body, refusing more than `limit` bytes (413) before buffering them, and giving up
  * (408) when no byte arrives for `idleTimeoutMs` (0: wait forever), also when the body is shorter than
  * its Content-Length.
  */
 export function readBody(req: IncomingMessage, limit: number, idleTimeoutMs = 0): Promise<Buffer> {
+  return startBodyRead(req, limit, idleTimeoutMs).bytes;
+}
+
+/**
+ * readBody that can be stopped: the gateway reads a body while it checks the access key, and stops when
+ * the key is refused (what the client still sends is then discarded by the lingering close).
+ */
+export function startBodyRead(req: IncomingMessage, limit: number, idleTimeoutMs = 0): BodyRead {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
-    return Promise.reject(new GatewayError('request_too_large', `The request body exceeds ${limit} bytes`));
+    const refused = Promise.reject(
+      new GatewayError('request_too_large', `The request body exceeds ${limit} bytes`),
+    );
+    // Read only after the key is checked: not an unhandled rejection meanwhile.
+    refused.catch(() => undefined);
+    return { bytes: refused, cancel: () => undefined };
   }
-  return new Promise((resolve, reject) => {
+  let stop: () => void = () => undefined;
+  const bytes = new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const timer =
@@ -44,24 +65,33 @@ export function readBody(req: IncomingMessage, limit: number, idleTimeoutMs = 0)
       timer?.refresh();
       size += chunk.length;
       if (size > limit) {
-        clearTimeout(timer);
-        req.removeAllListeners('data');
-        req.resume();
+        stop();
         reject(new GatewayError('request_too_large', `The request body exceeds ${limit} bytes`));
         return;
       }
       chunks.push(chunk);
     };
-    req.on('data', onData);
-    req.on('end', () => {
+    const onEnd = () => {
       clearTimeout(timer);
       resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
-    });
-    req.on('error', (err) => {
+    };
+    const onError = (err: Error) => {
       clearTimeout(timer);
       reject(err);
-    });
+    };
+    stop = () => {
+      clearTimeout(timer);
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      chunks.length = 0;
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
   });
+  bytes.catch(() => undefined);
+  return { bytes, cancel: () => stop() };
 }
 
 const str = { type: 'string' } as const;
@@ -170,7 +200,14 @@ function schemaError(err: ErrorObject): GatewayError {
   );
 }
 
-/** The `model` (and `stream`) fields of a multipart form, read without copying files. */
+/** Bounds on a multipart form's parts (its bytes are bounded by limits.max_body_bytes). */
+const MULTIPART_LIMITS = { fieldSize: 1024, fields: 500, files: 100, parts: 600, headerPairs: 32 };
+
+/**
+ * The `model` (and `stream`) fields of a multipart form, read without copying files. A form that ends
+ * early, breaks its framing or exceeds the bounds is a 400 naming the problem; every stream of the
+ * parser has an error listener, since an unheard stream error would end the process.
+ */
 export function readMultipartFields(
   contentType: string,
   raw: Buffer,
@@ -178,22 +215,48 @@ export function readMultipartFields(
   return new Promise((resolve, reject) => {
     let model: string | undefined;
     let stream = false;
+    let settled = false;
+    const fail = (problem: string) => {
+      if (settled) return;
+      settled = true;
+      reject(new GatewayError('invalid_parameter', `Malformed multipart/form-data body: ${problem}`));
+    };
     let parser: busboy.Busboy;
     try {
-      parser = busboy({ headers: { 'content-type': contentType }, limits: { fieldSize: 1024 } });
+      parser = busboy({ headers: { 'content-type': contentType }, limits: MULTIPART_LIMITS });
     } catch {
       reject(
         new GatewayError('unsupported_media_type', 'Expected a multipart/form-data body with a boundary'),
       );
       return;
     }
-    parser.on('field', (name, value) => {
-      if (name === 'model') model = value;
-      else if (name === 'stream') stream = value === 'true';
+    parser.on('field', (name, value, info) => {
+      // Other fields are forwarded as sent; only those the gateway reads must be whole.
+      if (name === 'model') {
+        if (info.valueTruncated)
+          return fail(`the field 'model' is longer than ${MULTIPART_LIMITS.fieldSize} bytes`);
+        model = value;
+      } else if (name === 'stream') stream = value === 'true';
     });
-    parser.on('file', (_name, file) => file.resume());
-    parser.on('close', () => resolve({ model, stream }));
-    parser.on('error', () => reject(new GatewayError('invalid_parameter', 'Malformed multipart body')));
+    parser.on('file', (_name, file) => {
+      file.on('error', (err: Error) => fail(problemOf(err)));
+      file.resume();
+    });
+    parser.on('partsLimit', () => fail(`more than ${MULTIPART_LIMITS.parts} parts`));
+    parser.on('filesLimit', () => fail(`more than ${MULTIPART_LIMITS.files} files`));
+    parser.on('fieldsLimit', () => fail(`more than ${MULTIPART_LIMITS.fields} fields`));
+    parser.on('error', (err: Error) => fail(problemOf(err)));
+    parser.on('close', () => {
+      if (settled) return;
+      settled = true;
+      resolve({ model, stream });
+    });
     parser.end(raw);
   });
+}
+
+/** busboy's own words for a broken form ("Unexpected end of form", "Malformed part header"). */
+function problemOf(err: Error): string {
+  const text = err.message.replace(/[.\s]+$/, '');
+  return text === '' ? 'unreadable form' : clip(text.charAt(0).toLowerCase() + text.slice(1));
 }

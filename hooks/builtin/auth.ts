@@ -1,5 +1,6 @@
-// Authentication (onRequest): the presented secret is looked up by digest, so no plaintext is compared
-// with a configured key, and the master key is compared with timingSafeEqual on digests of equal length.
+// Authentication (the authenticate stage, before the body is parsed): the presented secret is looked up
+// by digest, so no plaintext is compared with a configured key, and the master key is compared with
+// timingSafeEqual on digests of equal length.
 // Digests of recently presented secrets are remembered (a bounded map keyed by the secret, as the store
 // mode's HMAC memo is), which spares the hash on repeat requests.
 // Accepted carriers (docs/configuration.md "Keys file"): `Authorization: Bearer`, then the headers and
@@ -168,7 +169,7 @@ export function createAuthenticator(opts: AuthOptions): Authenticator {
 export function createAuthHook(auth: Authenticator): Hook {
   return {
     name: 'auth',
-    onRequest(ctx: RequestContext): OnRequestResult {
+    authenticate(ctx: RequestContext): OnRequestResult {
       ctx.principal = auth.authenticate(presentedSecret(ctx.headers, ctx.query));
       return CONTINUE;
     },
@@ -321,7 +322,7 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
 export function createStoreAuthHook(auth: StoreAuthenticator, store: StateStore): Hook {
   return {
     name: 'auth',
-    onRequest(ctx: RequestContext): MaybePromise<OnRequestResult> {
+    authenticate(ctx: RequestContext): MaybePromise<OnRequestResult> {
       // The per-request view is memoized, so the balance hook reuses this same round trip.
       const principal = auth.authenticate(
         presentedSecret(ctx.headers, ctx.query),

@@ -76,10 +76,10 @@ const REALTIME_APIS: ReadonlySet<string> = new Set(['realtime', 'native.live']);
  * principal (and nothing else); any other secret goes to `auth`.
  */
 export function withClientSecrets(auth: Hook, secrets: ClientSecrets): Hook {
-  const next = auth.onRequest!.bind(auth);
+  const next = auth.authenticate!.bind(auth);
   return {
     name: auth.name,
-    onRequest(ctx: RequestContext): OnRequestResult | Promise<OnRequestResult> {
+    authenticate(ctx: RequestContext): OnRequestResult | Promise<OnRequestResult> {
       const secret = presentedSecret(ctx.headers, ctx.query);
       if (secret === undefined || !secret.startsWith(CLIENT_SECRET_PREFIX)) return next(ctx);
       if (!REALTIME_APIS.has(ctx.api))

@@ -1,6 +1,7 @@
 // Custom hook modules through a real gateway and the upstream simulator: a bare package name imports the
 // package installed beside the configuration (docs/configuration.md `hooks[].module`, docs/dsl.md
-// `hook`), and an onRequest `{kind:'respond'}` answers the client without calling any upstream.
+// `hook`), an onRequest `{kind:'respond'}` answers the client without calling any upstream, and the
+// authenticate stage runs before the body is parsed while onRequest sees it.
 
 import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -25,14 +26,24 @@ export function createHook(options) {
       },
     };
   }
+  const bodyAtAuth = new WeakMap();
   return {
     name: 'test-answer',
+    authenticate(ctx) {
+      bodyAtAuth.set(ctx, { parsed: ctx.body !== undefined, model: ctx.model ?? null });
+      return { kind: 'continue' };
+    },
     onRequest(ctx) {
       if (ctx.model !== 'answered-by-hook') return { kind: 'continue' };
       return {
         kind: 'respond',
         status: 418,
-        body: { answered: 'by hook', subject: ctx.principal?.subjectId ?? null },
+        body: {
+          answered: 'by hook',
+          subject: ctx.principal?.subjectId ?? null,
+          at_auth: bodyAtAuth.get(ctx),
+          messages: ctx.body.messages.length,
+        },
         headers: { 'x-test-hook': 'answer' },
       };
     },
@@ -91,7 +102,7 @@ after(async () => {
 });
 
 describe('custom hook modules', () => {
-  test('onRequest {kind: respond} answers the client with its status, body and headers; no upstream call', async () => {
+  test('onRequest {kind: respond} answers with its status, body and headers, no upstream call; authenticate ran before the body was parsed, onRequest sees it', async () => {
     const before = sim.requests.length;
     const res = await fetch(`${gateway.url}/v1/chat/completions`, {
       method: 'POST',
@@ -101,7 +112,12 @@ describe('custom hook modules', () => {
     assert.equal(res.status, 418);
     assert.equal(res.headers.get('x-test-hook'), 'answer');
     assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
-    assert.deepEqual(await res.json(), { answered: 'by hook', subject: 'client_a' });
+    assert.deepEqual(await res.json(), {
+      answered: 'by hook',
+      subject: 'client_a',
+      at_auth: { parsed: false, model: null },
+      messages: 1,
+    });
     assert.equal(sim.requests.length, before);
   });
 

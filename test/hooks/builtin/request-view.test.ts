@@ -85,7 +85,7 @@ test('a warm view cache answers the auth and balance hooks without a wait; a rev
 
   // Cold: the key is read from Redis, the balance asked for and cached.
   const cold = requestWith(SECRET);
-  const coldAuth = auth.onRequest!(cold);
+  const coldAuth = auth.authenticate!(cold);
   assert.ok(coldAuth instanceof Promise);
   await coldAuth;
   const coldBalance = balance.onRequest!(cold);
@@ -95,7 +95,7 @@ test('a warm view cache answers the auth and balance hooks without a wait; a rev
   // The balance write dropped the entry the cold read made: one more request reads it again.
   await waitUntil(async () => {
     const again = requestWith(SECRET);
-    const result = auth.onRequest!(again);
+    const result = auth.authenticate!(again);
     await result;
     await balance.onRequest!(again);
     return !(result instanceof Promise);
@@ -103,7 +103,7 @@ test('a warm view cache answers the auth and balance hooks without a wait; a rev
 
   const monitor = await redis.monitor();
   const warm = requestWith(SECRET);
-  const authed = auth.onRequest!(warm) as OnRequestResult;
+  const authed = auth.authenticate!(warm) as OnRequestResult;
   assert.ok(!(authed instanceof Promise), 'the auth hook answered at once');
   assert.equal(warm.principal?.subjectId, 'peek');
   const allowed = balance.onRequest!(warm);
@@ -117,7 +117,7 @@ test('a warm view cache answers the auth and balance hooks without a wait; a rev
   await waitUntil(() => stores.viewCache!.invalidations > heard, 'the revoke at this process');
   const refused = requestWith(SECRET);
   await assert.rejects(
-    async () => auth.onRequest!(refused),
+    async () => auth.authenticate!(refused),
     (err: unknown) => err instanceof GatewayError && err.code === 'invalid_api_key',
   );
 });
