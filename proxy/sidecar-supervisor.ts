@@ -1,6 +1,8 @@
 // `router` runs `router-billing` as its child when billing is on (the primary process when there are
-// several workers): restarted with backoff when it dies, stopped with the gateway, and up once it
-// answers /healthz on its listen address. Its state feeds /readyz and the webhook pass-through.
+// several workers): restarted when it dies under the workers' restart policy (common/restart-policy.ts),
+// stopped with the gateway, and up once it answers /healthz on its listen address. Its state feeds
+// /readyz and the webhook pass-through. It is never given up on: the gateway serves without it (events
+// wait in the outbox), so it is tried again every 5 s at most for as long as the gateway runs.
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -10,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import type { ListenAddress } from '../common/config-types.ts';
 import { SUPERVISED_ENV } from '../common/internal-notify.ts';
+import { keptCrashes, restartDelayMs } from '../common/restart-policy.ts';
 import type { SidecarTracker } from './sidecar-status.ts';
 
 /** Niceness of the supervised sidecar: ROUTER_SIDECAR_NICE, 0 (same as the gateway) to 19 (default). */
@@ -49,7 +52,7 @@ const SIDECAR_LATE_AFTER_MS = 5000;
 
 const SIDECAR_MAIN = fileURLToPath(new URL('../bin/sidecar-main.ts', import.meta.url));
 
-/** Run `router-billing` as a child; restart it with backoff when it dies; stop it on close. */
+/** Run `router-billing` as a child; restart it under the restart policy when it dies; stop it on close. */
 export function superviseSidecar(
   configFile: string,
   log: Logger,
@@ -59,7 +62,7 @@ export function superviseSidecar(
 ): { stop(): Promise<void> } {
   let child: ChildProcess | undefined;
   let stopping = false;
-  let restarts = 0;
+  let crashes: number[] = [];
   let timer: NodeJS.Timeout | undefined;
   const start = () => {
     const flags = [...SIDECAR_V8_FLAGS, ...sidecarNodeFlags(env ?? process.env)];
@@ -83,13 +86,13 @@ export function superviseSidecar(
     }
     status.set('starting');
     awaitListening(child);
-    const started = Date.now();
     child.once('exit', (code, signal) => {
       child = undefined;
       status.set('down');
       if (stopping) return;
-      if (Date.now() - started > 30_000) restarts = 0;
-      const delay = Math.min(30_000, 250 * 2 ** restarts++);
+      const now = Date.now();
+      crashes = keptCrashes([...crashes, now], now);
+      const delay = restartDelayMs(crashes, now);
       log.error({ code, signal, restartInMs: delay }, 'billing sidecar exited; restarting');
       timer = setTimeout(start, delay);
     });

@@ -1,5 +1,6 @@
 // `workers: n` (n > 1): this process serves nothing itself. It forks n workers that share the one listen
-// address through node:cluster, restarts a worker that dies, passes SIGHUP and SIGTERM on to all of them
+// address through node:cluster, restarts a worker that dies (common/restart-policy.ts), and gives up
+// (exit 1) only when they keep dying with none serving. It passes SIGHUP and SIGTERM on to all of them
 // and runs the one billing sidecar, whose state it reports to every worker. It answers what no single
 // worker can: /metrics of all workers (each worker asks it), how many workers listen, and the sidecar's
 // subject state notice, which it applies in every worker before the sidecar answers its webhook.
@@ -11,6 +12,7 @@ import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
 import type { ListenAddress, RouterConfig } from '../../common/config-types.ts';
 import { createNoticeHandler, GATEWAY_URL_ENV, SUBJECT_STATE_PATH } from '../../common/internal-notify.ts';
+import { givesUp, keptCrashes, RESTART_POLICY, restartDelayMs } from '../../common/restart-policy.ts';
 import type { SubjectRef } from '../../common/store-types.ts';
 import { SidecarTracker } from '../sidecar-status.ts';
 import { superviseSidecar } from '../sidecar-supervisor.ts';
@@ -24,6 +26,8 @@ export interface PrimaryOptions {
   /** Run the billing sidecar (billing on, sidecar.enabled, no --no-sidecar). */
   readonly sidecar: boolean;
   readonly env?: Record<string, string | undefined>;
+  /** How the primary ends when it gives up after the start (default process.exit); tests watch it. */
+  readonly exit?: (code: number) => void;
 }
 
 export interface RunningPrimary {
@@ -44,8 +48,8 @@ interface Slot {
   worker: Worker | undefined;
   rpc: Rpc | undefined;
   listening: boolean;
-  restarts: number;
-  startedAt: number;
+  /** When this slot's workers died unasked, within the policy's windows. */
+  crashes: number[];
   timer: NodeJS.Timeout | undefined;
 }
 
@@ -58,12 +62,13 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
     worker: undefined,
     rpc: undefined,
     listening: false,
-    restarts: 0,
-    startedAt: 0,
+    crashes: [],
     timer: undefined,
   }));
   let stopping = false;
   let restartsTotal = 0;
+  /** Every slot's crashes: the primary gives up on these. */
+  let allCrashes: number[] = [];
   /** The workers running now, with their channel. */
   const live = () => slots.flatMap((slot) => (slot.rpc === undefined ? [] : [{ slot, rpc: slot.rpc }]));
 
@@ -96,6 +101,7 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
     restarts: restartsTotal,
   });
 
+  // The start is done once one worker listens: one that fails meanwhile is restarted like any other.
   let firstListening: ((url: string) => void) | undefined;
   let startFailed: ((err: Error) => void) | undefined;
   const started = new Promise<string>((resolve, reject) => {
@@ -103,6 +109,19 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
     startFailed = reject;
   });
   let everListened = false;
+
+  const giveUp = () => {
+    const err = new Error(
+      `workers crashed ${allCrashes.length} times within ${RESTART_POLICY.giveUpWindowMs / 60_000} minutes with none listening`,
+    );
+    log.fatal({ crashes: allCrashes.length }, 'workers keep crashing with none serving; giving up');
+    stopping = true;
+    if (!everListened) {
+      startFailed?.(err);
+      return;
+    }
+    void stop().then(() => (opts.exit ?? process.exit)(1));
+  };
 
   const fork = (slot: Slot) => {
     slot.timer = undefined;
@@ -120,7 +139,6 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
     slot.worker = worker;
     slot.rpc = rpc;
     slot.listening = false;
-    slot.startedAt = Date.now();
     rpc.handle('metrics', metricsText);
     rpc.handle('workers', report);
     rpc.handle('draining', () => {
@@ -132,7 +150,7 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
     rpc.handle('listening', (body) => {
       slot.listening = true;
       log.info({ worker: slot.id, pid: worker.process.pid }, 'worker listening');
-      if (slots.every((s) => s.listening) && !everListened) {
+      if (!everListened) {
         everListened = true;
         firstListening?.((body as { url: string }).url);
       }
@@ -143,14 +161,20 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
       slot.rpc = undefined;
       slot.listening = false;
       if (stopping) return;
-      if (!everListened) {
-        startFailed?.(new Error(`worker ${slot.id} exited (${code ?? signal}) before listening`));
+      const now = Date.now();
+      slot.crashes = keptCrashes([...slot.crashes, now], now);
+      allCrashes = keptCrashes([...allCrashes, now], now);
+      const serving = slots.some((s) => s.listening);
+      if (givesUp(allCrashes, now, serving)) {
+        giveUp();
         return;
       }
-      if (Date.now() - slot.startedAt > 30_000) slot.restarts = 0;
-      const delay = Math.min(30_000, 250 * 2 ** slot.restarts++);
+      const delay = restartDelayMs(slot.crashes, now);
       restartsTotal++;
-      log.error({ worker: slot.id, code, signal, restartInMs: delay }, 'worker exited; restarting');
+      log.error(
+        { worker: slot.id, code, signal, restartInMs: delay, starting: !everListened },
+        'worker exited; restarting',
+      );
       slot.timer = setTimeout(() => fork(slot), delay);
     });
   };
