@@ -35,6 +35,7 @@ export const ERROR_CATALOGUE = {
   request_timeout: invalid('The request was not received in time', 408),
   provider_not_selected: invalid('No provider could be selected for this request'),
   unknown_provider: invalid('Unknown provider'),
+  provider_not_offered: invalid('The provider named by the x-router-provider header is not offered here'),
   no_matching_rule: invalid('The provider has no configuration for this API'),
   model_not_found: invalid('The model does not exist', 404),
   not_found: invalid('Unknown endpoint', 404),

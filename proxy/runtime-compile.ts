@@ -8,7 +8,13 @@ import { describeError } from '../common/errors.ts';
 import { providerKeyEnvName } from '../common/provider-key-env.ts';
 import type { Hook } from '../common/types.ts';
 import { type Authenticator, createAuthenticator } from '../hooks/builtin/auth.ts';
-import { formatDiagnostic, loadProviderDir, realtimeTranslatorApis } from '../hooks/dsl/index.ts';
+import type { ProviderOffer } from '../hooks/builtin/select-target.ts';
+import {
+  baseUrlEnvName,
+  formatDiagnostic,
+  loadProviderDir,
+  realtimeTranslatorApis,
+} from '../hooks/dsl/index.ts';
 import type { CompiledProvider, HookRef } from '../hooks/dsl/types.ts';
 import { TRANSLATORS, USAGE_PRESETS } from '../hooks/families/index.ts';
 import { TRANSFORMS } from '../hooks/transforms/index.ts';
@@ -36,6 +42,8 @@ export interface Compiled {
   readonly ruleCustom: Map<HookRef, Hook>;
   /** Valid, but requests will fail: one line per routed provider without an upstream key. */
   readonly warnings: string[];
+  /** What `x-router-provider` may name (providerOffers). */
+  readonly offers: ReadonlyMap<string, ProviderOffer>;
 }
 
 /**
@@ -66,6 +74,42 @@ export interface MissingProviderKey {
 /** How many model ids a warning names before "and N more". */
 const MODELS_NAMED = 3;
 
+/** Whether a rule of the provider sends a credential (auth_bearer, auth_header_key, auth_query_key). */
+function sendsCredential(provider: CompiledProvider): boolean {
+  return provider.rules.some((rule) => rule.auth.some((op) => op.op !== 'auth_none'));
+}
+
+/**
+ * Whether the gateway holds the credentials the provider's rules send (true when they send none). The one
+ * place that decides it: an upstream key today; cloud credentials (Bedrock, Vertex, Entra) belong here.
+ */
+export function holdsCredentials(config: RouterConfig, provider: CompiledProvider): boolean {
+  return !sendsCredential(provider) || (config.keys.providerKeys.get(provider.name)?.length ?? 0) > 0;
+}
+
+/**
+ * What `x-router-provider` may name, for every loaded provider: one whose credentials the gateway holds.
+ * One whose rules send none (a local server) only when the registry routes to it or
+ * ROUTER_PROVIDER_<NAME>_BASE_URL is set: otherwise a client could send the gateway to a default address
+ * (127.0.0.1:11434) that the operator never chose.
+ */
+export function providerOffers(
+  config: RouterConfig,
+  providers: ReadonlyMap<string, CompiledProvider>,
+  env: Record<string, string | undefined>,
+): Map<string, ProviderOffer> {
+  const routed = new Set(config.models.entries.flatMap((entry) => entry.routes.map((r) => r.provider)));
+  const offers = new Map<string, ProviderOffer>();
+  for (const [name, provider] of providers) {
+    let offer: ProviderOffer = 'offered';
+    if (!holdsCredentials(config, provider)) offer = 'no_credentials';
+    else if (!sendsCredential(provider) && !routed.has(name) && (env[baseUrlEnvName(name)] ?? '') === '')
+      offer = 'not_set_up';
+    offers.set(name, offer);
+  }
+  return offers;
+}
+
 /**
  * Providers that requests will reach (the registry routes to them) and that will refuse every such request
  * with 503 provider_key_missing: a rule of theirs sends a credential (auth_bearer, auth_header_key,
@@ -89,8 +133,7 @@ export function missingProviderKeys(
     const provider = providers.get(name);
     // An unknown provider is a diagnostic of its own.
     if (provider === undefined) continue;
-    const needsKey = provider.rules.some((rule) => rule.auth.some((op) => op.op !== 'auth_none'));
-    if (!needsKey || (config.keys.providerKeys.get(name)?.length ?? 0) > 0) continue;
+    if (holdsCredentials(config, provider)) continue;
     const variable = providerKeyEnvName(name);
     // The keys loader gives the variable to the provider of this spelling when the keys file names none.
     const reaches = variable
@@ -211,5 +254,6 @@ export async function compileRuntime(config: RouterConfig, opts: CompileOptions)
       );
     }
   }
-  return { diagnostics, providers, registry, authenticator, globalCustom, ruleCustom, warnings };
+  const offers = providerOffers(config, providers, env);
+  return { diagnostics, providers, registry, authenticator, globalCustom, ruleCustom, warnings, offers };
 }

@@ -145,7 +145,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     ...billingHooks.filter((h) => h.onRequest !== undefined),
     ...(opts.extraHooks ?? []),
     ...globalCustom,
-    createSelectTargetHook(registry, new Set(providers.keys())),
+    createSelectTargetHook(registry, compiled.offers),
   ];
   // Billing goes first: its synchronous part (building the event and writing it to the outbox) must
   // run before the reply's last byte, with nothing awaited ahead of it (proxy/server.ts finish()).

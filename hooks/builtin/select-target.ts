@@ -1,6 +1,7 @@
 // Target selection (selectTarget; docs/lifecycle.md). `x-router-provider` names the provider and bypasses the
-// model registry entirely; otherwise the registry maps the model to an ordered list of candidates
-// (round robin rotates the start, priority keeps the file order). Later candidates are retries.
+// model registry entirely (a provider the gateway does not offer is the client's 400); otherwise the
+// registry maps the model to an ordered list of candidates (round robin rotates the start, priority keeps
+// the file order). Later candidates are retries.
 
 import type { ModelEntry } from '../../common/config-types.ts';
 import { clip, GatewayError } from '../../common/errors.ts';
@@ -10,7 +11,33 @@ export interface ModelResolver {
   resolve(model: string): ModelEntry | undefined;
 }
 
-export function createSelectTargetHook(registry: ModelResolver, providers: ReadonlySet<string>): Hook {
+/**
+ * Whether `x-router-provider` may name a loaded provider, and why not: the gateway holds no credentials
+ * for it, or it is a keyless local server the operator has not set up. Decided by providerOffers
+ * (proxy/runtime-compile.ts).
+ */
+export type ProviderOffer = 'offered' | 'no_credentials' | 'not_set_up';
+
+const NOT_OFFERED_REASON = {
+  unknown: 'no provider of that name exists',
+  no_credentials: 'the gateway has no upstream credentials for it',
+  not_set_up: 'it is a local server this gateway is not set up to use',
+} as const;
+
+/** The client's 400 for a header naming a provider that is not offered: the header, the reason, the way out. */
+function notOffered(name: string, why: keyof typeof NOT_OFFERED_REASON): GatewayError {
+  return new GatewayError(
+    'provider_not_offered',
+    `The x-router-provider header names '${clip(name)}', which this gateway does not offer: ${NOT_OFFERED_REASON[why]}; name another provider, or leave the header out to route by model`,
+    'x-router-provider',
+  );
+}
+
+/** `offers` holds every loaded provider; a name it lacks does not exist. */
+export function createSelectTargetHook(
+  registry: ModelResolver,
+  offers: ReadonlyMap<string, ProviderOffer>,
+): Hook {
   const cursors = new WeakMap<ModelEntry, number>();
   const orders = new WeakMap<ModelEntry, readonly TargetCandidate[][]>();
 
@@ -34,8 +61,8 @@ export function createSelectTargetHook(registry: ModelResolver, providers: Reado
     selectTarget(ctx: RequestContext): TargetChoice {
       const forced = ctx.headers['x-router-provider'];
       if (typeof forced === 'string' && forced !== '') {
-        if (!providers.has(forced))
-          throw new GatewayError('unknown_provider', `Unknown provider '${clip(forced)}'`);
+        const offer = offers.get(forced) ?? 'unknown';
+        if (offer !== 'offered') throw notOffered(forced, offer);
         return { via: 'header', candidates: [{ provider: forced, upstreamModel: ctx.model }] };
       }
       if (ctx.model === undefined || ctx.model === '') {

@@ -219,14 +219,18 @@ test('malformed percent-encoding in a path is the client 400, never a 500 logged
   );
 });
 
-test('a provider with no upstream key is a 503 naming the provider; the variable is in the log only', async () => {
+test('a provider with no upstream key: named by x-router-provider the client gets 400, chosen by the registry a 503 naming it; the variable is in the log only', async () => {
   const before = logs.length;
+  const chat = { model: 'mistral-small', messages: [{ role: 'user', content: 'hi' }] };
+  // Named by the client: its own fault, not a 5xx it could cause at will.
+  const named = await postJson(`${stack.url}/v1/chat/completions`, chat, { 'x-router-provider': 'mistral' });
+  assert.equal(named.status, 400);
+  const refused = (named.json as { error: { code: string; message: string } }).error;
+  assert.equal(refused.code, 'provider_not_offered');
+  assert.match(refused.message, /x-router-provider header names 'mistral'/);
+  assert.doesNotMatch(named.text, /ROUTER_PROVIDER/);
   for (let i = 0; i < 2; i++) {
-    const reply = await postJson(
-      `${stack.url}/v1/chat/completions`,
-      { model: 'mistral-small', messages: [{ role: 'user', content: 'hi' }] },
-      { 'x-router-provider': 'mistral' },
-    );
+    const reply = await postJson(`${stack.url}/v1/chat/completions`, chat);
     assert.equal(reply.status, 503);
     const error = (reply.json as { error: { code: string; message: string } }).error;
     assert.equal(error.code, 'provider_key_missing');

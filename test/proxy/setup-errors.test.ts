@@ -146,6 +146,27 @@ describe('a routed provider without an upstream key', () => {
     assert.doesNotMatch(reply.text, /ROUTER_PROVIDER|keys\.yaml|api_key/);
   });
 
+  test("named by x-router-provider, a provider without its key is the client's 400, not a 503", async () => {
+    for (const provider of ['openai', 'groq']) {
+      const reply = await postJson(`${stack.url}/v1/chat/completions`, chat('gpt-a'), {
+        'x-router-provider': provider,
+      });
+      assert.equal(reply.status, 400, reply.text);
+      const error = errorOf(reply.json);
+      assert.equal(error.code, 'provider_not_offered');
+      assert.match(
+        error.message,
+        new RegExp(`x-router-provider header names '${provider}'.*no upstream credentials`),
+      );
+      assert.doesNotMatch(reply.text, /ROUTER_PROVIDER|keys\.yaml|api_key/);
+    }
+    // A keyless local server the registry routes to is offered.
+    const local = await postJson(`${stack.url}/v1/chat/completions`, chat('llama'), {
+      'x-router-provider': 'ollama',
+    });
+    assert.equal(local.status, 200, local.text);
+  });
+
   test('a reload warns again', async () => {
     const from = logs.length;
     assert.deepEqual(await stack.gateway.reload(), []);
