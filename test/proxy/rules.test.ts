@@ -83,12 +83,12 @@ describe('provider selection', () => {
     assert.equal(up?.headers['x-test-provider'], 'sim-a');
   });
 
-  test('an unknown provider in x-router-provider answers 400 unknown_provider', async () => {
+  test('an unknown provider in x-router-provider answers 400 provider_not_offered', async () => {
     const res = await postJson(`${stack.url}/v1/chat/completions`, chat('gpt-5.4-mini'), {
       'x-router-provider': 'no-such-provider',
     });
     assert.equal(res.status, 400);
-    assert.equal(errorOf(res.json).code, 'unknown_provider');
+    assert.equal(errorOf(res.json).code, 'provider_not_offered');
     assert.match(errorOf(res.json).message, /no-such-provider/);
   });
 
