@@ -131,7 +131,8 @@ export class RouterCommand extends Command {
       return -1;
     } catch (err) {
       this.err(`router worker: ${(err as Error).message}`);
-      return 1;
+      // Its channel to the primary would keep it running: it exits, and the primary restarts it.
+      process.exit(1);
     }
   }
 

@@ -171,10 +171,7 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
       }
       const delay = restartDelayMs(slot.crashes, now);
       restartsTotal++;
-      log.error(
-        { worker: slot.id, code, signal, restartInMs: delay, starting: !everListened },
-        'worker exited; restarting',
-      );
+      log.error({ worker: slot.id, code, signal, restartInMs: delay }, 'worker exited; restarting');
       slot.timer = setTimeout(() => fork(slot), delay);
     });
   };

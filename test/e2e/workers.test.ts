@@ -2,7 +2,9 @@
 // address, one sidecar delivers every worker's outbox, /metrics and /readyz speak for all workers, a
 // kill -9 of one worker during a 2,000-request run leaves every served request billed exactly once and
 // the worker is restarted, the sidecar's subject state notice reaches every worker before the webhook
-// is answered, and SIGTERM drains them all.
+// is answered, and SIGTERM drains them all. Under the restart policy (common/restart-policy.ts): both
+// workers killed twice in quick succession are each restarted at once, and a worker that fails during
+// the first start (a test hook fails worker 2 once) neither stops the start nor stays down.
 
 import assert from 'node:assert/strict';
 import { access, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -57,7 +59,11 @@ interface Router {
   readonly sidecarUrl: string;
 }
 
-async function startRouter(t: { after: (fn: () => unknown) => void }, name: string): Promise<Router> {
+async function startRouter(
+  t: { after: (fn: () => unknown) => void },
+  name: string,
+  extraConfig: readonly string[] = [],
+): Promise<Router> {
   const outboxDir = join(dir, name, 'outbox');
   const file = join(dir, `${name}.yaml`);
   await writeFile(
@@ -82,6 +88,7 @@ async function startRouter(t: { after: (fn: () => unknown) => void }, name: stri
       '  balance_enforcement:',
       '    enabled: true',
       `    webhook_secret: ${SECRET}`,
+      ...extraConfig,
       '',
     ].join('\n'),
   );
@@ -102,8 +109,23 @@ async function startRouter(t: { after: (fn: () => unknown) => void }, name: stri
     gw.killAll();
     await gw.exited;
   });
-  await waitUntil(async () => (await readyz(gw.url)).status === 200, 'the workers and the sidecar');
+  // `router listening` comes once one worker listens; the cases here want both.
+  await waitUntil(
+    async () => {
+      const ready = await readyz(gw.url);
+      return ready.status === 200 && (ready.body.workers as { listening: number }).listening === 2;
+    },
+    'the workers and the sidecar',
+    60_000,
+  );
+  // The cases read the workers' pids from these lines, which may come a moment after /readyz says so.
+  await waitUntil(() => logLines(gw, 0, 'worker listening').length >= 2, 'both workers logged as listening');
   return { gw, outboxDir, sidecarUrl: `http://127.0.0.1:${sidecarPort}` };
+}
+
+/** The router's log lines of this message, from line `from` on. */
+function logLines(gw: ChildGateway, from: number, msg: string): Record<string, unknown>[] {
+  return gw.lines.slice(from).filter((l) => l.msg === msg);
 }
 
 /** Long enough for a drain of idle workers on a loaded machine; a stall fails the case with the log. */
@@ -330,4 +352,69 @@ test('kill -9 of one worker during 2,000 requests: every served request billed e
     chargedBefore.minus(billing.balance('api_key', 'client_a')).eq(charged),
     'wallet debited once per event',
   );
+});
+
+test('kill -9 of both workers, twice in quick succession: each is restarted at once, and serves', async (t) => {
+  const { gw } = await startRouter(t, 'kill-twice');
+  for (const round of [1, 2]) {
+    const from = gw.lines.length;
+    const pids = logLines(gw, 0, 'worker listening')
+      .slice(-2)
+      .map((l) => Number(l.pid));
+    // One worker, then the other while the first one's replacement starts: for a moment none listens.
+    process.kill(pids[0]!, 'SIGKILL');
+    await waitUntil(() => logLines(gw, from, 'worker exited; restarting').length === 1, 'the first exit');
+    process.kill(pids[1]!, 'SIGKILL');
+    // The primary's events: each replacement says it listens.
+    await waitUntil(
+      () => logLines(gw, from, 'worker listening').length === 2,
+      `round ${round}: both replacements listening`,
+      60_000,
+    );
+    assert.equal(await chatOnNewConnection(gw.url, `kill-twice-${round}`), 200);
+  }
+  const exits = logLines(gw, 0, 'worker exited; restarting');
+  assert.equal(exits.length, 4);
+  for (const exit of exits) {
+    assert.equal(exit.signal, 'SIGKILL');
+    // At once: the host is without a listening worker only while one worker starts.
+    assert.equal(exit.restartInMs, 0, JSON.stringify(exit));
+  }
+  assert.deepEqual((await readyz(gw.url)).body.workers, { configured: 2, listening: 2, restarts: 4 });
+});
+
+/** A hook module that fails the first start of worker 2 only (a marker file says it failed once). */
+const FAIL_ONCE_HOOK = `
+import { openSync } from 'node:fs';
+export function createHook(options) {
+  if (process.env.ROUTER_WORKER_ID === '2') {
+    let first = true;
+    try {
+      openSync(options.marker, 'wx');
+    } catch {
+      first = false;
+    }
+    if (first) throw new Error('worker 2 fails its first start (test hook)');
+  }
+  return { name: 'fail-once' };
+}
+`;
+
+test('a worker that fails during the first start: the start goes on with the other, the failed one is restarted', async (t) => {
+  const hook = join(dir, 'fail-once-hook.mjs');
+  await writeFile(hook, FAIL_ONCE_HOOK);
+  const marker = join(dir, 'fail-once.marker');
+  const { gw } = await startRouter(t, 'fail-start', [
+    'hooks:',
+    `  - module: ${hook}`,
+    `    options: { marker: ${marker} }`,
+  ]);
+  const exits = logLines(gw, 0, 'worker exited; restarting');
+  assert.equal(exits.length, 1, gw.recentLog());
+  assert.equal(exits[0]?.worker, 2);
+  assert.equal(exits[0]?.code, 1);
+  assert.equal(exits[0]?.restartInMs, 0);
+  assert.ok(gw.lines.some((l) => l.msg === 'router listening'));
+  assert.deepEqual((await readyz(gw.url)).body.workers, { configured: 2, listening: 2, restarts: 1 });
+  assert.equal(await chatOnNewConnection(gw.url, 'fail-start-1'), 200);
 });

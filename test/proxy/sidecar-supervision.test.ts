@@ -1,6 +1,7 @@
 // `router` without --no-sidecar runs `router-billing` as its child: under SCHED_IDLE (ROUTER_SIDECAR_SCHED)
-// at the niceness of ROUTER_SIDECAR_NICE, with the gateway's V8 flag plus ROUTER_SIDECAR_NODE_FLAGS, restarted when it dies,
-// and stopped with the gateway. The child delivers the gateway's usage events.
+// at the niceness of ROUTER_SIDECAR_NICE, with the gateway's V8 flag plus ROUTER_SIDECAR_NODE_FLAGS, restarted when it dies
+// (at once for its first crashes, common/restart-policy.ts), and stopped with the gateway. The child
+// delivers the gateway's usage events.
 
 import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
@@ -114,13 +115,29 @@ test('router supervises router-billing: nice, node flags, delivery, restart afte
   await res.arrayBuffer();
   await waitUntil(() => stack.billing.events.some((e) => e.external_event_id === 'sup-1'), 'the event');
 
-  // Killed, it comes back (a new process), and what was served meanwhile is delivered.
-  const first = sidecar.pid;
-  process.kill(first, 'SIGKILL');
-  await waitUntil(async () => {
-    const next = await sidecarOf(pid);
-    return next !== undefined && next.pid !== first;
-  }, 'the restarted sidecar');
+  // Killed twice in a row, it comes back at once each time (a new process), and what was served
+  // meanwhile is delivered.
+  let killed = sidecar.pid;
+  for (const _ of [1, 2]) {
+    const victim = killed;
+    process.kill(victim, 'SIGKILL');
+    await waitUntil(async () => {
+      const next = await sidecarOf(pid);
+      if (next === undefined || next.pid === victim) return false;
+      killed = next.pid;
+      return true;
+    }, 'the restarted sidecar');
+  }
+  const restarts = () => gw.lines.filter((l) => l.msg === 'billing sidecar exited; restarting');
+  // The line is written before the restart; it may reach this process a moment after the new child shows.
+  await waitUntil(() => restarts().length === 2, 'both restarts logged');
+  assert.deepEqual(
+    restarts().map((l) => [l.signal, l.restartInMs]),
+    [
+      ['SIGKILL', 0],
+      ['SIGKILL', 0],
+    ],
+  );
   const again = await fetch(`${gw.url}/v1/chat/completions`, {
     method: 'POST',
     headers: {
