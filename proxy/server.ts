@@ -8,9 +8,16 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import { clip, describeError, type ErrorCode, GatewayError, toGatewayError } from '../common/errors.ts';
 import { carrierFamily } from '../hooks/families/index.ts';
-import { clientErrorCode, type ParserError, rawErrorResponse } from './client-errors.ts';
+import {
+  clientErrorCode,
+  type ParserError,
+  rawErrorResponse,
+  requestLineOpen,
+  trackRequestLine,
+} from './client-errors.ts';
 import { answerClientSecret } from './client-secret-endpoint.ts';
 import { ConnectionGuard, fitToDescriptors, readNofile } from './connection-guard.ts';
+import { isLingering, lingerSocket } from './lingering-close.ts';
 import { proxyRequest } from './proxy-request.ts';
 import { handleRealtimeUpgrade, RealtimeSessions } from './realtime-session.ts';
 import { bodyTimedOut } from './request-body.ts';
@@ -135,7 +142,15 @@ export function createGatewayServer(initial: Runtime): GatewayServer {
     metrics.trackConnections(() => guard.open, max);
   };
   applyLimits(initial);
-  server.on('connection', (socket: Socket) => guard.admit(socket));
+  server.on('connection', (socket: Socket) => {
+    if (guard.admit(socket)) trackRequestLine(socket);
+  });
+  // Expect: 100-continue. Node would send 100 Continue before any handler ran: a body declared over
+  // max_body_bytes is refused (413, by the handler) without asking the client to send it.
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    if (!(Number(req.headers['content-length']) > current.config.limits.maxBodyBytes)) res.writeContinue();
+    server.emit('request', req, res);
+  });
   // Idle keep-alive connections: Node closes them itself only when nobody listens for this event.
   server.on('timeout', (socket: Socket) => {
     metrics.clientTimeouts.inc({ kind: 'keepalive' });
@@ -168,9 +183,11 @@ export function createGatewayServer(initial: Runtime): GatewayServer {
       socket.end(rawErrorResponse('not_found'));
     }
   });
-  // Requests the parser refused or timed out before a request existed: 408/414/431/413/400, then close.
+  // Requests the parser refused or timed out before a request existed: 408/414/431/413/400, then a
+  // lingering close (the client may still be sending the rest of the request).
   server.on('clientError', (err: ParserError, socket: Socket) => {
-    const code = clientErrorCode(err);
+    const code = clientErrorCode(err, requestLineOpen(socket));
+    if (code !== undefined && isLingering(socket)) return;
     const inFlight = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
     if (code === undefined || !socket.writable || inFlight?.headersSent === true) {
       socket.destroy();
@@ -178,8 +195,8 @@ export function createGatewayServer(initial: Runtime): GatewayServer {
     }
     if (code === 'request_timeout') metrics.clientTimeouts.inc({ kind: 'header' });
     else metrics.clientRejected.inc({ reason: CLIENT_REJECTION[code] ?? 'malformed' });
-    socket.end(rawErrorResponse(code));
-    socket.destroySoon();
+    socket.write(rawErrorResponse(code));
+    lingerSocket(socket);
   });
 
   return {
