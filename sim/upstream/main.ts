@@ -3,6 +3,7 @@
 
 import { parseArgs } from 'node:util';
 import { startUpstreamSim } from './server.ts';
+import { loadVocabulary } from './token-count.ts';
 
 const { values } = parseArgs({
   options: {
@@ -22,6 +23,7 @@ if (values.help) {
   process.exit(0);
 }
 
+loadVocabulary();
 const sim = await startUpstreamSim({
   port: Number(values.port),
   host: values.host,

@@ -1,8 +1,9 @@
 // Deterministic content: reply text derived from the prompt, token counts (o200k_base, like the
 // current OpenAI models), stream piece splitting, tool-call arguments and embedding vectors.
 
-import { countTokens, decode, encode } from 'gpt-tokenizer/encoding/o200k_base';
-import { countSteps, runInSlices, runToEnd } from '../../hooks/usage/token-slices.ts';
+import { decode, encode } from 'gpt-tokenizer/encoding/o200k_base';
+import { runInSlices, runToEnd } from '../../hooks/usage/token-slices.ts';
+import { countSteps } from './token-count.ts';
 import type { Knobs } from './types.ts';
 
 export const UNICODE_SAMPLE = 'héllo wörld ✓ 日本語';
@@ -21,15 +22,14 @@ const tokenCache = new Map<string, number>();
 /** Counts of the current request's long strings, from precountTokens (see withPrecounted). */
 let precounted: ReadonlyMap<string, number> | undefined;
 
-// Text reaches the tokenizer in chunks of bounded length, so counting is linear in the text's length
-// (hooks/usage/token-slices.ts says why and where the cuts go).
-const countChunk = (chunk: string): number => countTokens(chunk);
+// Text is counted in chunks of bounded length, so counting is linear in the text's length
+// (hooks/usage/token-slices.ts says why and where the cuts go; token-count.ts counts them).
 
 export function tokens(text: string): number {
   if (text === '') return 0;
   const hit = tokenCache.get(text) ?? precounted?.get(text);
   if (hit !== undefined) return hit;
-  const n = runToEnd(countSteps(text, countChunk));
+  const n = runToEnd(countSteps(text));
   if (text.length <= TOKEN_CACHE_KEY_MAX) {
     if (tokenCache.size >= TOKEN_CACHE_MAX) tokenCache.clear();
     tokenCache.set(text, n);
@@ -51,7 +51,7 @@ function collectLong(value: unknown, out: string[], depth: number): void {
 function* precountSteps(texts: string[]): Generator<number, Map<string, number>, undefined> {
   const counts = new Map<string, number>();
   for (const text of texts) {
-    if (!counts.has(text)) counts.set(text, yield* countSteps(text, countChunk));
+    if (!counts.has(text)) counts.set(text, yield* countSteps(text));
   }
   return counts;
 }
