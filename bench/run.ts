@@ -5,7 +5,7 @@
 //   npm run bench                      full run (about 12 minutes), rewrites docs/benchmarks.md
 //   npm run bench -- --smoke           every scenario for about a second with tiny counts; no docs
 //   npm run bench -- --only chat       one scenario (chat, stream, translate, growth, backlog, abuse, workers,
-//                                      shards, realtime); repeatable
+//                                      shards, realtime, spaceless); repeatable
 //   npm run bench -- --peers direct,gateway   only these peers
 //   npm run bench -- --profile         gateway processes run with --cpu-prof into bench/results/prof
 //   npm run bench -- --no-docs         do not rewrite docs/benchmarks.md
@@ -42,6 +42,11 @@ import { CHAT_PEERS, runChat } from './scenarios/chat.ts';
 import { GROWTH_PEERS, runGrowth } from './scenarios/growth.ts';
 import { REALTIME_PEERS, runRealtime } from './scenarios/realtime.ts';
 import { runShards } from './scenarios/shards.ts';
+import {
+  runSpacelessPrompt,
+  SPACELESS_PEERS,
+  type SpacelessPromptResult,
+} from './scenarios/spaceless-prompt.ts';
 import { runStream, STREAM_PEERS } from './scenarios/stream.ts';
 import { runTranslate, TRANSLATE_PEERS } from './scenarios/translate.ts';
 import { runWorkers, WORKERS_PEERS } from './scenarios/workers.ts';
@@ -57,6 +62,7 @@ const SCENARIOS = [
   'workers',
   'shards',
   'realtime',
+  'spaceless',
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const ALL_PEERS: PeerId[] = [
@@ -82,7 +88,11 @@ const PEERS_OF: Record<Scenario, PeerId[]> = {
   workers: WORKERS_PEERS,
   shards: [],
   realtime: REALTIME_PEERS,
+  spaceless: SPACELESS_PEERS,
 };
+
+/** docs/benchmarks.md does not render the spaceless scenario: its results are only in the raw JSON. */
+type RunResults = BenchResults & { spaceless?: SpacelessPromptResult };
 
 interface Options {
   smoke: boolean;
@@ -111,7 +121,7 @@ function parseOptions(argv: string[]): Options {
   });
   if (values.help) {
     console.log(
-      'usage: npm run bench -- [--smoke] [--only chat|stream|translate|growth|backlog|abuse|workers|shards|realtime]... [--peers a,b] [--profile] [--no-docs] [--out file.json]\n       npm run bench -- --render bench/results/<full run>.json   (rewrite docs/benchmarks.md from a saved full run; measures nothing)',
+      'usage: npm run bench -- [--smoke] [--only chat|stream|translate|growth|backlog|abuse|workers|shards|realtime|spaceless]... [--peers a,b] [--profile] [--no-docs] [--out file.json]\n       npm run bench -- --render bench/results/<full run>.json   (rewrite docs/benchmarks.md from a saved full run; measures nothing)',
     );
     process.exit(0);
   }
@@ -239,7 +249,7 @@ export async function main(argv: string[]): Promise<number> {
   log(`${opts.smoke ? 'smoke' : 'full'} run: ${opts.scenarios.join(', ')}; work folder ${tmp}`);
 
   const helpers: Service[] = [];
-  const results: BenchResults = {
+  const results: RunResults = {
     startedAt: startedAt.toISOString(),
     finishedAt: '',
     smoke: opts.smoke,
@@ -279,6 +289,7 @@ export async function main(argv: string[]): Promise<number> {
       else if (scenario === 'workers') results.workers = await runWorkers(ctx, results.machine.cpus);
       else if (scenario === 'shards') results.shards = await runShards(ctx);
       else if (scenario === 'realtime') results.realtime = await runRealtime(ctx);
+      else if (scenario === 'spaceless') results.spaceless = await runSpacelessPrompt(ctx);
       else if (scenario === 'backlog') {
         results.backlog = await runBacklog(ctx).catch((err: unknown) => ({
           error: err instanceof Error ? err.message : String(err),
@@ -317,9 +328,9 @@ export async function main(argv: string[]): Promise<number> {
  * that run's, with its date. Partial runs are refused, as they are for the page itself.
  */
 async function render(file: string): Promise<number> {
-  const results = JSON.parse(await readFile(file, 'utf8')) as BenchResults;
-  // Runs saved before the abuse, shards and realtime scenarios existed still render (without their sections).
-  const optional: Scenario[] = ['abuse', 'shards', 'realtime'];
+  const results = JSON.parse(await readFile(file, 'utf8')) as RunResults;
+  // Runs saved before the abuse, shards, realtime and spaceless scenarios existed still render (without their sections).
+  const optional: Scenario[] = ['abuse', 'shards', 'realtime', 'spaceless'];
   const missing = SCENARIOS.filter((s) => !optional.includes(s) && results[s] === undefined);
   if (missing.length > 0 || results.smoke) {
     log(`${file} is not a full run (missing: ${missing.join(', ') || 'none'}; smoke: ${results.smoke})`);
