@@ -34,10 +34,13 @@ export const SLICE: SliceBudget = { ms: 2, chars: 4096 };
 export function chunkEnd(text: string, start: number): number {
   const limit = start + CHUNK_MAX;
   if (limit >= text.length) return text.length;
-  let at = text.lastIndexOf(' ', limit);
-  while (at > start + CUT_FROM) {
-    if (!WHITESPACE.test(text.charAt(at - 1))) return at;
-    at = text.lastIndexOf(' ', at - 1);
+  // Searched within the chunk: in text without spaces, lastIndexOf on the whole text scans back to its
+  // start for every chunk, which made counting quadratic.
+  const window = text.slice(start, limit + 1);
+  let at = window.lastIndexOf(' ');
+  while (at > CUT_FROM) {
+    if (!WHITESPACE.test(window.charAt(at - 1))) return start + at;
+    at = window.lastIndexOf(' ', at - 1);
   }
   const code = text.charCodeAt(limit);
   return code >= 0xdc00 && code <= 0xdfff ? limit - 1 : limit;

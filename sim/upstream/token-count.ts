@@ -11,7 +11,7 @@ import { isUtf8 } from 'node:buffer';
 import bpeRanks from 'gpt-tokenizer/bpeRanks/o200k_base';
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
-import { CHUNK_MAX, chunkEnd } from '../../hooks/usage/token-slices.ts';
+import { countSteps as sliceSteps } from '../../hooks/usage/token-slices.ts';
 
 const NON_ASCII = /[\u0080-\uffff]/;
 // Sticky: test() moves lastIndex to the end of each piece, with no match arrays to allocate.
@@ -142,19 +142,7 @@ export function countChunk(chunk: string): number {
   return start < chunk.length ? countTokens(chunk) : count;
 }
 
-/**
- * countSteps of hooks/usage/token-slices.ts with countChunk: the same chunks, each found in a window of
- * CHUNK_MAX + 1 characters, since chunkEnd's lastIndexOf in a text without spaces would scan back to the
- * start of the text for every chunk.
- */
-export function* countSteps(text: string): Generator<number, number, undefined> {
-  let tokens = 0;
-  let start = 0;
-  while (start < text.length) {
-    const end = start + chunkEnd(text.slice(start, start + CHUNK_MAX + 1), 0);
-    tokens += countChunk(start === 0 && end === text.length ? text : text.slice(start, end));
-    yield end - start;
-    start = end;
-  }
-  return tokens;
+/** countSteps of hooks/usage/token-slices.ts with countChunk: the same chunks. */
+export function countSteps(text: string): Generator<number, number, undefined> {
+  return sliceSteps(text, countChunk);
 }
