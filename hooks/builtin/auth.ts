@@ -75,16 +75,24 @@ export function hashSecretId(hashSecret: string): string {
     .slice(0, 12);
 }
 
+/** Longer secrets are derived every time: a memo of header-sized wrong keys held 10,000 of them. */
+export const MAX_REMEMBERED_SECRET_LENGTH = 256;
+
 /**
  * `derive` with a bounded memo keyed by the presented secret: clients present the same few secrets on
  * every request, and hashing them (HMAC in store mode, SHA-256 in file mode) was a visible share of a
- * small request's CPU. Oldest entries go first, so secrets nobody holds cannot grow it. A lookup hashes
- * the string with V8's seeded string hash and compares contents only on a hash match, so its time says
- * nothing useful about a stored secret; the key tables still decide on every request.
+ * small request's CPU. Oldest entries go first, so secrets nobody holds cannot grow it, and only secrets
+ * of a key's length are kept, so neither can long ones. A lookup hashes the string with V8's seeded
+ * string hash and compares contents only on a hash match, so its time says nothing useful about a stored
+ * secret; the key tables still decide on every request.
  */
-function rememberBySecret<T>(derive: (secret: string) => T, maxEntries = 10_000): (secret: string) => T {
+export function rememberBySecret<T>(
+  derive: (secret: string) => T,
+  maxEntries = 10_000,
+): (secret: string) => T {
   const memo = new Map<string, T>();
   return (secret) => {
+    if (secret.length > MAX_REMEMBERED_SECRET_LENGTH) return derive(secret);
     let value = memo.get(secret);
     if (value === undefined) {
       value = derive(secret);
