@@ -141,7 +141,7 @@ async function parseRequest(
     return modelError(ctx);
   }
   const contentType = req.headers['content-type'] ?? '';
-  if (!contentType.startsWith('multipart/form-data')) {
+  if (!contentType.toLowerCase().startsWith('multipart/form-data')) {
     return new GatewayError('unsupported_media_type', 'Expected a multipart/form-data body');
   }
   try {

@@ -135,6 +135,11 @@ describe('multipart routes', () => {
       const error = keyed.json.error as Record<string, unknown>;
       assert.equal(error.code, 'invalid_parameter');
       assert.match(String(error.message), /unexpected end of form/);
+      const upper = await post(path, TRUNCATED, {
+        'content-type': 'MULTIPART/FORM-DATA; boundary=b',
+        authorization: `Bearer ${ACCESS_KEY}`,
+      });
+      assert.equal(upper.status, 400, 'a media type is case-insensitive');
       const anonymous = await post(path, TRUNCATED, { 'content-type': MULTIPART });
       assert.equal(anonymous.status, 401, path);
       assert.equal((anonymous.json.error as Record<string, unknown>).code, 'invalid_api_key');
