@@ -1,13 +1,17 @@
 // Folder layering, checked by `npm run lint:imports` (part of `npm test`); docs/architecture.md "Layers"
-// describes the floors. Lowest first: common/ <- store/, hooks/ <- billing/ <- proxy/ <- admin/ <- the
-// entry points (bin/, scripts/, bench/, examples/ and, below them, sim/). test/ may import anything.
+// describes the floors. Lowest first: common/ <- config/ <- store/, hooks/ <- billing/ (what the gateway
+// and the sidecar both run) <- proxy/ (the gateway) and sidecar/ (the billing sidecar), which never import
+// each other <- admin/ <- the entry points (bin/, scripts/, bench/, examples/ and, below them, sim/).
+// test/ may import anything.
 
-const ABOVE_COMMON = '^(store|hooks|billing|proxy|admin|bin|scripts|sim|bench|examples)/';
-const ABOVE_STORE_AND_HOOKS = '^(billing|proxy|admin|bin|scripts|sim|bench|examples)/';
-const ABOVE_BILLING = '^(proxy|admin|bin|scripts|sim|bench|examples)/';
-const ABOVE_PROXY = '^(admin|bin|scripts|sim|bench|examples)/';
+const ABOVE_COMMON = '^(config|store|hooks|billing|proxy|sidecar|admin|bin|scripts|sim|bench|examples)/';
+const ABOVE_CONFIG = '^(store|hooks|billing|proxy|sidecar|admin|bin|scripts|sim|bench|examples)/';
+const ABOVE_STORE_AND_HOOKS = '^(billing|proxy|sidecar|admin|bin|scripts|sim|bench|examples)/';
+const ABOVE_BILLING = '^(proxy|sidecar|admin|bin|scripts|sim|bench|examples)/';
+const ABOVE_PROGRAMS = '^(admin|bin|scripts|sim|bench|examples)/';
 const ENTRY_POINTS = '^(bin|scripts|sim|bench|examples)/';
-const LAYERED = '^(common|store|hooks|billing|proxy|admin|bin|scripts|sim|bench|examples|test|node_modules)/';
+const LAYERED =
+  '^(common|config|store|hooks|billing|proxy|sidecar|admin|bin|scripts|sim|bench|examples|test|node_modules)/';
 
 // Without swc the checker skips every .ts file and passes: fail here instead (e.g. no native binary).
 require('@swc/core');
@@ -25,6 +29,15 @@ module.exports = {
       to: { path: ABOVE_COMMON },
     },
     {
+      name: 'config-stays-below-store-and-hooks',
+      severity: 'error',
+      comment:
+        'config/ (the configuration all three programs read) imports only common/: move what it needs ' +
+        'into config/ or common/, or let the program that compiles the configuration do that part.',
+      from: { path: '^config/' },
+      to: { path: ABOVE_CONFIG },
+    },
+    {
       name: 'store-never-imports-hooks',
       severity: 'error',
       comment:
@@ -37,28 +50,47 @@ module.exports = {
       name: 'store-and-hooks-stay-below-billing',
       severity: 'error',
       comment:
-        'store/ and hooks/ sit below billing/, proxy/, admin/ and the entry points: move the shared piece ' +
+        'store/ and hooks/ sit below billing/, the programs and the entry points: move the shared piece ' +
         'down into common/ (or into store/ or hooks/ itself) instead of importing upward.',
       from: { path: '^(store|hooks)/' },
       to: { path: ABOVE_STORE_AND_HOOKS },
     },
     {
-      name: 'billing-stays-below-proxy',
+      name: 'billing-stays-below-the-programs',
       severity: 'error',
       comment:
-        'billing/ runs in the sidecar and never imports the gateway: move what both need (types, config ' +
-        'loading, helpers) into common/, or into billing/ and let proxy/ import it from there.',
+        'billing/ holds what the gateway and the sidecar both run (the usage event and its line formats, ' +
+        'pricing, money, the billing client) and imports neither: move the piece that needs them into ' +
+        'proxy/ or sidecar/, or the shared part down into billing/.',
       from: { path: '^billing/' },
       to: { path: ABOVE_BILLING },
     },
     {
-      name: 'proxy-stays-below-admin',
+      name: 'gateway-never-imports-sidecar',
       severity: 'error',
       comment:
-        'proxy/ is the gateway and never imports admin/ or an entry point: move the shared piece into ' +
-        'proxy/ (or lower) and let admin/ or the entry point import it.',
+        'proxy/ is the gateway and sidecar/ the billing sidecar, two processes: what both run belongs in ' +
+        'billing/ (or lower); the gateway reaches the sidecar over HTTP, never by import.',
       from: { path: '^proxy/' },
-      to: { path: ABOVE_PROXY },
+      to: { path: '^sidecar/' },
+    },
+    {
+      name: 'sidecar-never-imports-gateway',
+      severity: 'error',
+      comment:
+        'sidecar/ is the billing sidecar and proxy/ the gateway, two processes: what both run belongs in ' +
+        'billing/ (or lower), and bin/sidecar-main.ts composes the configuration loader with the sidecar.',
+      from: { path: '^sidecar/' },
+      to: { path: '^proxy/' },
+    },
+    {
+      name: 'programs-stay-below-admin',
+      severity: 'error',
+      comment:
+        'proxy/ and sidecar/ never import admin/ or an entry point: move the shared piece into the ' +
+        'program (or lower) and let admin/ or the entry point import it.',
+      from: { path: '^(proxy|sidecar)/' },
+      to: { path: ABOVE_PROGRAMS },
     },
     {
       name: 'admin-stays-below-entry-points',

@@ -1,12 +1,12 @@
 // Starting a keys file (docs/configuration.md "Keys file"): `router-admin access-key init`, and `create`
 // when the file the configuration names is missing or empty. The file written is valid against
-// proxy/config/keys.schema.json with no keys in it, and readable by its owner only (mode 0600): in file
+// config/keys.schema.json with no keys in it, and readable by its owner only (mode 0600): in file
 // mode without store.access_key_hash_secret it will hold secrets in plain text.
 
 import { chmod, open, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { ConfigDiagnostic } from '../common/config-types.ts';
-import { type LoadConfigResult, loadConfig } from '../proxy/config/load.ts';
+import { type LoadConfigResult, loadConfig } from '../config/load.ts';
 import { AdminError, EXIT } from './admin-error.ts';
 
 /** An empty keys file: what `init` writes. */
@@ -15,7 +15,7 @@ export const KEYS_FILE_SKELETON =
   '# upstream provider keys. router-admin access-key create, rotate and revoke edit access_keys.\n' +
   'access_keys: []\n';
 
-/** What proxy/config (common/yaml-source.ts readYaml) reports for a keys file that does not exist. */
+/** What config/ (common/yaml-source.ts readYaml) reports for a keys file that does not exist. */
 const KEYS_FILE_NOT_FOUND = 'cannot read keys file: file not found';
 
 /** Nothing but blanks: an "empty" keys file, which `init` and `create` may fill. */

@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import { Pool } from 'undici';
 import type { BillingConfig } from '../common/config-types.ts';
 import { failSpan, type Tracing } from '../common/tracing.ts';
-import type { UsageEvent } from '../common/usage-event.ts';
+import type { UsageEvent } from './event/usage-event.ts';
 
 export type IngestResult =
   | { kind: 'ok'; status: number }
@@ -18,7 +18,7 @@ export type IngestResult =
       /**
        * The service looks unreachable or overloaded (refused connection, timeout, 408, 429, 502, 503, 504)
        * rather than unhappy with this event. A connection closed with no answer (`connection_reset`) and
-       * other 5xx are neither: billing/delivery-policy.ts decides those.
+       * other 5xx are neither: sidecar/delivery-policy.ts decides those.
        */
       unavailable: boolean;
     }

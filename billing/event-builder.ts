@@ -18,15 +18,15 @@
 // bodies, and one event it can never take must not cost the request its charge.
 
 import { createHash } from 'node:crypto';
-import { isCount, type TokenEvent } from '../common/token-event.ts';
 import type { ApiName, Usage, UsageStage } from '../common/types.ts';
+import { isCount, type TokenEvent } from './event/token-event.ts';
 import {
   type BillingItem,
   idempotencyKey,
   type PricingHint,
   type UsageCounts,
   type UsageEvent,
-} from '../common/usage-event.ts';
+} from './event/usage-event.ts';
 import { imageHint, priceHints } from './price-hints.ts';
 import { IMAGES_METRIC, type ModelPrice } from './price-types.ts';
 
@@ -252,7 +252,7 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
 }
 
 /**
- * The input's event as a token event (common/token-event.ts), when it is one: usage of prompt and
+ * The input's event as a token event (billing/event/token-event.ts), when it is one: usage of prompt and
  * completion tokens only, counts that are safe integers, and strings short enough that the event needs no
  * bounding. usageEventOf(buildTokenEvent(input)) is buildUsageEvent(input); otherwise undefined.
  */

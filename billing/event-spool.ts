@@ -18,13 +18,13 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { StoreConfig } from '../common/config-types.ts';
 import { sharedByKey } from '../common/shared-by-key.ts';
-import type { UsageEvent } from '../common/usage-event.ts';
-import { queuedJson } from '../common/usage-event-json.ts';
 import { closeRedisClient, createKeyLayout, createRedisClient, type Redis } from '../store/redis-client.ts';
+import type { UsageEvent } from './event/usage-event.ts';
+import { queuedJson } from './event/usage-event-json.ts';
 import { SPOOL_DIR } from './outbox/layout.ts';
+import { type OutboxItem, type OutboxReader, openOutboxReader, positionAfter } from './outbox/reader.ts';
 import { openOutboxStatus } from './outbox/status.ts';
-import { type OutboxItem, type OutboxReader, openOutboxReader, positionAfter } from './outbox-reader.ts';
-import { OutboxLockedError, type OutboxWriter, openOutboxWriter } from './outbox-writer.ts';
+import { OutboxLockedError, type OutboxWriter, openOutboxWriter } from './outbox/writer.ts';
 
 /** Long enough to outlast any restart of a mover between its script and its checkpoint. */
 export const MOVED_MARKER_TTL_MS = 24 * 60 * 60 * 1000;

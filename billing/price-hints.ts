@@ -1,7 +1,7 @@
 // Pricing hints for the usage event: the unit prices of a looked-up model price, as the wire needs them.
 
 import type { Decimal } from 'decimal.js';
-import type { PricingHint } from '../common/usage-event.ts';
+import type { PricingHint } from './event/usage-event.ts';
 import { toWireNumber } from './money.ts';
 import { COMPONENT_METRIC, type ModelPrice, PRICE_COMPONENTS, SECONDS_PER_MINUTE } from './price-types.ts';
 

@@ -2,7 +2,7 @@
 // uses. The file format is in billing/pricing.ts.
 
 import type { Decimal } from 'decimal.js';
-import type { PricingHint } from '../common/usage-event.ts';
+import type { PricingHint } from './event/usage-event.ts';
 
 /**
  * `input_audio` / `output_audio`: audio tokens (realtime sessions), priced apart from text tokens when

@@ -43,9 +43,9 @@ export class RouterBillingCommand extends Command {
     const [{ createLogger }, { loadConfig }, { GATEWAY_URL_ENV, SUPERVISED_ENV }, { startSidecar }] =
       await Promise.all([
         import('../proxy/logger.ts'),
-        import('../proxy/config/load.ts'),
+        import('../config/load.ts'),
         import('../common/internal-notify.ts'),
-        import('../billing/sidecar.ts'),
+        import('../sidecar/sidecar.ts'),
       ]);
     const { config, diagnostics } = await loadConfig(this.config);
     for (const d of diagnostics) this.context.stderr.write(`${d.file}:${d.line}:${d.col}: ${d.message}\n`);

@@ -1,5 +1,5 @@
 // The validated, normalized configuration. The YAML files use snake_case keys (docs/configuration.md);
-// the loader (proxy/config/load.ts) validates them with the published JSON Schema, applies `${ENV}`
+// the loader (config/load.ts) validates them with the published JSON Schema, applies `${ENV}`
 // interpolation and the ROUTER_* environment overrides, and produces these camelCase objects once per
 // load. Nothing reads YAML or the environment after that.
 

@@ -1,9 +1,7 @@
-// The one store interface (docs/architecture.md): access keys, subject state, webhook ids, the balance cache
-// and the usage-event queue. File mode and Redis mode are two adapters of it; nothing above an adapter
-// knows which one it has. Key layout of the Redis adapter: docs/operations.md "Keys in Redis".
-
-import type { TokenEvent } from './token-event.ts';
-import type { UsageEvent } from './usage-event.ts';
+// The one store interface (docs/architecture.md): access keys, subject state, webhook ids and the balance
+// cache (the usage-event queue's is billing/event/event-queue.ts). File mode and Redis mode are two
+// adapters of it; nothing above an adapter knows which one it has. Key layout of the Redis adapter:
+// docs/operations.md "Keys in Redis".
 
 export interface SubjectRef {
   readonly type: string;
@@ -140,21 +138,4 @@ export interface AccessKeyStore {
   revoke(name: string): Promise<StoredAccessKey | undefined>;
   /** Replace the secret hash (old secret refused at once). */
   rotate(name: string, secretHash: string, hashSecretId?: string): Promise<StoredAccessKey | undefined>;
-}
-
-/** The usage-event queue as the gateway sees it: resolves once the event is durably queued. */
-export interface EventQueue {
-  /**
-   * Resolves once the event is on record durably (rejects when it could not be). The events a queue puts
-   * on record together (one event-loop turn's) share one promise, which fails when any of them failed.
-   * `traceparent`: the request's, stored beside the event for the delivery's span (never sent).
-   */
-  enqueue(event: UsageEvent, traceparent?: string): Promise<void>;
-  /** enqueue() for a token event (common/token-event.ts), for a queue that can write one from its parts. */
-  enqueueTokens?(event: TokenEvent, traceparent?: string): Promise<void>;
-  /**
-   * When the queue puts events on record in batches (the outbox: one write per event-loop turn), the
-   * promise of the pending batch; the reply's last byte waits for it. Undefined: nothing is pending.
-   */
-  recorded?(): Promise<void> | undefined;
 }

@@ -5,10 +5,9 @@
 import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
-import { displayPath } from '../../common/config-diagnostics.ts';
-import type { ConfigDiagnostic, KeysConfig } from '../../common/config-types.ts';
-import type { YamlFile } from '../../common/yaml-source.ts';
-import { parseSource } from '../request-id.ts';
+import { displayPath } from '../common/config-diagnostics.ts';
+import type { ConfigDiagnostic, KeysConfig } from '../common/config-types.ts';
+import type { YamlFile } from '../common/yaml-source.ts';
 import { parseListenAddress } from './listen.ts';
 import {
   type RawConfig,
@@ -18,6 +17,7 @@ import {
   storeTlsOn,
   storeTlsPaths,
 } from './raw-config.ts';
+import { parseSource } from './source-address.ts';
 import type { Origins } from './validate.ts';
 
 /** Reports at a pointer: the variable that set it, else its place in the file, else `fallback`'s. */

@@ -3,8 +3,8 @@
 // An empty variable counts as unset, so `ROUTER_X=` in a container manifest never blanks a value by
 // accident.
 
-import { displayPath, pointerOf } from '../../common/config-diagnostics.ts';
-import type { ConfigDiagnostic } from '../../common/config-types.ts';
+import { displayPath, pointerOf } from '../common/config-diagnostics.ts';
+import type { ConfigDiagnostic } from '../common/config-types.ts';
 import type { Env } from './interpolate.ts';
 
 export interface EnvOverride {

@@ -1,9 +1,9 @@
 // `${NAME}` and `${NAME:-default}` in string values of the YAML files (shell semantics: the default is
 // used when the variable is unset or empty). `$${` writes a literal `${`. Keys are never interpolated.
 
-import { childPointer, displayPath } from '../../common/config-diagnostics.ts';
-import type { ConfigDiagnostic } from '../../common/config-types.ts';
-import type { YamlFile } from '../../common/yaml-source.ts';
+import { childPointer, displayPath } from '../common/config-diagnostics.ts';
+import type { ConfigDiagnostic } from '../common/config-types.ts';
+import type { YamlFile } from '../common/yaml-source.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 

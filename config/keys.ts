@@ -5,10 +5,10 @@
 // and position, never by secret.
 
 import type { FromSchema } from 'json-schema-to-ts';
-import { childPointer, displayPath } from '../../common/config-diagnostics.ts';
-import type { AccessKeyEntry, ConfigDiagnostic, KeysConfig, UpstreamKey } from '../../common/config-types.ts';
-import { providerKeyEnvName } from '../../common/provider-key-env.ts';
-import { isPlainObject, parseYaml, readYaml, type YamlFile } from '../../common/yaml-source.ts';
+import { childPointer, displayPath } from '../common/config-diagnostics.ts';
+import type { AccessKeyEntry, ConfigDiagnostic, KeysConfig, UpstreamKey } from '../common/config-types.ts';
+import { providerKeyEnvName } from '../common/provider-key-env.ts';
+import { isPlainObject, parseYaml, readYaml, type YamlFile } from '../common/yaml-source.ts';
 import { type Env, interpolateDocument } from './interpolate.ts';
 import schema from './keys.schema.json' with { type: 'json' };
 import type { KEYS_SCHEMA } from './schema-const.ts';

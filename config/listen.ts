@@ -1,6 +1,6 @@
 // "host:port" strings of the configuration (`listen`, `billing.listen`, ROUTER_LISTEN).
 
-import type { ListenAddress } from '../../common/config-types.ts';
+import type { ListenAddress } from '../common/config-types.ts';
 
 const LISTEN = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]*)):([0-9]{1,5})$/;
 

@@ -7,8 +7,8 @@
 
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import type { ConfigDiagnostic, ModelRegistryConfig, RouterConfig } from '../../common/config-types.ts';
-import { isPlainObject, parseYaml } from '../../common/yaml-source.ts';
+import type { ConfigDiagnostic, ModelRegistryConfig, RouterConfig } from '../common/config-types.ts';
+import { isPlainObject, parseYaml } from '../common/yaml-source.ts';
 import { checkCrossFields, checkKeysAgainstConfig, readStoreTlsFiles, reporter } from './cross-checks.ts';
 import { applyEnvOverrides, applyObjectOverrides, type ConfigOverrides } from './env-overrides.ts';
 import { type Env, interpolateDocument } from './interpolate.ts';

@@ -3,14 +3,14 @@
 // catches every other GPT id without listing it.
 
 import type { FromSchema } from 'json-schema-to-ts';
-import { childPointer, displayPath } from '../../common/config-diagnostics.ts';
+import { childPointer, displayPath } from '../common/config-diagnostics.ts';
 import type {
   ConfigDiagnostic,
   ModelEntry,
   ModelRegistryConfig,
   ModelRoute,
-} from '../../common/config-types.ts';
-import { isPlainObject, parseYaml, readYaml, type YamlFile } from '../../common/yaml-source.ts';
+} from '../common/config-types.ts';
+import { isPlainObject, parseYaml, readYaml, type YamlFile } from '../common/yaml-source.ts';
 import { type Env, interpolateDocument } from './interpolate.ts';
 import schema from './models.schema.json' with { type: 'json' };
 import type { MODELS_SCHEMA } from './schema-const.ts';

@@ -14,8 +14,8 @@ import type {
   RouterConfig,
   StoreConfig,
   TracesConfig,
-} from '../../common/config-types.ts';
-import type { JsonValue } from '../../common/types.ts';
+} from '../common/config-types.ts';
+import type { JsonValue } from '../common/types.ts';
 import type { Env } from './interpolate.ts';
 import { parseListenAddress } from './listen.ts';
 import type { ROUTER_CONFIG_SCHEMA } from './schema-const.ts';

@@ -1,4 +1,4 @@
-// Generated from proxy/config/*.schema.json by `npm run gen:config-schema`; do not edit.
+// Generated from config/*.schema.json by `npm run gen:config-schema`; do not edit.
 
 export const ROUTER_CONFIG_SCHEMA = {
   "$schema": "http://json-schema.org/draft-07/schema#",

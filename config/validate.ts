@@ -3,9 +3,9 @@
 // operators get and the loader's checks cannot drift apart.
 
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import { childPointer, displayPath, parentPointer, splitPointer } from '../../common/config-diagnostics.ts';
-import type { ConfigDiagnostic } from '../../common/config-types.ts';
-import type { YamlFile } from '../../common/yaml-source.ts';
+import { childPointer, displayPath, parentPointer, splitPointer } from '../common/config-diagnostics.ts';
+import type { ConfigDiagnostic } from '../common/config-types.ts';
+import type { YamlFile } from '../common/yaml-source.ts';
 
 type SchemaNode = { readonly [keyword: string]: unknown };
 

@@ -2,16 +2,16 @@
 // sidecar (router-billing) delivers what this writes. Shared-store mode swaps the queue for the stream.
 
 import type { Logger } from 'pino';
-import { createBillingEnqueueHook } from '../billing/enqueue-hook.ts';
 import { openSlottedWriter } from '../billing/outbox/slots.ts';
 import { openOutboxStatus } from '../billing/outbox/status.ts';
-import type { OutboxWriter } from '../billing/outbox-writer.ts';
+import type { OutboxWriter } from '../billing/outbox/writer.ts';
 import { pricingWarnings, unpricedModels } from '../billing/price-coverage.ts';
 import { loadPricing } from '../billing/pricing.ts';
-import { type BillingSink, openRedisBillingSink } from '../billing/redis-queue.ts';
 import type { RouterConfig } from '../common/config-types.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import { sharedByKey } from '../common/shared-by-key.ts';
+import { createBillingEnqueueHook } from './enqueue-hook.ts';
+import { type BillingSink, openRedisBillingSink } from './redis-queue.ts';
 import type { BillingParts } from './runtime.ts';
 
 export async function createBillingParts(

@@ -76,7 +76,7 @@ export class RouterCommand extends Command {
   /** The configured `workers`, after the whole configuration was checked (invalid: ConfigError). */
   private async workerCount(file: string): Promise<number> {
     const { ConfigError } = await import('./gateway.ts');
-    const { loadConfig } = await import('./config/load.ts');
+    const { loadConfig } = await import('../config/load.ts');
     const loaded = await loadConfig(file);
     if (loaded.config === undefined) {
       throw new ConfigError(loaded.diagnostics.map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`));
@@ -87,7 +87,7 @@ export class RouterCommand extends Command {
   /** `workers: n`: start n workers and the sidecar, serve nothing here (proxy/workers/primary.ts). */
   private async serveAsPrimary(file: string): Promise<number> {
     const { ConfigError, checkConfig } = await import('./gateway.ts');
-    const { loadConfig } = await import('./config/load.ts');
+    const { loadConfig } = await import('../config/load.ts');
     const { startPrimary } = await import('./workers/primary.ts');
     // Checked whole here, once, so that a broken configuration is reported once and not by every worker.
     const problems = await checkConfig(file);

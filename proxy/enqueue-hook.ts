@@ -5,14 +5,19 @@
 // a queue failure is logged and counted, and the response stands (docs/lifecycle.md).
 
 import type { Logger } from 'pino';
+import type { EventQueue } from '../billing/event/event-queue.ts';
+import {
+  buildTokenEvent,
+  buildUsageEvent,
+  reportDecision,
+  type UsageEventInput,
+} from '../billing/event-builder.ts';
+import type { ModelPrice, Pricing } from '../billing/price-types.ts';
 import type { BillingConfig } from '../common/config-types.ts';
 import { describeError } from '../common/errors.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
-import type { EventQueue } from '../common/store-types.ts';
 import type { Hook, RequestContext, Usage } from '../common/types.ts';
 import { completionStyleUsage, tokenCountOf } from '../hooks/families/index.ts';
-import { buildTokenEvent, buildUsageEvent, reportDecision, type UsageEventInput } from './event-builder.ts';
-import type { ModelPrice, Pricing } from './price-types.ts';
 
 export interface BillingEnqueueDeps {
   readonly billing: BillingConfig;

@@ -12,8 +12,8 @@ import type { Logger } from 'pino';
 import client from 'prom-client';
 import { formatDiagnostic } from '../common/config-diagnostics.ts';
 import type { KeysConfig } from '../common/config-types.ts';
-import type { Env } from './config/interpolate.ts';
-import { keysConfigProblems, parseKeysSource } from './config/keys.ts';
+import type { Env } from '../config/interpolate.ts';
+import { keysConfigProblems, parseKeysSource } from '../config/keys.ts';
 
 /** Quiet time after the last event in the directory before the file is read (editors write in bursts). */
 export const KEYS_WATCH_DEBOUNCE_MS = 100;

@@ -2,8 +2,8 @@
 // (proxy/routes.ts picks it; hooks/families/*/index.ts `models` builds the shape).
 
 import type { ApiName, JsonValue, WireFormat } from '../common/types.ts';
+import type { ModelRegistry } from '../config/models.ts';
 import { FAMILIES } from '../hooks/families/index.ts';
-import type { ModelRegistry } from './config/models.ts';
 
 export interface ModelListing {
   list(format: WireFormat): JsonValue;

@@ -7,12 +7,14 @@
 // billing service counts it once by its idempotency key (docs/operations.md "The spool (Redis away)").
 
 import type { Logger } from 'pino';
+import type { EventQueue } from '../billing/event/event-queue.ts';
+import { type TokenEvent, usageEventOf } from '../billing/event/token-event.ts';
+import type { UsageEvent } from '../billing/event/usage-event.ts';
+import { queuedJson, queuedTokensJson } from '../billing/event/usage-event-json.ts';
+import { acquireEventSpool, type EventSpool } from '../billing/event-spool.ts';
 import type { StoreConfig } from '../common/config-types.ts';
-import { type EventQueue, StoreUnavailableError } from '../common/store-types.ts';
-import { type TokenEvent, usageEventOf } from '../common/token-event.ts';
+import { StoreUnavailableError } from '../common/store-types.ts';
 import { createTurnBatch } from '../common/turn-batch.ts';
-import type { UsageEvent } from '../common/usage-event.ts';
-import { queuedJson, queuedTokensJson } from '../common/usage-event-json.ts';
 import {
   closeRedisClient,
   connectRedis,
@@ -23,7 +25,6 @@ import {
   type Redis,
   withTimeout,
 } from '../store/redis-client.ts';
-import { acquireEventSpool, type EventSpool } from './event-spool.ts';
 import { streamCommands } from './stream-commands.ts';
 
 // Longer than a loaded Redis's usual answer on a local network, short beside an LLM reply.

@@ -7,6 +7,7 @@
 import { randomFillSync } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { BlockList, isIP } from 'node:net';
+import { parseSource } from '../config/source-address.ts';
 
 const ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -18,25 +19,6 @@ export interface RequestIds {
 }
 
 export type RequestIdPolicy = (req: IncomingMessage) => RequestIds;
-
-/** `10.0.0.0/8`, `::1`, `192.168.1.7` -> a subnet; undefined when the text is neither. */
-export function parseSource(
-  text: string,
-): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | undefined {
-  const slash = text.indexOf('/');
-  const address = slash === -1 ? text : text.slice(0, slash);
-  const version = isIP(address);
-  if (version === 0) return undefined;
-  const max = version === 4 ? 32 : 128;
-  let prefix = max;
-  if (slash !== -1) {
-    const digits = text.slice(slash + 1);
-    if (!/^\d{1,3}$/.test(digits)) return undefined;
-    prefix = Number(digits);
-    if (prefix > max) return undefined;
-  }
-  return { address, prefix, family: version === 4 ? 'ipv4' : 'ipv6' };
-}
 
 const policies = new WeakMap<readonly string[], RequestIdPolicy>();
 

@@ -7,6 +7,7 @@ import type { RouterConfig } from '../common/config-types.ts';
 import { describeError } from '../common/errors.ts';
 import { providerKeyEnvName } from '../common/provider-key-env.ts';
 import type { Hook } from '../common/types.ts';
+import { compileRegistry, type ModelRegistry } from '../config/models.ts';
 import { type Authenticator, createAuthenticator } from '../hooks/builtin/auth.ts';
 import type { ProviderOffer } from '../hooks/builtin/select-target.ts';
 import {
@@ -18,7 +19,6 @@ import {
 import type { CompiledProvider, HookRef } from '../hooks/dsl/types.ts';
 import { TRANSLATORS, USAGE_PRESETS } from '../hooks/families/index.ts';
 import { TRANSFORMS } from '../hooks/transforms/index.ts';
-import { compileRegistry, type ModelRegistry } from './config/models.ts';
 import { loadHookModule } from './hook-modules.ts';
 
 export interface CompileOptions {

@@ -11,6 +11,7 @@ import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import type { StateStore, SubjectRef } from '../common/store-types.ts';
 import { openTracing, type Tracing } from '../common/tracing.ts';
 import type { ApiName, Hook, JsonValue, Principal, RequestContext, WireFormat } from '../common/types.ts';
+import { isPattern } from '../config/models.ts';
 import {
   type Authenticator,
   createAuthHook,
@@ -29,7 +30,6 @@ import type { CompiledProvider, CompiledRule } from '../hooks/dsl/types.ts';
 import { tokenCountOf } from '../hooks/families/index.ts';
 import { estimateUsageSteps } from '../hooks/usage/estimate.ts';
 import { openStateStore } from '../store/index.ts';
-import { isPattern } from './config/models.ts';
 import { watchKeysFile } from './keys-watch.ts';
 import { settleUsage } from './metering.ts';
 import { createGatewayMetrics } from './metrics.ts';

@@ -17,7 +17,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { GoogleGenAI } from '@google/genai';
 import { Decimal } from 'decimal.js';
 import OpenAI from 'openai';
-import type { UsageEvent } from '../common/usage-event.ts';
+import type { UsageEvent } from '../billing/event/usage-event.ts';
 import { startGateway } from '../proxy/gateway.ts';
 import { startBillingSim } from '../sim/billing/server.ts';
 import { startUpstreamSim } from '../sim/upstream/server.ts';

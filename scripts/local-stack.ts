@@ -20,7 +20,7 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { formatListenAddress, parseListenAddress } from '../proxy/config/listen.ts';
+import { formatListenAddress, parseListenAddress } from '../config/listen.ts';
 import { ConfigError, startGateway } from '../proxy/gateway.ts';
 import { startBillingSim } from '../sim/billing/server.ts';
 import { startUpstreamSim } from '../sim/upstream/server.ts';

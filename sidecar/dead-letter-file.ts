@@ -11,9 +11,9 @@
 
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { UsageEvent } from '../billing/event/usage-event.ts';
+import { DEAD_LETTER_FILE, isUsageEvent } from '../billing/outbox/layout.ts';
 import { appendDurable, ifExists, writeFileAtomic } from '../common/durable-fs.ts';
-import type { UsageEvent } from '../common/usage-event.ts';
-import { DEAD_LETTER_FILE, isUsageEvent } from './outbox/layout.ts';
 
 export interface DeadLetterError {
   kind: string;

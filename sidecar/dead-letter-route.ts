@@ -1,6 +1,6 @@
 // The running sidecar's replay endpoint, POST /dead-letter/replay {"ids": [...] | absent for all,
 // "dry_run": bool}: `router-admin dead-letter replay` in file mode, since only the holder of the outbox's
-// reader.lock may change dead-letter.jsonl (billing/dead-letter-file.ts). Loopback peers only: the
+// reader.lock may change dead-letter.jsonl (sidecar/dead-letter-file.ts). Loopback peers only: the
 // listener also takes the billing service's webhooks from outside.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';

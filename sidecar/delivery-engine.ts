@@ -3,11 +3,11 @@
 // attempt, every ingest in flight aborted by stop), the counters and last error both report, whether a
 // failure counts toward max_attempts and when the count reaches the dead letter, and the backoff between
 // tries. The queue adapters own reading, positions, where attempt counts are kept and the dead letter
-// itself: billing/delivery-worker.ts (the file outbox: in order, checkpointed) and
-// billing/stream-consumer.ts (the Redis stream: per entry, acknowledged).
+// itself: sidecar/delivery-worker.ts (the file outbox: in order, checkpointed) and
+// sidecar/stream-consumer.ts (the Redis stream: per entry, acknowledged).
 
-import type { UsageEvent } from '../common/usage-event.ts';
-import type { IngestResult } from './billing-client.ts';
+import type { IngestResult } from '../billing/billing-client.ts';
+import type { UsageEvent } from '../billing/event/usage-event.ts';
 import {
   abortableSleep,
   backoffDelay,
@@ -109,7 +109,7 @@ export class DeliveryEngine {
     return { kind: 'failed', result, failure: classifyFailure(result) };
   }
 
-  /** Whether a failure counts toward max_attempts (billing/delivery-policy.ts). */
+  /** Whether a failure counts toward max_attempts (sidecar/delivery-policy.ts). */
   counts(failure: FailureClass, otherEventAccepted: () => Promise<boolean | undefined>): Promise<boolean> {
     return countsAsAttempt(failure, {
       otherEventAccepted,

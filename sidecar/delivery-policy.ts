@@ -1,9 +1,9 @@
-// The retry decision of the delivery engine (billing/delivery-engine.ts), for both queues: which failed
+// The retry decision of the delivery engine (sidecar/delivery-engine.ts), for both queues: which failed
 // ingests count toward max_attempts, and the backoff between tries. docs/billing.md "Retry policy"
 // states the rules; the point is that a failure caused by one event leads it to the dead letter while
 // an outage of any length never does.
 
-import type { IngestResult } from './billing-client.ts';
+import type { IngestResult } from '../billing/billing-client.ts';
 
 export type IngestFailure = Exclude<IngestResult, { kind: 'ok' }>;
 

@@ -1,5 +1,5 @@
 // Over 400 lines: one delivery loop whose window, retries, replay and stop share the worker's state;
-// sending, counting, backoff and stop are the engine's (billing/delivery-engine.ts).
+// sending, counting, backoff and stop are the engine's (sidecar/delivery-engine.ts).
 // Delivers the file-mode outbox to billing ingest, in order, at least once.
 //
 // Pipelining: up to `window` ingests are in flight, but the checkpoint only ever moves to the end of the
@@ -8,30 +8,20 @@
 //
 // Failures: the head of the queue is retried after a full-jitter exponential backoff (retry_interval_ms
 // doubling up to max_retry_interval_ms). Which failures count toward max_attempts is decided by
-// billing/delivery-policy.ts. While the head's failure is not counted (the service looks unavailable), no
+// sidecar/delivery-policy.ts. While the head's failure is not counted (the service looks unavailable), no
 // new events are sent: one probe per backoff during an outage. While it is counted (the service refuses
 // this event and accepts others), the events behind it keep being delivered, up to POISON_READ_AHEAD
 // events past the checkpoint, which stays at the head. An event with max_attempts counted attempts goes to
 // dead-letter.jsonl and the checkpoint moves on. Counted attempts are stored in the checkpoint and survive
 // restarts.
 //
-// Replay: dead letters marked for replay (billing/dead-letter-file.ts) are delivered one at a time beside
+// Replay: dead letters marked for replay (sidecar/dead-letter-file.ts) are delivered one at a time beside
 // the outbox, with the same policy; delivered, their record goes; max_attempts more counted failures
 // leave them in the dead letter again.
 
 import { type FSWatcher, watch } from 'node:fs';
 import type { Logger } from 'pino';
-import type { BillingConfig } from '../common/config-types.ts';
-import type { IngestResult } from './billing-client.ts';
-import {
-  DeadLetterFile,
-  type DeadLetterRecord,
-  deadLetterId,
-  type ReplayReport,
-} from './dead-letter-file.ts';
-import { DeliveryEngine, type DeliveryError, type IngestClient } from './delivery-engine.ts';
-import { abortableSleep, errorText, type FailureClass } from './delivery-policy.ts';
-import { openOutboxStatus } from './outbox/status.ts';
+import type { IngestResult } from '../billing/billing-client.ts';
 import {
   attemptKey,
   type OutboxItem,
@@ -40,7 +30,17 @@ import {
   type OutboxReaderOptions,
   openOutboxReader,
   positionAfter,
-} from './outbox-reader.ts';
+} from '../billing/outbox/reader.ts';
+import { openOutboxStatus } from '../billing/outbox/status.ts';
+import type { BillingConfig } from '../common/config-types.ts';
+import {
+  DeadLetterFile,
+  type DeadLetterRecord,
+  deadLetterId,
+  type ReplayReport,
+} from './dead-letter-file.ts';
+import { DeliveryEngine, type DeliveryError, type IngestClient } from './delivery-engine.ts';
+import { abortableSleep, errorText, type FailureClass } from './delivery-policy.ts';
 
 export interface DeliveryWorkerOptions {
   config: Pick<BillingConfig, 'outboxDir' | 'retryIntervalMs' | 'maxRetryIntervalMs' | 'maxAttempts'> &

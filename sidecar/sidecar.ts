@@ -5,13 +5,13 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
+import { type BillingClient, createBillingClient } from '../billing/billing-client.ts';
+import { acquireEventSpool } from '../billing/event-spool.ts';
+import type { OutboxStatusView } from '../billing/outbox/status.ts';
 import type { BillingConfig, ListenAddress, RouterConfig } from '../common/config-types.ts';
 import { openTracing } from '../common/tracing.ts';
-import { type BillingClient, createBillingClient } from './billing-client.ts';
 import { createReplayRoute } from './dead-letter-route.ts';
 import type { DeliveryWorker, DeliveryWorkerOptions } from './delivery-worker.ts';
-import { acquireEventSpool } from './event-spool.ts';
-import type { OutboxStatusView } from './outbox/status.ts';
 import { createSidecarMetrics, streamConsumerSources } from './sidecar-metrics.ts';
 import { startSlottedDelivery } from './slotted-delivery.ts';
 import { type StreamConsumer, startShardedConsumers } from './stream-consumer.ts';

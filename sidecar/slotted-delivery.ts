@@ -2,6 +2,8 @@
 // per directory, each with its own reader lock, checkpoint and dead letters, seen by the sidecar as one
 // worker. A slot that appears later (another gateway started) is picked up at the next look.
 
+import { outboxDirs, slotDeadLetterId, slotOfDeadLetterId } from '../billing/outbox/slots.ts';
+import { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from '../billing/outbox/status.ts';
 import type { ReplayReport } from './dead-letter-file.ts';
 import {
   type DeliveryCounters,
@@ -9,8 +11,6 @@ import {
   type DeliveryWorkerOptions,
   startDeliveryWorker,
 } from './delivery-worker.ts';
-import { outboxDirs, slotDeadLetterId, slotOfDeadLetterId } from './outbox/slots.ts';
-import { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
 
 export interface SlottedDelivery extends DeliveryWorker {
   /** The outbox status of every directory, summed. */

@@ -1,10 +1,10 @@
 // Over 400 lines: one delivery loop whose window, retries, reclaiming and stop share the consumer's state;
-// sending, counting, backoff and stop are the engine's (billing/delivery-engine.ts).
+// sending, counting, backoff and stop are the engine's (sidecar/delivery-engine.ts).
 // Delivers the billing stream (shared-store mode) to billing ingest, at least once, with the delivery
-// semantics of the file-mode worker (billing/delivery-worker.ts):
+// semantics of the file-mode worker (sidecar/delivery-worker.ts):
 // - up to `window` ingests in flight; each entry is retried on its own with full-jitter exponential
 //   backoff (retry_interval_ms doubling up to max_retry_interval_ms);
-// - which failures count is decided by billing/delivery-policy.ts; uncounted ones (the service looks
+// - which failures count is decided by sidecar/delivery-policy.ts; uncounted ones (the service looks
 //   unavailable) are retried for as long as the outage lasts, and while one is being retried no new
 //   entries are read, so an outage costs one probe per backoff, not a storm; a counted failure (the
 //   event is to blame) holds only its own slot;
@@ -22,8 +22,8 @@
 // Idempotency-Key makes the billing service count it once.
 
 import type { Logger } from 'pino';
+import { takeTraceparent, type UsageEvent } from '../billing/event/usage-event.ts';
 import type { BillingConfig, StoreConfig } from '../common/config-types.ts';
-import { takeTraceparent, type UsageEvent } from '../common/usage-event.ts';
 import {
   closeRedisClient,
   createKeyLayout,

@@ -4,10 +4,10 @@
 
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import { buildUsageEvent } from '../../billing/event-builder.ts';
-import { openOutboxWriter } from '../../billing/outbox-writer.ts';
+import { openOutboxWriter } from '../../billing/outbox/writer.ts';
 import { compilePricing } from '../../billing/pricing.ts';
-import type { UsageEvent } from '../../common/usage-event.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { SIDECAR_V8_FLAGS, startBillingSimProcess, writeGatewayConfig } from '../lib/peers.ts';
 import { freePort, hwmMb, rssMb, startService } from '../lib/proc.ts';

@@ -9,7 +9,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
-import { loadConfig } from '../../proxy/config/load.ts';
+import { loadConfig } from '../../config/load.ts';
 import { createKeyLayout } from '../../store/redis-client.ts';
 import type { BenchContext, Measured } from '../lib/context.ts';
 import { SIDECAR_V8_FLAGS, startBillingSimProcess, startRedis, writeGatewayConfig } from '../lib/peers.ts';
@@ -134,7 +134,7 @@ async function runVariant(
   }
 }
 
-/** N events round-robin over the streams, in the entry format of billing/redis-queue.ts; returns ms. */
+/** N events round-robin over the streams, in the entry format of proxy/redis-queue.ts; returns ms. */
 async function writeEvents(addr: string, cluster: boolean, streams: string[], n: number): Promise<number> {
   const seeds = addr.split(',').map((u) => new URL(u));
   const client = cluster

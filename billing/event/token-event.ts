@@ -5,7 +5,7 @@
 // billing's own code on a request's path. usageEventOf gives the event itself, key for key as the builder
 // makes it.
 
-import type { ApiName, UsageStage } from './types.ts';
+import type { ApiName, UsageStage } from '../../common/types.ts';
 import { idempotencyKey, isLastKey, type PricingHint, type UsageEvent } from './usage-event.ts';
 
 export interface TokenEvent {

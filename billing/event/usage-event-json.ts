@@ -4,7 +4,7 @@
 // kept from the last event (encoded once) and reused while their fields are equal; ids and counts are
 // written straight into the output, and a string is escaped only when it holds something JSON escapes or
 // a character beyond ASCII. The result is byte for byte what JSON.stringify makes of an event the builder
-// made (test/common/usage-event-json.test.ts).
+// made (test/billing/event/usage-event-json.test.ts).
 
 import type { TokenEvent } from './token-event.ts';
 import {

@@ -1,6 +1,6 @@
 // The usage event sent to the billing service (docs/billing.md "The usage event").
 
-import type { ApiName } from './types.ts';
+import type { ApiName } from '../../common/types.ts';
 
 export interface UsageCounts {
   input_tokens: number;

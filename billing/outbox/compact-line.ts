@@ -8,10 +8,10 @@
 // builder) is written as the whole event, which the reader also takes. Writing only the per-request
 // values is what keeps billing's share of a request's CPU small: a whole event is many separate copies.
 
-import { isCount, type TokenEvent, tokenEventOf, usageEventOf } from '../../common/token-event.ts';
 import type { ApiName, UsageStage } from '../../common/types.ts';
-import { type PricingHint, type UsageEvent, wellFormedTraceparent } from '../../common/usage-event.ts';
-import { type JsonBytes, sameFields } from '../../common/usage-event-json.ts';
+import { isCount, type TokenEvent, tokenEventOf, usageEventOf } from '../event/token-event.ts';
+import { type PricingHint, type UsageEvent, wellFormedTraceparent } from '../event/usage-event.ts';
+import { type JsonBytes, sameFields } from '../event/usage-event-json.ts';
 
 export const COMPACT_VERSION = 1;
 
@@ -37,7 +37,7 @@ let kept: { readonly event: TokenEvent; readonly bytes: Buffer } | undefined;
 
 /**
  * Writes `e` as a compact line (without its newline) and returns true, or writes nothing and returns false
- * when the event is not a token event (common/token-event.ts).
+ * when the event is not a token event (billing/event/token-event.ts).
  */
 export function writeCompactEvent(out: JsonBytes, e: UsageEvent, traceparent: string | undefined): boolean {
   const t = tokenEventOf(e);

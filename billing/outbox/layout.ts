@@ -18,12 +18,12 @@
 //   spool/<slot>/             shared-store mode only: the gateway's spool of events the Redis stream could
 //                             not take, each slot an outbox of this same layout (billing/event-spool.ts).
 //
-// The full design and its crash-safety argument are in billing/outbox-reader.ts.
+// The full design and its crash-safety argument are in billing/outbox/reader.ts.
 
 import { open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ifExists, isErrno, writeFileAtomic } from '../../common/durable-fs.ts';
-import type { UsageEvent } from '../../common/usage-event.ts';
+import type { UsageEvent } from '../event/usage-event.ts';
 
 export type FileHandle = Awaited<ReturnType<typeof open>>;
 

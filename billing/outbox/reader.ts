@@ -37,9 +37,9 @@
 
 import { mkdir, open, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { appendDurable, isErrno, removeIfExists } from '../common/durable-fs.ts';
-import { takeTraceparent, type UsageEvent } from '../common/usage-event.ts';
-import { eventOfCompactLine } from './outbox/compact-line.ts';
+import { appendDurable, isErrno, removeIfExists } from '../../common/durable-fs.ts';
+import { takeTraceparent, type UsageEvent } from '../event/usage-event.ts';
+import { eventOfCompactLine } from './compact-line.ts';
 import {
   ACTIVE_FILE,
   CHECKPOINT_FILE,
@@ -55,10 +55,10 @@ import {
   readHeaderFromHandle,
   segmentFileName,
   writeCheckpoint,
-} from './outbox/layout.ts';
-import { acquirePidLock } from './outbox/lock.ts';
+} from './layout.ts';
+import { acquirePidLock } from './lock.ts';
 
-export { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from './outbox/status.ts';
+export { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from './status.ts';
 
 export interface OutboxPosition {
   segment: number;
@@ -73,7 +73,7 @@ export type OutboxItem =
       offset: number;
       end: number;
       event: UsageEvent;
-      /** The request's traceparent stored beside the event (common/usage-event.ts TRACE_KEY). */
+      /** The request's traceparent stored beside the event (billing/event/usage-event.ts TRACE_KEY). */
       traceparent?: string;
     }
   /** A line already moved to quarantine.jsonl; done as soon as it is seen. */

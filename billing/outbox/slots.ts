@@ -1,13 +1,13 @@
 // Several gateway processes on one host share one billing.outbox_dir (docs/billing.md "Queue layout for
 // several writers"): the first to start writes the directory itself, each other one the first slot
 // `<outbox_dir>/slots/<k>` whose writer lock it can take. Every directory keeps the one-writer layout;
-// the sidecar delivers them all (billing/slotted-delivery.ts).
+// the sidecar delivers them all (sidecar/slotted-delivery.ts).
 
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ifExists } from '../../common/durable-fs.ts';
-import { type OutboxWriter, type OutboxWriterOptions, openOutboxWriter } from '../outbox-writer.ts';
 import { OutboxLockedError } from './lock.ts';
+import { type OutboxWriter, type OutboxWriterOptions, openOutboxWriter } from './writer.ts';
 
 export const SLOTS_DIR = 'slots';
 const MAX_SLOTS = 256;

@@ -1,7 +1,7 @@
 // The gateway's side of the file-mode billing outbox: appends one line per completed request to
 // <outbox_dir>/events.jsonl, the compact line of a token-only event (billing/outbox/compact-line.ts) or
 // the whole UsageEvent JSON (layout: billing/outbox/layout.ts; design and crash-safety argument:
-// billing/outbox-reader.ts).
+// billing/outbox/reader.ts).
 //
 // Two kinds of durability, paid for differently:
 // - Against a crash of the gateway (kill -9): lines appended during one event-loop turn are written
@@ -24,12 +24,12 @@ import { writeSync } from 'node:fs';
 import { mkdir, open, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { fsyncDir, removeIfExists } from '../common/durable-fs.ts';
-import { type TokenEvent, usageEventOf } from '../common/token-event.ts';
-import { createTurnBatch } from '../common/turn-batch.ts';
-import type { UsageEvent } from '../common/usage-event.ts';
-import { JsonBytes, writeQueuedEvent } from '../common/usage-event-json.ts';
-import { writeCompactEvent, writeCompactLine } from './outbox/compact-line.ts';
+import { fsyncDir, removeIfExists } from '../../common/durable-fs.ts';
+import { createTurnBatch } from '../../common/turn-batch.ts';
+import { type TokenEvent, usageEventOf } from '../event/token-event.ts';
+import type { UsageEvent } from '../event/usage-event.ts';
+import { JsonBytes, writeQueuedEvent } from '../event/usage-event-json.ts';
+import { writeCompactEvent, writeCompactLine } from './compact-line.ts';
 import {
   ACTIVE_FILE,
   type FileHandle,
@@ -39,10 +39,10 @@ import {
   readHeader,
   segmentFileName,
   WRITER_LOCK,
-} from './outbox/layout.ts';
-import { acquirePidLock } from './outbox/lock.ts';
+} from './layout.ts';
+import { acquirePidLock } from './lock.ts';
 
-export { OutboxLockedError } from './outbox/lock.ts';
+export { OutboxLockedError } from './lock.ts';
 
 /** Segments are sealed once the active file exceeds this many bytes (default 16 MiB). */
 export const DEFAULT_MAX_SEGMENT_BYTES = 16 * 1024 * 1024;

@@ -1,7 +1,7 @@
 // What one usage event costs, the way the billing-side rule set prices it: each x-billing item
 // is charged quantity / pricing_unit * unit_price with the pricing hint of the same metric.
 
-import type { UsageEvent } from '../../common/usage-event.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import { Money } from './ledger.ts';
 
 export interface ItemCharge {

@@ -3,7 +3,7 @@
 // It is on the benchmark's hot path (100,000 ingests), so the ingest route avoids needless work.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { UsageEvent } from '../../common/usage-event.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import { type IngestFailure, type LookupFailure, parseFailureMode } from './failure-modes.ts';
 import {
   BodyTooLargeError,

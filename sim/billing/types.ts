@@ -1,6 +1,6 @@
 // Public types of the billing service simulator (a stand-in for the billing service, docs/billing.md).
 
-import type { UsageEvent } from '../../common/usage-event.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
 
 export type RuleSetStatus = 'published' | 'draft';
 

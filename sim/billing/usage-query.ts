@@ -1,7 +1,7 @@
 // Aggregate usage queries: `filter=metric=<m>; provider=<p>; model=<exact model>` grouped by metric.
 // Like the real service, a metric measure needs an explicit metric.
 
-import type { UsageEvent } from '../../common/usage-event.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import { formatMoney, Money } from './ledger.ts';
 import { chargeItems } from './pricing.ts';
 

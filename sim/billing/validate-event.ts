@@ -2,7 +2,7 @@
 // docs/billing.md "The usage event" and a well-formed x-billing block. raw_json's inside belongs to the extractor rule set and is
 // only required to be an object.
 
-import type { UsageEvent } from '../../common/usage-event.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
 
 export type Validation = { ok: true; event: UsageEvent } | { ok: false; message: string };
 

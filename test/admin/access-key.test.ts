@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before, test } from 'node:test';
 import { runAdmin } from '../../admin/cli.ts';
+import { loadConfig } from '../../config/load.ts';
 import { hashAccessKey } from '../../hooks/builtin/auth.ts';
-import { loadConfig } from '../../proxy/config/load.ts';
 import { type RedisServer, startRedis } from '../support/redis.ts';
 import { ROOT } from '../support/stack.ts';
 

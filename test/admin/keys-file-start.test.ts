@@ -7,8 +7,8 @@ import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { parseKeysSource } from '../../proxy/config/keys.ts';
-import { loadConfig } from '../../proxy/config/load.ts';
+import { parseKeysSource } from '../../config/keys.ts';
+import { loadConfig } from '../../config/load.ts';
 import { admin } from './run-admin.ts';
 
 let dir: string;

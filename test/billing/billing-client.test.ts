@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { BillingRequestError, createBillingClient } from '../../billing/billing-client.ts';
-import type { UsageEvent } from '../../common/usage-event.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
 
 const EVENT: UsageEvent = {
   source: 'router',

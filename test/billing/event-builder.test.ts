@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { tokenEventOf, usageEventOf } from '../../billing/event/token-event.ts';
 import {
   boundEventSize,
   buildTokenEvent,
@@ -10,7 +11,6 @@ import {
   type UsageEventInput,
 } from '../../billing/event-builder.ts';
 import { compilePricing } from '../../billing/pricing.ts';
-import { tokenEventOf, usageEventOf } from '../../common/token-event.ts';
 import { eventInput } from '../support/usage-event-arbitrary.ts';
 
 const { pricing } = compilePricing([

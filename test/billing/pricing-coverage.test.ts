@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { pricingWarnings, unpricedModels } from '../../billing/price-coverage.ts';
 import { compilePricing, loadPricing } from '../../billing/pricing.ts';
 import type { ModelEntry } from '../../common/config-types.ts';
-import { loadModelsFile } from '../../proxy/config/models.ts';
+import { loadModelsFile } from '../../config/models.ts';
 import { MODELS_FILE, PRICING_FILE } from '../support/stack.ts';
 
 function entry(id: string, ...routes: [string, string?][]): ModelEntry {

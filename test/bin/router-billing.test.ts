@@ -1,5 +1,5 @@
 // `router-billing` as a program: its usage, its usage errors and a configuration it cannot load. Starting
-// and stopping the sidecar itself is test/billing/sidecar.test.ts.
+// and stopping the sidecar itself is test/sidecar/sidecar.test.ts.
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';

@@ -7,7 +7,7 @@ import {
   parentPointer,
   splitPointer,
 } from '../../common/config-diagnostics.ts';
-import { suggestKey } from '../../proxy/config/validate.ts';
+import { suggestKey } from '../../config/validate.ts';
 
 test('diagnostics print as file:line:col: message', () => {
   assert.equal(formatDiagnostic({ file: 'a.yaml', line: 3, col: 7, message: 'bad' }), 'a.yaml:3:7: bad');

@@ -1,7 +1,7 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${ENV}` in plain strings is the configuration syntax under test.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { interpolateString } from '../../../proxy/config/interpolate.ts';
+import { interpolateString } from '../../config/interpolate.ts';
 
 test('variables, defaults and escapes', () => {
   const env = { A: 'alpha', EMPTY: '' };

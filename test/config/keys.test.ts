@@ -2,15 +2,10 @@
 import assert from 'node:assert/strict';
 import { resolve } from 'node:path';
 import { test } from 'node:test';
-import { formatDiagnostic } from '../../../common/config-diagnostics.ts';
-import type { ConfigDiagnostic } from '../../../common/config-types.ts';
-import { providerKeyEnvName } from '../../../common/provider-key-env.ts';
-import {
-  accessKeyEnvName,
-  loadKeysFile,
-  parseIsoInstant,
-  parseKeysSource,
-} from '../../../proxy/config/keys.ts';
+import { formatDiagnostic } from '../../common/config-diagnostics.ts';
+import type { ConfigDiagnostic } from '../../common/config-types.ts';
+import { providerKeyEnvName } from '../../common/provider-key-env.ts';
+import { accessKeyEnvName, loadKeysFile, parseIsoInstant, parseKeysSource } from '../../config/keys.ts';
 import { tempDir } from './temp-dir.ts';
 
 function found(diagnostics: readonly ConfigDiagnostic[]): string[] {
@@ -234,7 +229,7 @@ test('no keys diagnostic contains a secret', () => {
 });
 
 test('the example keys file is valid once its variables are set', async () => {
-  const file = resolve(import.meta.dirname, '../../../deploy/config/keys.example.yaml');
+  const file = resolve(import.meta.dirname, '../../deploy/config/keys.example.yaml');
   const env = {
     CLIENT_A_KEY: 'ak_a',
     OPENAI_API_KEY: 'sk-o',

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { formatListenAddress, parseListenAddress } from '../../../proxy/config/listen.ts';
+import { formatListenAddress, parseListenAddress } from '../../config/listen.ts';
 
 test('host:port forms', () => {
   assert.deepEqual(parseListenAddress('127.0.0.1:8080'), { host: '127.0.0.1', port: 8080 });

@@ -4,14 +4,14 @@ import { readFile } from 'node:fs/promises';
 import { availableParallelism, homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
-import { formatDiagnostic } from '../../../common/config-diagnostics.ts';
-import type { ConfigDiagnostic } from '../../../common/config-types.ts';
-import { ENV_OVERRIDES } from '../../../proxy/config/env-overrides.ts';
-import { loadConfig, loadConfigFromString } from '../../../proxy/config/load.ts';
-import { makeTestCertificates } from '../../support/redis.ts';
+import { formatDiagnostic } from '../../common/config-diagnostics.ts';
+import type { ConfigDiagnostic } from '../../common/config-types.ts';
+import { ENV_OVERRIDES } from '../../config/env-overrides.ts';
+import { loadConfig, loadConfigFromString } from '../../config/load.ts';
+import { makeTestCertificates } from '../support/redis.ts';
 import { tempDir } from './temp-dir.ts';
 
-const REFERENCE = resolve(import.meta.dirname, '../../../deploy/config/router.yaml');
+const REFERENCE = resolve(import.meta.dirname, '../../deploy/config/router.yaml');
 
 function messages(diagnostics: readonly ConfigDiagnostic[]): string[] {
   return diagnostics.map(formatDiagnostic);
@@ -31,7 +31,7 @@ test('the reference configuration loads with an empty environment', async () => 
   const { config, diagnostics } = await loadConfig(REFERENCE, { env: {} });
   assert.deepEqual(messages(diagnostics), []);
   assert.ok(config);
-  const dir = resolve(import.meta.dirname, '../../../deploy/config');
+  const dir = resolve(import.meta.dirname, '../../deploy/config');
   assert.equal(config.file, REFERENCE);
   assert.deepEqual(config.listen, { host: '127.0.0.1', port: 8080 });
   assert.equal(config.providersDir, join(dir, 'providers'));
@@ -630,7 +630,7 @@ test('no diagnostic ever contains a secret value', async () => {
 });
 
 test('schema.json documents every property and forbids unknown keys everywhere', async () => {
-  const { default: schema } = await import('../../../proxy/config/schema.json', { with: { type: 'json' } });
+  const { default: schema } = await import('../../config/schema.json', { with: { type: 'json' } });
   const problems: string[] = [];
   function walk(node: Record<string, unknown>, path: string): void {
     if (typeof node.description !== 'string' || node.description === '')

@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import { resolve } from 'node:path';
 import { test } from 'node:test';
-import type { ModelEntry } from '../../../common/config-types.ts';
-import { compileRegistry, loadModelsFile, parseModelsSource } from '../../../proxy/config/models.ts';
+import type { ModelEntry } from '../../common/config-types.ts';
+import { compileRegistry, loadModelsFile, parseModelsSource } from '../../config/models.ts';
 
 function entry(id: string, provider = 'p'): ModelEntry {
   return {
@@ -132,7 +132,7 @@ test('models files interpolate ${ENV}', () => {
 });
 
 test('the reference models.yaml routes every family to its provider', async () => {
-  const file = resolve(import.meta.dirname, '../../../deploy/config/models.yaml');
+  const file = resolve(import.meta.dirname, '../../deploy/config/models.yaml');
   const { models, diagnostics } = await loadModelsFile(file);
   assert.deepEqual(diagnostics, []);
   const registry = compileRegistry(models.entries);

@@ -7,10 +7,10 @@ import { generateKeyPairSync } from 'node:crypto';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { formatDiagnostic } from '../../../common/config-diagnostics.ts';
-import type { ConfigDiagnostic } from '../../../common/config-types.ts';
-import { loadConfig } from '../../../proxy/config/load.ts';
-import { makeTestCertificates, type TestCertificates } from '../../support/redis.ts';
+import { formatDiagnostic } from '../../common/config-diagnostics.ts';
+import type { ConfigDiagnostic } from '../../common/config-types.ts';
+import { loadConfig } from '../../config/load.ts';
+import { makeTestCertificates, type TestCertificates } from '../support/redis.ts';
 import { type TempDir, tempDir } from './temp-dir.ts';
 
 let tmp: TempDir;

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { before, test } from 'node:test';
 import { Ajv } from 'ajv';
 import { loadAll as loadAllYaml, load as loadYaml } from 'js-yaml';
-import { loadConfig } from '../../proxy/config/load.ts';
+import { loadConfig } from '../../config/load.ts';
 import { ROOT } from '../support/stack.ts';
 
 type Obj = Record<string, unknown>;

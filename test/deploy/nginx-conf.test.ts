@@ -16,7 +16,7 @@ import { ROOT } from '../support/stack.ts';
 type SchemaNode = { properties?: Record<string, SchemaNode>; default?: unknown };
 
 async function schemaDefault(path: string): Promise<unknown> {
-  const schema = JSON.parse(await readFile(join(ROOT, 'proxy/config/schema.json'), 'utf8')) as SchemaNode;
+  const schema = JSON.parse(await readFile(join(ROOT, 'config/schema.json'), 'utf8')) as SchemaNode;
   const node = path.split('.').reduce<SchemaNode | undefined>((n, k) => n?.properties?.[k], schema);
   assert.ok(node, `schema has ${path}`);
   return node.default;

@@ -82,11 +82,14 @@ const importing = (specifier: string) => `import { leaf } from '${specifier}';\n
 // Downward imports, each allowed by the layering (test/ may import anything).
 const LEGAL: Record<string, string> = {
   'common/c.ts': LEAF,
-  'store/z.ts': importing('../common/c.ts'),
+  'config/k.ts': importing('../common/c.ts'),
+  'store/z.ts': importing('../config/k.ts'),
   'hooks/y.ts': `import type { leaf } from '../store/z.ts';\nexport const y: typeof leaf = 1;\n`,
   'proxy/b.ts': importing('../common/c.ts'),
   'billing/leaf.ts': importing('../store/z.ts'),
+  'sidecar/leaf.ts': importing('../billing/leaf.ts'),
   'admin/leaf.ts': importing('../proxy/b.ts'),
+  'admin/side.ts': importing('../sidecar/leaf.ts'),
   'sim/leaf.ts': importing('../hooks/y.ts'),
   'scripts/leaf.ts': importing('../sim/leaf.ts'),
   'bench/leaf.ts': importing('../billing/leaf.ts'),
@@ -94,7 +97,8 @@ const LEGAL: Record<string, string> = {
   'test/leaf.ts': importing('../bin/leaf.js'),
 };
 const LEGAL_EDGES = [
-  'store/z.ts → common/c.ts',
+  'store/z.ts → config/k.ts',
+  'sidecar/leaf.ts → billing/leaf.ts',
   'hooks/y.ts → store/z.ts',
   'scripts/leaf.ts → sim/leaf.ts',
   'bin/leaf.js → admin/leaf.ts',
@@ -104,9 +108,12 @@ const LEGAL_EDGES = [
 const FORBIDDEN: [string, string, string, string][] = [
   ['common-is-the-ground-floor', 'common/a.ts', 'proxy/b.ts', importing('../proxy/b.ts')],
   ['store-never-imports-hooks', 'store/x.ts', 'hooks/y.ts', importing('../hooks/y.ts')],
+  ['config-stays-below-store-and-hooks', 'config/s.ts', 'store/z.ts', importing('../store/z.ts')],
   ['store-and-hooks-stay-below-billing', 'hooks/h.ts', 'billing/leaf.ts', importing('../billing/leaf.ts')],
-  ['billing-stays-below-proxy', 'billing/s.ts', 'proxy/b.ts', `await import('../proxy/b.ts');\n`],
-  ['proxy-stays-below-admin', 'proxy/s.ts', 'admin/leaf.ts', importing('../admin/leaf.ts')],
+  ['billing-stays-below-the-programs', 'billing/s.ts', 'proxy/b.ts', `await import('../proxy/b.ts');\n`],
+  ['gateway-never-imports-sidecar', 'proxy/g.ts', 'sidecar/leaf.ts', importing('../sidecar/leaf.ts')],
+  ['sidecar-never-imports-gateway', 'sidecar/g.ts', 'proxy/b.ts', importing('../proxy/b.ts')],
+  ['programs-stay-below-admin', 'proxy/s.ts', 'admin/leaf.ts', importing('../admin/leaf.ts')],
   ['admin-stays-below-entry-points', 'admin/s.ts', 'bench/leaf.ts', importing('../bench/leaf.ts')],
   ['entry-points-import-only-sim', 'sim/s.ts', 'scripts/leaf.ts', importing('../scripts/leaf.ts')],
   ['product-never-imports-test', 'proxy/t.ts', 'test/leaf.ts', importing('../test/leaf.ts')],

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { Decimal } from 'decimal.js';
 import { load as loadYaml } from 'js-yaml';
-import type { UsageEvent } from '../../common/usage-event.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import { countTokens, estimateInputTokens } from '../../hooks/usage/estimate.ts';
 import type { RecordedRequest } from '../../sim/upstream/server.ts';
 import { type BillingStack, SUBJECT_ID, startBillingStack } from '../support/billing-stack.ts';

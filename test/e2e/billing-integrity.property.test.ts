@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { Decimal } from 'decimal.js';
 import fc from 'fast-check';
-import type { UsageEvent } from '../../common/usage-event.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import { countTokens } from '../../hooks/usage/estimate.ts';
 import {
   type BillingStack,

@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
-import { type Sidecar, startSidecar } from '../../billing/sidecar.ts';
-import { loadConfig } from '../../proxy/config/load.ts';
+import { loadConfig } from '../../config/load.ts';
+import { type Sidecar, startSidecar } from '../../sidecar/sidecar.ts';
 import {
   BILLING_API_KEY,
   type BillingStack,

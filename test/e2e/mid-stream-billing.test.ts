@@ -7,8 +7,8 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import type { ApiName, JsonObject } from '../../common/types.ts';
-import type { UsageEvent } from '../../common/usage-event.ts';
 import { countTokens, estimateInputTokens } from '../../hooks/usage/estimate.ts';
 import { type BillingStack, outboxText, startBillingStack } from '../support/billing-stack.ts';
 import { simProvider } from '../support/sim-providers.ts';

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { type Sidecar, startSidecar } from '../../billing/sidecar.ts';
+import { type Sidecar, startSidecar } from '../../sidecar/sidecar.ts';
 import { type HeldStreamUpstream, startHeldStreamUpstream } from '../support/held-stream.ts';
 import { findNginx, type RunningNginx, startNginx } from '../support/nginx.ts';
 import { simProvider } from '../support/sim-providers.ts';

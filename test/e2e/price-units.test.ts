@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Decimal } from 'decimal.js';
-import type { UsageEvent } from '../../common/usage-event.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import { type BillingStack, startBillingStack } from '../support/billing-stack.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
 

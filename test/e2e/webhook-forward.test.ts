@@ -10,7 +10,7 @@ import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { signWebhookBody } from '../../billing/webhook-signature.ts';
+import { signWebhookBody } from '../../sidecar/webhook-signature.ts';
 import { type BillingSim, startBillingSim } from '../../sim/billing/server.ts';
 import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
 import { type ChildGateway, spawnLogged, waitUntil } from '../support/billing-stack.ts';

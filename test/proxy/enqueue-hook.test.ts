@@ -9,13 +9,13 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
 import pino from 'pino';
-import { createBillingEnqueueHook } from '../../billing/enqueue-hook.ts';
-import { openOutboxWriter } from '../../billing/outbox-writer.ts';
+import type { EventQueue } from '../../billing/event/event-queue.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
+import { openOutboxWriter } from '../../billing/outbox/writer.ts';
 import { compilePricing } from '../../billing/pricing.ts';
 import type { BillingConfig } from '../../common/config-types.ts';
-import type { EventQueue } from '../../common/store-types.ts';
 import type { RequestContext } from '../../common/types.ts';
-import type { UsageEvent } from '../../common/usage-event.ts';
+import { createBillingEnqueueHook } from '../../proxy/enqueue-hook.ts';
 import { createGatewayMetrics } from '../../proxy/metrics.ts';
 
 const BILLING = {

@@ -15,7 +15,7 @@ const CORE = ['proxy', 'common', 'store', 'billing', 'hooks/builtin', 'hooks/dsl
 const FAMILY_WORDS = /anthropic|gemini|openai|google|usageMetadata|x-goog|x-api-key/i;
 
 /** Generated from the JSON Schemas, whose descriptions name families as examples for the operator. */
-const GENERATED = new Set(['proxy/config/schema-const.ts']);
+const GENERATED = new Set(['config/schema-const.ts']);
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {

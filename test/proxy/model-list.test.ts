@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ModelEntry } from '../../common/config-types.ts';
 import type { ApiName } from '../../common/types.ts';
-import { compileRegistry } from '../../proxy/config/models.ts';
+import { compileRegistry } from '../../config/models.ts';
 import { createModelListing } from '../../proxy/model-list.ts';
 
 const entry = (id: string, provider: string): ModelEntry => ({

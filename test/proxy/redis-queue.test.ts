@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { createRedisEventQueue } from '../../billing/redis-queue.ts';
+import { createRedisEventQueue } from '../../proxy/redis-queue.ts';
 import { createKeyLayout, createRedisClient, type Redis, waitReady } from '../../store/redis-client.ts';
 import { type RedisServer, startRedis, testStoreConfig } from '../support/redis.ts';
 import { makeEvent } from '../support/usage-events.ts';

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { test } from 'node:test';
-import { newRequestId, parseSource, requestIdPolicy } from '../../proxy/request-id.ts';
+import { parseSource } from '../../config/source-address.ts';
+import { newRequestId, requestIdPolicy } from '../../proxy/request-id.ts';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { streamCommands } from '../../billing/stream-commands.ts';
+import { streamCommands } from '../../proxy/stream-commands.ts';
 
 /** A RESP array of bulk strings, as redis-server reads a command: its arguments as UTF-8 text. */
 function parseCommand(bytes: Buffer): string[] {

@@ -5,9 +5,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { IngestResult } from '../../billing/billing-client.ts';
-import { createRedisEventQueue } from '../../billing/redis-queue.ts';
-import { startStreamConsumer } from '../../billing/stream-consumer.ts';
-import { TRACE_KEY, type UsageEvent } from '../../common/usage-event.ts';
+import { TRACE_KEY, type UsageEvent } from '../../billing/event/usage-event.ts';
+import { createRedisEventQueue } from '../../proxy/redis-queue.ts';
+import { startStreamConsumer } from '../../sidecar/stream-consumer.ts';
 import { createKeyLayout, createRedisClient, waitReady } from '../../store/redis-client.ts';
 import { type BillingStack, outboxText, startBillingStack } from '../support/billing-stack.ts';
 import { type OtlpReceiver, startOtlpReceiver } from '../support/otlp-receiver.ts';

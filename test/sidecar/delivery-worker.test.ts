@@ -4,13 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { IngestResult } from '../../billing/billing-client.ts';
-import { backoffDelay } from '../../billing/delivery-policy.ts';
+import { type OutboxWriter, openOutboxWriter } from '../../billing/outbox/writer.ts';
+import { backoffDelay } from '../../sidecar/delivery-policy.ts';
 import {
   type DeliveryWorker,
   type DeliveryWorkerOptions,
   startDeliveryWorker,
-} from '../../billing/delivery-worker.ts';
-import { type OutboxWriter, openOutboxWriter } from '../../billing/outbox-writer.ts';
+} from '../../sidecar/delivery-worker.ts';
 import { makeEvent } from '../support/usage-events.ts';
 
 const OK: IngestResult = { kind: 'ok', status: 202 };

@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { openOutboxWriter } from '../../billing/outbox-writer.ts';
-import type { UsageEvent } from '../../common/usage-event.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
+import { openOutboxWriter } from '../../billing/outbox/writer.ts';
 import { type BillingSimOptions, startBillingSim } from '../../sim/billing/server.ts';
 import {
   BILLING_API_KEY,

@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { type BillingClient, createBillingClient } from '../../billing/billing-client.ts';
-import { type StreamConsumer, startStreamConsumer } from '../../billing/stream-consumer.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import type { StoreConfig } from '../../common/config-types.ts';
-import type { UsageEvent } from '../../common/usage-event.ts';
+import { type StreamConsumer, startStreamConsumer } from '../../sidecar/stream-consumer.ts';
 import { type BillingSim, type BillingSimOptions, startBillingSim } from '../../sim/billing/server.ts';
 import { createKeyLayout } from '../../store/redis-client.ts';
 import { waitUntil } from '../support/billing-stack.ts';

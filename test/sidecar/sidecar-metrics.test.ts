@@ -7,11 +7,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { IngestResult } from '../../billing/billing-client.ts';
-import { openOutboxWriter } from '../../billing/outbox-writer.ts';
-import { type Sidecar, startSidecar } from '../../billing/sidecar.ts';
-import { countWebhook, createSidecarMetrics, streamConsumerSources } from '../../billing/sidecar-metrics.ts';
-import type { UsageEvent } from '../../common/usage-event.ts';
-import { loadConfig } from '../../proxy/config/load.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
+import { openOutboxWriter } from '../../billing/outbox/writer.ts';
+import { loadConfig } from '../../config/load.ts';
+import { type Sidecar, startSidecar } from '../../sidecar/sidecar.ts';
+import { countWebhook, createSidecarMetrics, streamConsumerSources } from '../../sidecar/sidecar-metrics.ts';
 import { makeEvent } from '../support/usage-events.ts';
 
 /** Value of one sample line (`name{labels} value`), or undefined. */

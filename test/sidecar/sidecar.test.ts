@@ -7,10 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { openOutboxWriter } from '../../billing/outbox-writer.ts';
-import { startSidecar } from '../../billing/sidecar.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
+import { openOutboxWriter } from '../../billing/outbox/writer.ts';
 import type { BillingConfig } from '../../common/config-types.ts';
-import type { UsageEvent } from '../../common/usage-event.ts';
+import { startSidecar } from '../../sidecar/sidecar.ts';
 import { startBillingSim } from '../../sim/billing/server.ts';
 import { startRedis, testStoreConfig } from '../support/redis.ts';
 import { makeEvent as makeEventWithAliases } from '../support/usage-events.ts';
@@ -180,7 +180,7 @@ test('the portal address: HTML 404 fails permanently, with a hint, and dead-lett
   assert.equal(sim.ingestCalls, 0);
 });
 
-const sidecarModule = fileURLToPath(new URL('../../billing/sidecar.ts', import.meta.url));
+const sidecarModule = fileURLToPath(new URL('../../sidecar/sidecar.ts', import.meta.url));
 const binFile = fileURLToPath(new URL('../../bin/router-billing.js', import.meta.url));
 
 /** A sidecar in a child process; resolves with its URL once it listens. */

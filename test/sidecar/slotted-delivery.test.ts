@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import type { IngestResult } from '../../billing/billing-client.ts';
 import { openSlottedWriter, outboxDirs, SLOTS_DIR } from '../../billing/outbox/slots.ts';
-import { startSlottedDelivery } from '../../billing/slotted-delivery.ts';
+import { startSlottedDelivery } from '../../sidecar/slotted-delivery.ts';
 import { waitUntil } from '../support/billing-stack.ts';
 import { makeEvent } from '../support/usage-events.ts';
 

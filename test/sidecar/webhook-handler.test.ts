@@ -5,10 +5,10 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { createWebhookHandler, nextSubjectState, parseWebhookEvent } from '../../billing/webhook-handler.ts';
-import { signWebhookBody } from '../../billing/webhook-signature.ts';
 import type { SubjectStateNotice } from '../../common/internal-notify.ts';
 import type { StateStore, SubjectRef } from '../../common/store-types.ts';
+import { createWebhookHandler, nextSubjectState, parseWebhookEvent } from '../../sidecar/webhook-handler.ts';
+import { signWebhookBody } from '../../sidecar/webhook-signature.ts';
 import { type BillingSim, startBillingSim } from '../../sim/billing/server.ts';
 import { type FileStateStore, openFileStore } from '../../store/file-store.ts';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { signWebhookBody, verifyWebhookSignature } from '../../billing/webhook-signature.ts';
+import { signWebhookBody, verifyWebhookSignature } from '../../sidecar/webhook-signature.ts';
 import { signWebhook } from '../../sim/billing/server.ts';
 
 const SECRET = 'whsec_test_secret';

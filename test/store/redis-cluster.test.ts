@@ -5,10 +5,10 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { createRedisEventQueue } from '../../billing/redis-queue.ts';
-import { startShardedConsumers } from '../../billing/stream-consumer.ts';
 import type { StoreConfig } from '../../common/config-types.ts';
 import { hashAccessKey } from '../../hooks/builtin/auth.ts';
+import { createRedisEventQueue } from '../../proxy/redis-queue.ts';
+import { startShardedConsumers } from '../../sidecar/stream-consumer.ts';
 import { createKeyLayout, createRedisClient, keySlot, waitReady } from '../../store/redis-client.ts';
 import { openRedisStores } from '../../store/redis-store.ts';
 import { viewCacheKey } from '../../store/view-cache.ts';

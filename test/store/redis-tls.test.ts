@@ -11,8 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { StoreConfig } from '../../common/config-types.ts';
+import { loadConfig } from '../../config/load.ts';
 import { hashAccessKey } from '../../hooks/builtin/auth.ts';
-import { loadConfig } from '../../proxy/config/load.ts';
 import { closeRedisClient, createRedisClient, type Redis, waitReady } from '../../store/redis-client.ts';
 import { openRedisStores } from '../../store/redis-store.ts';
 import {

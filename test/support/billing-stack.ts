@@ -10,11 +10,11 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { Decimal } from 'decimal.js';
 import { type Logger, pino } from 'pino';
-import { type Sidecar, type SidecarOptions, startSidecar } from '../../billing/sidecar.ts';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import type { RouterConfig } from '../../common/config-types.ts';
-import type { UsageEvent } from '../../common/usage-event.ts';
-import { loadConfig } from '../../proxy/config/load.ts';
+import { loadConfig } from '../../config/load.ts';
 import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
+import { type Sidecar, type SidecarOptions, startSidecar } from '../../sidecar/sidecar.ts';
 import { type BillingSim, type BillingSimOptions, startBillingSim } from '../../sim/billing/server.ts';
 import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
 import {

@@ -401,7 +401,7 @@ export function countDelta(
   return out;
 }
 
-/** A store block for tests (the defaults of proxy/config/schema.json with a unique key prefix). */
+/** A store block for tests (the defaults of config/schema.json with a unique key prefix). */
 export function testStoreConfig(url: string, overrides: Partial<StoreConfig> = {}): StoreConfig {
   return {
     enabled: true,

@@ -2,8 +2,8 @@
 // tests can assert order and exactly-once delivery by request id.
 
 import { Decimal } from 'decimal.js';
+import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import { eventOfCompactLine } from '../../billing/outbox/compact-line.ts';
-import type { UsageEvent } from '../../common/usage-event.ts';
 
 /** Event number `i` (request id `req-<i>`); `aliases` adds the completion-style usage aliases. */
 export function makeEvent(i: number, opts: { aliases?: boolean } = {}): UsageEvent {

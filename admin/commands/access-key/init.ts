@@ -1,10 +1,10 @@
-// `router-admin access-key init`: start an empty keys file (valid against proxy/config/keys.schema.json,
+// `router-admin access-key init`: start an empty keys file (valid against config/keys.schema.json,
 // mode 0600) where the configuration's `keys:` points, or at --keys-file. An existing file with content is
 // never replaced.
 
 import { resolve } from 'node:path';
 import { Command, Option } from 'clipanion';
-import { loadConfig } from '../../../proxy/config/load.ts';
+import { loadConfig } from '../../../config/load.ts';
 import { AdminError, EXIT } from '../../admin-error.ts';
 import { missingKeysFile, startedNote, startKeysFile } from '../../keys-file.ts';
 import { accessKeyUsage } from './base.ts';

@@ -1,7 +1,7 @@
 // `router-admin access-key list`: name, subject, status, expiry, created; never a secret or hash.
 
 import { Option } from 'clipanion';
-import { envAccessKeyNames } from '../../../proxy/config/keys.ts';
+import { envAccessKeyNames } from '../../../config/keys.ts';
 import { formatTable } from '../../command-base.ts';
 import { type AdminKey, EXIT, type HashSecretState, type KeyBackend } from '../../key-backend.ts';
 import { AccessKeyCommand, accessKeyUsage } from './base.ts';

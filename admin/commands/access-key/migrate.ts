@@ -3,7 +3,7 @@
 // different secret is reported as a conflict and left alone too. `--dry-run` reports and writes nothing.
 
 import { Option } from 'clipanion';
-import { loadKeysFile } from '../../../proxy/config/keys.ts';
+import { loadKeysFile } from '../../../config/keys.ts';
 import { AdminError, EXIT, type ImportOutcome, type KeyBackend } from '../../key-backend.ts';
 import { AccessKeyCommand, accessKeyUsage } from './base.ts';
 

@@ -4,22 +4,22 @@
 //   atomically, so a second or concurrent replay finds it gone;
 // - file: the record is marked for replay by the holder of the outbox's reader.lock (the running
 //   sidecar over its loopback listener, else this command while holding the lock itself), and the
-//   sidecar delivers it, then removes it (billing/dead-letter-file.ts).
+//   sidecar delivers it, then removes it (sidecar/dead-letter-file.ts).
 
 import { request } from 'undici';
+import { READER_LOCK } from '../../../billing/outbox/layout.ts';
+import { acquirePidLock, OutboxLockedError } from '../../../billing/outbox/lock.ts';
+import { outboxDirs, slotDeadLetterId, slotOfDeadLetterId } from '../../../billing/outbox/slots.ts';
+import type { RouterConfig } from '../../../common/config-types.ts';
+import { loopbackUrl } from '../../../common/internal-notify.ts';
 import {
   DeadLetterFile,
   type DeadLetterRecord,
   deadLetterId,
   type ReplayReport,
   readDeadLetters,
-} from '../../../billing/dead-letter-file.ts';
-import { REPLAY_PATH } from '../../../billing/dead-letter-route.ts';
-import { READER_LOCK } from '../../../billing/outbox/layout.ts';
-import { acquirePidLock, OutboxLockedError } from '../../../billing/outbox/lock.ts';
-import { outboxDirs, slotDeadLetterId, slotOfDeadLetterId } from '../../../billing/outbox/slots.ts';
-import type { RouterConfig } from '../../../common/config-types.ts';
-import { loopbackUrl } from '../../../common/internal-notify.ts';
+} from '../../../sidecar/dead-letter-file.ts';
+import { REPLAY_PATH } from '../../../sidecar/dead-letter-route.ts';
 import { closeRedisClient, defineScript, redactAddr } from '../../../store/redis-client.ts';
 import { AdminError, EXIT } from '../../key-backend.ts';
 import { configuredStoreSide, connectStore } from '../../store-connect.ts';

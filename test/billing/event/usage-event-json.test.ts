@@ -1,16 +1,16 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { buildTokenEvent, buildUsageEvent, type UsageEventInput } from '../../billing/event-builder.ts';
-import { TRACE_KEY, takeTraceparent, type UsageEvent } from '../../common/usage-event.ts';
+import { TRACE_KEY, takeTraceparent, type UsageEvent } from '../../../billing/event/usage-event.ts';
 import {
   JsonBytes,
   queuedJson,
   queuedTokensJson,
   quote,
   writeQueuedEvent,
-} from '../../common/usage-event-json.ts';
-import { eventInput as input, pricing, text } from '../support/usage-event-arbitrary.ts';
+} from '../../../billing/event/usage-event-json.ts';
+import { buildTokenEvent, buildUsageEvent, type UsageEventInput } from '../../../billing/event-builder.ts';
+import { eventInput as input, pricing, text } from '../../support/usage-event-arbitrary.ts';
 
 /** One chat event of subject `s`, with the given fields changed. */
 function oneEvent(overrides: Partial<UsageEventInput>): UsageEvent {

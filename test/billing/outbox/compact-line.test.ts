@@ -4,6 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import type { TokenEvent } from '../../../billing/event/token-event.ts';
+import type { UsageEvent } from '../../../billing/event/usage-event.ts';
+import { JsonBytes } from '../../../billing/event/usage-event-json.ts';
 import { buildTokenEvent, buildUsageEvent, type UsageEventInput } from '../../../billing/event-builder.ts';
 import {
   eventOfCompactLine,
@@ -11,11 +14,8 @@ import {
   writeCompactLine,
 } from '../../../billing/outbox/compact-line.ts';
 import { ACTIVE_FILE } from '../../../billing/outbox/layout.ts';
-import { type OutboxItem, openOutboxReader } from '../../../billing/outbox-reader.ts';
-import { openOutboxWriter } from '../../../billing/outbox-writer.ts';
-import type { TokenEvent } from '../../../common/token-event.ts';
-import type { UsageEvent } from '../../../common/usage-event.ts';
-import { JsonBytes } from '../../../common/usage-event-json.ts';
+import { type OutboxItem, openOutboxReader } from '../../../billing/outbox/reader.ts';
+import { openOutboxWriter } from '../../../billing/outbox/writer.ts';
 import { eventInput, pricing } from '../../support/usage-event-arbitrary.ts';
 
 const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';

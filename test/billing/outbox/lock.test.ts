@@ -7,9 +7,9 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { acquirePidLock, OutboxLockedError, procStat } from '../../billing/outbox/lock.ts';
-import { waitUntil } from '../support/billing-stack.ts';
-import { ROOT } from '../support/stack.ts';
+import { acquirePidLock, OutboxLockedError, procStat } from '../../../billing/outbox/lock.ts';
+import { waitUntil } from '../../support/billing-stack.ts';
+import { ROOT } from '../../support/stack.ts';
 
 async function tempDir(t: { after: (fn: () => Promise<void>) => void }): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'outbox-lock-'));

@@ -6,18 +6,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import type { IngestResult } from '../../billing/billing-client.ts';
-import { startDeliveryWorker } from '../../billing/delivery-worker.ts';
+import type { IngestResult } from '../../../billing/billing-client.ts';
+import type { UsageEvent } from '../../../billing/event/usage-event.ts';
 import {
   type OutboxItem,
   type OutboxReader,
   openOutboxReader,
   openOutboxStatus,
   positionAfter,
-} from '../../billing/outbox-reader.ts';
-import { OutboxLockedError, openOutboxWriter } from '../../billing/outbox-writer.ts';
-import type { UsageEvent } from '../../common/usage-event.ts';
-import { makeEvent } from '../support/usage-events.ts';
+} from '../../../billing/outbox/reader.ts';
+import { OutboxLockedError, openOutboxWriter } from '../../../billing/outbox/writer.ts';
+import { startDeliveryWorker } from '../../../sidecar/delivery-worker.ts';
+import { makeEvent } from '../../support/usage-events.ts';
 
 async function tempDir(t: { after: (fn: () => Promise<void>) => void }): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'outbox-test-'));
@@ -384,7 +384,7 @@ test('status view counts pending and dead-lettered events without owning the rea
   await writer.close();
 });
 
-const writerModule = fileURLToPath(new URL('../../billing/outbox-writer.ts', import.meta.url));
+const writerModule = fileURLToPath(new URL('../../../billing/outbox/writer.ts', import.meta.url));
 
 test('kill -9 of the gateway right after its appends resolved: every event is delivered', async (t) => {
   const dir = await tempDir(t);

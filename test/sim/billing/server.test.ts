@@ -3,7 +3,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import type { UsageEvent } from '../../../common/usage-event.ts';
+import type { UsageEvent } from '../../../billing/event/usage-event.ts';
 import {
   type BillingSim,
   type BillingSimOptions,
