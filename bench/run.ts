@@ -35,7 +35,7 @@ import {
   type Workspace,
 } from './lib/peers.ts';
 import { type Service, treeRssMb } from './lib/proc.ts';
-import { type BenchResults, evaluateTargets, renderMarkdown } from './lib/report.ts';
+import { type BenchResults, evaluateTargets, renderMarkdown } from './report.ts';
 import { ABUSE_PEERS, runAbuse } from './scenarios/abuse.ts';
 import { runBacklog } from './scenarios/backlog.ts';
 import { CHAT_PEERS, runChat } from './scenarios/chat.ts';

@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { pairedRatio } from '../../bench/lib/report.ts';
+import { pairedRatio } from '../../bench/report.ts';
 
 test('pairedRatio: the median of per-round ratios when both sides share the rounds', () => {
   // Round 2 was slow for everything: per round the billing peer keeps 95%, 95%, 96% of the gateway.

@@ -1,20 +1,20 @@
 // docs/benchmarks.md from one run's results: machine, raw numbers per peer, ratios against the targets
 // (docs/benchmarks.md "Targets") with PASS / FAIL, and notes.
 
-import type { AbuseResult } from '../scenarios/abuse.ts';
-import type { BacklogResult } from '../scenarios/backlog.ts';
-import type { ChatResult } from '../scenarios/chat.ts';
-import type { GrowthResult } from '../scenarios/growth.ts';
-import { type RealtimeResult, type RealtimeRun, TRANSLATED_MODEL } from '../scenarios/realtime.ts';
-import type { ShardsResult, ShardsRun } from '../scenarios/shards.ts';
-import type { StreamResult } from '../scenarios/stream.ts';
-import type { TranslateResult } from '../scenarios/translate.ts';
-import type { WorkersResult } from '../scenarios/workers.ts';
-import { isError, type Measured } from './context.ts';
-import type { ThroughputResult } from './load.ts';
-import type { MachineInfo } from './machine.ts';
-import { PEER_LABELS, type PeerId, type Unavailable } from './peers.ts';
-import type { StreamLoadResult } from './stream-client.ts';
+import { isError, type Measured } from './lib/context.ts';
+import type { ThroughputResult } from './lib/load.ts';
+import type { MachineInfo } from './lib/machine.ts';
+import { PEER_LABELS, type PeerId, type Unavailable } from './lib/peers.ts';
+import type { StreamLoadResult } from './lib/stream-client.ts';
+import type { AbuseResult } from './scenarios/abuse.ts';
+import type { BacklogResult } from './scenarios/backlog.ts';
+import type { ChatResult } from './scenarios/chat.ts';
+import type { GrowthResult } from './scenarios/growth.ts';
+import { type RealtimeResult, type RealtimeRun, TRANSLATED_MODEL } from './scenarios/realtime.ts';
+import type { ShardsResult, ShardsRun } from './scenarios/shards.ts';
+import type { StreamResult } from './scenarios/stream.ts';
+import type { TranslateResult } from './scenarios/translate.ts';
+import type { WorkersResult } from './scenarios/workers.ts';
 
 export interface BenchResults {
   startedAt: string;
