@@ -251,7 +251,10 @@ export interface WireFamily {
 
   /** Its realtime (WebSocket) APIs. */
   readonly realtime?: readonly RealtimeDialect[];
-  /** Translators from another family's realtime clients to this family's realtime upstream. */
+  /**
+   * Realtime translators between this family and the completion-style one, both directions; like
+   * `translators`, they live in the family that is not completion-style.
+   */
   readonly realtimeTranslators?: readonly RealtimeTranslatorFactory[];
 }
 

@@ -5,11 +5,11 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { openaiRealtimeToGeminiLive } from '../../hooks/families/gemini/openai-realtime-to-gemini-live.ts';
 import {
   geminiLiveToOpenaiRealtime,
   MAX_WAITING_BYTES,
-} from '../../hooks/families/openai/gemini-live-to-openai-realtime.ts';
+} from '../../hooks/families/gemini/gemini-live-to-openai-realtime.ts';
+import { openaiRealtimeToGeminiLive } from '../../hooks/families/gemini/openai-realtime-to-gemini-live.ts';
 import type { RealtimeTranslatorFactory } from '../../hooks/families/types.ts';
 import { FrameTranslator, MAX_CLIENT_DEPTH, nestedDeeperThan } from '../../proxy/realtime-translate.ts';
 

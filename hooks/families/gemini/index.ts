@@ -6,6 +6,7 @@ import type { ApiName } from '../../../common/types.ts';
 import { escapePathSegment } from '../../dsl/template.ts';
 import { decodePathPart, type ListedModel, type PathRoute, type WireFamily } from '../types.ts';
 import { geminiErrorBody, geminiErrorEvent, googleStatusName } from './errors.ts';
+import { geminiLiveToOpenaiRealtime } from './gemini-live-to-openai-realtime.ts';
 import { geminiToOpenai } from './gemini-to-openai.ts';
 import { geminiLive } from './live.ts';
 import { openaiEmbeddingsToGemini } from './openai-embeddings-to-gemini.ts';
@@ -85,5 +86,5 @@ export const geminiFamily: WireFamily = {
   tokenCount: geminiTokenCount,
   telemetry: geminiTelemetry,
   realtime: [geminiLive],
-  realtimeTranslators: [openaiRealtimeToGeminiLive],
+  realtimeTranslators: [openaiRealtimeToGeminiLive, geminiLiveToOpenaiRealtime],
 };

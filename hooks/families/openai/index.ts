@@ -4,7 +4,6 @@
 
 import type { ListedModel, WireFamily } from '../types.ts';
 import { openaiErrorBody, openaiErrorEvent, openaiErrorType } from './errors.ts';
-import { geminiLiveToOpenaiRealtime } from './gemini-live-to-openai-realtime.ts';
 import { openaiRealtime } from './realtime.ts';
 import { openaiTelemetry } from './telemetry.ts';
 import { UNIT_PRESETS } from './unit-usage.ts';
@@ -56,5 +55,4 @@ export const openaiFamily: WireFamily = {
   transforms: [openaiUsageStrip],
   telemetry: openaiTelemetry,
   realtime: [openaiRealtime],
-  realtimeTranslators: [geminiLiveToOpenaiRealtime],
 };

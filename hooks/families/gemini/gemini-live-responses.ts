@@ -5,9 +5,9 @@
 // or by a new client turn is `interrupted`.
 
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
-import { asArray, asString, isObject, parseJson } from '../gemini/translator-shared.ts';
 import { objectOf } from '../telemetry-fields.ts';
 import type { LiveConfig } from './gemini-live-setup.ts';
+import { asArray, asString, isObject, parseJson } from './translator-shared.ts';
 
 const OUTPUT_AUDIO_MIME = 'audio/pcm;rate=24000';
 

@@ -7,7 +7,7 @@
 // field, a message the Live API itself refuses closes it with 1007, as Gemini does.
 
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
-import { asArray, asString, isObject } from '../gemini/translator-shared.ts';
+import { MIN_COMMIT_BYTES } from '../openai/realtime.ts';
 import { objectOf } from '../telemetry-fields.ts';
 import type {
   RealtimeOutput,
@@ -18,7 +18,7 @@ import type {
 import { LiveResponses } from './gemini-live-responses.ts';
 import { configFor, invalid, type LiveConfig, notCarried, type Refusal } from './gemini-live-setup.ts';
 import { Upsampler16kTo24k } from './pcm-resample.ts';
-import { MIN_COMMIT_BYTES } from './realtime.ts';
+import { asArray, asString, isObject } from './translator-shared.ts';
 
 /** The rate the Live API assumes when the MIME type names none. */
 const DEFAULT_INPUT_RATE = 16_000;

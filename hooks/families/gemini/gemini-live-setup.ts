@@ -2,8 +2,8 @@
 // session.update OpenAI Realtime takes, or the close that names the first field OpenAI cannot carry.
 
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
-import { asArray, asString, geminiSchemaToJsonSchema, isObject } from '../gemini/translator-shared.ts';
-import { OPENAI_VOICES } from './realtime.ts';
+import { OPENAI_VOICES } from '../openai/realtime.ts';
+import { asArray, asString, geminiSchemaToJsonSchema, isObject } from './translator-shared.ts';
 
 /**
  * A close of the client's session, its reason naming the field: 1007 for a message the Live API itself

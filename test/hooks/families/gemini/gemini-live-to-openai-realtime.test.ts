@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { JsonObject } from '../../../../common/types.ts';
+import { geminiUsage, KEPT_TRANSCRIBED } from '../../../../hooks/families/gemini/gemini-live-responses.ts';
+import { geminiLiveToOpenaiRealtime } from '../../../../hooks/families/gemini/gemini-live-to-openai-realtime.ts';
 import { geminiLive } from '../../../../hooks/families/gemini/live.ts';
+import { Upsampler16kTo24k } from '../../../../hooks/families/gemini/pcm-resample.ts';
 import { REALTIME_TRANSLATORS } from '../../../../hooks/families/index.ts';
-import { geminiUsage, KEPT_TRANSCRIBED } from '../../../../hooks/families/openai/gemini-live-responses.ts';
-import { geminiLiveToOpenaiRealtime } from '../../../../hooks/families/openai/gemini-live-to-openai-realtime.ts';
-import { Upsampler16kTo24k } from '../../../../hooks/families/openai/pcm-resample.ts';
 import { openaiRealtime } from '../../../../hooks/families/openai/realtime.ts';
 import {
   checkRealtimeGolden,
