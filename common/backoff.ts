@@ -1,5 +1,6 @@
 // The one exponential backoff: every loop that retries (delivery, the spool's mover, Redis reconnects,
-// span export, webhook forwarding) and the restart policy take their delays from here.
+// span export, webhook forwarding, the outbox lock's wait) and the restart policy take their delays from
+// here; a site that jitters otherwise (Redis: 75-100%) applies that to backoffDelay's value.
 
 /** `baseMs` doubled for each attempt after the first, capped at `capMs` (attempt 1 waits `baseMs`). */
 export function backoffDelay(attempt: number, baseMs: number, capMs: number): number {

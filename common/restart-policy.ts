@@ -2,6 +2,8 @@
 // and the billing sidecar (proxy/sidecar-supervisor.ts). Pure: crash times and a clock value in, a
 // decision out, so its numbers are tested without timers (test/common/restart-policy.test.ts).
 
+import { backoffDelay } from './backoff.ts';
+
 export interface RestartPolicy {
   /** A process that crashed fewer times than this within `quickWindowMs` is restarted at once. */
   readonly quickCrashes: number;
@@ -51,9 +53,8 @@ export function restartDelayMs(
 ): number {
   const recent = within(crashes, now, policy.quickWindowMs);
   if (recent < policy.quickCrashes) return 0;
-  const doublings = recent - policy.quickCrashes;
-  // Capped before the power, so a long crash loop cannot overflow it.
-  return Math.min(policy.maxDelayMs, policy.firstDelayMs * 2 ** Math.min(doublings, 30));
+  // The first crash past the quick restarts is the backoff's first attempt.
+  return backoffDelay(recent - policy.quickCrashes + 1, policy.firstDelayMs, policy.maxDelayMs);
 }
 
 /**

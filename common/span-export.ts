@@ -5,6 +5,7 @@
 
 import type { Logger } from 'pino';
 import { Agent, request } from 'undici';
+import { backoffDelay } from './backoff.ts';
 import type { OtlpBatch, OtlpEncoder } from './otlp-encoding.ts';
 import type { RecordedSpan } from './trace-span.ts';
 
@@ -142,7 +143,11 @@ export class SpanExport {
     let problem = '';
     for (let attempt = 0; attempt <= RETRIES; attempt++) {
       if (attempt > 0) {
-        const delay = (this.#opts.retryDelayMs ?? RETRY_DELAY_MS) * 2 ** (attempt - 1);
+        const delay = backoffDelay(
+          attempt,
+          this.#opts.retryDelayMs ?? RETRY_DELAY_MS,
+          Number.POSITIVE_INFINITY,
+        );
         await new Promise((r) => setTimeout(r, delay).unref());
       }
       try {

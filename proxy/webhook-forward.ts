@@ -6,6 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { request } from 'undici';
+import { backoffDelay } from '../common/backoff.ts';
 import type { RouterConfig } from '../common/config-types.ts';
 import { describeError, GatewayError } from '../common/errors.ts';
 import { DEFAULT_FAMILY } from '../hooks/families/index.ts';
@@ -103,7 +104,7 @@ export async function forwardToSidecar(
       // A supervised sidecar that is being restarted refuses or drops connections until the gateway
       // notices its exit; the webhook waits for it like one sent while it starts. Repeating a send is
       // safe: the sidecar applies each webhook id once.
-      const wait = Math.min(1000, 50 * 2 ** attempt);
+      const wait = backoffDelay(attempt + 1, 50, 1000);
       if (supervised && isConnectionFailure(err) && Date.now() + wait < deadline) {
         await new Promise((r) => setTimeout(r, wait));
         continue;

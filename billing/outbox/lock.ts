@@ -9,6 +9,7 @@
 import { open, readFile, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { backoffDelay } from '../../common/backoff.ts';
 import { ifExists, isErrno } from '../../common/durable-fs.ts';
 
 export class OutboxLockedError extends Error {
@@ -49,7 +50,7 @@ export async function acquirePidLock(
   const path = join(dir, name);
   const self = await ownIdentity();
   const deadline = Date.now() + (opts.waitMs ?? 2000);
-  let pause = 10;
+  let waits = 0;
   for (;;) {
     try {
       const fh = await open(path, 'wx');
@@ -68,8 +69,7 @@ export async function acquirePidLock(
       throw new OutboxLockedError(path, role, holder.pid);
     if (holder !== undefined && (await isAlive(holder))) {
       if (Date.now() >= deadline) throw new OutboxLockedError(path, role, holder.pid);
-      await delay(pause);
-      pause = Math.min(200, pause * 2);
+      await delay(backoffDelay(++waits, 10, 200));
       continue;
     }
     // Stale (dead, zombie or recycled owner, or unreadable): take it over.
