@@ -6,8 +6,7 @@ import type { Hook } from '../common/types.ts';
 import { createRuleHook } from '../hooks/builtin/provider-rule.ts';
 import { createUsageMeterHook, rulePreset } from '../hooks/builtin/usage-meter.ts';
 import type { CompiledProvider, CompiledRule, HookRef } from '../hooks/dsl/types.ts';
-import { TRANSLATORS, USAGE_PRESETS } from '../hooks/families/index.ts';
-import { TRANSFORMS } from '../hooks/transforms/index.ts';
+import { TRANSFORMS, TRANSLATORS, USAGE_PRESETS } from '../hooks/families/index.ts';
 import { createPathExtractor } from '../hooks/usage/path-extractor.ts';
 import type { UpstreamTimeouts } from './upstream.ts';
 

@@ -17,8 +17,7 @@ import {
   realtimeTranslatorApis,
 } from '../hooks/dsl/index.ts';
 import type { CompiledProvider, HookRef } from '../hooks/dsl/types.ts';
-import { TRANSLATORS, USAGE_PRESETS } from '../hooks/families/index.ts';
-import { TRANSFORMS } from '../hooks/transforms/index.ts';
+import { TRANSFORMS, TRANSLATORS, USAGE_PRESETS } from '../hooks/families/index.ts';
 import { loadHookModule } from './hook-modules.ts';
 
 export interface CompileOptions {

@@ -4,8 +4,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ApiName } from '../../common/types.ts';
-import { REALTIME_TRANSLATORS, TRANSLATORS, USAGE_PRESETS } from '../families/index.ts';
-import { TRANSFORMS } from '../transforms/index.ts';
+import { REALTIME_TRANSLATORS, TRANSFORMS, TRANSLATORS, USAGE_PRESETS } from '../families/index.ts';
 import { type CompileOptions, compileAst } from './compiler.ts';
 import { parse } from './parser.ts';
 import type { CompiledProvider, CompiledRule, DslDiagnostic, DslRegistries } from './types.ts';
@@ -27,7 +26,7 @@ export {
 
 /**
  * The translator, transform and usage preset names the gateway implements: the wire families'
- * (hooks/families/index.ts) and the transforms (hooks/transforms/index.ts).
+ * (hooks/families/index.ts).
  */
 export const DEFAULT_REGISTRY_NAMES = {
   translators: [...TRANSLATORS.keys()],

@@ -2,6 +2,7 @@
 // into literal parts and variables; `${env.NAME}` is replaced at compile time. Plain DSL strings are
 // constant templates (no interpolation), so a literal `${` in a header value needs no escaping.
 
+import { escapePathSegment } from '../../common/path-segment.ts';
 import type { CompiledTemplate, TemplatePart, TemplateVariable } from './types.ts';
 
 export const TEMPLATE_VARIABLES: readonly TemplateVariable[] = [
@@ -137,24 +138,3 @@ export function renderHeaderTemplate(t: CompiledTemplate, vars: TemplateVars): s
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters refused
 const HEADER_UNSAFE = /[\u0000-\u0008\u000a-\u001f\u007f]/;
-
-/**
- * RFC 3986 pchar except ':', which stays escaped because APIs such as Gemini's read `:method` after the
- * model segment (`llama3:8b` becomes `llama3%3A8b`); everything else outside pchar is %XX.
- */
-const SEGMENT_SAFE = /^[A-Za-z0-9\-._~!$&'()*+,;=@]*$/;
-
-export function escapePathSegment(value: string): string {
-  if (value === '.') return '%2E';
-  if (value === '..') return '%2E%2E';
-  if (SEGMENT_SAFE.test(value)) return value;
-  let out = '';
-  for (const ch of value) {
-    out += SEGMENT_SAFE.test(ch)
-      ? ch
-      : Array.from(Buffer.from(ch, 'utf8'), (b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join(
-          '',
-        );
-  }
-  return out;
-}

@@ -3,6 +3,9 @@
 // produces these plain objects once per configuration load. Requests only read them.
 
 import type { ApiName, JsonValue } from '../../common/types.ts';
+import type { UsageField } from '../usage/types.ts';
+
+export type { UsageField };
 
 export interface SourceLoc {
   readonly file: string;
@@ -60,14 +63,6 @@ export type ResponseOp =
   | { readonly op: 'resp_passthrough' }
   | { readonly op: 'resp_map'; readonly translator: string }
   | { readonly op: 'sse_parse'; readonly transform: string };
-
-export type UsageField =
-  | 'input_tokens'
-  | 'output_tokens'
-  | 'total_tokens'
-  | 'cache_read_tokens'
-  | 'cache_creation_tokens'
-  | 'reasoning_tokens';
 
 export type MetricsOp =
   | { readonly op: 'usage_extract'; readonly preset: string }

@@ -2,9 +2,8 @@
 // (`metrics { usage_path <field> "<json path>"; }`).
 
 import type { JsonValue, Usage } from '../../common/types.ts';
-import type { UsageField } from '../dsl/types.ts';
 import { asRecord, buildUsage, count, parseJson } from './sniffers.ts';
-import type { UsagePreset } from './types.ts';
+import type { UsageField, UsagePreset } from './types.ts';
 
 type PathSegments = readonly (string | number)[];
 

@@ -3,6 +3,15 @@
 
 import type { JsonObject, JsonValue, Usage } from '../../common/types.ts';
 
+/** A count `usage_path <field> "<json path>";` reads (docs/dsl.md). */
+export type UsageField =
+  | 'input_tokens'
+  | 'output_tokens'
+  | 'total_tokens'
+  | 'cache_read_tokens'
+  | 'cache_creation_tokens'
+  | 'reasoning_tokens';
+
 /** Per-request, incremental reader of usage from SSE events (constant memory). */
 export interface UsageSniffer {
   /** Feed one SSE event (data text without the `data: ` prefix). Must never throw. */

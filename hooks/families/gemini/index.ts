@@ -2,8 +2,8 @@
 // under /v1), the key in `x-goog-api-key` or `?key=`, google.rpc status names in errors, the Gemini
 // model list, and the translators between it and the completion-style family.
 
+import { escapePathSegment } from '../../../common/path-segment.ts';
 import type { ApiName } from '../../../common/types.ts';
-import { escapePathSegment } from '../../dsl/template.ts';
 import { decodePathPart, type ListedModel, type PathRoute, type WireFamily } from '../types.ts';
 import { geminiErrorBody, geminiErrorEvent, googleStatusName } from './errors.ts';
 import { geminiLiveToOpenaiRealtime } from './gemini-live-to-openai-realtime.ts';
