@@ -62,7 +62,7 @@ export function createGatewayMetrics(): GatewayMetrics {
   const billingEnqueued = new FastCounter(
     registry,
     'router_billing_events_total',
-    'Usage events by result: queued, skipped_status, skipped_no_subject, queue_failed',
+    'Usage events by result: queued, queue_failed, skip_status, skip_no_subject, not_billable',
     ['result'],
   );
   const balanceChecks = counter('router_balance_checks_total', 'Balance pre-checks by result', 'result');
