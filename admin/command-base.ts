@@ -4,6 +4,7 @@
 
 import { Command, Option } from 'clipanion';
 import type { RouterConfig } from '../common/config-types.ts';
+import { StoreUnavailableError } from '../common/store-types.ts';
 import { AdminError, EXIT } from './admin-error.ts';
 import { loadAdminConfig, missingKeysFileHint } from './keys-file.ts';
 
@@ -48,7 +49,7 @@ export abstract class ConfigCommand<Backend extends { close(): Promise<void> }> 
       const message = err instanceof Error ? err.message : String(err);
       this.context.stderr.write(`router-admin: ${message}\n`);
       if (err instanceof AdminError) return err.exitCode;
-      return err instanceof Error && err.name === 'StoreUnavailableError' ? EXIT.unavailable : EXIT.failed;
+      return err instanceof StoreUnavailableError ? EXIT.unavailable : EXIT.failed;
     }
   }
 
