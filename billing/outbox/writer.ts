@@ -21,26 +21,16 @@
 // and a second gateway on the same directory fails at start with OutboxLockedError.
 
 import { writeSync } from 'node:fs';
-import { mkdir, open, rename, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
-import { fsyncDir, removeIfExists } from '../../common/durable-fs.ts';
-import { createTurnBatch } from '../../common/turn-batch.ts';
+import { createTurnBatch, type TurnBatch } from '../../common/turn-batch.ts';
 import { type TokenEvent, usageEventOf } from '../event/token-event.ts';
 import type { UsageEvent } from '../event/usage-event.ts';
 import { JsonBytes, writeQueuedEvent } from '../event/usage-event-json.ts';
+import { type ActiveSegment, sealActiveSegment, startActiveSegment } from './active-segment.ts';
 import { writeCompactEvent, writeCompactLine } from './compact-line.ts';
-import {
-  ACTIVE_FILE,
-  type FileHandle,
-  headerLine,
-  listOutbox,
-  readCheckpoint,
-  readHeader,
-  segmentFileName,
-  WRITER_LOCK,
-} from './layout.ts';
-import { acquirePidLock } from './lock.ts';
+import { WRITER_LOCK } from './layout.ts';
+import { acquirePidLock, type PidLock } from './lock.ts';
 
 export { OutboxLockedError } from './lock.ts';
 
@@ -49,7 +39,6 @@ export const DEFAULT_MAX_SEGMENT_BYTES = 16 * 1024 * 1024;
 /** billing.outbox_fsync_interval_ms's default. */
 export const DEFAULT_FSYNC_INTERVAL_MS = 100;
 
-const NEXT_TMP = `${ACTIVE_FILE}.next.tmp`;
 const NEWLINE = 0x0a;
 const FRAGMENT_END = Buffer.from('\n');
 /** The reused buffer a turn's lines are written into; a larger turn grows it, kept up to the max. */
@@ -139,123 +128,175 @@ function turnLines(start: number): TurnLines {
 }
 
 export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = {}): Promise<OutboxWriter> {
-  const maxSegmentBytes = opts.maxSegmentBytes ?? DEFAULT_MAX_SEGMENT_BYTES;
-  let fsyncIntervalMs = opts.fsyncIntervalMs ?? DEFAULT_FSYNC_INTERVAL_MS;
-  let lastSync = 0;
   await mkdir(dir, { recursive: true });
   const lock = await acquirePidLock(dir, WRITER_LOCK, 'gateway (outbox writer)');
-  let state: { fh: FileHandle; seq: number; size: number };
+  let active: ActiveSegment;
   try {
-    state = await startActiveSegment(dir);
+    active = await startActiveSegment(dir);
   } catch (err) {
     await lock.release();
     throw err;
   }
+  return new FileOutboxWriter(dir, opts, lock, active);
+}
 
-  let queue: TurnLines[] = [];
+class FileOutboxWriter implements OutboxWriter {
+  readonly dir: string;
+  readonly #opts: OutboxWriterOptions;
+  readonly #lock: PidLock;
+  readonly #maxSegmentBytes: number;
+  #fsyncIntervalMs: number;
+  #lastSync = 0;
+  #active: ActiveSegment;
+  #queue: TurnLines[] = [];
   /** Lines in `queue`, and lines of the batch being written and synced. */
-  let queued = 0;
-  let inFlight = 0;
+  #queued = 0;
+  #inFlight = 0;
   /** The lines of the current turn, until its write has run. */
-  let current: TurnLines | undefined;
-  let flushing: Promise<void> | undefined;
-  let closed = false;
+  #current: TurnLines | undefined;
+  #flushing: Promise<void> | undefined;
+  #closed = false;
   // After a failed write the file may end in a torn fragment; the next batch starts with a newline so the
   // fragment becomes one (quarantined) line instead of corrupting the next event.
-  let terminateFragment = false;
-  const stats: OutboxWriterStats = { appended: 0, fsyncs: 0, rotations: 0, segment: state.seq };
-
-  async function writeAll(buf: Buffer): Promise<void> {
-    let off = 0;
-    while (off < buf.length) {
-      const { bytesWritten } = await state.fh.write(buf, off, buf.length - off, null);
-      off += bytesWritten;
-    }
-  }
-
-  async function rotate(): Promise<void> {
-    const next = state.seq + 1;
-    // Lines written synchronously since the last fdatasync belong to this segment: sync them first.
-    await state.fh.datasync();
-    await createHeaderFile(join(dir, NEXT_TMP), next);
-    // Everything for state.seq was written and fsync'ed before this point and nothing is written to it
-    // after (`rotating` holds synchronous writes back): the reader may treat the renamed file as sealed
-    // the moment it no longer is events.jsonl.
-    await rename(join(dir, ACTIVE_FILE), join(dir, segmentFileName(state.seq)));
-    await rename(join(dir, NEXT_TMP), join(dir, ACTIVE_FILE));
-    await fsyncDir(dir);
-    await state.fh.close();
-    const fh = await open(join(dir, ACTIVE_FILE), 'a');
-    state = { fh, seq: next, size: (await fh.stat()).size };
-    stats.rotations++;
-    stats.segment = next;
-  }
-
+  #terminateFragment = false;
   // While a segment is being sealed, appends are queued and written by the flush loop afterwards.
-  let rotating = false;
+  #rotating = false;
   // Lines handed to the flush loop unwritten (held back by a rotation, a failed or torn write). Until the
   // loop has written them, later turns hand theirs to the loop too: a turn written at once would land
   // ahead of older lines, and the outbox is delivered in file order.
-  let owed = 0;
+  #owed = 0;
+  // The lines appended during one event-loop turn, written together in its check phase. Each event is
+  // written as UTF-8 into one reused buffer when it is appended, so the turn's write is of that buffer.
+  #scratch = new JsonBytes(SCRATCH_BYTES);
+  readonly #turn: TurnBatch<TurnLines>;
+  readonly #stats: OutboxWriterStats;
+
+  constructor(dir: string, opts: OutboxWriterOptions, lock: PidLock, active: ActiveSegment) {
+    this.dir = dir;
+    this.#opts = opts;
+    this.#lock = lock;
+    this.#maxSegmentBytes = opts.maxSegmentBytes ?? DEFAULT_MAX_SEGMENT_BYTES;
+    this.#fsyncIntervalMs = opts.fsyncIntervalMs ?? DEFAULT_FSYNC_INTERVAL_MS;
+    this.#active = active;
+    this.#stats = { appended: 0, fsyncs: 0, rotations: 0, segment: active.seq };
+    this.#turn = createTurnBatch<TurnLines>((groups) => this.#writeTurn(groups));
+  }
+
+  append(event: UsageEvent, traceparent?: string): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error('outbox writer is closed'));
+    const g = this.#turnGroup();
+    // Written now: the caller may reuse the object.
+    try {
+      if (!writeCompactEvent(this.#scratch, event, traceparent))
+        writeQueuedEvent(this.#scratch, event, traceparent);
+    } catch (err) {
+      this.#scratch.at = g.end;
+      return Promise.reject(err);
+    }
+    return this.#appended(g);
+  }
+
+  appendTokens(event: TokenEvent, traceparent?: string): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error('outbox writer is closed'));
+    const g = this.#turnGroup();
+    try {
+      if (!writeCompactLine(this.#scratch, event, traceparent))
+        writeQueuedEvent(this.#scratch, usageEventOf(event), traceparent);
+    } catch (err) {
+      this.#scratch.at = g.end;
+      return Promise.reject(err);
+    }
+    return this.#appended(g);
+  }
+
+  recorded(): Promise<void> | undefined {
+    return this.#turn.settled();
+  }
+
+  pending(): number {
+    return this.#queued + this.#inFlight;
+  }
+
+  setFsyncInterval(ms: number): void {
+    this.#fsyncIntervalMs = ms;
+  }
+
+  stats(): OutboxWriterStats {
+    return { ...this.#stats };
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#flushing;
+    await this.#active.fh.close();
+    await this.#lock.release();
+  }
+
+  /** The current turn's lines, begun when the turn's first event is appended. */
+  #turnGroup(): TurnLines {
+    let g = this.#current;
+    if (g === undefined) {
+      g = turnLines(this.#scratch.at);
+      this.#current = g;
+      this.#queue.push(g);
+      this.#turn.add(g);
+    }
+    return g;
+  }
+
+  /** Counts the line just written into the turn's buffer (each JSON text, which never holds a raw newline). */
+  #appended(g: TurnLines): Promise<void> {
+    this.#scratch.byte(NEWLINE);
+    g.end = this.#scratch.at;
+    g.count++;
+    this.#queued++;
+    this.#flushing ??= this.#flushLoop();
+    return g.durable.promise;
+  }
+
+  /** The turn batch's flush: each turn's lines in one synchronous write, the rest left to the flush loop. */
+  #writeTurn(groups: TurnLines[]): void {
+    for (const g of groups) {
+      if (this.#current === g) this.#current = undefined;
+      const bytes = this.#scratch.buf.subarray(g.start, g.end);
+      const reached = this.#writeNow(bytes);
+      if (reached === bytes.length) g.written = g.count;
+      else keepUnwritten(g, bytes, reached);
+      this.#owed += g.count - g.written;
+      g.awaitingWrite = false;
+    }
+    this.#scratch.at = 0;
+    if (this.#scratch.buf.length > MAX_SCRATCH_BYTES) this.#scratch = new JsonBytes(SCRATCH_BYTES);
+  }
 
   /**
    * One synchronous write(2) of whole lines; returns how many bytes reached the file (all of them, or
    * fewer when the write failed or a rotation or a torn fragment sends them through the flush loop).
    */
-  function writeNow(buf: Buffer): number {
-    if (rotating || terminateFragment || owed > 0) return 0;
+  #writeNow(buf: Buffer): number {
+    if (this.#rotating || this.#terminateFragment || this.#owed > 0) return 0;
     let off = 0;
     try {
-      while (off < buf.length) off += writeSync(state.fh.fd, buf, off, buf.length - off);
+      while (off < buf.length) off += writeSync(this.#active.fh.fd, buf, off, buf.length - off);
     } catch (err) {
       // A partial write leaves a fragment: the loop starts its next write with a newline.
-      if (off > 0) terminateFragment = true;
-      opts.onError?.(err);
+      if (off > 0) this.#terminateFragment = true;
+      this.#opts.onError?.(err);
     }
-    state.size += off;
+    this.#active.size += off;
     return off;
   }
 
-  // The lines appended during one event-loop turn, written together in its check phase. Each event is
-  // written as UTF-8 into one reused buffer when it is appended, so the turn's write is of that buffer.
-  let scratch = new JsonBytes(SCRATCH_BYTES);
-  const turn = createTurnBatch<TurnLines>((groups) => {
-    for (const g of groups) {
-      if (current === g) current = undefined;
-      const bytes = scratch.buf.subarray(g.start, g.end);
-      const reached = writeNow(bytes);
-      if (reached === bytes.length) g.written = g.count;
-      else {
-        // JSON text holds no raw newline: each one in what reached the file ends a whole line.
-        let whole = 0;
-        let wholeEnd = 0;
-        for (
-          let at = bytes.indexOf(NEWLINE);
-          at !== -1 && at < reached;
-          at = bytes.indexOf(NEWLINE, at + 1)
-        ) {
-          whole++;
-          wholeEnd = at + 1;
-        }
-        g.written = whole;
-        g.rest = Buffer.from(bytes.subarray(wholeEnd));
-      }
-      owed += g.count - g.written;
-      g.awaitingWrite = false;
-    }
-    scratch.at = 0;
-    if (scratch.buf.length > MAX_SCRATCH_BYTES) scratch = new JsonBytes(SCRATCH_BYTES);
-  });
-
-  async function flushLoop(): Promise<void> {
+  async #flushLoop(): Promise<void> {
     // Let appends issued in the same tick join the first batch.
     await Promise.resolve();
-    while (queue.length > 0) {
+    while (this.#queue.length > 0) {
       // This turn's lines are written by the turn batch; the loop takes them (to fsync) once it has run.
-      const pendingWrite = turn.settled();
+      const pendingWrite = this.#turn.settled();
       if (pendingWrite !== undefined) await pendingWrite;
-      const batch = queue.filter((g) => !g.awaitingWrite);
-      queue = queue.filter((g) => g.awaitingWrite);
+      const batch = this.#queue.filter((g) => !g.awaitingWrite);
+      this.#queue = this.#queue.filter((g) => g.awaitingWrite);
       if (batch.length === 0) continue;
       let lines = 0;
       const rests: Buffer[] = [];
@@ -267,171 +308,76 @@ export async function openOutboxWriter(dir: string, opts: OutboxWriterOptions = 
         g.rest = undefined;
         unwritten += g.count - g.written;
       }
-      queued -= lines;
-      inFlight = lines;
-      if (terminateFragment && rests.length > 0) rests.unshift(FRAGMENT_END);
+      this.#queued -= lines;
+      this.#inFlight = lines;
+      if (this.#terminateFragment && rests.length > 0) rests.unshift(FRAGMENT_END);
       const buf = Buffer.concat(rests);
       try {
         if (buf.length > 0) {
           try {
-            await writeAll(buf);
+            await this.#writeAll(buf);
           } finally {
             // Written, or failed and rejected below: either way no longer ahead of later turns.
-            owed -= unwritten;
+            this.#owed -= unwritten;
           }
-          terminateFragment = false;
-          state.size += buf.length;
+          this.#terminateFragment = false;
+          this.#active.size += buf.length;
         }
-        const wait = lastSync + fsyncIntervalMs - Date.now();
+        const wait = this.#lastSync + this.#fsyncIntervalMs - Date.now();
         if (wait > 0) await delay(wait);
-        await state.fh.datasync();
-        lastSync = Date.now();
-        stats.fsyncs++;
-        stats.appended += lines;
-        opts.onFsync?.();
+        await this.#active.fh.datasync();
+        this.#lastSync = Date.now();
+        this.#stats.fsyncs++;
+        this.#stats.appended += lines;
+        this.#opts.onFsync?.();
         for (const g of batch) g.durable.resolve();
       } catch (err) {
-        terminateFragment = true;
-        opts.onError?.(err);
+        this.#terminateFragment = true;
+        this.#opts.onError?.(err);
         for (const g of batch) g.durable.reject(err);
       }
-      inFlight = 0;
-      if (state.size >= maxSegmentBytes) {
-        rotating = true;
-        try {
-          await rotate();
-        } catch (err) {
-          // Keep appending to the current file; rotation is retried after the next batch.
-          opts.onError?.(err);
-        } finally {
-          rotating = false;
-        }
-      }
+      this.#inFlight = 0;
+      if (this.#active.size >= this.#maxSegmentBytes) await this.#rotate();
     }
-    flushing = undefined;
+    this.#flushing = undefined;
   }
 
-  /** The current turn's lines, begun when the turn's first event is appended. */
-  function turnGroup(): TurnLines {
-    let g = current;
-    if (g === undefined) {
-      g = turnLines(scratch.at);
-      current = g;
-      queue.push(g);
-      turn.add(g);
+  async #writeAll(buf: Buffer): Promise<void> {
+    let off = 0;
+    while (off < buf.length) {
+      const { bytesWritten } = await this.#active.fh.write(buf, off, buf.length - off, null);
+      off += bytesWritten;
     }
-    return g;
   }
 
-  /** Counts the line just written into the turn's buffer (each JSON text, which never holds a raw newline). */
-  function appended(g: TurnLines): Promise<void> {
-    scratch.byte(NEWLINE);
-    g.end = scratch.at;
-    g.count++;
-    queued++;
-    flushing ??= flushLoop();
-    return g.durable.promise;
-  }
-
-  function append(event: UsageEvent, traceparent?: string): Promise<void> {
-    if (closed) return Promise.reject(new Error('outbox writer is closed'));
-    const g = turnGroup();
-    // Written now: the caller may reuse the object.
+  async #rotate(): Promise<void> {
+    // `rotating` holds synchronous writes back while the segment is sealed.
+    this.#rotating = true;
     try {
-      if (!writeCompactEvent(scratch, event, traceparent)) writeQueuedEvent(scratch, event, traceparent);
+      this.#active = await sealActiveSegment(this.dir, this.#active);
+      this.#stats.rotations++;
+      this.#stats.segment = this.#active.seq;
     } catch (err) {
-      scratch.at = g.end;
-      return Promise.reject(err);
+      // Keep appending to the current file; rotation is retried after the next batch.
+      this.#opts.onError?.(err);
+    } finally {
+      this.#rotating = false;
     }
-    return appended(g);
   }
-
-  function appendTokens(event: TokenEvent, traceparent?: string): Promise<void> {
-    if (closed) return Promise.reject(new Error('outbox writer is closed'));
-    const g = turnGroup();
-    try {
-      if (!writeCompactLine(scratch, event, traceparent))
-        writeQueuedEvent(scratch, usageEventOf(event), traceparent);
-    } catch (err) {
-      scratch.at = g.end;
-      return Promise.reject(err);
-    }
-    return appended(g);
-  }
-
-  async function close(): Promise<void> {
-    if (closed) return;
-    closed = true;
-    await flushing;
-    await state.fh.close();
-    await lock.release();
-  }
-
-  return {
-    dir,
-    append,
-    appendTokens,
-    recorded: () => turn.settled(),
-    pending: () => queued + inFlight,
-    setFsyncInterval(ms: number) {
-      fsyncIntervalMs = ms;
-    },
-    stats: () => ({ ...stats }),
-    close,
-  } satisfies OutboxWriter;
 }
 
 /**
- * Makes sure events.jsonl is a fresh segment with a new sequence number. A previous events.jsonl that
- * holds events is sealed first: it may end in a torn line (the old writer died mid-write), and after a
- * power loss it may be shorter than the reader's checkpoint; as a sealed segment the reader handles both
- * (quarantines the tail, or treats the segment as done). Restarts therefore cost one small segment each.
+ * After a write that reached the file only up to `reached` of the turn's `bytes`: counts the lines that
+ * landed whole and copies the rest for the flush loop. JSON text holds no raw newline: each one in what
+ * reached the file ends a whole line.
  */
-async function startActiveSegment(dir: string): Promise<{ fh: FileHandle; seq: number; size: number }> {
-  await removeIfExists(join(dir, NEXT_TMP));
-  const listing = await listOutbox(dir);
-  let checkpointSeq = 0;
-  let checkpointOffset = 0;
-  try {
-    const cp = await readCheckpoint(dir);
-    checkpointSeq = cp.segment;
-    checkpointOffset = cp.offset;
-  } catch {
-    // The reader reports a malformed checkpoint; the writer only needs a sequence number above it.
+function keepUnwritten(g: TurnLines, bytes: Buffer, reached: number): void {
+  let whole = 0;
+  let wholeEnd = 0;
+  for (let at = bytes.indexOf(NEWLINE); at !== -1 && at < reached; at = bytes.indexOf(NEWLINE, at + 1)) {
+    whole++;
+    wholeEnd = at + 1;
   }
-  let maxSeq = Math.max(0, checkpointSeq, listing.activeSeq ?? 0, ...listing.segments);
-  const activePath = join(dir, ACTIVE_FILE);
-
-  if (listing.activeExists) {
-    const size = (await stat(activePath)).size;
-    const header = await readHeader(activePath);
-    const headerSeq = header?.seq;
-    const headerOnly = header !== undefined && size === header.bytes;
-    const beyondCheckpoint = headerSeq === checkpointSeq && checkpointOffset > size;
-    if (headerOnly && !beyondCheckpoint) {
-      const fh = await open(activePath, 'a');
-      return { fh, seq: header.seq, size };
-    }
-    if (size > 0) {
-      const sealSeq = headerSeq ?? maxSeq + 1;
-      maxSeq = Math.max(maxSeq, sealSeq);
-      await rename(activePath, join(dir, segmentFileName(sealSeq)));
-    }
-  }
-  const seq = maxSeq + 1;
-  await createHeaderFile(join(dir, NEXT_TMP), seq);
-  await rename(join(dir, NEXT_TMP), activePath);
-  await fsyncDir(dir);
-  const fh = await open(activePath, 'a');
-  return { fh, seq, size: (await fh.stat()).size };
-}
-
-async function createHeaderFile(path: string, seq: number): Promise<void> {
-  const fh = await open(path, 'w');
-  try {
-    await fh.writeFile(headerLine(seq));
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
+  g.written = whole;
+  g.rest = Buffer.from(bytes.subarray(wholeEnd));
 }
