@@ -219,6 +219,4 @@ export async function readYaml(
   return parseYaml(source, file);
 }
 
-export function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
+export { isObject as isPlainObject } from './json-guards.ts';

@@ -5,6 +5,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { childPointer, displayPath, parentPointer, splitPointer } from '../common/config-diagnostics.ts';
 import type { ConfigDiagnostic } from '../common/config-types.ts';
+import { isObject } from '../common/json-guards.ts';
 import type { YamlFile } from '../common/yaml-source.ts';
 
 type SchemaNode = { readonly [keyword: string]: unknown };
@@ -33,9 +34,7 @@ const ajv = new Ajv({
 ajv.addKeyword({ keyword: 'patternErrorMessage', schemaType: 'string' });
 
 function asNode(value: unknown): SchemaNode | undefined {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-    ? (value as SchemaNode)
-    : undefined;
+  return isObject(value) ? (value as SchemaNode) : undefined;
 }
 
 function resolveRef(root: SchemaNode, node: SchemaNode | undefined): SchemaNode | undefined {

@@ -3,6 +3,7 @@
 // instead of being relayed unchanged. Frames are JSON text both ways.
 
 import type { RawData } from 'ws';
+import { isObject } from '../common/json-guards.ts';
 import type { JsonObject } from '../common/types.ts';
 import type { CompiledRule } from '../hooks/dsl/types.ts';
 import { REALTIME_TRANSLATORS, realtimeDialectForApi } from '../hooks/families/index.ts';
@@ -94,9 +95,7 @@ function parsed(data: RawData | string): JsonObject | undefined {
           : Buffer.from(data);
   try {
     const value: unknown = JSON.parse(bytes.toString('utf8'));
-    return typeof value === 'object' && value !== null && !Array.isArray(value)
-      ? (value as JsonObject)
-      : undefined;
+    return isObject(value) ? (value as JsonObject) : undefined;
   } catch {
     return undefined;
   }

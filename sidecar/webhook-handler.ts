@@ -15,6 +15,7 @@ import {
   replyTooLarge,
   type StateNotifier,
 } from '../common/internal-notify.ts';
+import { isObject } from '../common/json-guards.ts';
 import type { StateStore, SubjectRef, SubjectState } from '../common/store-types.ts';
 import { openStateStore } from '../store/index.ts';
 import { countWebhook } from './sidecar-metrics.ts';
@@ -46,9 +47,7 @@ export interface WebhookEvent {
 export type ParsedWebhook = { ok: true; event: WebhookEvent } | { ok: false; message: string };
 
 function record(v: unknown): Record<string, unknown> | undefined {
-  return typeof v === 'object' && v !== null && !Array.isArray(v)
-    ? (v as Record<string, unknown>)
-    : undefined;
+  return isObject(v) ? v : undefined;
 }
 
 function nonEmpty(v: unknown): string | undefined {

@@ -8,6 +8,7 @@
 // builder) is written as the whole event, which the reader also takes. Writing only the per-request
 // values is what keeps billing's share of a request's CPU small: a whole event is many separate copies.
 
+import { isObject } from '../../common/json-guards.ts';
 import type { ApiName, UsageStage } from '../../common/types.ts';
 import { isCount, type TokenEvent, tokenEventOf, usageEventOf } from '../event/token-event.ts';
 import { type PricingHint, type UsageEvent, wellFormedTraceparent } from '../event/usage-event.ts';
@@ -135,9 +136,6 @@ function shapeOf(t: TokenEvent): Buffer | undefined {
   kept = { event: t, bytes: Buffer.from(`[${COMPACT_VERSION},${json},`, 'utf8') };
   return kept.bytes;
 }
-
-const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function readHint(v: unknown): PricingHint | undefined {
   if (!isObject(v)) return undefined;

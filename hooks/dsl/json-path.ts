@@ -2,6 +2,7 @@
 // compiled once; get/set/delete walk plain JSON values. Keys are only ever read as own properties and
 // written with defineProperty, so `__proto__` in a path cannot reach or change a prototype.
 
+import { isObject } from '../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../common/types.ts';
 import type { JsonPath } from './types.ts';
 
@@ -63,10 +64,6 @@ export function compileJsonPath(source: string): JsonPath {
   const r = parseJsonPath(source);
   if (!r.ok) throw new Error(`${r.message} (at offset ${r.index} of ${JSON.stringify(source)})`);
   return r.path;
-}
-
-function isObject(v: JsonValue | undefined): v is JsonObject {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function child(v: JsonValue | undefined, seg: string | number): JsonValue | undefined {

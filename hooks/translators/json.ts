@@ -1,15 +1,10 @@
 // Safe reading of JSON that came over the wire (client bodies, upstream replies and stream events),
 // shared by the translators of every family.
 
+import { asString, isObject } from '../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../common/types.ts';
 
-export function isObject(value: JsonValue | undefined): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-export function asString(value: JsonValue | undefined): string | undefined {
-  return typeof value === 'string' ? value : undefined;
-}
+export { asString, isObject };
 
 /** A non-negative token count, or undefined (null, missing, or garbage from a misbehaving upstream). */
 export function asCount(value: JsonValue | undefined): number | undefined {
