@@ -14,7 +14,7 @@ import { queuedJson, queuedTokensJson } from '../billing/event/usage-event-json.
 import { acquireEventSpool, type EventSpool } from '../billing/event-spool.ts';
 import type { StoreConfig } from '../common/config-types.ts';
 import { StoreUnavailableError } from '../common/store-types.ts';
-import { createTurnBatch } from '../common/turn-batch.ts';
+import { createTurnBatch, type TurnBatch } from '../common/turn-batch.ts';
 import {
   closeRedisClient,
   connectRedis,
@@ -40,33 +40,149 @@ export function createRedisEventQueue(
   keys: Pick<KeyLayout, 'shards'>,
   spool?: EventSpool,
   logger?: Logger,
-  replication: { replicas: number; timeoutMs: number } = { replicas: 0, timeoutMs: 0 },
+  replication: Replication = { replicas: 0, timeoutMs: 0 },
   /** Bounds each batch by itself: for a connection made with `ownTimeouts` (no timer per command). */
   commandTimeoutMs?: number,
   /** How long events may wait for the batch ahead of them to be answered before they are written. */
   holdMs = DEFAULT_HOLD_MS,
 ): RedisEventQueue {
-  let sending = 0;
-  let idle: (() => void)[] = [];
-  // Each turn's batch goes to the next shard: the shards take equal shares of the event rate.
-  let nextShard = 0;
-  const shards = keys.shards.map(({ stream }) => ({
-    stream,
-    slot: keySlot(stream),
-    encode: streamCommands(stream),
-  }));
-  // Logged once per outage: the first event spooled after a write that reached the stream.
-  let spooling = false;
+  return new StreamEventQueue(client, keys, spool, logger, replication, commandTimeoutMs, holdMs);
+}
 
-  function toSpool(events: PendingEvent[], cause: unknown): void {
+interface Replication {
+  replicas: number;
+  timeoutMs: number;
+}
+
+class StreamEventQueue implements RedisEventQueue {
+  readonly #client: Redis;
+  readonly #spool: EventSpool | undefined;
+  readonly #logger: Logger | undefined;
+  readonly #replication: Replication;
+  readonly #commandTimeoutMs: number | undefined;
+  readonly #holdMs: number;
+  #sending = 0;
+  #idle: (() => void)[] = [];
+  // Each turn's batch goes to the next shard: the shards take equal shares of the event rate.
+  #nextShard = 0;
+  readonly #shards: { stream: string; slot: number; encode: ReturnType<typeof streamCommands> }[];
+  // Logged once per outage: the first event spooled after a write that reached the stream.
+  #spooling = false;
+
+  // The events completed in one event-loop turn go out together: a lone event as a plain XADD, several
+  // as one script call. The gateway sends a reply's last byte after recorded(); by then the command has
+  // been written to the socket (the queue's connection does not auto-pipeline, which would defer the
+  // write to the next turn), or, while the connection is down, the events are in the spool's write of
+  // the next turn, which recorded() waits for too.
+  // The events of one turn share one outcome (a promise per event cost the request path measurable CPU).
+  #outcome: TurnOutcome | undefined;
+  readonly #turn: TurnBatch<PendingEvent>;
+
+  // While a batch is on its way, later turns' events wait for its answer and then go out as one command:
+  // under load one write carries many turns, which saves the gateway a socket write and Redis a command
+  // per turn. Their replies' last bytes wait for that write (recorded()), so the wait is bounded: after
+  // holdMs the held events are written anyway, beside the batch still unanswered.
+  #held: PendingEvent[] = [];
+  #heldWritten: PromiseWithResolvers<void> | undefined;
+  #holdTimer: NodeJS.Timeout | undefined;
+  readonly #onHoldTimer = (): void => this.#release();
+
+  // The batches in flight, oldest first, and one timer for all of them: it fails what is overdue when it
+  // fires and is set again for the oldest that remains, so no timer is set or cleared per batch.
+  readonly #inFlight: InFlight[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  readonly #onTimer = (): void => this.#expire();
+
+  // One chained promise per turn, not per reply. A turn's flush may hold its events: then they are
+  // recorded once the held events are written.
+  #lastFlush: Promise<void> | undefined;
+  #afterFlush: Promise<void> | undefined;
+  #lastTurn: Promise<void> | undefined;
+  #chained: Promise<void> | undefined;
+
+  constructor(
+    client: Redis,
+    keys: Pick<KeyLayout, 'shards'>,
+    spool: EventSpool | undefined,
+    logger: Logger | undefined,
+    replication: Replication,
+    commandTimeoutMs: number | undefined,
+    holdMs: number,
+  ) {
+    this.#client = client;
+    this.#spool = spool;
+    this.#logger = logger;
+    this.#replication = replication;
+    this.#commandTimeoutMs = commandTimeoutMs;
+    this.#holdMs = holdMs;
+    this.#shards = keys.shards.map(({ stream }) => ({
+      stream,
+      slot: keySlot(stream),
+      encode: streamCommands(stream),
+    }));
+    this.#turn = createTurnBatch<PendingEvent>((events) => this.#flushTurn(events));
+  }
+
+  enqueue(event: UsageEvent, traceparent?: string): Promise<void> {
+    return this.#queueEvent(event, traceparent, queuedJson(event, traceparent));
+  }
+
+  enqueueTokens(event: TokenEvent, traceparent?: string): Promise<void> {
+    return this.#queueEvent(event, traceparent, queuedTokensJson(event, traceparent));
+  }
+
+  recorded(): Promise<void> | undefined {
+    const flush = this.#turn.settled();
+    let pending: Promise<void> | undefined;
+    if (flush === undefined) pending = this.#heldWritten?.promise;
+    else {
+      if (flush !== this.#lastFlush) {
+        this.#lastFlush = flush;
+        this.#afterFlush = flush.then(() => this.#heldWritten?.promise);
+      }
+      pending = this.#afterFlush;
+    }
+    const spool = this.#spool;
+    if (spool === undefined) return pending;
+    if (pending === undefined) return spool.recorded();
+    if (pending !== this.#lastTurn) {
+      this.#lastTurn = pending;
+      this.#chained = pending.then(() => spool.recorded());
+    }
+    return this.#chained;
+  }
+
+  async settled(): Promise<void> {
+    await this.#turn.settled();
+    if (this.#sending > 0) await new Promise<void>((resolve) => this.#idle.push(resolve));
+  }
+
+  #queueEvent(event: UsageEvent | TokenEvent, traceparent: string | undefined, payload: string) {
+    this.#outcome ??= turnOutcome();
+    const outcome = this.#outcome;
+    outcome.left++;
+    this.#turn.add({ event, traceparent, payload, outcome });
+    return outcome.promise;
+  }
+
+  /** The turn batch's flush: the turn's events to the stream, held behind a batch in flight, or spooled. */
+  #flushTurn(events: PendingEvent[]): void {
+    this.#outcome = undefined;
+    if (this.#client.status !== 'ready') this.#toSpool(events, new StoreUnavailableError('enqueue'));
+    else if (this.#sending > 0) this.#hold(events);
+    else this.#send(events);
+  }
+
+  #toSpool(events: PendingEvent[], cause: unknown): void {
+    const spool = this.#spool;
     if (spool === undefined) {
       const failure = asQueueError(cause);
       for (const e of events) failed(e, failure);
       return;
     }
-    if (!spooling) {
-      spooling = true;
-      logger?.warn(
+    if (!this.#spooling) {
+      this.#spooling = true;
+      this.#logger?.warn(
         { err: cause instanceof Error ? cause.message : String(cause), spool: spool.dir },
         'billing stream unavailable: usage events go to the local spool',
       );
@@ -78,103 +194,80 @@ export function createRedisEventQueue(
       );
   }
 
-  // The events completed in one event-loop turn go out together: a lone event as a plain XADD, several
-  // as one script call. The gateway sends a reply's last byte after recorded(); by then the command has
-  // been written to the socket (the queue's connection does not auto-pipeline, which would defer the
-  // write to the next turn), or, while the connection is down, the events are in the spool's write of
-  // the next turn, which recorded() waits for too.
-  // The events of one turn share one outcome (a promise per event cost the request path measurable CPU).
-  let outcome: TurnOutcome | undefined;
-  const turn = createTurnBatch<PendingEvent>((events) => {
-    outcome = undefined;
-    if (client.status !== 'ready') toSpool(events, new StoreUnavailableError('enqueue'));
-    else if (sending > 0) hold(events);
-    else send(events);
-  });
-
-  // While a batch is on its way, later turns' events wait for its answer and then go out as one command:
-  // under load one write carries many turns, which saves the gateway a socket write and Redis a command
-  // per turn. Their replies' last bytes wait for that write (recorded()), so the wait is bounded: after
-  // holdMs the held events are written anyway, beside the batch still unanswered.
-  let held: PendingEvent[] = [];
-  let heldWritten: PromiseWithResolvers<void> | undefined;
-  let holdTimer: NodeJS.Timeout | undefined;
-
-  function hold(events: PendingEvent[]): void {
-    for (const e of events) held.push(e);
-    if (heldWritten !== undefined) return;
-    heldWritten = Promise.withResolvers<void>();
-    if (holdTimer === undefined) holdTimer = setTimeout(release, holdMs).unref();
-    else holdTimer.refresh();
+  #hold(events: PendingEvent[]): void {
+    for (const e of events) this.#held.push(e);
+    if (this.#heldWritten !== undefined) return;
+    this.#heldWritten = Promise.withResolvers<void>();
+    if (this.#holdTimer === undefined) this.#holdTimer = setTimeout(this.#onHoldTimer, this.#holdMs).unref();
+    else this.#holdTimer.refresh();
   }
 
-  function release(): void {
-    if (held.length === 0) return;
-    const events = held;
-    const written = heldWritten!;
-    held = [];
-    heldWritten = undefined;
-    if (client.status === 'ready') send(events);
-    else toSpool(events, new StoreUnavailableError('enqueue'));
+  #release(): void {
+    if (this.#held.length === 0) return;
+    const events = this.#held;
+    const written = this.#heldWritten!;
+    this.#held = [];
+    this.#heldWritten = undefined;
+    if (this.#client.status === 'ready') this.#send(events);
+    else this.#toSpool(events, new StoreUnavailableError('enqueue'));
     written.resolve();
   }
 
-  function send(events: PendingEvent[]): void {
-    const { stream, slot, encode } = shards[nextShard]!;
-    nextShard = (nextShard + 1) % shards.length;
+  #send(events: PendingEvent[]): void {
+    const { stream, slot, encode } = this.#shards[this.#nextShard]!;
+    this.#nextShard = (this.#nextShard + 1) % this.#shards.length;
     const command =
       events.length === 1
         ? new EncodedCommand('xadd', [stream], slot, encode.xadd(events[0]!.payload))
         : new EncodedCommand('eval', [stream], slot, encode.xaddBatch(events));
-    client.sendCommand(command);
+    this.#client.sendCommand(command);
     const added: Promise<unknown> = command.promise;
     // WAIT goes out with the write (same turn, same connection) and covers it: a batch the replicas did
     // not take may be lost in a failover, so it is spooled, and the spool moves it to the new primary.
-    const sent = replication.replicas === 0 ? added : Promise.all([added, waitReplicas(client, replication)]);
-    sending++;
+    const replication = this.#replication;
+    const sent =
+      replication.replicas === 0 ? added : Promise.all([added, waitReplicas(this.#client, replication)]);
+    this.#sending++;
     const batch: InFlight = { events, deadline: 0, done: false };
-    if (commandTimeoutMs !== undefined) watch(batch, commandTimeoutMs);
+    if (this.#commandTimeoutMs !== undefined) this.#watch(batch, this.#commandTimeoutMs);
     sent.then(
       () => {
         if (batch.done) return;
         batch.done = true;
-        spooling = false;
+        this.#spooling = false;
         for (const e of events) done(e);
-        answered();
+        this.#answered();
       },
       (err: unknown) => {
         if (batch.done) return;
         batch.done = true;
-        toSpool(events, err);
-        answered();
+        this.#toSpool(events, err);
+        this.#answered();
       },
     );
   }
 
-  function answered(): void {
+  #answered(): void {
+    const inFlight = this.#inFlight;
     while (inFlight.length > 0 && inFlight[0]!.done) inFlight.shift();
-    if (--sending > 0) return;
+    if (--this.#sending > 0) return;
     // Sent on (sending again), or spooled when the connection is down (then nothing is on its way).
-    release();
-    if (sending > 0) return;
-    const waiting = idle;
-    idle = [];
+    this.#release();
+    if (this.#sending > 0) return;
+    const waiting = this.#idle;
+    this.#idle = [];
     for (const wake of waiting) wake();
   }
 
-  // The batches in flight, oldest first, and one timer for all of them: it fails what is overdue when it
-  // fires and is set again for the oldest that remains, so no timer is set or cleared per batch.
-  const inFlight: InFlight[] = [];
-  let timer: NodeJS.Timeout | undefined;
-
-  function watch(batch: InFlight, timeoutMs: number): void {
+  #watch(batch: InFlight, timeoutMs: number): void {
     batch.deadline = Date.now() + timeoutMs;
-    inFlight.push(batch);
-    if (timer === undefined) timer = setTimeout(expire, timeoutMs).unref();
+    this.#inFlight.push(batch);
+    if (this.#timer === undefined) this.#timer = setTimeout(this.#onTimer, timeoutMs).unref();
   }
 
-  function expire(): void {
-    timer = undefined;
+  #expire(): void {
+    this.#timer = undefined;
+    const inFlight = this.#inFlight;
     const now = Date.now();
     while (inFlight.length > 0) {
       const batch = inFlight[0]!;
@@ -183,64 +276,14 @@ export function createRedisEventQueue(
       if (batch.done) continue;
       // As ioredis's own command timeout: the reply may still come, and is then ignored.
       batch.done = true;
-      toSpool(batch.events, new Error('Command timed out'));
-      answered();
+      this.#toSpool(batch.events, new Error('Command timed out'));
+      this.#answered();
     }
-    if (inFlight.length > 0) timer = setTimeout(expire, inFlight[0]!.deadline - now).unref();
+    if (inFlight.length > 0) this.#timer = setTimeout(this.#onTimer, inFlight[0]!.deadline - now).unref();
   }
-
-  // One chained promise per turn, not per reply. A turn's flush may hold its events: then they are
-  // recorded once the held events are written.
-  let lastFlush: Promise<void> | undefined;
-  let afterFlush: Promise<void> | undefined;
-  let lastTurn: Promise<void> | undefined;
-  let chained: Promise<void> | undefined;
-  function recorded(): Promise<void> | undefined {
-    const flush = turn.settled();
-    let pending: Promise<void> | undefined;
-    if (flush === undefined) pending = heldWritten?.promise;
-    else {
-      if (flush !== lastFlush) {
-        lastFlush = flush;
-        afterFlush = flush.then(() => heldWritten?.promise);
-      }
-      pending = afterFlush;
-    }
-    if (spool === undefined) return pending;
-    if (pending === undefined) return spool.recorded();
-    if (pending !== lastTurn) {
-      lastTurn = pending;
-      chained = pending.then(() => spool.recorded());
-    }
-    return chained;
-  }
-
-  function queueEvent(event: UsageEvent | TokenEvent, traceparent: string | undefined, payload: string) {
-    outcome ??= turnOutcome();
-    outcome.left++;
-    turn.add({ event, traceparent, payload, outcome });
-    return outcome.promise;
-  }
-
-  return {
-    enqueue(event: UsageEvent, traceparent?: string): Promise<void> {
-      return queueEvent(event, traceparent, queuedJson(event, traceparent));
-    },
-    enqueueTokens(event: TokenEvent, traceparent?: string): Promise<void> {
-      return queueEvent(event, traceparent, queuedTokensJson(event, traceparent));
-    },
-    recorded,
-    async settled() {
-      await turn.settled();
-      if (sending > 0) await new Promise<void>((resolve) => idle.push(resolve));
-    },
-  };
 }
 
-async function waitReplicas(
-  client: Redis,
-  replication: { replicas: number; timeoutMs: number },
-): Promise<void> {
+async function waitReplicas(client: Redis, replication: Replication): Promise<void> {
   const acknowledged = await client.wait(replication.replicas, replication.timeoutMs);
   if (acknowledged < replication.replicas) {
     throw new StoreUnavailableError(
