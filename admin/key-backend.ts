@@ -11,7 +11,7 @@ import type { AccessKeyEntry, RouterConfig } from '../common/config-types.ts';
 import type { StoredAccessKey } from '../common/store-types.ts';
 import { isPlainObject, parseYaml } from '../common/yaml-source.ts';
 import { parseIsoInstant } from '../config/keys.ts';
-import { hashAccessKey, hashSecretId } from '../hooks/builtin/auth.ts';
+import { hashAccessKey, hashSecretId } from '../hooks/builtin/access-key-hash.ts';
 import { closeRedisClient, redactAddr } from '../store/redis-client.ts';
 import { openRedisStores } from '../store/redis-store.ts';
 import { AdminError, EXIT } from './admin-error.ts';

@@ -6,7 +6,7 @@
 // Accepted carriers (docs/configuration.md "Keys file"): `Authorization: Bearer`, then the headers and
 // query parameters the wire families declare for their SDKs (hooks/families/index.ts).
 
-import { createHmac, hash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { setBounded } from '../../common/bounded-map.ts';
 import type { AccessKeyEntry, AccessKeyMode, KeysConfig } from '../../common/config-types.ts';
@@ -21,7 +21,10 @@ import type {
 import type { Hook, MaybePromise, OnRequestResult, Principal, RequestContext } from '../../common/types.ts';
 import { CONTINUE } from '../../common/types.ts';
 import { KEY_HEADERS, KEY_QUERY_PARAMS } from '../families/index.ts';
+import { hashAccessKey, hashSecretId } from './access-key-hash.ts';
 import { peekRequestView, requestView } from './request-view.ts';
+
+export { hashAccessKey, hashSecretId };
 
 export interface AuthOptions {
   readonly keys: KeysConfig;
@@ -56,23 +59,6 @@ export function presentedSecret(headers: IncomingHttpHeaders, query: URLSearchPa
 function sha256(value: string): Buffer {
   // One-shot digest: no Hash object per request (this runs on every request).
   return hash('sha256', value, 'buffer');
-}
-
-/** base64url(HMAC-SHA256(secret, key)): the stored form of an access key (docs/operations.md "Keys in Redis"). */
-export function hashAccessKey(hashSecret: string, key: string): string {
-  return createHmac('sha256', hashSecret).update(key).digest('base64url');
-}
-
-/**
- * Names a hash secret without revealing it: a short HMAC of a fixed label under the secret. Stored with
- * each record so `router-admin access-key list` can tell which secret hashed it (docs/operations.md,
- * "Rotating the hash secret").
- */
-export function hashSecretId(hashSecret: string): string {
-  return createHmac('sha256', hashSecret)
-    .update('router access-key hash secret id')
-    .digest('base64url')
-    .slice(0, 12);
 }
 
 /** Longer secrets are derived every time: a memo of header-sized wrong keys held 10,000 of them. */
