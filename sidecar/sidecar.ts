@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { type BillingClient, createBillingClient } from '../billing/billing-client.ts';
 import { acquireEventSpool } from '../billing/event-spool.ts';
 import type { OutboxStatusView } from '../billing/outbox/status.ts';
-import type { BillingConfig, ListenAddress, RouterConfig } from '../common/config-types.ts';
+import type { BillingConfig, ListenAddress, RouterConfig, StoreConfig } from '../common/config-types.ts';
 import { openTracing } from '../common/tracing.ts';
 import { createReplayRoute } from './dead-letter-route.ts';
 import type { DeliveryWorker, DeliveryWorkerOptions } from './delivery-worker.ts';
@@ -59,11 +59,37 @@ export function isBillingConfigured(billing: BillingConfig): boolean {
   );
 }
 
+/**
+ * Billing alone, without the rest of a configuration (tests and tools): the billing stream of `store`
+ * when given, else the outbox; no webhook listener and no tracing.
+ */
+export interface BillingOnlyConfig {
+  readonly kind: 'billing-only';
+  readonly billing: BillingConfig;
+  readonly store?: StoreConfig | undefined;
+}
+
+/** Where the sidecar delivers from: the shared store's billing stream, or this host's outbox. */
+export type DeliveryEngine =
+  | { readonly kind: 'stream'; readonly store: StoreConfig }
+  | { readonly kind: 'outbox' };
+
+function isBillingOnly(config: RouterConfig | BillingOnlyConfig): config is BillingOnlyConfig {
+  return (config as Partial<BillingOnlyConfig>).kind === 'billing-only';
+}
+
+export function deliveryEngine(config: RouterConfig | BillingOnlyConfig): DeliveryEngine {
+  const store = config.store;
+  return store?.enabled === true ? { kind: 'stream', store } : { kind: 'outbox' };
+}
+
 export async function startSidecar(
-  config: RouterConfig | { billing: BillingConfig },
+  config: RouterConfig | BillingOnlyConfig,
   opts: SidecarOptions = {},
 ): Promise<Sidecar> {
   const billing = config.billing;
+  const whole = isBillingOnly(config) ? undefined : config;
+  const engine = deliveryEngine(config);
   const log = opts.logger;
   const configured = isBillingConfigured(billing);
   let client: BillingClient | undefined;
@@ -74,8 +100,8 @@ export async function startSidecar(
   let spool: { release(): Promise<void> } | undefined;
   // Deliveries join their requests' traces when telemetry is configured (docs/operations.md "Tracing").
   const tracing =
-    'telemetry' in config && ownsClient
-      ? openTracing(config.telemetry.traces, {
+    whole !== undefined && ownsClient
+      ? openTracing(whole.telemetry.traces, {
           attributes: { 'router.component': 'billing-sidecar' },
           logger: log,
         })
@@ -88,9 +114,9 @@ export async function startSidecar(
         logger: log,
         ...(tracing === undefined ? {} : { tracing }),
       });
-    if ('store' in config && config.store.enabled) {
+    if (engine.kind === 'stream') {
       consumer = await startShardedConsumers({
-        store: config.store,
+        store: engine.store,
         billing,
         client,
         logger: log,
@@ -98,7 +124,7 @@ export async function startSidecar(
       });
       // Events a gateway of this host spooled while Redis was away, and left behind when it stopped,
       // reach the stream from here too, not only when a gateway starts again.
-      spool = await acquireEventSpool(billing.outboxDir, config.store, log);
+      spool = await acquireEventSpool(billing.outboxDir, engine.store, log);
     } else {
       // The outbox directory and every slot other gateway processes of this host write.
       const slotted = await startSlottedDelivery({ ...opts.worker, config: billing, client, logger: log });
@@ -159,8 +185,8 @@ export async function startSidecar(
   });
   // The webhook listener needs the whole configuration (store block, gateway address).
   let webhook: WebhookRoute | undefined;
-  if ('listen' in config) {
-    webhook = await createWebhookRoute(config, { ...opts.webhook, log });
+  if (whole !== undefined) {
+    webhook = await createWebhookRoute(whole, { ...opts.webhook, log });
     if (webhook !== undefined) routes.set(webhook.key, webhook.handler);
   }
   if (worker) routes.set(...createReplayRoute(worker));

@@ -255,7 +255,7 @@ test('no secret and no prompt text reaches the outbox or the billing service', a
   const loaded = await loadConfig(stack.configFile, { env: stack.env });
   assert.ok(loaded.config);
   sidecar = await startSidecar(
-    { billing: { ...loaded.config.billing, baseUrl: proxy.url } },
+    { kind: 'billing-only', billing: { ...loaded.config.billing, baseUrl: proxy.url } },
     { listen: { host: '127.0.0.1', port: 0 } },
   );
   await stack.billing.waitForEvents(calls.length, 10_000);

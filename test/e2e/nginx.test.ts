@@ -42,7 +42,7 @@ describe('nginx in front of the gateway', {
       seenByGateway.push({ url: req.url ?? '', httpVersion: req.httpVersion, headers: req.headers });
     });
     sidecar = await startSidecar(
-      { billing: stack.gateway.config().billing },
+      { kind: 'billing-only', billing: stack.gateway.config().billing },
       {
         listen: { host: '127.0.0.1', port: 0 },
         routes: [

@@ -81,7 +81,7 @@ async function getJson(url: string): Promise<{ status: number; body: Record<stri
 
 test('health and readiness with billing disabled; routes are extensible', async (t) => {
   const sidecar = await startSidecar(
-    { billing: billingConfig({ enabled: false }) },
+    { kind: 'billing-only', billing: billingConfig({ enabled: false }) },
     {
       routes: [
         [
@@ -112,7 +112,10 @@ test('end to end with the billing simulator: gateway writer -> sidecar -> ingest
   const writer = await openOutboxWriter(dir);
   defer(() => writer.close());
   await Promise.all(Array.from({ length: 200 }, (_, i) => writer.append(makeEvent(i))));
-  const sidecar = await startSidecar({ billing: billingConfig({ baseUrl: sim.url, outboxDir: dir }) });
+  const sidecar = await startSidecar({
+    kind: 'billing-only',
+    billing: billingConfig({ baseUrl: sim.url, outboxDir: dir }),
+  });
   defer(() => sidecar.close());
   await sidecar.worker!.waitForDrain();
   assert.equal(sim.accepted, 200);
@@ -146,6 +149,7 @@ test('shared-store mode: events a stopped gateway left in its spool are moved to
   await Promise.all(Array.from({ length: 20 }, (_, i) => gone.append(makeEvent(i))));
   await gone.close();
   const sidecar = await startSidecar({
+    kind: 'billing-only',
     billing: billingConfig({ baseUrl: sim.url, outboxDir: dir }),
     store: testStoreConfig(redis.url),
   });
@@ -167,7 +171,10 @@ test('the portal address: HTML 404 fails permanently, with a hint, and dead-lett
   defer(() => writer.close());
   await writer.append(makeEvent(1));
   const sidecar = await startSidecar(
-    { billing: billingConfig({ baseUrl: sim.portalUrl, outboxDir: dir, maxAttempts: 2 }) },
+    {
+      kind: 'billing-only',
+      billing: billingConfig({ baseUrl: sim.portalUrl, outboxDir: dir, maxAttempts: 2 }),
+    },
     { worker: { random: () => 0 } },
   );
   defer(() => sidecar.close());
@@ -187,7 +194,7 @@ const binFile = fileURLToPath(new URL('../../bin/router-billing.js', import.meta
 function spawnSidecar(billing: BillingConfig): Promise<{ child: ChildProcess; url: string }> {
   const script = `
     import { startSidecar } from ${JSON.stringify(sidecarModule)};
-    const sc = await startSidecar({ billing: ${JSON.stringify(billing)} }, { worker: { window: 4 } });
+    const sc = await startSidecar({ kind: 'billing-only', billing: ${JSON.stringify(billing)} }, { worker: { window: 4 } });
     process.on('SIGTERM', () => sc.close().then(() => process.exit(0)));
     process.stdout.write(JSON.stringify({ url: sc.url }) + '\\n');
   `;
