@@ -56,7 +56,7 @@ import {
   segmentFileName,
   writeCheckpoint,
 } from './layout.ts';
-import { acquirePidLock } from './lock.ts';
+import { acquirePidLock, type PidLock } from './lock.ts';
 
 export { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from './status.ts';
 
@@ -144,17 +144,101 @@ export async function openOutboxReader(dir: string, opts: OutboxReaderOptions = 
     await lock.release();
     throw err;
   }
+  return new FileOutboxReader(dir, opts, lock, initial);
+}
 
-  let target: OutboxPosition = { segment: initial.segment, offset: initial.offset };
-  let cur: OpenSegment | undefined;
-  let buf = Buffer.allocUnsafe(opts.chunkBytes ?? 1024 * 1024);
-  let items: OutboxItem[] = [];
-  let itemIndex = 0;
-  let quarantinedCount = 0;
-  const sealedSeen: number[] = [];
-  let closed = false;
+class FileOutboxReader implements OutboxReader {
+  readonly dir: string;
+  readonly initial: Checkpoint;
+  readonly #opts: OutboxReaderOptions;
+  readonly #lock: PidLock;
+  #target: OutboxPosition;
+  #cur: OpenSegment | undefined;
+  #buf: Buffer;
+  #items: OutboxItem[] = [];
+  #itemIndex = 0;
+  #quarantinedCount = 0;
+  readonly #sealedSeen: number[] = [];
+  #closed = false;
 
-  async function openSegment(): Promise<OpenSegment | undefined> {
+  constructor(dir: string, opts: OutboxReaderOptions, lock: PidLock, initial: Checkpoint) {
+    this.dir = dir;
+    this.initial = initial;
+    this.#opts = opts;
+    this.#lock = lock;
+    this.#target = { segment: initial.segment, offset: initial.offset };
+    this.#buf = Buffer.allocUnsafe(opts.chunkBytes ?? 1024 * 1024);
+  }
+
+  async next(): Promise<OutboxItem | undefined> {
+    if (this.#closed) return undefined;
+    for (;;) {
+      const ready = this.#take();
+      if (ready) return ready;
+      this.#cur ??= await this.#openSegment();
+      const cur = this.#cur;
+      if (!cur) return undefined;
+      const consumed = await this.#readLines(cur);
+      if (this.#items.length > 0 || consumed > 0) continue;
+      if (!cur.sealed) {
+        if (!(await this.#isSealed(cur))) return undefined;
+        cur.sealed = true; // read once more: lines written just before the rename
+        continue;
+      }
+      await this.#finishSealed(cur);
+    }
+  }
+
+  async commit(pos: OutboxPosition, attempts: Record<string, number>): Promise<void> {
+    await writeCheckpoint(
+      this.dir,
+      { version: 1, segment: pos.segment, offset: pos.offset, attempts },
+      this.#opts.onFsync,
+    );
+    const sealedSeen = this.#sealedSeen;
+    while (sealedSeen.length > 0 && sealedSeen[0]! < pos.segment) {
+      const seq = sealedSeen.shift() as number;
+      await removeIfExists(join(this.dir, segmentFileName(seq)));
+    }
+  }
+
+  async deadLetter(item: Extract<OutboxItem, { kind: 'event' }>, info: DeadLetterInfo): Promise<void> {
+    const record = {
+      dead_lettered_at: new Date().toISOString(),
+      segment: item.segment,
+      offset: item.offset,
+      attempts: info.attempts,
+      last_error: info.lastError,
+      event: item.event,
+    };
+    await appendDurable(this.dir, DEAD_LETTER_FILE, `${JSON.stringify(record)}\n`, this.#opts.onFsync);
+  }
+
+  quarantined(): number {
+    return this.#quarantinedCount;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#cur) await this.#cur.fh.close();
+    this.#cur = undefined;
+    await this.#lock.release();
+  }
+
+  #take(): OutboxItem | undefined {
+    if (this.#itemIndex >= this.#items.length) return undefined;
+    const item = this.#items[this.#itemIndex++];
+    if (this.#itemIndex === this.#items.length) {
+      this.#items = [];
+      this.#itemIndex = 0;
+    }
+    return item;
+  }
+
+  async #openSegment(): Promise<OpenSegment | undefined> {
+    const dir = this.dir;
+    const target = this.#target;
     for (let tries = 0; tries < 5; tries++) {
       const listing = await listOutbox(dir);
       const sealedSeq = listing.segments.find((s) => s >= target.segment);
@@ -184,9 +268,9 @@ export async function openOutboxReader(dir: string, opts: OutboxReaderOptions = 
     return undefined;
   }
 
-  async function isSealed(seg: OpenSegment): Promise<boolean> {
+  async #isSealed(seg: OpenSegment): Promise<boolean> {
     try {
-      const st = await stat(join(dir, ACTIVE_FILE));
+      const st = await stat(join(this.dir, ACTIVE_FILE));
       return st.ino !== seg.ino || st.dev !== seg.dev;
     } catch (err) {
       if (isErrno(err, 'ENOENT')) return true;
@@ -195,15 +279,16 @@ export async function openOutboxReader(dir: string, opts: OutboxReaderOptions = 
   }
 
   /** Reads complete lines from the current segment into `items`; returns the number of lines consumed. */
-  async function readLines(seg: OpenSegment): Promise<number> {
+  async #readLines(seg: OpenSegment): Promise<number> {
     for (;;) {
+      const buf = this.#buf;
       const { bytesRead } = await seg.fh.read(buf, 0, buf.length, seg.pos);
       if (bytesRead === 0) return 0;
       const data = buf.subarray(0, bytesRead);
       const last = data.lastIndexOf(0x0a);
       if (last < 0) {
         if (bytesRead < buf.length) return 0; // only a partial line so far
-        buf = Buffer.allocUnsafe(buf.length * 2);
+        this.#buf = Buffer.allocUnsafe(buf.length * 2);
         continue;
       }
       const base = seg.pos;
@@ -218,132 +303,69 @@ export async function openOutboxReader(dir: string, opts: OutboxReaderOptions = 
         const end = base + nl + 1;
         start = nl + 1;
         if (text.trim() === '') continue;
-        let value: unknown;
-        let reason: string | undefined;
-        try {
-          value = JSON.parse(text);
-        } catch {
-          reason = 'invalid JSON';
-        }
-        if (reason === undefined && isHeader(value)) continue;
-        if (reason === undefined && Array.isArray(value)) {
-          const compact = eventOfCompactLine(value);
-          if (compact !== undefined) {
-            items.push({ kind: 'event', segment: seg.seq, offset, end, ...compact });
-            continue;
-          }
-        } else if (reason === undefined && isUsageEvent(value)) {
-          const traceparent = takeTraceparent(value as unknown as Record<string, unknown>);
-          items.push({ kind: 'event', segment: seg.seq, offset, end, event: value, traceparent });
-          continue;
-        }
-        reason ??= 'not a usage event';
+        const reason = this.#takeLine(seg.seq, offset, end, text);
+        if (reason === undefined) continue;
         quarantine += quarantineRecord(seg.seq, offset, reason, text);
-        items.push({ kind: 'skip', segment: seg.seq, offset, end });
-        opts.onQuarantine?.({ segment: seg.seq, offset, reason });
-        quarantinedCount++;
       }
-      if (quarantine !== '') await appendDurable(dir, QUARANTINE_FILE, quarantine, opts.onFsync);
+      if (quarantine !== '') await appendDurable(this.dir, QUARANTINE_FILE, quarantine, this.#opts.onFsync);
       seg.pos = base + last + 1;
       return lines;
     }
   }
 
-  async function finishSealed(seg: OpenSegment): Promise<void> {
+  /**
+   * Adds the item of one line: an event, or a skip for a line that is not one (the reason returned, for
+   * the caller to write to quarantine). A header line adds nothing.
+   */
+  #takeLine(segment: number, offset: number, end: number, text: string): string | undefined {
+    let value: unknown;
+    let reason: string | undefined;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      reason = 'invalid JSON';
+    }
+    if (reason === undefined && isHeader(value)) return undefined;
+    if (reason === undefined && Array.isArray(value)) {
+      const compact = eventOfCompactLine(value);
+      if (compact !== undefined) {
+        this.#items.push({ kind: 'event', segment, offset, end, ...compact });
+        return undefined;
+      }
+    } else if (reason === undefined && isUsageEvent(value)) {
+      const traceparent = takeTraceparent(value as unknown as Record<string, unknown>);
+      this.#items.push({ kind: 'event', segment, offset, end, event: value, traceparent });
+      return undefined;
+    }
+    reason ??= 'not a usage event';
+    this.#items.push({ kind: 'skip', segment, offset, end });
+    this.#opts.onQuarantine?.({ segment, offset, reason });
+    this.#quarantinedCount++;
+    return reason;
+  }
+
+  async #finishSealed(seg: OpenSegment): Promise<void> {
     const size = (await seg.fh.stat()).size;
     if (size > seg.pos) {
       // A torn last line of a segment nobody will ever append to again.
       const tail = Buffer.alloc(size - seg.pos);
       await seg.fh.read(tail, 0, tail.length, seg.pos);
       await appendDurable(
-        dir,
+        this.dir,
         QUARANTINE_FILE,
         quarantineRecord(seg.seq, seg.pos, 'torn last line', tail.toString('utf8')),
-        opts.onFsync,
+        this.#opts.onFsync,
       );
-      items.push({ kind: 'skip', segment: seg.seq, offset: seg.pos, end: size });
-      opts.onQuarantine?.({ segment: seg.seq, offset: seg.pos, reason: 'torn last line' });
-      quarantinedCount++;
+      this.#items.push({ kind: 'skip', segment: seg.seq, offset: seg.pos, end: size });
+      this.#opts.onQuarantine?.({ segment: seg.seq, offset: seg.pos, reason: 'torn last line' });
+      this.#quarantinedCount++;
     }
-    items.push({ kind: 'sealed', segment: seg.seq });
-    sealedSeen.push(seg.seq);
+    this.#items.push({ kind: 'sealed', segment: seg.seq });
+    this.#sealedSeen.push(seg.seq);
     await seg.fh.close();
-    target = { segment: seg.seq + 1, offset: 0 };
-    cur = undefined;
+    this.#target = { segment: seg.seq + 1, offset: 0 };
+    this.#cur = undefined;
   }
-
-  function take(): OutboxItem | undefined {
-    if (itemIndex >= items.length) return undefined;
-    const item = items[itemIndex++];
-    if (itemIndex === items.length) {
-      items = [];
-      itemIndex = 0;
-    }
-    return item;
-  }
-
-  async function next(): Promise<OutboxItem | undefined> {
-    if (closed) return undefined;
-    for (;;) {
-      const ready = take();
-      if (ready) return ready;
-      cur ??= await openSegment();
-      if (!cur) return undefined;
-      const consumed = await readLines(cur);
-      if (items.length > 0 || consumed > 0) continue;
-      if (!cur.sealed) {
-        if (!(await isSealed(cur))) return undefined;
-        cur.sealed = true; // read once more: lines written just before the rename
-        continue;
-      }
-      await finishSealed(cur);
-    }
-  }
-
-  async function commit(pos: OutboxPosition, attempts: Record<string, number>): Promise<void> {
-    await writeCheckpoint(
-      dir,
-      { version: 1, segment: pos.segment, offset: pos.offset, attempts },
-      opts.onFsync,
-    );
-    while (sealedSeen.length > 0 && sealedSeen[0]! < pos.segment) {
-      const seq = sealedSeen.shift() as number;
-      await removeIfExists(join(dir, segmentFileName(seq)));
-    }
-  }
-
-  async function deadLetter(
-    item: Extract<OutboxItem, { kind: 'event' }>,
-    info: DeadLetterInfo,
-  ): Promise<void> {
-    const record = {
-      dead_lettered_at: new Date().toISOString(),
-      segment: item.segment,
-      offset: item.offset,
-      attempts: info.attempts,
-      last_error: info.lastError,
-      event: item.event,
-    };
-    await appendDurable(dir, DEAD_LETTER_FILE, `${JSON.stringify(record)}\n`, opts.onFsync);
-  }
-
-  async function close(): Promise<void> {
-    if (closed) return;
-    closed = true;
-    if (cur) await cur.fh.close();
-    cur = undefined;
-    await lock.release();
-  }
-
-  return {
-    dir,
-    initial,
-    next,
-    commit,
-    deadLetter,
-    quarantined: () => quarantinedCount,
-    close,
-  } satisfies OutboxReader;
 }
 
 function quarantineRecord(segment: number, offset: number, reason: string, line: string): string {
