@@ -4,6 +4,7 @@
 
 import { Command, Option } from 'clipanion';
 import type { RouterConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import { StoreUnavailableError } from '../common/store-types.ts';
 import { AdminError, EXIT } from './admin-error.ts';
 import { loadAdminConfig, missingKeysFileHint } from './keys-file.ts';
@@ -46,7 +47,7 @@ export abstract class ConfigCommand<Backend extends { close(): Promise<void> }> 
         await backend.close();
       }
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
+      const message = errorText(err);
       this.context.stderr.write(`router-admin: ${message}\n`);
       if (err instanceof AdminError) return err.exitCode;
       return err instanceof StoreUnavailableError ? EXIT.unavailable : EXIT.failed;

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { dump as dumpYaml } from 'js-yaml';
 import type { AccessKeyEntry, RouterConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import type { StoredAccessKey } from '../common/store-types.ts';
 import { isPlainObject, parseYaml } from '../common/yaml-source.ts';
 import { parseIsoInstant } from '../config/keys.ts';
@@ -200,7 +201,7 @@ async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
           ? { outcome: 'created' }
           : { outcome: 'conflict', reason: 'created concurrently by someone else' };
       } catch (err) {
-        return { outcome: 'conflict', reason: err instanceof Error ? err.message : String(err) };
+        return { outcome: 'conflict', reason: errorText(err) };
       }
     },
     close: () => stores.close(),

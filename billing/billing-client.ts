@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import { Pool } from 'undici';
 import type { BillingConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import { failSpan, type Tracing } from '../common/tracing.ts';
 import type { UsageEvent } from './event/usage-event.ts';
 
@@ -182,8 +183,7 @@ export function createBillingClient(
           : RESET_CODES.has(raw)
             ? 'connection_reset'
             : 'network_error';
-      const message =
-        code === 'timeout' ? `no answer within ${config.requestTimeoutMs} ms` : errorMessage(err);
+      const message = code === 'timeout' ? `no answer within ${config.requestTimeoutMs} ms` : errorText(err);
       return {
         kind: 'retryable',
         status: undefined,
@@ -259,11 +259,7 @@ export function createBillingClient(
     } catch (err) {
       if (timeout.aborted)
         throw new BillingRequestError('timeout', undefined, `no answer within ${timeoutMs} ms`);
-      throw new BillingRequestError(
-        signal?.aborted ? 'aborted' : 'network_error',
-        undefined,
-        errorMessage(err),
-      );
+      throw new BillingRequestError(signal?.aborted ? 'aborted' : 'network_error', undefined, errorText(err));
     }
     if (status === 404 && NO_WALLET_CODES.has(errorCodeOf(text) ?? '')) {
       return { balance: '0', currency, noWallet: true };
@@ -329,10 +325,4 @@ function serviceMessage(text: string): string {
     // not JSON: keep the text
   }
   return message.replace(/\s+/g, ' ').trim().slice(0, 300);
-}
-
-function errorMessage(err: unknown): string {
-  const e = err as { code?: unknown; message?: unknown };
-  const code = typeof e?.code === 'string' ? `${e.code}: ` : '';
-  return `${code}${typeof e?.message === 'string' ? e.message : String(err)}`.slice(0, 300);
 }

@@ -5,6 +5,7 @@
 
 import '../common/early-async-context.ts';
 import { Command, Option } from 'clipanion';
+import { errorText } from '../common/errors.ts';
 import { EXIT_USAGE, runSingleCommand } from '../common/single-command-cli.ts';
 
 export class RouterBillingCommand extends Command {
@@ -59,10 +60,7 @@ export class RouterBillingCommand extends Command {
       const gatewayUrl = process.env[GATEWAY_URL_ENV] || undefined;
       sidecar = await startSidecar(config, { logger, ...(gatewayUrl ? { webhook: { gatewayUrl } } : {}) });
     } catch (err) {
-      logger.fatal(
-        { err: err instanceof Error ? err.message : String(err) },
-        'router-billing failed to start',
-      );
+      logger.fatal({ err: errorText(err) }, 'router-billing failed to start');
       return 1;
     }
 
@@ -77,7 +75,7 @@ export class RouterBillingCommand extends Command {
       sidecar.close().then(
         () => process.exit(0),
         (err: unknown) => {
-          logger.error({ err: err instanceof Error ? err.message : String(err) }, 'error while stopping');
+          logger.error({ err: errorText(err) }, 'error while stopping');
           process.exit(1);
         },
       );

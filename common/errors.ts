@@ -95,11 +95,38 @@ export function toGatewayError(err: unknown): GatewayError {
   return err instanceof GatewayError ? err : new GatewayError('internal_error');
 }
 
-/** A loggable description of an error: name, code and message, never a stack of secrets. */
-export function describeError(err: unknown): { name: string; code?: string; message: string } {
+const ERROR_TEXT_MAX = 1000;
+
+/** What errorText masks: credentials as headers, URLs and query strings carry them, and key shapes. */
+const SECRET_PATTERNS: readonly [RegExp, string][] = [
+  [/\b(Bearer|Basic)\s+[\w.~+/=-]+/gi, '$1 [redacted]'],
+  [/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@]*:[^\s/@]*@/gi, '$1[redacted]@'],
+  [/\b((?:x-)?(?:api-key|goog-api-key|authorization)\s*[:=]\s*)\S+/gi, '$1[redacted]'],
+  [/([?&;\s](?:key|api_?key|access_token|token|password|secret)=)[^&\s;]+/gi, '$1[redacted]'],
+  [/\b(?:sk|ak|rk|pk)[-_][\w-]{12,}|\bAIza[\w-]{20,}/g, '[redacted]'],
+];
+
+/**
+ * The one text of anything caught, for log fields, CLI messages, diagnostics and internal replies: an
+ * Error's message (its `code` added when the message lacks it; an AggregateError without one tells its
+ * first error), String() of anything else. Safe for logs, so it is cut down: only the first line (what
+ * follows is a stack, a parser's code frame or Node's require stack, which quote files), the input a JSON
+ * parser quotes dropped (it can be prompt text), credentials in the shapes above masked, at most 1,000
+ * characters. A client's error body is never built from it: that is the catalogue's (GatewayError).
+ */
+export function errorText(err: unknown): string {
+  let text: string;
   if (err instanceof Error) {
     const code = (err as { code?: unknown }).code;
-    return { name: err.name, code: typeof code === 'string' ? code : undefined, message: err.message };
-  }
-  return { name: 'unknown', message: String(err) };
+    const inner = err instanceof AggregateError ? err.errors[0] : undefined;
+    text = err.message !== '' ? err.message : inner !== undefined ? errorText(inner) : err.name;
+    if (typeof code === 'string' && code !== '' && !text.includes(code)) text = `${text} (${code})`;
+  } else text = String(err);
+  text = text.trim().split('\n', 1)[0] ?? '';
+  text = text.replace(/(?:\.\.\.)?"[\s\S]*"(?:\.\.\.)? is not valid JSON/, 'the input is not valid JSON');
+  for (const [pattern, mask] of SECRET_PATTERNS) text = text.replace(pattern, mask);
+  return clip(text, ERROR_TEXT_MAX);
 }
+
+/** @deprecated errorText: the one error-to-text helper (kept while reserved files still name this). */
+export const describeError = errorText;

@@ -10,6 +10,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { request } from 'undici';
+import { errorText } from './errors.ts';
 import type { SubjectRef } from './store-types.ts';
 
 export const SUBJECT_STATE_PATH = '/internal/router/subject-state';
@@ -91,7 +92,7 @@ export function createStateNotifier(opts: StateNotifierOptions): StateNotifier {
       return false;
     } catch (err) {
       opts.log?.warn(
-        { err: err instanceof Error ? err.message : String(err) },
+        { err: errorText(err) },
         'gateway unreachable for the subject state notice; it will load the state file itself',
       );
       return false;
@@ -145,10 +146,7 @@ export function createNoticeHandler(
     try {
       await opts.apply({ type: notice.subject_type, id: notice.subject_id }, notice);
     } catch (err) {
-      opts.log?.error(
-        { err: err instanceof Error ? err.message : String(err) },
-        'applying a subject state notice failed',
-      );
+      opts.log?.error({ err: errorText(err) }, 'applying a subject state notice failed');
       return reply(res, 500, 'apply failed');
     }
     res.writeHead(204);

@@ -6,6 +6,7 @@
 import type { Logger } from 'pino';
 import { Agent, request } from 'undici';
 import { backoffDelay } from './backoff.ts';
+import { errorText } from './errors.ts';
 import type { OtlpBatch, OtlpEncoder } from './otlp-encoding.ts';
 import type { RecordedSpan } from './trace-span.ts';
 
@@ -168,7 +169,7 @@ export class SpanExport {
         problem = `HTTP ${res.statusCode}`;
         if (![429, 502, 503, 504].includes(res.statusCode)) break;
       } catch (err) {
-        problem = err instanceof Error ? err.message : String(err);
+        problem = errorText(err);
       }
     }
     if (!this.#failing)

@@ -8,6 +8,7 @@ import type { OutboxWriter } from '../billing/outbox/writer.ts';
 import { pricingWarnings, unpricedModels } from '../billing/price-coverage.ts';
 import { loadPricing } from '../billing/pricing.ts';
 import type { RouterConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import { sharedByKey } from '../common/shared-by-key.ts';
 import { createBillingEnqueueHook } from './enqueue-hook.ts';
@@ -81,8 +82,7 @@ async function openOutboxSink(dir: string, fsyncIntervalMs: number, log: Logger)
 const shareWriter = sharedByKey(
   (dir: string, log: Logger) =>
     openSlottedWriter(dir, {
-      onError: (err) =>
-        log.error({ err: err instanceof Error ? err.message : String(err) }, 'outbox write failed'),
+      onError: (err) => log.error({ err: errorText(err) }, 'outbox write failed'),
     }),
   (writer: OutboxWriter) => writer.close(),
 );

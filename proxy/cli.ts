@@ -7,6 +7,7 @@ import '../common/early-async-context.ts';
 import cluster from 'node:cluster';
 import { Command, Option } from 'clipanion';
 import type { Logger } from 'pino';
+import { errorText } from '../common/errors.ts';
 import { EXIT_USAGE, runSingleCommand } from '../common/single-command-cli.ts';
 
 export class RouterCommand extends Command {
@@ -68,7 +69,7 @@ export class RouterCommand extends Command {
         for (const d of err.diagnostics) this.err(d);
         return EXIT_USAGE;
       }
-      this.err(`router: ${(err as Error).message}`);
+      this.err(`router: ${errorText(err)}`);
       return 1;
     }
   }
@@ -130,7 +131,7 @@ export class RouterCommand extends Command {
       link.onReload(() => void running.reload());
       return -1;
     } catch (err) {
-      this.err(`router worker: ${(err as Error).message}`);
+      this.err(`router worker: ${errorText(err)}`);
       // Its channel to the primary would keep it running: it exits, and the primary restarts it.
       process.exit(1);
     }
@@ -144,7 +145,7 @@ export class RouterCommand extends Command {
     try {
       problems = await checkConfig(file, { warnings });
     } catch (err) {
-      this.err(`router: cannot check ${file}: ${err instanceof Error ? err.message : String(err)}`);
+      this.err(`router: cannot check ${file}: ${errorText(err)}`);
       return 1;
     }
     for (const w of warnings) this.err(`warning: ${w}`);

@@ -7,6 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { createBillingClient } from '../billing/billing-client.ts';
 import type { RouterConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import { createNoticeHandler } from '../common/internal-notify.ts';
 import type { StateStore, SubjectRef } from '../common/store-types.ts';
@@ -49,8 +50,7 @@ export async function createEnforcementParts(
     deps.store ??
     (await openStateStore(config, {
       role: 'gateway',
-      onError: (err) =>
-        log.error({ err: err instanceof Error ? err.message : String(err) }, 'subject state reload failed'),
+      onError: (err) => log.error({ err: errorText(err) }, 'subject state reload failed'),
     }));
   const client =
     deps.lookup === undefined

@@ -14,7 +14,7 @@ import {
 } from '../billing/event-builder.ts';
 import type { ModelPrice, Pricing } from '../billing/price-types.ts';
 import type { BillingConfig } from '../common/config-types.ts';
-import { describeError } from '../common/errors.ts';
+import { errorText } from '../common/errors.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import type { Hook, RequestContext, Usage } from '../common/types.ts';
 import { completionStyleUsage, tokenCountOf } from '../hooks/families/index.ts';
@@ -128,7 +128,7 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
       () => queued.inc(o.reqIds.length),
       (err: unknown) => {
         queueFailed.inc(o.reqIds.length);
-        deps.log.error({ reqIds: o.reqIds, err: describeError(err) }, 'usage events could not be queued');
+        deps.log.error({ reqIds: o.reqIds, err: errorText(err) }, 'usage events could not be queued');
       },
     );
     return o;

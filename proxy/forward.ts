@@ -4,7 +4,7 @@
 import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { splitBaseUrl } from '../common/base-url.ts';
-import { describeError, GatewayError } from '../common/errors.ts';
+import { errorText, GatewayError } from '../common/errors.ts';
 import type { RequestContext, UpstreamRequest } from '../common/types.ts';
 import type { CompiledRule } from '../hooks/dsl/types.ts';
 import { FORWARDED_REQUEST_HEADERS, tokenCountOf, upstreamQuery } from '../hooks/families/index.ts';
@@ -73,7 +73,7 @@ export async function forward(
         {
           provider: candidate.provider,
           ...upstreamFailure(err, upstreamReq.origin),
-          err: describeError(lastError),
+          err: errorText(lastError),
           attempt: i + 1,
         },
         'upstream call failed',

@@ -7,6 +7,7 @@ import { type Logger, pino } from 'pino';
 import { pricingWarnings, unpricedModels } from '../billing/price-coverage.ts';
 import { loadPricing } from '../billing/pricing.ts';
 import type { RouterConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import { GATEWAY_URL_ENV, loopbackUrl } from '../common/internal-notify.ts';
 import { type LoadConfigOptions, loadConfig } from '../config/load.ts';
 import { createBillingParts } from './billing-wiring.ts';
@@ -175,7 +176,7 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
     const done: Promise<void> = gateway
       .settled(old)
       .then(() => old.close())
-      .catch((err: unknown) => log.warn({ err: String(err) }, 'closing the previous configuration failed'))
+      .catch((err: unknown) => log.warn({ err: errorText(err) }, 'closing the previous configuration failed'))
       .finally(() => retiring.delete(done));
     retiring.add(done);
   };
@@ -192,7 +193,7 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
         sidecarStatus,
       });
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
+      const message = errorText(err);
       log.error({ diagnostic: message }, 'reload refused: configuration could not be built');
       return [message];
     }

@@ -4,7 +4,7 @@
 import { createRequire } from 'node:module';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { describeError } from '../common/errors.ts';
+import { errorText } from '../common/errors.ts';
 import type { Hook, HookModule, JsonValue } from '../common/types.ts';
 
 /**
@@ -17,9 +17,7 @@ export function hookModuleUrl(module: string, fromFile: string): string {
     return pathToFileURL(createRequire(resolve(fromFile)).resolve(module)).href;
   } catch (err) {
     // Node's message goes on with a require stack; a diagnostic is one line.
-    throw new Error(
-      `${describeError(err).message.split('\n')[0]} (looked up from ${dirname(resolve(fromFile))})`,
-    );
+    throw new Error(`${errorText(err)} (looked up from ${dirname(resolve(fromFile))})`);
   }
 }
 

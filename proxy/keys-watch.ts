@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import client from 'prom-client';
 import { formatDiagnostic } from '../common/config-diagnostics.ts';
 import type { KeysConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import type { Env } from '../config/interpolate.ts';
 import { keysConfigProblems, parseKeysSource } from '../config/keys.ts';
 
@@ -118,7 +119,7 @@ export function watchKeysFile(opts: KeysWatchOptions): KeysWatch {
       return;
     }
     running = check()
-      .catch((err: unknown) => log.error({ err: String(err), file }, 'keys file check failed'))
+      .catch((err: unknown) => log.error({ err: errorText(err), file }, 'keys file check failed'))
       .finally(() => {
         running = undefined;
         if (again && !closed) {
@@ -139,14 +140,14 @@ export function watchKeysFile(opts: KeysWatchOptions): KeysWatch {
     watcher = watch(dirname(file), { persistent: false }, schedule);
     watcher.on('error', (err) => {
       log.error(
-        { err: String(err), file },
+        { err: errorText(err), file },
         'watching the keys file failed: key changes need a reload (SIGHUP)',
       );
       watcher?.close();
     });
   } catch (err) {
     log.error(
-      { err: String(err), file },
+      { err: errorText(err), file },
       'watching the keys file failed: key changes need a reload (SIGHUP)',
     );
   }

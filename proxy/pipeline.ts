@@ -1,7 +1,7 @@
 // Stage runners: one named runner per stage, each with its rule stated once (like yarn berry's
 // triggerHook / reduceHook / firstHook). The server calls these; nothing else iterates hooks.
 
-import { describeError } from '../common/errors.ts';
+import { errorText } from '../common/errors.ts';
 import type {
   Hook,
   OnRequestResult,
@@ -135,7 +135,7 @@ export async function runOnComplete(hooks: readonly Hook[], ctx: RequestContext)
       const pending = hook.onComplete(ctx);
       if (isPromise(pending)) await pending;
     } catch (err) {
-      ctx.log.error({ hook: hook.name, err: describeError(err) }, 'onComplete hook failed');
+      ctx.log.error({ hook: hook.name, err: errorText(err) }, 'onComplete hook failed');
     }
   }
 }

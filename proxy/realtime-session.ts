@@ -9,7 +9,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { type RawData, WebSocket, WebSocketServer } from 'ws';
 import { splitBaseUrl } from '../common/base-url.ts';
-import { describeError, GatewayError, toGatewayError } from '../common/errors.ts';
+import { errorText, GatewayError, toGatewayError } from '../common/errors.ts';
 import type { JsonObject, UpstreamRequest } from '../common/types.ts';
 import { errorBody, realtimeDialectOf } from '../hooks/families/index.ts';
 import type { RealtimeDialect } from '../hooks/families/types.ts';
@@ -108,7 +108,7 @@ export function handleRealtimeUpgrade(
   };
   open(rt, ctx, dialect, req, socket, head, join, end).catch((err: unknown) => {
     const gwErr = toGatewayError(err);
-    if (!(err instanceof GatewayError)) ctx.log.error({ err: describeError(err) }, 'realtime session failed');
+    if (!(err instanceof GatewayError)) ctx.log.error({ err: errorText(err) }, 'realtime session failed');
     refuse(socket, format, gwErr, ctx.id);
     end();
   });
@@ -372,7 +372,7 @@ async function connectUpstream(rt: Runtime, ctx: Context, protocols: readonly st
     });
     socket.once('error', (err) => {
       ctx.log.warn(
-        { provider: ctx.provider, ...upstreamFailure(err, origin), err: describeError(err) },
+        { provider: ctx.provider, ...upstreamFailure(err, origin), err: errorText(err) },
         'realtime upstream failed',
       );
       reject(new GatewayError('upstream_unreachable'));

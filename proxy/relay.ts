@@ -3,7 +3,7 @@
 // streams are in relay-stream.ts.
 
 import type { ServerResponse } from 'node:http';
-import { describeError, GatewayError } from '../common/errors.ts';
+import { errorText, GatewayError } from '../common/errors.ts';
 import type { JsonValue, ResponseHead } from '../common/types.ts';
 import { recordDelivered } from './metering.ts';
 import { runResponseChunk, runResponseHead } from './pipeline.ts';
@@ -122,7 +122,7 @@ async function relayRaw(job: RelayJob): Promise<void> {
   } catch (err) {
     if (!ctx.clientAborted) {
       ctx.error = { code: 'upstream_unreachable', message: 'upstream body failed' };
-      ctx.log.warn({ err: describeError(err) }, 'upstream body failed mid-way');
+      ctx.log.warn({ err: errorText(err) }, 'upstream body failed mid-way');
       res.destroy();
       return;
     }

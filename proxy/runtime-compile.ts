@@ -4,7 +4,7 @@
 
 import type { Logger } from 'pino';
 import type { RouterConfig } from '../common/config-types.ts';
-import { describeError } from '../common/errors.ts';
+import { errorText } from '../common/errors.ts';
 import { providerKeyEnvName } from '../common/provider-key-env.ts';
 import type { Hook } from '../common/types.ts';
 import { compileRegistry, type ModelRegistry } from '../config/models.ts';
@@ -218,7 +218,7 @@ export async function compileRuntime(config: RouterConfig, opts: CompileOptions)
     try {
       globalCustom.push(await loadHookModule(ref.module, ref.options, config.file));
     } catch (err) {
-      diagnostics.push(`${config.file}:0:0: hook ${ref.module}: ${describeError(err).message}`);
+      diagnostics.push(`${config.file}:0:0: hook ${ref.module}: ${errorText(err)}`);
     }
   }
   const ruleCustom = new Map<HookRef, Hook>();
@@ -230,7 +230,7 @@ export async function compileRuntime(config: RouterConfig, opts: CompileOptions)
           ruleCustom.set(ref, await loadHookModule(ref.module, ref.options, ref.loc.file));
         } catch (err) {
           diagnostics.push(
-            `${ref.loc.file}:${ref.loc.line}:${ref.loc.col}: hook ${ref.module}: ${describeError(err).message}`,
+            `${ref.loc.file}:${ref.loc.line}:${ref.loc.col}: hook ${ref.module}: ${errorText(err)}`,
           );
         }
       }

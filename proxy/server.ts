@@ -6,7 +6,7 @@
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { clip, describeError, type ErrorCode, GatewayError, toGatewayError } from '../common/errors.ts';
+import { clip, type ErrorCode, errorText, GatewayError, toGatewayError } from '../common/errors.ts';
 import { carrierFamily } from '../hooks/families/index.ts';
 import {
   clientErrorCode,
@@ -114,7 +114,7 @@ export function createGatewayServer(initial: Runtime): GatewayServer {
       });
       handle(rt, req, res, phase).then(ended, (err: unknown) => {
         ended();
-        rt.log.error({ err: describeError(err) }, 'unhandled request failure');
+        rt.log.error({ err: errorText(err) }, 'unhandled request failure');
         if (!res.headersSent) {
           res.writeHead(500, { 'content-type': 'application/json' });
           res.end('{"error":{"message":"Internal error","type":"server_error","code":"internal_error"}}');

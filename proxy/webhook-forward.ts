@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { request } from 'undici';
 import { backoffDelay } from '../common/backoff.ts';
 import type { RouterConfig } from '../common/config-types.ts';
-import { describeError, GatewayError } from '../common/errors.ts';
+import { errorText, GatewayError } from '../common/errors.ts';
 import { DEFAULT_FAMILY } from '../hooks/families/index.ts';
 import { readBody } from './request-body.ts';
 import type { SidecarStatus } from './sidecar-status.ts';
@@ -109,7 +109,7 @@ export async function forwardToSidecar(
         await new Promise((r) => setTimeout(r, wait));
         continue;
       }
-      log.warn({ err: describeError(err) }, 'webhook forward to the billing sidecar failed');
+      log.warn({ err: errorText(err) }, 'webhook forward to the billing sidecar failed');
       return unavailable(res, requestId, 'The billing sidecar is unreachable');
     }
   }

@@ -18,6 +18,7 @@ import { GoogleGenAI } from '@google/genai';
 import { Decimal } from 'decimal.js';
 import OpenAI from 'openai';
 import type { UsageEvent } from '../billing/event/usage-event.ts';
+import { errorText } from '../common/errors.ts';
 import { startGateway } from '../proxy/gateway.ts';
 import { startBillingSim } from '../sim/billing/server.ts';
 import { startUpstreamSim } from '../sim/upstream/server.ts';
@@ -251,6 +252,6 @@ async function run(base: string, billing: Awaited<ReturnType<typeof startBilling
 }
 
 main().catch((err: unknown) => {
-  console.error(err instanceof Error ? err.message : String(err));
+  console.error(errorText(err));
   process.exit(1);
 });

@@ -15,6 +15,7 @@ import {
   replyTooLarge,
   type StateNotifier,
 } from '../common/internal-notify.ts';
+import { errorText } from '../common/errors.ts';
 import { isObject } from '../common/json-guards.ts';
 import type { StateStore, SubjectRef, SubjectState } from '../common/store-types.ts';
 import { openStateStore } from '../store/index.ts';
@@ -133,7 +134,7 @@ export function createWebhookHandler(opts: WebhookHandlerOptions): WebhookRouteH
     if (raw === undefined) {
       log?.warn({ limit: opts.config.webhookMaxBodyBytes }, 'webhook refused: body too large');
       countWebhook(undefined, 'bad_request');
-      return replyTooLarge(res, errorText('payload_too_large', 'webhook body is too large'));
+      return replyTooLarge(res, errorBody('payload_too_large', 'webhook body is too large'));
     }
     const check = verifyWebhookSignature({
       secrets,
@@ -182,10 +183,7 @@ export function createWebhookHandler(opts: WebhookHandlerOptions): WebhookRouteH
     } catch (err) {
       // Not applied: forget the id so the sender's retry is processed, and make it retry.
       await opts.store.releaseWebhook(event.id).catch(() => undefined);
-      log?.error(
-        { event_id: event.id, err: err instanceof Error ? err.message : String(err) },
-        'webhook state change failed',
-      );
+      log?.error({ event_id: event.id, err: errorText(err) }, 'webhook state change failed');
       countWebhook(event.type, 'error');
       return sendError(res, 500, 'state_update_failed', 'subject state could not be saved; retry');
     }
@@ -241,8 +239,7 @@ export async function createWebhookRoute(
     (await openStateStore(config, {
       role: 'sidecar',
       now: opts.now,
-      onError: (err) =>
-        opts.log?.error({ err: err instanceof Error ? err.message : String(err) }, 'state store error'),
+      onError: (err) => opts.log?.error({ err: errorText(err) }, 'state store error'),
     }));
   const notify = createStateNotifier({
     gatewayUrl:
@@ -272,12 +269,12 @@ function header(req: IncomingMessage, name: string): string | undefined {
   return typeof v === 'string' ? v : undefined;
 }
 
-function errorText(code: string, message: string): string {
+function errorBody(code: string, message: string): string {
   return JSON.stringify({ error: { message, type: 'webhook_error', code } });
 }
 
 function sendError(res: ServerResponse, status: number, code: string, message: string): void {
-  const text = errorText(code, message);
+  const text = errorBody(code, message);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }

@@ -24,6 +24,7 @@
 import type { Cluster } from 'ioredis';
 import type { Logger } from 'pino';
 import type { StoreConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import type { RequestView } from '../common/store-types.ts';
 import { createNodeClient, createRedisClient, type Redis } from './redis-client.ts';
 
@@ -177,7 +178,7 @@ export function openViewCache(config: StoreConfig, opts: ViewCacheOptions): View
     } catch (err) {
       // Older servers (< 6) or an ACL without CLIENT: the cache stays off and every view reads Redis.
       opts.logger?.warn(
-        { err: err instanceof Error ? err.message : String(err) },
+        { err: errorText(err) },
         'store client-side caching unavailable; reading every request view from the store',
       );
     }

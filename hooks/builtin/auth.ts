@@ -10,7 +10,7 @@ import { hash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { setBounded } from '../../common/bounded-map.ts';
 import type { AccessKeyEntry, AccessKeyMode, KeysConfig } from '../../common/config-types.ts';
-import { GatewayError } from '../../common/errors.ts';
+import { errorText, GatewayError } from '../../common/errors.ts';
 import type {
   RehashedKey,
   RequestView,
@@ -232,10 +232,7 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
   }
 
   function unavailable(log: () => RequestContext['log'], err: unknown): GatewayError {
-    log().warn(
-      { err: err instanceof Error ? err.message : String(err) },
-      'access-key lookup failed: store unavailable',
-    );
+    log().warn({ err: errorText(err) }, 'access-key lookup failed: store unavailable');
     return new GatewayError('authentication_unavailable');
   }
 

@@ -13,7 +13,7 @@
 
 import { Decimal } from 'decimal.js';
 import type { BalanceEnforcementConfig } from '../../common/config-types.ts';
-import { GatewayError } from '../../common/errors.ts';
+import { errorText, GatewayError } from '../../common/errors.ts';
 import type { GatewayMetrics } from '../../common/gateway-metrics.ts';
 import type { BalanceDecision, StateStore, SubjectRef, SubjectState } from '../../common/store-types.ts';
 import {
@@ -168,7 +168,7 @@ export function createBalanceCheckHook(opts: BalanceCheckOptions): Hook {
   }
 
   function onFailure(ctx: RequestContext, err: unknown, stage: 'store' | 'lookup'): OnRequestResult {
-    const reason = err instanceof Error ? err.message : String(err);
+    const reason = errorText(err);
     if (config.failureMode === 'open') {
       count('error_open');
       ctx.log.warn({ stage, reason }, 'balance check failed; serving the request (failure_mode open)');

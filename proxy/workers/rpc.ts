@@ -1,6 +1,8 @@
 // Calls between the primary and its workers over the IPC channel node:cluster opens. Every message of
 // the gateway carries `router: 1`, so node's own cluster messages and prom-client's pass by untouched.
 
+import { errorText } from '../../common/errors.ts';
+
 export interface Channel {
   send(message: Envelope): void;
   onMessage(listener: (message: unknown) => void): void;
@@ -108,7 +110,7 @@ export class Rpc {
             router: 1,
             kind: m.kind,
             answer: call,
-            error: err instanceof Error ? err.message : String(err),
+            error: errorText(err),
           }),
       );
   }

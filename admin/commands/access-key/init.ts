@@ -4,6 +4,7 @@
 
 import { resolve } from 'node:path';
 import { Command, Option } from 'clipanion';
+import { errorText } from '../../../common/errors.ts';
 import { loadConfig } from '../../../config/load.ts';
 import { AdminError, EXIT } from '../../admin-error.ts';
 import { missingKeysFile, startedNote, startKeysFile } from '../../keys-file.ts';
@@ -37,7 +38,7 @@ export class InitKeysFileCommand extends Command {
     try {
       return await this.init();
     } catch (err) {
-      this.context.stderr.write(`router-admin: ${err instanceof Error ? err.message : String(err)}\n`);
+      this.context.stderr.write(`router-admin: ${errorText(err)}\n`);
       return err instanceof AdminError ? err.exitCode : EXIT.failed;
     }
   }

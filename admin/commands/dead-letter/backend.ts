@@ -11,6 +11,7 @@ import { READER_LOCK } from '../../../billing/outbox/layout.ts';
 import { acquirePidLock, OutboxLockedError } from '../../../billing/outbox/lock.ts';
 import { outboxDirs, slotDeadLetterId, slotOfDeadLetterId } from '../../../billing/outbox/slots.ts';
 import type { RouterConfig } from '../../../common/config-types.ts';
+import { errorText } from '../../../common/errors.ts';
 import { loopbackUrl } from '../../../common/internal-notify.ts';
 import {
   DeadLetterFile,
@@ -298,7 +299,7 @@ function openFileBackend(config: RouterConfig, opts: BackendOptions): DeadLetter
     } catch (err) {
       throw new AdminError(
         `a sidecar holds the outbox ${dir} but does not answer at ${sidecarUrl} ` +
-          `(${err instanceof Error ? err.message : String(err)}); pass --sidecar-url`,
+          `(${errorText(err)}); pass --sidecar-url`,
         EXIT.unavailable,
       );
     }
