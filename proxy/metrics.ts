@@ -4,7 +4,7 @@
 
 import client from 'prom-client';
 import { setBounded } from '../common/bounded-map.ts';
-import type { GatewayMetrics } from '../common/gateway-metrics.ts';
+import type { GatewayMetrics, RelayCounter } from '../common/gateway-metrics.ts';
 import { NO_SPANS, type SpanExportCounters } from '../common/span-export.ts';
 import { registerTraceMetrics } from '../common/trace-metrics.ts';
 import { FastCounter, FastHistogram } from './fast-metrics.ts';
@@ -25,7 +25,116 @@ export function createGatewayMetrics(): GatewayMetrics {
   const registry = new client.Registry();
   // Unprefixed (process_*, nodejs_*): the names stock Node.js dashboards and alerts expect.
   client.collectDefaultMetrics({ register: registry });
-  // The per-request series use the fast implementations (proxy/fast-metrics.ts); the rest are rare.
+  const observeRequest = requestObserver(registry);
+  const activeStreams = gauge(registry, 'router_active_streams', 'Streaming replies in flight');
+  const billingEnqueued = new FastCounter(
+    registry,
+    'router_billing_events_total',
+    'Usage events by result: queued, queue_failed, skip_status, skip_no_subject, not_billable',
+    ['result'],
+  );
+  const balanceChecks = counter(
+    registry,
+    'router_balance_checks_total',
+    'Balance pre-checks by result',
+    'result',
+  );
+  const storeErrors = counter(
+    registry,
+    'router_store_errors_total',
+    'Shared-store operations that failed',
+    'operation',
+  );
+  const unpricedModels = new FastCounter(
+    registry,
+    'router_unpriced_requests_total',
+    'Metered requests whose model has no price',
+    ['provider'],
+  );
+  const unpricedServedModels = gauge(
+    registry,
+    'router_unpriced_models',
+    'Models the registry serves that have no price (billing on)',
+  );
+  const unmeteredRequests = counter(
+    registry,
+    'router_unreported_requests_total',
+    'Requests not reported to billing, by reason',
+    'reason',
+  );
+  let openConnections = () => 0;
+  new client.Gauge({
+    name: 'router_client_connections',
+    help: 'Client connections open',
+    registers: [registry],
+    collect() {
+      this.set(openConnections());
+    },
+  });
+  let traceSpans: Readonly<SpanExportCounters> = NO_SPANS;
+  registerTraceMetrics(registry, () => traceSpans);
+  const connectionsMax = gauge(
+    registry,
+    'router_client_connections_max',
+    'limits.max_connections in force (lowered to fit the file-descriptor limit)',
+  );
+  const connectionsShed = counter(
+    registry,
+    'router_connections_shed_total',
+    'Client connections closed at the connection cap: idle (oldest idle closed) or refused',
+    'reason',
+  );
+  const clientTimeouts = counter(
+    registry,
+    'router_client_timeouts_total',
+    'Client connections closed by a timeout: header, body or keepalive',
+    'kind',
+  );
+  const clientRejected = counter(
+    registry,
+    'router_client_rejected_total',
+    'Requests refused before parsing: header_too_large, url_too_long, malformed',
+    'reason',
+  );
+  const subjectStateNotices = counter(
+    registry,
+    'router_subject_state_notices_total',
+    'Subject state changes applied before the sidecar answered a webhook: told by it (notice) or by the primary of several workers (relay)',
+    'via',
+  );
+  const realtimeSessions = gauge(registry, 'router_realtime_sessions', 'Realtime (WebSocket) sessions open');
+  const realtimeFrames = realtimeFrameCounters(registry);
+  return {
+    registry,
+    activeStreams,
+    billingEnqueued,
+    balanceChecks,
+    storeErrors,
+    unpricedModels,
+    unpricedServedModels,
+    unmeteredRequests,
+    connectionsShed,
+    clientTimeouts,
+    clientRejected,
+    subjectStateNotices,
+    realtimeSessions,
+    realtimeFrames,
+    trackConnections(open, max) {
+      openConnections = open;
+      connectionsMax.set(max);
+    },
+    trackTraces(spans) {
+      traceSpans = spans;
+    },
+    observeRequest,
+  };
+}
+
+/**
+ * The per-request series, in the fast implementations (proxy/fast-metrics.ts; the other metrics are
+ * rare), and the function that counts a request in them.
+ */
+function requestObserver(registry: client.Registry): GatewayMetrics['observeRequest'] {
   const requests = new FastCounter(
     registry,
     'router_requests_total',
@@ -53,75 +162,64 @@ export function createGatewayMetrics(): GatewayMetrics {
     ['provider', 'direction', 'stage'],
   );
   const genai = createGenAiMetrics(registry);
-  // One label per counter is all the gateway's own counters need.
-  const counter = <L extends string>(name: string, help: string, label: L): client.Counter<L> =>
-    new client.Counter({ name, help, labelNames: [label] as const, registers: [registry] });
-  const gauge = (name: string, help: string): client.Gauge =>
-    new client.Gauge({ name, help, registers: [registry] });
-  const activeStreams = gauge('router_active_streams', 'Streaming replies in flight');
-  const billingEnqueued = new FastCounter(
-    registry,
-    'router_billing_events_total',
-    'Usage events by result: queued, queue_failed, skip_status, skip_no_subject, not_billable',
-    ['result'],
-  );
-  const balanceChecks = counter('router_balance_checks_total', 'Balance pre-checks by result', 'result');
-  const storeErrors = counter(
-    'router_store_errors_total',
-    'Shared-store operations that failed',
-    'operation',
-  );
-  const unpricedModels = new FastCounter(
-    registry,
-    'router_unpriced_requests_total',
-    'Metered requests whose model has no price',
-    ['provider'],
-  );
-  const unpricedServedModels = gauge(
-    'router_unpriced_models',
-    'Models the registry serves that have no price (billing on)',
-  );
-  const unmeteredRequests = counter(
-    'router_unreported_requests_total',
-    'Requests not reported to billing, by reason',
-    'reason',
-  );
-  let openConnections = () => 0;
-  new client.Gauge({
-    name: 'router_client_connections',
-    help: 'Client connections open',
-    registers: [registry],
-    collect() {
-      this.set(openConnections());
-    },
-  });
-  let traceSpans: Readonly<SpanExportCounters> = NO_SPANS;
-  registerTraceMetrics(registry, () => traceSpans);
-  const connectionsMax = gauge(
-    'router_client_connections_max',
-    'limits.max_connections in force (lowered to fit the file-descriptor limit)',
-  );
-  const connectionsShed = counter(
-    'router_connections_shed_total',
-    'Client connections closed at the connection cap: idle (oldest idle closed) or refused',
-    'reason',
-  );
-  const clientTimeouts = counter(
-    'router_client_timeouts_total',
-    'Client connections closed by a timeout: header, body or keepalive',
-    'kind',
-  );
-  const clientRejected = counter(
-    'router_client_rejected_total',
-    'Requests refused before parsing: header_too_large, url_too_long, malformed',
-    'reason',
-  );
-  const subjectStateNotices = counter(
-    'router_subject_state_notices_total',
-    'Subject state changes applied before the sidecar answered a webhook: told by it (notice) or by the primary of several workers (relay)',
-    'via',
-  );
-  const realtimeSessions = gauge('router_realtime_sessions', 'Realtime (WebSocket) sessions open');
+  const series = new Map<string, Series>();
+  return (ctx, durationMs, models = NO_MODELS) => {
+    const provider = ctx.provider ?? 'none';
+    const stream = ctx.stream ? 'true' : 'false';
+    const key = `${provider}\u0000${ctx.api}\u0000${ctx.status}\u0000${stream}`;
+    let s = series.get(key);
+    if (s === undefined) {
+      s = {
+        requests: requests.series(provider, ctx.api, String(ctx.status), stream),
+        latency: latency.series(ctx.api, stream),
+        ttfb: ttfb.series(provider),
+        inputUpstream: tokens.series(provider, 'input', 'upstream'),
+        outputUpstream: tokens.series(provider, 'output', 'upstream'),
+        inputEstimated: tokens.series(provider, 'input', 'estimated'),
+        outputEstimated: tokens.series(provider, 'output', 'estimated'),
+        genai: new Map(),
+      };
+      setBounded(series, key, s, MAX_CACHED_SERIES);
+    }
+    s.requests.inc();
+    s.latency.observe(durationMs / 1000);
+    if (ctx.upstreamTtfbMs !== undefined) s.ttfb.observe(ctx.upstreamTtfbMs / 1000);
+    if (ctx.usage !== undefined) {
+      const estimated = ctx.usageStage === 'estimated';
+      (estimated ? s.inputEstimated : s.inputUpstream).inc(ctx.usage.inputTokens);
+      (estimated ? s.outputEstimated : s.outputUpstream).inc(ctx.usage.outputTokens);
+    }
+    if (ctx.provider === undefined) return;
+    const model = modelLabel(ctx.model, models);
+    const errorType = errorTypeOf(ctx);
+    // The status (part of this series' key) decides the error type except after a failed or
+    // abandoned stream: those rare requests skip the cache.
+    const cacheable = ctx.status >= 400 || errorType === '';
+    let g = cacheable ? s.genai.get(model) : undefined;
+    if (g === undefined) {
+      g = genai.series(provider, ctx.api, model, errorType);
+      if (cacheable) setBounded(s.genai, model, g, MAX_CACHED_SERIES);
+    }
+    observeGenAi(g, ctx, durationMs, errorType);
+  };
+}
+
+// Labelled children per label set, so a request does one map lookup instead of hashing label
+// objects for every series it touches (a measurable share of the hot path).
+interface Series {
+  requests: { inc(by?: number): void };
+  latency: { observe(v: number): void };
+  ttfb: { observe(v: number): void };
+  inputUpstream: { inc(by?: number): void };
+  outputUpstream: { inc(by?: number): void };
+  inputEstimated: { inc(by?: number): void };
+  outputEstimated: { inc(by?: number): void };
+  /** GenAI series by model label, for the error type this status implies. */
+  genai: Map<string, GenAiSeries>;
+}
+
+/** Realtime frames and bytes relayed, a series pair per direction. */
+function realtimeFrameCounters(registry: client.Registry): GatewayMetrics['realtimeFrames'] {
   const frames = new FastCounter(
     registry,
     'router_realtime_frames_total',
@@ -134,7 +232,7 @@ export function createGatewayMetrics(): GatewayMetrics {
     'Realtime payload bytes relayed, by direction (to_upstream, to_client)',
     ['direction'],
   );
-  const relayCounter = (direction: string) => {
+  const relayCounter = (direction: string): RelayCounter => {
     const f = frames.series(direction);
     const b = bytes.series(direction);
     return {
@@ -144,81 +242,19 @@ export function createGatewayMetrics(): GatewayMetrics {
       },
     };
   };
-  const realtimeFrames = { toUpstream: relayCounter('to_upstream'), toClient: relayCounter('to_client') };
-  // Labelled children per label set, so a request does one map lookup instead of hashing label
-  // objects for every series it touches (a measurable share of the hot path).
-  interface Series {
-    requests: { inc(by?: number): void };
-    latency: { observe(v: number): void };
-    ttfb: { observe(v: number): void };
-    inputUpstream: { inc(by?: number): void };
-    outputUpstream: { inc(by?: number): void };
-    inputEstimated: { inc(by?: number): void };
-    outputEstimated: { inc(by?: number): void };
-    /** GenAI series by model label, for the error type this status implies. */
-    genai: Map<string, GenAiSeries>;
-  }
-  const series = new Map<string, Series>();
-  return {
-    registry,
-    activeStreams,
-    billingEnqueued,
-    balanceChecks,
-    storeErrors,
-    unpricedModels,
-    unpricedServedModels,
-    unmeteredRequests,
-    connectionsShed,
-    clientTimeouts,
-    clientRejected,
-    subjectStateNotices,
-    realtimeSessions,
-    realtimeFrames,
-    trackConnections(open, max) {
-      openConnections = open;
-      connectionsMax.set(max);
-    },
-    trackTraces(spans) {
-      traceSpans = spans;
-    },
-    observeRequest(ctx, durationMs, models = NO_MODELS) {
-      const provider = ctx.provider ?? 'none';
-      const stream = ctx.stream ? 'true' : 'false';
-      const key = `${provider}\u0000${ctx.api}\u0000${ctx.status}\u0000${stream}`;
-      let s = series.get(key);
-      if (s === undefined) {
-        s = {
-          requests: requests.series(provider, ctx.api, String(ctx.status), stream),
-          latency: latency.series(ctx.api, stream),
-          ttfb: ttfb.series(provider),
-          inputUpstream: tokens.series(provider, 'input', 'upstream'),
-          outputUpstream: tokens.series(provider, 'output', 'upstream'),
-          inputEstimated: tokens.series(provider, 'input', 'estimated'),
-          outputEstimated: tokens.series(provider, 'output', 'estimated'),
-          genai: new Map(),
-        };
-        setBounded(series, key, s, MAX_CACHED_SERIES);
-      }
-      s.requests.inc();
-      s.latency.observe(durationMs / 1000);
-      if (ctx.upstreamTtfbMs !== undefined) s.ttfb.observe(ctx.upstreamTtfbMs / 1000);
-      if (ctx.usage !== undefined) {
-        const estimated = ctx.usageStage === 'estimated';
-        (estimated ? s.inputEstimated : s.inputUpstream).inc(ctx.usage.inputTokens);
-        (estimated ? s.outputEstimated : s.outputUpstream).inc(ctx.usage.outputTokens);
-      }
-      if (ctx.provider === undefined) return;
-      const model = modelLabel(ctx.model, models);
-      const errorType = errorTypeOf(ctx);
-      // The status (part of this series' key) decides the error type except after a failed or
-      // abandoned stream: those rare requests skip the cache.
-      const cacheable = ctx.status >= 400 || errorType === '';
-      let g = cacheable ? s.genai.get(model) : undefined;
-      if (g === undefined) {
-        g = genai.series(provider, ctx.api, model, errorType);
-        if (cacheable) setBounded(s.genai, model, g, MAX_CACHED_SERIES);
-      }
-      observeGenAi(g, ctx, durationMs, errorType);
-    },
-  };
+  return { toUpstream: relayCounter('to_upstream'), toClient: relayCounter('to_client') };
+}
+
+// One label per counter is all the gateway's own counters need.
+function counter<L extends string>(
+  registry: client.Registry,
+  name: string,
+  help: string,
+  label: L,
+): client.Counter<L> {
+  return new client.Counter({ name, help, labelNames: [label] as const, registers: [registry] });
+}
+
+function gauge(registry: client.Registry, name: string, help: string): client.Gauge {
+  return new client.Gauge({ name, help, registers: [registry] });
 }
