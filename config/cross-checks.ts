@@ -18,6 +18,7 @@ import {
   storeTlsPaths,
 } from './raw-config.ts';
 import { parseSource } from './source-address.ts';
+import { malformedUserinfo, parseStoreUrl, storeUrlCredentials } from './store-url.ts';
 import type { Origins } from './validate.ts';
 
 /** Reports at a pointer: the variable that set it, else its place in the file, else `fallback`'s. */
@@ -125,6 +126,7 @@ export function checkCrossFields(raw: RawConfig, report: ReturnType<typeof repor
         'store.addr is empty (required when store.enabled is true, unless store.sentinels are given)',
         '/store/enabled',
       );
+    checkStoreAddr(store, report);
     if (store.cluster && store.sentinels.length > 0)
       report(
         '/store/cluster',
@@ -188,6 +190,31 @@ export function checkCrossFields(raw: RawConfig, report: ReturnType<typeof repor
         `telemetry.traces.${key} must be an http:// or https:// URL of an OTLP/HTTP receiver (a collector listens on port 4318; gRPC is not supported)`,
       );
   }
+}
+
+/** Each address of store.addr is a URL, and the credentials the client takes from it decode. */
+function checkStoreAddr(store: RawConfig['store'], report: ReturnType<typeof reporter>): void {
+  const urls = (store.addr ?? '')
+    .split(',')
+    .map((a) => a.trim())
+    .filter((a) => a !== '')
+    .map(parseStoreUrl);
+  const invalid = urls.indexOf(undefined);
+  if (invalid >= 0) {
+    const which = urls.length > 1 ? ` (address ${invalid + 1} of ${urls.length})` : '';
+    report('/store/addr', `store.addr is not a valid URL${which}`);
+    return;
+  }
+  // Only the first address's credentials are used (for every seed of a cluster).
+  const first = urls[0];
+  if (first === undefined) return;
+  // As config/raw-config.ts maps them: an empty value is unset.
+  const overrides = {
+    username: store.username === '' ? undefined : store.username,
+    password: store.password === '' ? undefined : store.password,
+  };
+  for (const part of storeUrlCredentials(first, overrides).malformed)
+    report('/store/addr', malformedUserinfo(part));
 }
 
 function isHttpUrl(text: string): boolean {

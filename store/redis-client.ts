@@ -12,9 +12,11 @@ import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import type { ConnectionOptions } from 'node:tls';
-import { Cluster, Command, Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Command, Redis, type RedisOptions, ReplyError } from 'ioredis';
 import type { Logger } from 'pino';
+import { backoffDelay } from '../common/backoff.ts';
 import type { StoreConfig } from '../common/config-types.ts';
+import { malformedUserinfo, parseStoreUrl, storeUrlCredentials } from '../config/store-url.ts';
 
 export type { Redis } from 'ioredis';
 
@@ -44,8 +46,7 @@ export interface RedisClientOptions {
 
 /** Reconnect delay: exponential from 50 ms, capped at 2 s, with up to 25% jitter so instances spread. */
 export function reconnectDelay(times: number, random: () => number = Math.random): number {
-  const base = Math.min(2000, 50 * 2 ** Math.min(times - 1, 10));
-  return Math.round(base * (0.75 + random() * 0.25));
+  return Math.round(backoffDelay(times, 50, 2000) * (0.75 + random() * 0.25));
 }
 
 /**
@@ -53,11 +54,14 @@ export function reconnectDelay(times: number, random: () => number = Math.random
  * sentinels, the sentinels name the primary (and a new one after a failover) and the URL's host is unused.
  */
 export function redisOptions(config: StoreConfig, opts: RedisClientOptions = {}): RedisOptions {
-  const url = new URL(config.addr === '' ? 'redis://localhost' : config.addr);
+  const url = storeUrl(config.addr === '' ? 'redis://localhost' : config.addr);
   const tls = url.protocol === 'rediss:' || config.tls;
   const db = url.pathname.length > 1 ? Number(url.pathname.slice(1)) : 0;
-  const username = config.username ?? (url.username === '' ? undefined : decodeURIComponent(url.username));
-  const password = config.password ?? (url.password === '' ? undefined : decodeURIComponent(url.password));
+  const fromUrl = storeUrlCredentials(url, config);
+  const malformed = fromUrl.malformed[0];
+  if (malformed !== undefined) throw new Error(malformedUserinfo(malformed));
+  const username = config.username ?? fromUrl.username;
+  const password = config.password ?? fromUrl.password;
   return {
     host: url.hostname.replace(/^\[|\]$/g, ''),
     port: url.port === '' ? 6379 : Number(url.port),
@@ -83,6 +87,13 @@ export function redisOptions(config: StoreConfig, opts: RedisClientOptions = {})
     ...(opts.writeAtOnce ? { enableAutoPipelining: false } : {}),
     ...(config.sentinels.length === 0 ? {} : sentinelOptions(config, tls)),
   };
+}
+
+/** One address of store.addr; the configuration checks report what this refuses. */
+function storeUrl(text: string): URL {
+  const url = parseStoreUrl(text);
+  if (url === undefined) throw new Error('store.addr is not a valid URL');
+  return url;
 }
 
 /**
@@ -143,7 +154,7 @@ export function clusterSeeds(addr: string): { host: string; port: number }[] {
     .map((a) => a.trim())
     .filter((a) => a !== '')
     .map((a) => {
-      const url = new URL(a);
+      const url = storeUrl(a);
       return { host: url.hostname.replace(/^\[|\]$/g, ''), port: url.port === '' ? 6379 : Number(url.port) };
     });
 }
@@ -383,7 +394,7 @@ export class EncodedCommand extends SlotCommand {
 /** Connection-level failures (down, timed out, closed) as opposed to a command the server refused. */
 export function isConnectionError(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
-  if (err.name === 'ReplyError') return /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN)/.test(err.message);
+  if (err instanceof ReplyError) return /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN)/.test(err.message);
   return true;
 }
 
