@@ -15,6 +15,7 @@ import type {
   StoreConfig,
   TracesConfig,
 } from '../common/config-types.ts';
+import { hookModulePath } from '../common/hook-module-path.ts';
 import type { JsonValue } from '../common/types.ts';
 import type { Env } from './interpolate.ts';
 import { parseListenAddress } from './listen.ts';
@@ -27,8 +28,13 @@ import type { ROUTER_CONFIG_SCHEMA } from './schema-const.ts';
 export type RawConfig = FromSchema<typeof ROUTER_CONFIG_SCHEMA>;
 
 /** Module paths starting with `.` or `/` are files next to the configuration; others are packages. */
-function resolveModule(dir: string, module: string): string {
-  return module.startsWith('.') || isAbsolute(module) ? resolve(dir, module) : module;
+/** A module the loader cannot place (a `file:` URL of no local file) is kept: its import reports it. */
+function hookModuleOf(module: string, file: string): string {
+  try {
+    return hookModulePath(module, file);
+  } catch {
+    return module;
+  }
 }
 
 function optional(value: string | undefined): string | undefined {
@@ -155,7 +161,7 @@ export function toConfig(
   const pricing =
     raw.pricing === undefined ? [] : typeof raw.pricing === 'string' ? [raw.pricing] : raw.pricing;
   const hooks: HookConfig[] = raw.hooks.map((hook) => ({
-    module: resolveModule(dir, hook.module),
+    module: hookModuleOf(hook.module, file),
     // YAML gives JSON values only; the schema leaves the options of a hook open.
     options: hook.options as Readonly<Record<string, JsonValue>>,
   }));

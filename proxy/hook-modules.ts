@@ -1,25 +1,8 @@
-// Custom hook modules (docs/hooks.md): resolving a module name the way Node would from the file that
-// names it, and calling its createHook(options).
+// Custom hook modules (docs/hooks.md): importing one from where the file that names it says
+// (common/hook-module-path.ts) and calling its createHook(options).
 
-import { createRequire } from 'node:module';
-import { dirname, isAbsolute, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { errorText } from '../common/errors.ts';
+import { hookModuleUrl } from '../common/hook-module-path.ts';
 import type { Hook, HookModule, JsonValue } from '../common/types.ts';
-
-/**
- * A hook module's URL: a file path as it is, a bare package name resolved the way Node resolves it
- * from `fromFile`'s folder (the configuration or provider file naming it), not from the gateway's.
- */
-export function hookModuleUrl(module: string, fromFile: string): string {
-  if (isAbsolute(module)) return pathToFileURL(module).href;
-  try {
-    return pathToFileURL(createRequire(resolve(fromFile)).resolve(module)).href;
-  } catch (err) {
-    // Node's message goes on with a require stack; a diagnostic is one line.
-    throw new Error(`${errorText(err)} (looked up from ${dirname(resolve(fromFile))})`);
-  }
-}
 
 /** Load a custom hook module: `createHook(options)` (named or default export). */
 export async function loadHookModule(

@@ -1,8 +1,7 @@
 // The response side of a rule body (response, metrics, hook) and the body as a whole: which block
 // each directive opens, and a block written twice.
 
-import { dirname, isAbsolute, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { hookModulePath } from '../../common/hook-module-path.ts';
 import type { JsonValue } from '../../common/types.ts';
 import {
   compileAuth,
@@ -139,7 +138,7 @@ function compileHook(cx: CompileContext, d: DirectiveNode): HookRef | undefined 
   }
   if (!ok) return undefined;
   try {
-    return { module: resolveHookModule(cx.file, s.value), options, loc: cx.loc(d.loc) };
+    return { module: hookModulePath(s.value, cx.file), options, loc: cx.loc(d.loc) };
   } catch (e) {
     cx.error(s.loc, `invalid hook module path: ${(e as Error).message}`);
     return undefined;
@@ -203,16 +202,7 @@ export function compileBody(cx: CompileContext, block: DirectiveNode['block']): 
   return body;
 }
 
-/**
- * Resolves a hook module as written in a provider file: `./x.ts` and `../x.ts` relative to the file's
- * folder, absolute paths and file: URLs as they are; a bare name (`my-hooks`) stays a package specifier
- * for the loader to import.
- */
+/** @deprecated common/hook-module-path.ts hookModulePath (kept while hooks/dsl/index.ts names it). */
 export function resolveHookModule(providerFile: string, spec: string): string {
-  if (spec.startsWith('file:')) return fileURLToPath(spec);
-  if (isAbsolute(spec)) return spec;
-  if (spec.startsWith('./') || spec.startsWith('../') || spec === '.' || spec === '..') {
-    return resolve(dirname(resolve(providerFile)), spec);
-  }
-  return spec;
+  return hookModulePath(spec, providerFile);
 }
