@@ -108,8 +108,8 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
         price,
       };
       // Not awaited: the reply's last byte already waits for the queue's write of this turn
-      // (recorded(), proxy/server.ts), and waiting for the fsync or the Redis reply here would keep the
-      // whole request (context, bodies) alive for that long, which showed up as old-space garbage
+      // (endReply(), proxy/request-completion.ts), and waiting for the fsync or the Redis reply here would
+      // keep the whole request (context, bodies) alive for that long, which showed up as old-space garbage
       // collection under load. The outcome is counted when it arrives, once per promise: events the
       // queue puts on record together share one.
       const tokens = queue.enqueueTokens === undefined ? undefined : buildTokenEvent(input);

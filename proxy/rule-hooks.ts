@@ -28,7 +28,7 @@ export interface RuleHookSources {
   readonly ruleCustom: ReadonlyMap<HookRef, Hook>;
   /** Hook modules of the configuration's `hooks:` list. */
   readonly globalCustom: readonly Hook[];
-  /** Billing's onComplete hooks, which run first (proxy/server.ts finish()). */
+  /** Billing's onComplete hooks, which run first (proxy/request-completion.ts finish()). */
   readonly billingComplete: readonly Hook[];
 }
 

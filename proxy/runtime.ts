@@ -147,8 +147,8 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     ...globalCustom,
     createSelectTargetHook(registry, compiled.offers),
   ];
-  // Billing goes first: its synchronous part (building the event and writing it to the outbox) must
-  // run before the reply's last byte, with nothing awaited ahead of it (proxy/server.ts finish()).
+  // Billing goes first: its synchronous part (building the event and writing it to the outbox) must run
+  // before the reply's last byte, nothing awaited ahead of it (proxy/request-completion.ts finish()).
   const billingComplete = billingHooks.filter((h) => h.onComplete !== undefined);
   const completeHooks: Hook[] = [
     ...billingComplete,
@@ -212,7 +212,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
       if (!config.billing.enabled || tokenCountOf(ctx.api) !== undefined) return undefined;
       const pending = settleUsage(ctx, estimateUsageSteps);
       if (pending !== undefined) {
-        // recorded() is asked right after settle() by the same completion (proxy/server.ts).
+        // recorded() is asked right after settle() by the same completion (proxy/request-completion.ts).
         settling = pending;
         queueMicrotask(() => {
           if (settling === pending) settling = undefined;

@@ -12,7 +12,7 @@ export interface EventQueue {
    * `traceparent`: the request's, stored beside the event for the delivery's span (never sent).
    */
   enqueue(event: UsageEvent, traceparent?: string): Promise<void>;
-  /** enqueue() for a token event (common/token-event.ts), for a queue that can write one from its parts. */
+  /** enqueue() of a token event (billing/event/token-event.ts), for a queue that writes it from its parts. */
   enqueueTokens?(event: TokenEvent, traceparent?: string): Promise<void>;
   /**
    * When the queue puts events on record in batches (the outbox: one write per event-loop turn), the

@@ -121,7 +121,7 @@ test('a billing outage longer than the attempt budget (500s, then hangs) loses n
 });
 
 // The usage event is written to the outbox (one write(2) per event-loop turn) before the reply's last byte
-// leaves the gateway (proxy/server.ts finish via beforeEnd), so a client that saw its whole reply has an
+// leaves the gateway (proxy/request-completion.ts endReply()), so a client that saw its whole reply has an
 // event the kernel holds, whatever happens to the process after.
 test('kill -9 of the gateway right after its replies: a sidecar started later delivers every event', async (t) => {
   const stack = await startBillingStack({ gateway: false, sidecar: false });
