@@ -143,87 +143,107 @@ function describe(t: Token): string {
 export function parse(file: string, source: string): ParseResult {
   const { tokens, errors } = tokenize(source);
   const diagnostics: DslDiagnostic[] = errors.map((e) => ({ file, ...e.pos, message: e.message }));
-  let i = 0;
+  const directives = new Parser(file, tokens, diagnostics).parseDirectives(undefined, 0);
+  return { ast: { directives }, diagnostics };
+}
+
+function endsStatement(t: Token): boolean {
+  return t.kind === ';' || t.kind === '}' || t.kind === 'eof';
+}
+
+/** A recursive-descent parser over the tokens of one source; `i` is the next token. */
+class Parser {
+  private i = 0;
+  private readonly file: string;
+  private readonly tokens: readonly Token[];
+  private readonly diagnostics: DslDiagnostic[];
+
+  constructor(file: string, tokens: readonly Token[], diagnostics: DslDiagnostic[]) {
+    this.file = file;
+    this.tokens = tokens;
+    this.diagnostics = diagnostics;
+  }
 
   // tokenize always ends the list with `eof`, so it is never empty and `i` never passes its end.
-  function peek(offset = 0): Token {
-    return tokens[Math.min(i + offset, tokens.length - 1)]!;
+  private peek(offset = 0): Token {
+    return this.tokens[Math.min(this.i + offset, this.tokens.length - 1)]!;
   }
-  function next(): Token {
-    const t = tokens[i]!;
-    if (i < tokens.length - 1) i += 1;
+  private next(): Token {
+    const t = this.tokens[this.i]!;
+    if (this.i < this.tokens.length - 1) this.i += 1;
     return t;
   }
-  function error(at: Pos, message: string): void {
-    diagnostics.push({ file, line: at.line, col: at.col, message });
+  private error(at: Pos, message: string): void {
+    this.diagnostics.push({ file: this.file, line: at.line, col: at.col, message });
   }
   /** End position of the last consumed token (where a missing `;` belongs). */
-  function prevEnd(): Pos {
-    return i > 0 ? tokens[i - 1]!.end : tokens[0]!.pos;
+  private prevEnd(): Pos {
+    return this.i > 0 ? this.tokens[this.i - 1]!.end : this.tokens[0]!.pos;
   }
 
   /** Skips to just after the next `;` of this level, or stops before a `}` that closes it. */
-  function recover(): void {
+  private recover(): void {
     let depth = 0;
     for (;;) {
-      const t = peek();
+      const t = this.peek();
       if (t.kind === 'eof') return;
       if (t.kind === '{') depth += 1;
       if (t.kind === '}') {
         if (depth === 0) return;
         depth -= 1;
-        next();
+        this.next();
         if (depth === 0) return;
         continue;
       }
-      next();
+      this.next();
       if (t.kind === ';' && depth === 0) return;
     }
   }
 
-  function parseDirectives(open: Token | undefined, depth: number): DirectiveNode[] {
+  parseDirectives(open: Token | undefined, depth: number): DirectiveNode[] {
     const out: DirectiveNode[] = [];
     for (;;) {
-      const t = peek();
+      const t = this.peek();
       if (t.kind === 'eof') {
-        if (open) error(t.pos, `expected "}" to close the block opened at ${open.pos.line}:${open.pos.col}`);
+        if (open)
+          this.error(t.pos, `expected "}" to close the block opened at ${open.pos.line}:${open.pos.col}`);
         return out;
       }
       if (t.kind === '}') {
-        next();
+        this.next();
         if (open) return out;
-        error(t.pos, 'unexpected "}" with no block to close');
+        this.error(t.pos, 'unexpected "}" with no block to close');
         continue;
       }
       if (t.kind === 'word') {
-        const d = parseDirective(depth);
+        const d = this.parseDirective(depth);
         if (d) out.push(d);
         continue;
       }
-      error(t.pos, `expected a directive name, found ${describe(t)}`);
-      if (t.kind === ';') next();
-      else recover();
+      this.error(t.pos, `expected a directive name, found ${describe(t)}`);
+      if (t.kind === ';') this.next();
+      else this.recover();
     }
   }
 
-  function parseDirective(depth: number): DirectiveNode | undefined {
-    const nameTok = next();
+  private parseDirective(depth: number): DirectiveNode | undefined {
+    const nameTok = this.next();
     const args: ArgNode[] = [];
     for (;;) {
-      const t = peek();
+      const t = this.peek();
       if (t.kind === ';') {
-        next();
+        this.next();
         return { kind: 'directive', name: nameTok.text, args, block: undefined, loc: nameTok.pos };
       }
-      if (t.kind === '{' && !startsObject()) {
-        next();
+      if (t.kind === '{' && !this.startsObject()) {
+        this.next();
         if (depth >= MAX_DEPTH) {
-          error(t.pos, 'blocks are nested too deeply');
-          i -= 1;
-          recover();
+          this.error(t.pos, 'blocks are nested too deeply');
+          this.i -= 1;
+          this.recover();
           return undefined;
         }
-        const directives = parseDirectives(t, depth + 1);
+        const directives = this.parseDirectives(t, depth + 1);
         return {
           kind: 'directive',
           name: nameTok.text,
@@ -232,104 +252,101 @@ export function parse(file: string, source: string): ParseResult {
           loc: nameTok.pos,
         };
       }
-      const forgotSemicolon = t.kind === 'word' && DIRECTIVE_NAMES.has(t.text) && t.pos.line > prevEnd().line;
+      const forgotSemicolon =
+        t.kind === 'word' && DIRECTIVE_NAMES.has(t.text) && t.pos.line > this.prevEnd().line;
       if (t.kind === '}' || t.kind === 'eof' || forgotSemicolon) {
-        const at = prevEnd();
-        error(at, `expected ";" or "{" after directive "${nameTok.text}"`);
+        const at = this.prevEnd();
+        this.error(at, `expected ";" or "{" after directive "${nameTok.text}"`);
         return { kind: 'directive', name: nameTok.text, args, block: undefined, loc: nameTok.pos };
       }
-      const arg = parseValue(depth);
+      const arg = this.parseValue(depth);
       if (arg) args.push(arg);
       else {
-        recover();
+        this.recover();
         return undefined;
       }
     }
   }
 
   /** True at `{ "key" :`, the only way an object literal can start. */
-  function startsObject(): boolean {
-    return peek().kind === '{' && peek(1).kind === 'string' && peek(2).kind === ':';
+  private startsObject(): boolean {
+    return this.peek().kind === '{' && this.peek(1).kind === 'string' && this.peek(2).kind === ':';
   }
 
-  function parseValue(depth: number): ArgNode | undefined {
-    const t = peek();
+  private parseValue(depth: number): ArgNode | undefined {
+    const t = this.peek();
     if (depth >= MAX_DEPTH) {
-      error(t.pos, 'values are nested too deeply');
+      this.error(t.pos, 'values are nested too deeply');
       return undefined;
     }
     switch (t.kind) {
       case 'word': {
-        next();
-        if (peek().kind === '(') return parseCall(t, depth);
+        this.next();
+        if (this.peek().kind === '(') return this.parseCall(t, depth);
         return { kind: 'word', value: t.text, loc: t.pos };
       }
       case 'string':
-        next();
+        this.next();
         return { kind: 'string', value: t.text, loc: t.pos, cols: t.cols ?? [] };
       case 'number':
-        next();
+        this.next();
         return { kind: 'number', value: Number(t.text), raw: t.text, loc: t.pos };
       case '=':
-        next();
+        this.next();
         return { kind: 'equals', loc: t.pos };
       case '[':
-        return parseArray(depth);
+        return this.parseArray(depth);
       case '{':
-        if (startsObject()) return parseObject(depth);
+        if (this.startsObject()) return this.parseObject(depth);
         break;
       default:
         break;
     }
-    error(t.pos, `unexpected ${describe(t)}`);
+    this.error(t.pos, `unexpected ${describe(t)}`);
     return undefined;
   }
 
   /** Parses `(a, b, ...)` / `[a, b, ...]` item lists; the opening token is already consumed. */
-  function parseList(close: TokenKind, open: Token, depth: number): ArgNode[] | undefined {
-    const items = parseListItems(close, open, depth);
-    if (!items) skipPast(open.kind, close);
+  private parseList(close: TokenKind, open: Token, depth: number): ArgNode[] | undefined {
+    const items = this.parseListItems(close, open, depth);
+    if (!items) this.skipPast(open.kind, close);
     return items;
   }
 
-  function parseListItems(close: TokenKind, open: Token, depth: number): ArgNode[] | undefined {
+  private parseListItems(close: TokenKind, open: Token, depth: number): ArgNode[] | undefined {
     const items: ArgNode[] = [];
     for (;;) {
-      const t = peek();
+      const t = this.peek();
       if (t.kind === close) {
-        next();
+        this.next();
         return items;
       }
       if (endsStatement(t)) {
-        error(t.pos, `expected "${close}" to close "${open.kind}" at ${open.pos.line}:${open.pos.col}`);
+        this.error(t.pos, `expected "${close}" to close "${open.kind}" at ${open.pos.line}:${open.pos.col}`);
         return undefined;
       }
-      const v = parseValue(depth + 1);
+      const v = this.parseValue(depth + 1);
       if (!v) return undefined;
       items.push(v);
-      const sep = peek();
-      if (sep.kind === ',') next();
+      const sep = this.peek();
+      if (sep.kind === ',') this.next();
       else if (sep.kind !== close && !endsStatement(sep)) {
-        error(sep.pos, `expected "," or "${close}", found ${describe(sep)}`);
+        this.error(sep.pos, `expected "," or "${close}", found ${describe(sep)}`);
         return undefined;
       }
     }
-  }
-
-  function endsStatement(t: Token): boolean {
-    return t.kind === ';' || t.kind === '}' || t.kind === 'eof';
   }
 
   /**
    * After an error inside `( [ {` of a value, skips to its closing bracket so that the rest of the
    * statement is not misread; stops early at `;` or the end of the file.
    */
-  function skipPast(open: TokenKind, close: TokenKind): void {
+  private skipPast(open: TokenKind, close: TokenKind): void {
     let depth = 1;
     for (;;) {
-      const t = peek();
+      const t = this.peek();
       if (t.kind === 'eof' || t.kind === ';' || (t.kind === '}' && close !== '}')) return;
-      next();
+      this.next();
       if (t.kind === open) depth += 1;
       else if (t.kind === close) {
         depth -= 1;
@@ -338,56 +355,53 @@ export function parse(file: string, source: string): ParseResult {
     }
   }
 
-  function parseCall(nameTok: Token, depth: number): CallArg | undefined {
-    const open = next();
-    const args = parseList(')', open, depth);
+  private parseCall(nameTok: Token, depth: number): CallArg | undefined {
+    const open = this.next();
+    const args = this.parseList(')', open, depth);
     return args ? { kind: 'call', name: nameTok.text, args, loc: nameTok.pos } : undefined;
   }
 
-  function parseArray(depth: number): ArrayArg | undefined {
-    const open = next();
-    const items = parseList(']', open, depth);
+  private parseArray(depth: number): ArrayArg | undefined {
+    const open = this.next();
+    const items = this.parseList(']', open, depth);
     return items ? { kind: 'array', items, loc: open.pos } : undefined;
   }
 
-  function parseObject(depth: number): ObjectArg | undefined {
-    const open = next();
-    const obj = parseObjectEntries(open, depth);
-    if (!obj) skipPast('{', '}');
+  private parseObject(depth: number): ObjectArg | undefined {
+    const open = this.next();
+    const obj = this.parseObjectEntries(open, depth);
+    if (!obj) this.skipPast('{', '}');
     return obj;
   }
 
-  function parseObjectEntries(open: Token, depth: number): ObjectArg | undefined {
+  private parseObjectEntries(open: Token, depth: number): ObjectArg | undefined {
     const entries: ObjectEntry[] = [];
     for (;;) {
-      const k = peek();
+      const k = this.peek();
       if (k.kind === '}') {
-        next();
+        this.next();
         return { kind: 'object', entries, loc: open.pos };
       }
       if (k.kind !== 'string') {
-        error(k.pos, `expected a string key or "}", found ${describe(k)}`);
+        this.error(k.pos, `expected a string key or "}", found ${describe(k)}`);
         return undefined;
       }
-      next();
-      const colon = peek();
+      this.next();
+      const colon = this.peek();
       if (colon.kind !== ':') {
-        error(colon.pos, `expected ":" after the key, found ${describe(colon)}`);
+        this.error(colon.pos, `expected ":" after the key, found ${describe(colon)}`);
         return undefined;
       }
-      next();
-      const v = parseValue(depth + 1);
+      this.next();
+      const v = this.parseValue(depth + 1);
       if (!v) return undefined;
       entries.push({ key: { kind: 'string', value: k.text, loc: k.pos, cols: k.cols ?? [] }, value: v });
-      const sep = peek();
-      if (sep.kind === ',') next();
+      const sep = this.peek();
+      if (sep.kind === ',') this.next();
       else if (sep.kind !== '}') {
-        error(sep.pos, `expected "," or "}", found ${describe(sep)}`);
+        this.error(sep.pos, `expected "," or "}", found ${describe(sep)}`);
         return undefined;
       }
     }
   }
-
-  const directives = parseDirectives(undefined, 0);
-  return { ast: { directives }, diagnostics };
 }
