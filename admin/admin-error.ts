@@ -1,12 +1,12 @@
-// Exit codes of `router-admin` and the error that carries one; below every other admin module.
+// The error that carries a router-admin exit code (common/exit-codes.ts); below every other admin module.
+// A usage error is clipanion's UsageError instead (common/cli-usage.ts).
 
-/** Exit codes of router-admin. */
-export const EXIT = { ok: 0, failed: 1, usage: 2, unavailable: 3 } as const;
+import type { ExitCode } from '../common/exit-codes.ts';
 
 /** A failure with the exit code it should end the command with. */
 export class AdminError extends Error {
-  readonly exitCode: number;
-  constructor(message: string, exitCode: number) {
+  readonly exitCode: ExitCode;
+  constructor(message: string, exitCode: ExitCode) {
     super(message);
     this.name = 'AdminError';
     this.exitCode = exitCode;

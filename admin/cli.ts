@@ -3,7 +3,7 @@
 
 import type { Writable } from 'node:stream';
 import { Builtins, Cli } from 'clipanion';
-import { EXIT } from './admin-error.ts';
+import { reportUsageError } from '../common/cli-usage.ts';
 import { CreateAccessKeyCommand } from './commands/access-key/create.ts';
 import { InitKeysFileCommand } from './commands/access-key/init.ts';
 import { ListAccessKeysCommand } from './commands/access-key/list.ts';
@@ -92,13 +92,15 @@ export async function runAdmin(
   try {
     command = cli.process([...argv], context);
   } catch (err) {
-    // Unknown commands and malformed options: a usage error, on stderr, with where to look.
-    stderr.write(cli.error(err, { colored: colors }));
+    // Malformed options (unknown commands land on the help commands): the one usage-error line.
     const noun = NOUNS.find((n) => n.name === argv[0]);
-    stderr.write(
-      `\nRun \`${BINARY} ${noun === undefined ? '' : `${noun.name} `}--help\` for the commands and their options.\n`,
+    return reportUsageError(
+      stderr,
+      BINARY,
+      err,
+      noun === undefined ? BINARY : `${BINARY} ${noun.name}`,
+      argv,
     );
-    return EXIT.usage;
   }
   return cli.run(command, context);
 }

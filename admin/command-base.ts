@@ -1,15 +1,17 @@
 // What every `router-admin` command shares: `--config`, loading it, opening the command's backend and
-// turning failures into a one-line message and an exit code (0 ok, 1 failed or not found, 2 usage or
-// configuration error, 3 store or sidecar unreachable). Secrets never reach stderr.
+// turning failures into a one-line message and an exit code (common/exit-codes.ts; a UsageError goes on to
+// common/cli-usage.ts). Secrets never reach stderr.
 
-import { Command, Option } from 'clipanion';
+import { Option, UsageError } from 'clipanion';
+import { CliCommand } from '../common/cli-usage.ts';
 import type { RouterConfig } from '../common/config-types.ts';
 import { errorText } from '../common/errors.ts';
+import { EXIT } from '../common/exit-codes.ts';
 import { StoreUnavailableError } from '../common/store-types.ts';
-import { AdminError, EXIT } from './admin-error.ts';
+import { AdminError } from './admin-error.ts';
 import { loadAdminConfig, missingKeysFileHint } from './keys-file.ts';
 
-export abstract class ConfigCommand<Backend extends { close(): Promise<void> }> extends Command {
+export abstract class ConfigCommand<Backend extends { close(): Promise<void> }> extends CliCommand {
   config = Option.String('--config,-c', { required: true, description: 'Main configuration file' });
 
   /** Opens what the command works on; closed after `run`. */
@@ -47,6 +49,7 @@ export abstract class ConfigCommand<Backend extends { close(): Promise<void> }> 
         await backend.close();
       }
     } catch (err) {
+      if (err instanceof UsageError) throw err;
       const message = errorText(err);
       this.context.stderr.write(`router-admin: ${message}\n`);
       if (err instanceof AdminError) return err.exitCode;

@@ -2,8 +2,10 @@
 // (`router-admin access-key --help`) lists its commands, one line each, with the description of each
 // command's usage. A command's own `--help` (options, details, examples) is clipanion's.
 
+import type { Writable } from 'node:stream';
 import { Command, type CommandClass, Option } from 'clipanion';
-import { EXIT } from './admin-error.ts';
+import { reportUsageError } from '../common/cli-usage.ts';
+import { EXIT, EXIT_CODES_HELP } from '../common/exit-codes.ts';
 
 /** One noun of `router-admin <noun> <verb>`, and its commands in the order they are listed. */
 export interface Noun {
@@ -53,9 +55,22 @@ export function topHelpText(binary: string, version: string, nouns: readonly Nou
     '',
     `Run \`${binary} <noun> --help\` for its commands, \`${binary} <noun> <command> --help\` for one command's`,
     `options and examples, \`${binary} --version\` for the version.`,
-    'Exit codes: 0 ok, 1 failed or not found, 2 usage or configuration error, 3 store or sidecar unreachable.',
+    EXIT_CODES_HELP,
     '',
   ].join('\n');
+}
+
+/** A missing or unknown command: the usage-error line, then the listing to choose from, on stderr. */
+function usageWithListing(
+  stderr: Writable,
+  binary: string,
+  what: string,
+  help: string,
+  listing: string,
+): number {
+  const code = reportUsageError(stderr, binary, what, help);
+  stderr.write(`\n${listing}`);
+  return code;
 }
 
 /**
@@ -73,8 +88,7 @@ export function topHelpCommand(binary: string, version: string, nouns: readonly 
       if (this.path.length === 0) {
         const what =
           this.rest.length === 0 ? 'give a command' : `unknown command ${JSON.stringify(this.rest[0])}`;
-        this.context.stderr.write(`${binary}: ${what}\n\n${text}`);
-        return EXIT.usage;
+        return usageWithListing(this.context.stderr, binary, what, binary, text);
       }
       this.context.stdout.write(text);
       return EXIT.ok;
@@ -95,8 +109,7 @@ export function nounHelpCommand(binary: string, noun: Noun): CommandClass {
           this.rest.length === 0
             ? `${noun.name} needs a command`
             : `unknown command ${JSON.stringify(`${noun.name} ${this.rest[0]}`)}`;
-        this.context.stderr.write(`${binary}: ${what}\n\n${text}`);
-        return EXIT.usage;
+        return usageWithListing(this.context.stderr, binary, what, `${binary} ${noun.name}`, text);
       }
       this.context.stdout.write(text);
       return EXIT.ok;

@@ -6,19 +6,19 @@
 
 import { randomBytes } from 'node:crypto';
 import { readFile, rename, writeFile } from 'node:fs/promises';
+import { UsageError } from 'clipanion';
 import { dump as dumpYaml } from 'js-yaml';
 import type { AccessKeyEntry, RouterConfig } from '../common/config-types.ts';
 import { errorText } from '../common/errors.ts';
+import { EXIT } from '../common/exit-codes.ts';
 import type { StoredAccessKey } from '../common/store-types.ts';
 import { isPlainObject, parseYaml } from '../common/yaml-source.ts';
 import { parseIsoInstant } from '../config/keys.ts';
 import { hashAccessKey, hashSecretId } from '../hooks/builtin/access-key-hash.ts';
 import { closeRedisClient, redactAddr } from '../store/redis-client.ts';
 import { openRedisStores } from '../store/redis-store.ts';
-import { AdminError, EXIT } from './admin-error.ts';
+import { AdminError } from './admin-error.ts';
 import { configuredStoreSide, connectStore, storeFailureMessage } from './store-connect.ts';
-
-export { AdminError, EXIT };
 
 export interface AdminKey {
   readonly name: string;
@@ -75,7 +75,7 @@ export function parseExpiry(text: string | undefined): number | undefined {
   if (text === undefined || text === '') return undefined;
   const ms = parseIsoInstant(text);
   if (ms === undefined)
-    throw new AdminError(`--expires-at must be an ISO 8601 date or date-time with zone: ${text}`, EXIT.usage);
+    throw new UsageError(`--expires-at must be an ISO 8601 date or date-time with zone: ${text}`);
   return ms;
 }
 

@@ -6,8 +6,9 @@
 import { chmod, open, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { ConfigDiagnostic } from '../common/config-types.ts';
+import { EXIT } from '../common/exit-codes.ts';
 import { type LoadConfigResult, loadConfig } from '../config/load.ts';
-import { AdminError, EXIT } from './admin-error.ts';
+import { AdminError } from './admin-error.ts';
 
 /** An empty keys file: what `init` writes. */
 export const KEYS_FILE_SKELETON =

@@ -3,6 +3,7 @@
 // WRONGPASS), or the TLS certificate was not accepted. Addresses are named without their credentials.
 
 import type { StoreConfig } from '../common/config-types.ts';
+import { EXIT } from '../common/exit-codes.ts';
 import {
   createKeyLayout,
   createRedisClient,
@@ -10,7 +11,7 @@ import {
   type Redis,
   redactAddr,
 } from '../store/redis-client.ts';
-import { AdminError, EXIT } from './admin-error.ts';
+import { AdminError } from './admin-error.ts';
 
 export type StoreFailureKind = 'unreachable' | 'auth' | 'tls' | 'other';
 

@@ -1,14 +1,16 @@
 // `router-billing -c <config>`: the billing sidecar process. Loads the main configuration, delivers the
 // outbox and serves /healthz and /readyz on billing.listen. SIGTERM/SIGINT: stop accepting, let the
 // in-flight delivery end, write the checkpoint, exit 0 (a second signal exits 1 at once).
-// Exit codes: 0 stopped by signal, 1 failed to start, 2 usage or configuration error.
+// Exit codes: common/exit-codes.ts.
 
 import '../common/early-async-context.ts';
-import { Command, Option } from 'clipanion';
+import { Command, Option, UsageError } from 'clipanion';
+import { CliCommand } from '../common/cli-usage.ts';
 import { errorText } from '../common/errors.ts';
-import { EXIT_USAGE, runSingleCommand } from '../common/single-command-cli.ts';
+import { EXIT, EXIT_CODES_HELP } from '../common/exit-codes.ts';
+import { runSingleCommand } from '../common/single-command-cli.ts';
 
-export class RouterBillingCommand extends Command {
+export class RouterBillingCommand extends CliCommand {
   static override usage = Command.Usage({
     description: 'the billing sidecar: delivers the outbox to the billing service, takes its webhooks',
     details: `
@@ -18,7 +20,7 @@ export class RouterBillingCommand extends Command {
       Signals: SIGTERM/SIGINT finish the in-flight delivery, write the checkpoint and exit 0 (a second
       one exits 1 at once).
 
-      Exit codes: 0 stopped by signal, 1 failed to start, 2 usage or configuration error.
+      ${EXIT_CODES_HELP}
     `,
     examples: [
       ['Run the sidecar of a gateway started with --no-sidecar', '$0 -c router.yaml'],
@@ -34,12 +36,7 @@ export class RouterBillingCommand extends Command {
   });
 
   async execute(): Promise<number> {
-    if (!this.config) {
-      this.context.stderr.write(
-        'router-billing: -c <config> is required (router-billing --help shows the usage)\n',
-      );
-      return EXIT_USAGE;
-    }
+    if (!this.config) throw new UsageError('-c <config> is required');
     // Loaded here, not at the top, so --help and --version do not compile the sidecar.
     const [{ createLogger }, { loadConfig }, { GATEWAY_URL_ENV, SUPERVISED_ENV }, { startSidecar }] =
       await Promise.all([
@@ -50,7 +47,7 @@ export class RouterBillingCommand extends Command {
       ]);
     const { config, diagnostics } = await loadConfig(this.config);
     for (const d of diagnostics) this.context.stderr.write(`${d.file}:${d.line}:${d.col}: ${d.message}\n`);
-    if (!config) return EXIT_USAGE;
+    if (!config) return EXIT.usage;
 
     // The gateway's redaction: a credential passed to a log call never reaches a line.
     const logger = createLogger('router-billing', config.log.level);
@@ -61,7 +58,7 @@ export class RouterBillingCommand extends Command {
       sidecar = await startSidecar(config, { logger, ...(gatewayUrl ? { webhook: { gatewayUrl } } : {}) });
     } catch (err) {
       logger.fatal({ err: errorText(err) }, 'router-billing failed to start');
-      return 1;
+      return EXIT.failed;
     }
 
     let stopping = false;

@@ -1,12 +1,10 @@
 // `router` and `router-billing` are each one clipanion command (`router-admin`, with many, is admin/cli.ts).
-// A usage error is one line on stderr and exit 2, which unit files and scripts rely on, never clipanion's
-// multi-line report.
+// A usage error is common/cli-usage.ts's one line and exit 2, which unit files and scripts rely on.
 
 import type { Writable } from 'node:stream';
 import { Builtins, Cli, type Command, type CommandClass } from 'clipanion';
 import pkg from '../package.json' with { type: 'json' };
-
-export const EXIT_USAGE = 2;
+import { reportUsageError } from './cli-usage.ts';
 
 export interface CliIo {
   stdout?: Writable;
@@ -37,15 +35,7 @@ export async function runSingleCommand(
   try {
     command = cli.process([...argv], context);
   } catch (err) {
-    stderr.write(`${name}: ${usageProblem(err, argv)} (${name} --help shows the usage)\n`);
-    return EXIT_USAGE;
+    return reportUsageError(stderr, name, err, name, argv);
   }
   return cli.run(command, context);
-}
-
-function usageProblem(err: unknown, argv: readonly string[]): string {
-  const [first = ''] = (err instanceof Error ? err.message : String(err)).split('\n');
-  // The parser's guess when no command matches lists every form; an option missing its value lands here.
-  if (first.startsWith('Command not found')) return `cannot parse the arguments: ${argv.join(' ')}`;
-  return first.replace(/\.$/, '');
 }

@@ -1,23 +1,24 @@
 // `router -c FILE` runs the gateway; `router -t FILE` validates the whole configuration (main file,
 // provider files, registry, keys, pricing) without opening anything, and prints every problem as
-// `file:line:col: message`.
-// Exit codes: 0 ok, 1 runtime failure, 2 invalid configuration or usage.
+// `file:line:col: message`. Exit codes: common/exit-codes.ts.
 
 import '../common/early-async-context.ts';
 import cluster from 'node:cluster';
-import { Command, Option } from 'clipanion';
+import { Command, Option, UsageError } from 'clipanion';
 import type { Logger } from 'pino';
+import { CliCommand } from '../common/cli-usage.ts';
 import { errorText } from '../common/errors.ts';
-import { EXIT_USAGE, runSingleCommand } from '../common/single-command-cli.ts';
+import { EXIT, EXIT_CODES_HELP } from '../common/exit-codes.ts';
+import { runSingleCommand } from '../common/single-command-cli.ts';
 
-export class RouterCommand extends Command {
+export class RouterCommand extends CliCommand {
   static override usage = Command.Usage({
     description: 'the LLM routing gateway',
     details: `
       Signals: SIGTERM/SIGINT drain and exit 0 (a second one exits 1 at once); SIGHUP reloads the
       configuration (an invalid one is refused and the running one kept).
 
-      Exit codes: 0 ok, 1 runtime failure, 2 invalid configuration or usage.
+      ${EXIT_CODES_HELP}
     `,
     examples: [
       [
@@ -43,10 +44,10 @@ export class RouterCommand extends Command {
 
   async execute(): Promise<number> {
     if (this.test !== undefined) return this.validate(this.test);
-    if (this.config === undefined) return this.usageError('-c <config.yaml> or -t <config.yaml> is required');
+    if (this.config === undefined) throw new UsageError('-c <config.yaml> or -t <config.yaml> is required');
     const shutdownDelayMs = Number(this.shutdownDelayMs ?? '0');
     if (!Number.isSafeInteger(shutdownDelayMs) || shutdownDelayMs < 0)
-      return this.usageError('--shutdown-delay-ms wants a whole number of milliseconds');
+      throw new UsageError('--shutdown-delay-ms wants a whole number of milliseconds');
     // Loaded here, not at the top, so --help and --version do not compile the gateway.
     if (cluster.isWorker) return this.serveAsWorker(this.config, shutdownDelayMs);
     const { ConfigError, startGateway } = await import('./gateway.ts');
@@ -67,10 +68,10 @@ export class RouterCommand extends Command {
     } catch (err) {
       if (err instanceof ConfigError) {
         for (const d of err.diagnostics) this.err(d);
-        return EXIT_USAGE;
+        return EXIT.usage;
       }
       this.err(`router: ${errorText(err)}`);
-      return 1;
+      return EXIT.failed;
     }
   }
 
@@ -133,7 +134,7 @@ export class RouterCommand extends Command {
     } catch (err) {
       this.err(`router worker: ${errorText(err)}`);
       // Its channel to the primary would keep it running: it exits, and the primary restarts it.
-      process.exit(1);
+      process.exit(EXIT.failed);
     }
   }
 
@@ -146,7 +147,7 @@ export class RouterCommand extends Command {
       problems = await checkConfig(file, { warnings });
     } catch (err) {
       this.err(`router: cannot check ${file}: ${errorText(err)}`);
-      return 1;
+      return EXIT.failed;
     }
     for (const w of warnings) this.err(`warning: ${w}`);
     if (problems.length > 0) {
@@ -154,15 +155,10 @@ export class RouterCommand extends Command {
       this.err(
         `router: configuration invalid (${problems.length} problem${problems.length === 1 ? '' : 's'})`,
       );
-      return EXIT_USAGE;
+      return EXIT.usage;
     }
     this.context.stdout.write(`router: configuration ${file} is valid\n`);
-    return 0;
-  }
-
-  private usageError(message: string): number {
-    this.err(`router: ${message} (router --help shows the usage)`);
-    return EXIT_USAGE;
+    return EXIT.ok;
   }
 
   private err(line: string): void {

@@ -5,8 +5,8 @@
 // Ports (env overrides): gateway ROUTER_LISTEN (127.0.0.1:8080), sidecar ROUTER_BILLING_LISTEN
 // (127.0.0.1:8081), upstream simulator LOCAL_UPSTREAM_PORT (9101), billing simulator LOCAL_BILLING_PORT
 // (9102) and its portal LOCAL_BILLING_PORTAL_PORT (9103). A port in use is one line naming its variable,
-// exit 1. State lives in LOCAL_STACK_DIR (.local-stack/: outbox, subject state, keys; ignored by git);
-// delete it to start afresh.
+// exit 1; a malformed variable, exit 2 (common/exit-codes.ts). State lives in LOCAL_STACK_DIR
+// (.local-stack/: outbox, subject state, keys; ignored by git); delete it to start afresh.
 //
 // Stopping: SIGINT (Ctrl-C), SIGTERM or SIGHUP close everything (the gateway stops its sidecar) and exit
 // 0; a second signal exits 1 at once. npm may end without telling this process (SIGTERM to npm kills
@@ -20,6 +20,7 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { EXIT, type ExitCode } from '../common/exit-codes.ts';
 import { formatListenAddress, parseListenAddress } from '../config/listen.ts';
 import { ConfigError, startGateway } from '../proxy/gateway.ts';
 import { startBillingSim } from '../sim/billing/server.ts';
@@ -31,8 +32,14 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const env = process.env;
 const stateDir = env.LOCAL_STACK_DIR ? resolve(env.LOCAL_STACK_DIR) : join(root, '.local-stack');
 
-/** A problem the user fixes (a port in use, a malformed variable): one line on stderr, exit 1. */
-class StartError extends Error {}
+/** A problem the user fixes: one line on stderr; a port in use fails (1), a malformed variable is usage (2). */
+class StartError extends Error {
+  readonly exitCode: ExitCode;
+  constructor(message: string, exitCode: ExitCode = EXIT.failed) {
+    super(message);
+    this.exitCode = exitCode;
+  }
+}
 
 /** A listener of the stack and the variable that moves it (docs/configuration.md). */
 interface Listener {
@@ -47,14 +54,14 @@ interface Listener {
 function portFrom(variable: string, fallback: number, what: string): Listener {
   const text = env[variable] ?? String(fallback);
   if (!/^[0-9]{1,5}$/.test(text) || Number(text) > 65535)
-    throw new StartError(`${variable} must be a port number (0-65535), not "${text}"`);
+    throw new StartError(`${variable} must be a port number (0-65535), not "${text}"`, EXIT.usage);
   return { what, variable, host: '127.0.0.1', port: Number(text), holds: 'port' };
 }
 
 function addressFrom(variable: string, fallback: string, what: string): Listener {
   const text = env[variable] ?? fallback;
   const address = parseListenAddress(text);
-  if (address === undefined) throw new StartError(`${variable} must be host:port, not "${text}"`);
+  if (address === undefined) throw new StartError(`${variable} must be host:port, not "${text}"`, EXIT.usage);
   return { what, variable, ...address, holds: 'host:port' };
 }
 
@@ -251,5 +258,7 @@ startup.catch((err: unknown) => {
   if (stopping) return;
   console.error(err instanceof StartError || err instanceof ConfigError ? `npm start: ${err.message}` : err);
   // The sidecar, if it started, follows through its pipe; the simulators end with this process.
-  process.exit(1);
+  process.exit(
+    err instanceof StartError ? err.exitCode : err instanceof ConfigError ? EXIT.usage : EXIT.failed,
+  );
 });

@@ -95,7 +95,7 @@ test('a noun without a command, or an unknown one: the listing on stderr, exit 2
   assert.equal(option.code, 2);
   assert.equal(option.out, '');
   assert.match(option.err, /Unsupported option name \("--bogus"\)/);
-  assert.match(option.err, /Run `router-admin access-key --help`/);
+  assert.match(option.err, /^router-admin: .* \(router-admin access-key --help shows the usage\)\n$/);
 });
 
 test('through pipes with a colour TERM: no ANSI codes in help, errors or messages', async () => {

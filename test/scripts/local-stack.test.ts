@@ -324,10 +324,10 @@ test('a port in use: one line on stderr naming the variable that moves it, exit 
   }
 });
 
-test('a malformed port variable: one line naming it, exit 1', async () => {
+test('a malformed port variable: one line naming it, exit 2 (a configuration error)', async () => {
   const stack = startNpm(await freePorts(), { LOCAL_BILLING_PORT: 'ninety' });
   const { code } = await stopped(stack);
-  assert.equal(code, 1, stack.output());
+  assert.equal(code, 2, stack.output());
   assert.deepEqual(problemLines(stack.stderr()), [
     'npm start: LOCAL_BILLING_PORT must be a port number (0-65535), not "ninety"',
   ]);

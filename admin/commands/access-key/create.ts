@@ -2,9 +2,10 @@
 // its HMAC (printed once); the keys file keeps its HMAC with store.access_key_hash_secret set, else the
 // secret itself, and the message says which. A keys file that is missing or empty is started first.
 
-import { Option } from 'clipanion';
+import { Option, UsageError } from 'clipanion';
 import type { RouterConfig } from '../../../common/config-types.ts';
-import { AdminError, EXIT, generateSecret, type KeyBackend, parseExpiry } from '../../key-backend.ts';
+import { EXIT } from '../../../common/exit-codes.ts';
+import { generateSecret, type KeyBackend, parseExpiry } from '../../key-backend.ts';
 import { AccessKeyCommand, accessKeyUsage, secretHeading } from './base.ts';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
@@ -43,9 +44,8 @@ export class CreateAccessKeyCommand extends AccessKeyCommand {
 
   override validate(): void {
     if (!NAME.test(this.name))
-      throw new AdminError(
+      throw new UsageError(
         `invalid --name ${JSON.stringify(this.name)}: 1-128 letters, digits, '.', '_', ':', '@', '-'`,
-        EXIT.usage,
       );
   }
 

@@ -3,14 +3,16 @@
 // never replaced.
 
 import { resolve } from 'node:path';
-import { Command, Option } from 'clipanion';
+import { Option, UsageError } from 'clipanion';
+import { CliCommand } from '../../../common/cli-usage.ts';
 import { errorText } from '../../../common/errors.ts';
+import { EXIT } from '../../../common/exit-codes.ts';
 import { loadConfig } from '../../../config/load.ts';
-import { AdminError, EXIT } from '../../admin-error.ts';
+import { AdminError } from '../../admin-error.ts';
 import { missingKeysFile, startedNote, startKeysFile } from '../../keys-file.ts';
 import { accessKeyUsage } from './base.ts';
 
-export class InitKeysFileCommand extends Command {
+export class InitKeysFileCommand extends CliCommand {
   static override paths = [['access-key', 'init']];
   static override usage = accessKeyUsage({
     description: 'Start an empty keys file (mode 0600) for file mode',
@@ -38,6 +40,7 @@ export class InitKeysFileCommand extends Command {
     try {
       return await this.init();
     } catch (err) {
+      if (err instanceof UsageError) throw err;
       this.context.stderr.write(`router-admin: ${errorText(err)}\n`);
       return err instanceof AdminError ? err.exitCode : EXIT.failed;
     }
@@ -45,9 +48,8 @@ export class InitKeysFileCommand extends Command {
 
   private async init(): Promise<number> {
     if (this.config === undefined && this.keysFile === undefined)
-      throw new AdminError(
+      throw new UsageError(
         'give --config router.yaml (to start the keys file its `keys:` names) or --keys-file <path>',
-        EXIT.usage,
       );
     let configured: string | undefined;
     let storeEnabled = false;

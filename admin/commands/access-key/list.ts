@@ -1,9 +1,10 @@
 // `router-admin access-key list`: name, subject, status, expiry, created; never a secret or hash.
 
 import { Option } from 'clipanion';
+import { EXIT } from '../../../common/exit-codes.ts';
 import { envAccessKeyNames } from '../../../config/keys.ts';
 import { formatTable } from '../../command-base.ts';
-import { type AdminKey, EXIT, type HashSecretState, type KeyBackend } from '../../key-backend.ts';
+import type { AdminKey, HashSecretState, KeyBackend } from '../../key-backend.ts';
 import { AccessKeyCommand, accessKeyUsage } from './base.ts';
 
 function day(ms: number | undefined): string {

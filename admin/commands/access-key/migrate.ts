@@ -3,8 +3,10 @@
 // different secret is reported as a conflict and left alone too. `--dry-run` reports and writes nothing.
 
 import { Option } from 'clipanion';
+import { EXIT } from '../../../common/exit-codes.ts';
 import { loadKeysFile } from '../../../config/keys.ts';
-import { AdminError, EXIT, type ImportOutcome, type KeyBackend } from '../../key-backend.ts';
+import { AdminError } from '../../admin-error.ts';
+import type { ImportOutcome, KeyBackend } from '../../key-backend.ts';
 import { AccessKeyCommand, accessKeyUsage } from './base.ts';
 
 export class MigrateAccessKeysCommand extends AccessKeyCommand {

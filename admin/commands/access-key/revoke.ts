@@ -2,7 +2,8 @@
 // the gateway has re-read the keys file (file mode, proxy/keys-watch.ts).
 
 import { Option } from 'clipanion';
-import { EXIT, type KeyBackend } from '../../key-backend.ts';
+import { EXIT } from '../../../common/exit-codes.ts';
+import type { KeyBackend } from '../../key-backend.ts';
 import { AccessKeyCommand, accessKeyUsage } from './base.ts';
 
 export class RevokeAccessKeyCommand extends AccessKeyCommand {

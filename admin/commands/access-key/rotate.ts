@@ -2,7 +2,8 @@
 // moment running gateways apply the change (next request, or the keys file re-read in file mode).
 
 import { Option } from 'clipanion';
-import { EXIT, generateSecret, type KeyBackend } from '../../key-backend.ts';
+import { EXIT } from '../../../common/exit-codes.ts';
+import { generateSecret, type KeyBackend } from '../../key-backend.ts';
 import { AccessKeyCommand, accessKeyUsage, secretHeading } from './base.ts';
 
 export class RotateAccessKeyCommand extends AccessKeyCommand {

@@ -12,6 +12,7 @@ import { acquirePidLock, OutboxLockedError } from '../../../billing/outbox/lock.
 import { outboxDirs, slotDeadLetterId, slotOfDeadLetterId } from '../../../billing/outbox/slots.ts';
 import type { RouterConfig } from '../../../common/config-types.ts';
 import { errorText } from '../../../common/errors.ts';
+import { EXIT } from '../../../common/exit-codes.ts';
 import { loopbackUrl } from '../../../common/internal-notify.ts';
 import {
   DeadLetterFile,
@@ -22,7 +23,7 @@ import {
 } from '../../../sidecar/dead-letter-file.ts';
 import { REPLAY_PATH } from '../../../sidecar/dead-letter-route.ts';
 import { closeRedisClient, defineScript, redactAddr } from '../../../store/redis-client.ts';
-import { AdminError, EXIT } from '../../key-backend.ts';
+import { AdminError } from '../../admin-error.ts';
 import { configuredStoreSide, connectStore } from '../../store-connect.ts';
 
 export interface DeadLetterEntry {

@@ -2,8 +2,8 @@
 // last error, when, state); the event itself is `show`.
 
 import { Option } from 'clipanion';
+import { EXIT } from '../../../common/exit-codes.ts';
 import { formatTable } from '../../command-base.ts';
-import { EXIT } from '../../key-backend.ts';
 import type { DeadLetterBackend, DeadLetterEntry } from './backend.ts';
 import { DeadLetterCommand, deadLetterUsage } from './base.ts';
 

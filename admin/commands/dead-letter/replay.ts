@@ -2,8 +2,8 @@
 // delivery queue, each exactly once (backend.ts says how), after the cause was fixed. Their idempotency
 // keys are unchanged, so an event the billing service did accept is not charged twice.
 
-import { Option } from 'clipanion';
-import { AdminError, EXIT } from '../../key-backend.ts';
+import { Option, UsageError } from 'clipanion';
+import { EXIT } from '../../../common/exit-codes.ts';
 import type { DeadLetterBackend } from './backend.ts';
 import { DeadLetterCommand, deadLetterUsage } from './base.ts';
 
@@ -28,8 +28,7 @@ export class ReplayDeadLettersCommand extends DeadLetterCommand {
   ids = Option.Rest({ name: 'id' });
 
   override validate(): void {
-    if (this.all === this.ids.length > 0)
-      throw new AdminError('give the ids to replay, or --all (not both)', EXIT.usage);
+    if (this.all === this.ids.length > 0) throw new UsageError('give the ids to replay, or --all (not both)');
   }
 
   async run(backend: DeadLetterBackend): Promise<number> {

@@ -2,7 +2,7 @@
 // attempts, last error). Events hold counts, names and ids only, never prompts or keys.
 
 import { Option } from 'clipanion';
-import { EXIT } from '../../key-backend.ts';
+import { EXIT } from '../../../common/exit-codes.ts';
 import type { DeadLetterBackend } from './backend.ts';
 import { DeadLetterCommand, deadLetterUsage } from './base.ts';
 

@@ -2,8 +2,9 @@
 // when asked, queued usage events) from another Redis into the configured store, each in the target's
 // key layout: how a single endpoint's data moves into a Redis Cluster (admin/store-migration.ts).
 
-import { Command, Option } from 'clipanion';
+import { Command, Option, UsageError } from 'clipanion';
 import type { RouterConfig } from '../../../common/config-types.ts';
+import { EXIT } from '../../../common/exit-codes.ts';
 import {
   closeRedisClient,
   createKeyLayout,
@@ -11,8 +12,8 @@ import {
   type Redis,
   redactAddr,
 } from '../../../store/redis-client.ts';
+import { AdminError } from '../../admin-error.ts';
 import { ConfigCommand } from '../../command-base.ts';
-import { AdminError, EXIT } from '../../key-backend.ts';
 import { configuredStoreSide, connectStore } from '../../store-connect.ts';
 import { migrateStore } from '../../store-migration.ts';
 
@@ -62,7 +63,7 @@ export class MigrateStoreCommand extends ConfigCommand<Sides> {
 
   override validate(): void {
     if (!/^rediss?:\/\/[^,]+$/.test(this.from)) {
-      throw new AdminError('--from wants one redis:// or rediss:// URL', EXIT.usage);
+      throw new UsageError('--from wants one redis:// or rediss:// URL');
     }
   }
 
