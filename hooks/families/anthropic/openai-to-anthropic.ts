@@ -1,4 +1,3 @@
-// Over 400 lines: one direction's request, reply, stream and error mappings share per-request state.
 // A completion-style (OpenAI chat.completions) client talking to an Anthropic Messages upstream.
 //
 // Decisions worth knowing:
@@ -22,320 +21,19 @@
 // - `user` (or `safety_identifier`, or `metadata.user`) becomes Anthropic's metadata.user_id.
 
 import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
-import {
-  defineTranslator,
-  TranslationError,
-  type Translator,
-  type TranslatorInit,
-} from '../../translators/types.ts';
-import { byEffort, CHAT_FIELDS, IGNORABLE_CHAT_FIELDS, refuseUnservable } from '../openai/request-fields.ts';
+import { defineTranslator, type Translator, type TranslatorInit } from '../../translators/types.ts';
+import { translateRequest } from './openai-to-anthropic-request.ts';
 import {
   anthropicTypeForStatus,
   asCount,
   asString,
   isObject,
   openaiErrorForAnthropicType,
-  parseArguments,
   parseJsonObject,
   readUpstreamError,
 } from './translator-shared.ts';
 
-/** Anthropic requires max_tokens; completion-style clients may omit it. */
-export const DEFAULT_MAX_TOKENS = 4096;
-
-type AnthropicRole = 'user' | 'assistant';
-interface Turn {
-  role: AnthropicRole;
-  content: JsonObject[];
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Request
-
-function textOf(content: JsonValue | undefined, path: string): string[] {
-  if (content === undefined || content === null) return [];
-  if (typeof content === 'string') return [content];
-  if (!Array.isArray(content)) throw new TranslationError(`${path} must be a string or an array`, path);
-  return content.map((part, i) => {
-    if (!isObject(part) || (part.type !== 'text' && part.type !== 'refusal')) {
-      throw new TranslationError(`${path}[${i}] must be a text part`, `${path}[${i}]`);
-    }
-    const text = asString(part.text) ?? asString(part.refusal);
-    if (text === undefined)
-      throw new TranslationError(`${path}[${i}].text must be a string`, `${path}[${i}]`);
-    return text;
-  });
-}
-
-function textBlock(text: string, part?: JsonObject): JsonObject {
-  const block: JsonObject = { type: 'text', text };
-  // Prompt caching markers some clients already attach to completion-style parts.
-  if (part && isObject(part.cache_control)) block.cache_control = part.cache_control;
-  return block;
-}
-
-function imageBlock(part: JsonObject, path: string): JsonObject {
-  const image = part.image_url;
-  const url = isObject(image) ? asString(image.url) : asString(image);
-  if (url === undefined) throw new TranslationError(`${path}.image_url.url must be a string`, path);
-  const data = /^data:([^;,]+);base64,(.*)$/s.exec(url);
-  if (data) return { type: 'image', source: { type: 'base64', media_type: data[1]!, data: data[2]! } };
-  if (/^https?:\/\//i.test(url)) return { type: 'image', source: { type: 'url', url } };
-  throw new TranslationError(`${path}.image_url.url must be a base64 data URL or an http(s) URL`, path);
-}
-
-function userBlocks(content: JsonValue | undefined, path: string): JsonObject[] {
-  if (typeof content === 'string') return content === '' ? [] : [textBlock(content)];
-  if (!Array.isArray(content)) throw new TranslationError(`${path} must be a string or an array`, path);
-  const blocks: JsonObject[] = [];
-  content.forEach((part, i) => {
-    const at = `${path}[${i}]`;
-    if (!isObject(part)) throw new TranslationError(`${at} must be an object`, at);
-    if (part.type === 'text') {
-      const text = asString(part.text);
-      if (text === undefined) throw new TranslationError(`${at}.text must be a string`, `${at}.text`);
-      // Anthropic rejects empty text blocks.
-      if (text !== '') blocks.push(textBlock(text, part));
-    } else if (part.type === 'image_url') {
-      blocks.push(imageBlock(part, at));
-    } else {
-      throw new TranslationError(`${at}.type ${JSON.stringify(part.type)} is not supported`, `${at}.type`);
-    }
-  });
-  return blocks;
-}
-
-function assistantBlocks(message: JsonObject, path: string): JsonObject[] {
-  const blocks: JsonObject[] = textOf(message.content, `${path}.content`)
-    .filter((text) => text !== '')
-    .map((text) => textBlock(text));
-  const calls = message.tool_calls;
-  if (calls === undefined || calls === null) return blocks;
-  if (!Array.isArray(calls)) throw new TranslationError(`${path}.tool_calls must be an array`, path);
-  calls.forEach((call, i) => {
-    const at = `${path}.tool_calls[${i}]`;
-    const fn = isObject(call) ? call.function : undefined;
-    const id = isObject(call) ? asString(call.id) : undefined;
-    const name = isObject(fn) ? asString(fn.name) : undefined;
-    if (id === undefined || name === undefined) {
-      throw new TranslationError(`${at} needs an id and function.name`, at);
-    }
-    const input = parseArguments(isObject(fn) ? (asString(fn.arguments) ?? '') : '');
-    if (input === undefined) {
-      throw new TranslationError(
-        `${at}.function.arguments must be a JSON object`,
-        `${at}.function.arguments`,
-      );
-    }
-    blocks.push({ type: 'tool_use', id, name, input });
-  });
-  return blocks;
-}
-
-function toolResultBlock(message: JsonObject, path: string): JsonObject {
-  const id = asString(message.tool_call_id);
-  if (id === undefined) throw new TranslationError(`${path}.tool_call_id must be a string`, path);
-  const block: JsonObject = { type: 'tool_result', tool_use_id: id };
-  const content = message.content;
-  if (typeof content === 'string') {
-    if (content !== '') block.content = content;
-  } else {
-    const texts = textOf(content, `${path}.content`).filter((text) => text !== '');
-    if (texts.length > 0) block.content = texts.map((text) => textBlock(text));
-  }
-  return block;
-}
-
-function pushTurn(turns: Turn[], role: AnthropicRole, blocks: JsonObject[]): void {
-  if (blocks.length === 0) return;
-  const last = turns.at(-1);
-  if (last && last.role === role) last.content.push(...blocks);
-  else turns.push({ role, content: blocks });
-}
-
-function translateMessages(messages: JsonValue | undefined): { system: JsonObject[]; turns: Turn[] } {
-  if (!Array.isArray(messages)) throw new TranslationError('messages must be an array', 'messages');
-  const system: JsonObject[] = [];
-  const turns: Turn[] = [];
-  messages.forEach((message, i) => {
-    const path = `messages[${i}]`;
-    if (!isObject(message)) throw new TranslationError(`${path} must be an object`, path);
-    switch (message.role) {
-      case 'system':
-      case 'developer':
-        for (const text of textOf(message.content, `${path}.content`))
-          if (text !== '') system.push(textBlock(text));
-        break;
-      case 'user':
-        pushTurn(turns, 'user', userBlocks(message.content, `${path}.content`));
-        break;
-      case 'assistant':
-        pushTurn(turns, 'assistant', assistantBlocks(message, path));
-        break;
-      case 'tool':
-        pushTurn(turns, 'user', [toolResultBlock(message, path)]);
-        break;
-      default:
-        throw new TranslationError(
-          `${path}.role ${JSON.stringify(message.role)} is not supported`,
-          `${path}.role`,
-        );
-    }
-  });
-  return { system, turns };
-}
-
-function translateTools(tools: JsonValue): JsonObject[] {
-  if (!Array.isArray(tools)) throw new TranslationError('tools must be an array', 'tools');
-  return tools.map((tool, i) => {
-    const fn = isObject(tool) && tool.type === 'function' ? tool.function : undefined;
-    const name = isObject(fn) ? asString(fn.name) : undefined;
-    if (!isObject(fn) || name === undefined) {
-      throw new TranslationError(`tools[${i}] must be a function tool with a name`, `tools[${i}]`);
-    }
-    const out: JsonObject = { name };
-    const description = asString(fn.description);
-    if (description !== undefined) out.description = description;
-    out.input_schema = isObject(fn.parameters) ? fn.parameters : { type: 'object', properties: {} };
-    return out;
-  });
-}
-
-function translateToolChoice(choice: JsonValue, parallel: JsonValue | undefined): JsonObject {
-  let out: JsonObject;
-  if (choice === 'auto') out = { type: 'auto' };
-  else if (choice === 'none') return { type: 'none' };
-  else if (choice === 'required') out = { type: 'any' };
-  else if (isObject(choice) && choice.type === 'function' && isObject(choice.function)) {
-    const name = asString(choice.function.name);
-    if (name === undefined)
-      throw new TranslationError('tool_choice.function.name must be a string', 'tool_choice');
-    out = { type: 'tool', name };
-  } else {
-    throw new TranslationError('tool_choice is not supported', 'tool_choice');
-  }
-  if (parallel === false) out.disable_parallel_tool_use = true;
-  return out;
-}
-
-const KNOWN_FIELDS: ReadonlySet<string> = new Set([...CHAT_FIELDS, ...IGNORABLE_CHAT_FIELDS]);
-
-function rejectUnsupported(body: JsonObject): void {
-  refuseUnservable(body, KNOWN_FIELDS, 'by this provider');
-  if (body.n !== undefined && body.n !== null && body.n !== 1) {
-    throw new TranslationError('n other than 1 is not supported by this provider', 'n');
-  }
-}
-
-/** Thinking budgets for reasoning_effort; anthropic-to-openai maps budgets back by the same steps. */
-const THINKING_BUDGET = byEffort([1024, 2048, 8192, 24576, 32768]);
-
-/** The smallest budget Anthropic accepts. */
-const MIN_THINKING_BUDGET = 1024;
-
-/** response_format -> output_config.format (Anthropic's structured output); JSON mode has no counterpart. */
-function outputFormat(format: JsonValue | undefined): JsonObject | undefined {
-  if (!isObject(format) || format.type === 'text') return undefined;
-  if (format.type === 'json_schema') {
-    const spec = isObject(format.json_schema) ? format.json_schema : {};
-    if (!isObject(spec.schema)) {
-      throw new TranslationError('response_format.json_schema.schema must be an object', 'response_format');
-    }
-    return { type: 'json_schema', schema: spec.schema };
-  }
-  throw new TranslationError(
-    `response_format ${JSON.stringify(format.type)} has no equivalent for this provider; use json_schema`,
-    'response_format',
-  );
-}
-
-/**
- * reasoning_effort -> extended thinking with a budget below max_tokens. `none` asks for no thinking. A
- * max_tokens too small for the smallest budget is refused rather than thinking silently dropped.
- */
-function thinkingConfig(effort: string | undefined, maxTokens: number): JsonObject | undefined {
-  if (effort === undefined || effort === 'none') return undefined;
-  const budget = THINKING_BUDGET[effort];
-  if (budget === undefined) {
-    throw new TranslationError(
-      `reasoning_effort ${JSON.stringify(effort)} is not supported`,
-      'reasoning_effort',
-    );
-  }
-  const fitted = Math.min(budget, maxTokens - 1);
-  if (fitted < MIN_THINKING_BUDGET) {
-    throw new TranslationError(
-      `reasoning_effort needs max_tokens above ${MIN_THINKING_BUDGET} for this provider`,
-      'max_tokens',
-    );
-  }
-  return { type: 'enabled', budget_tokens: fitted };
-}
-
-function numberField(body: JsonObject, field: string, max: number): number | undefined {
-  const value = body[field];
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'number' || value < 0 || value > max) {
-    throw new TranslationError(`${field} must be a number between 0 and ${max} for this provider`, field);
-  }
-  return value;
-}
-
-function translateRequest(body: JsonObject, init: TranslatorInit): JsonObject {
-  rejectUnsupported(body);
-  const { system, turns } = translateMessages(body.messages);
-  const out: JsonObject = { model: init.upstreamModel ?? body.model ?? null };
-  const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-  if (maxTokens !== undefined && maxTokens !== null && (typeof maxTokens !== 'number' || maxTokens < 1)) {
-    throw new TranslationError('max_tokens must be a positive number', 'max_tokens');
-  }
-  const effort = asString(body.reasoning_effort);
-  // Without a max_tokens of the client's, the thinking budget comes on top of the default answer size.
-  const defaultMax = DEFAULT_MAX_TOKENS + (effort === undefined ? 0 : (THINKING_BUDGET[effort] ?? 0));
-  out.max_tokens = typeof maxTokens === 'number' ? maxTokens : defaultMax;
-  const thinking = thinkingConfig(effort, out.max_tokens);
-  if (thinking !== undefined) out.thinking = thinking;
-  const format = outputFormat(body.response_format);
-  if (format !== undefined) out.output_config = { format };
-  const onlySystem = system[0];
-  if (system.length === 1 && onlySystem !== undefined && onlySystem.cache_control === undefined)
-    out.system = onlySystem.text ?? '';
-  else if (system.length > 0) out.system = system;
-  out.messages = turns.map((turn) => {
-    const only = turn.content.length === 1 ? turn.content[0] : undefined;
-    const content =
-      only && only.type === 'text' && only.cache_control === undefined ? (only.text ?? '') : turn.content;
-    return { role: turn.role, content };
-  });
-  if (body.tools !== undefined && body.tools !== null) {
-    const tools = translateTools(body.tools);
-    if (tools.length > 0) out.tools = tools;
-  }
-  if (body.tool_choice !== undefined && body.tool_choice !== null) {
-    out.tool_choice = translateToolChoice(body.tool_choice, body.parallel_tool_calls);
-  } else if (body.parallel_tool_calls === false && out.tools !== undefined) {
-    out.tool_choice = { type: 'auto', disable_parallel_tool_use: true };
-  }
-  const stop = body.stop;
-  if (typeof stop === 'string') out.stop_sequences = [stop];
-  else if (Array.isArray(stop) && stop.length > 0) {
-    if (!stop.every((s) => typeof s === 'string')) throw new TranslationError('stop must be strings', 'stop');
-    out.stop_sequences = stop;
-  }
-  // OpenAI accepts temperature up to 2, Anthropic up to 1: refuse rather than silently rescale.
-  const temperature = numberField(body, 'temperature', 1);
-  if (temperature !== undefined) out.temperature = temperature;
-  const topP = numberField(body, 'top_p', 1);
-  if (topP !== undefined) out.top_p = topP;
-  if (typeof body.top_k === 'number') out.top_k = body.top_k;
-  const user =
-    asString(body.user) ??
-    asString(body.safety_identifier) ??
-    (isObject(body.metadata) ? asString(body.metadata.user) : undefined);
-  if (user !== undefined) out.metadata = { user_id: user };
-  if (body.stream === true) out.stream = true;
-  return out;
-}
+export { DEFAULT_MAX_TOKENS } from './openai-to-anthropic-request.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Response
@@ -437,46 +135,128 @@ function textDeltaLiteral(data: string): string | undefined {
 // The per-request translator
 
 function createOpenaiToAnthropic(init: TranslatorInit): Translator {
-  let includeUsage = false;
-  let clientModel: string | undefined = init.model;
-  let counts: UsageCounts | undefined;
-  // Stream state: ids and indexes only, never accumulated text.
-  let id = completionId(undefined, init.requestId);
-  let started = false;
-  let blockIsTool = false;
-  let toolIndex = -1;
-  let finishSent = false;
-  let finished = false;
+  return new OpenaiToAnthropic(init);
+}
 
-  function chunk(delta: JsonObject, finishReason: string | null): SseOut {
-    return chunkJson(JSON.stringify(delta), finishReason);
+/** One request's translator. Its stream state: ids and indexes only, never accumulated text. */
+class OpenaiToAnthropic implements Translator {
+  readonly #init: TranslatorInit;
+  #includeUsage = false;
+  #clientModel: string | undefined;
+  #counts: UsageCounts | undefined;
+  #id: string;
+  #started = false;
+  #blockIsTool = false;
+  #toolIndex = -1;
+  #finishSent = false;
+  #finished = false;
+  // Every chunk of a stream shares its envelope: serialized once, not per delta (the hot path).
+  #envelope: { key: string; head: string } | undefined;
+
+  constructor(init: TranslatorInit) {
+    this.#init = init;
+    this.#clientModel = init.model;
+    this.#id = completionId(undefined, init.requestId);
   }
 
-  // Every chunk of a stream shares its envelope: serialized once, not per delta (the hot path).
-  let envelope: { key: string; head: string } | undefined;
-  function chunkJson(delta: string, finishReason: string | null): SseOut {
-    const model = clientModel ?? '';
+  request(body: JsonObject): JsonObject {
+    const options = body.stream_options;
+    this.#includeUsage = isObject(options) && options.include_usage === true;
+    this.#clientModel = this.#init.model ?? asString(body.model);
+    return translateRequest(body, this.#init);
+  }
+
+  response(body: JsonValue): JsonValue {
+    if (!isObject(body)) return body;
+    const requestId = this.#init.requestId;
+    this.#counts = mergeUsage(undefined, body.usage);
+    const texts: string[] = [];
+    const thoughts: string[] = [];
+    const toolCalls: JsonObject[] = [];
+    for (const block of Array.isArray(body.content) ? body.content : []) {
+      if (!isObject(block)) continue;
+      if (block.type === 'text') texts.push(asString(block.text) ?? '');
+      else if (block.type === 'thinking') thoughts.push(asString(block.thinking) ?? '');
+      else if (block.type === 'tool_use') {
+        toolCalls.push({
+          id: asString(block.id) ?? `call_${requestId}_${toolCalls.length}`,
+          type: 'function',
+          function: { name: asString(block.name) ?? '', arguments: JSON.stringify(block.input ?? {}) },
+        });
+      }
+    }
+    const message: JsonObject = {
+      role: 'assistant',
+      content: texts.length > 0 ? texts.join('') : null,
+      refusal: null,
+    };
+    if (toolCalls.length > 0) message.tool_calls = toolCalls;
+    if (thoughts.length > 0) message.reasoning_content = thoughts.join('');
+    const completion: JsonObject = {
+      id: completionId(asString(body.id), requestId),
+      object: 'chat.completion',
+      created: this.#init.createdAt,
+      model: this.#clientModel ?? asString(body.model) ?? '',
+      choices: [
+        { index: 0, message, logprobs: null, finish_reason: mapStopReason(body.stop_reason) ?? 'stop' },
+      ],
+    };
+    if (this.#counts) completion.usage = openaiUsage(this.#counts);
+    return completion;
+  }
+
+  streamEvent(event: string | undefined, data: string): SseOut[] {
+    if (this.#finished) return [];
+    const literal = event === 'content_block_delta' && this.#started ? textDeltaLiteral(data) : undefined;
+    if (literal !== undefined)
+      return literal === '""' ? [] : [this.#chunkJson(`{"content":${literal}}`, null)];
+    const parsed = parseJsonObject(data);
+    if (!parsed) return event === 'error' ? this.#fail('api_error', 'upstream stream error') : [];
+    return this.#onEvent(asString(parsed.type) ?? event ?? '', parsed);
+  }
+
+  streamEnd(complete: boolean): SseOut[] {
+    if (this.#finished) return [];
+    // An Anthropic stream is whole only with message_stop; tolerate a missing one after message_delta.
+    if (complete && this.#finishSent) return this.#trailer();
+    return this.#fail('api_error', 'upstream stream ended before the message was complete');
+  }
+
+  error(status: number, body: JsonValue | string): JsonValue {
+    const { message, type } = readUpstreamError(status, body);
+    return errorPayload(type ?? anthropicTypeForStatus(status), message);
+  }
+
+  #chunk(delta: JsonObject, finishReason: string | null): SseOut {
+    return this.#chunkJson(JSON.stringify(delta), finishReason);
+  }
+
+  #chunkJson(delta: string, finishReason: string | null): SseOut {
+    const model = this.#clientModel ?? '';
+    const id = this.#id;
     const key = `${id}\u0000${model}`;
+    let envelope = this.#envelope;
     if (envelope?.key !== key) {
-      const head = `{"id":${JSON.stringify(id)},"object":"chat.completion.chunk","created":${init.createdAt},"model":${JSON.stringify(model)},"choices":[{"index":0,"delta":`;
+      const head = `{"id":${JSON.stringify(id)},"object":"chat.completion.chunk","created":${this.#init.createdAt},"model":${JSON.stringify(model)},"choices":[{"index":0,"delta":`;
       envelope = { key, head };
+      this.#envelope = envelope;
     }
     const tail = finishReason === null ? 'null' : JSON.stringify(finishReason);
     return { data: `${envelope.head}${delta},"logprobs":null,"finish_reason":${tail}}]}` };
   }
 
-  function start(out: SseOut[]): void {
-    if (started) return;
-    started = true;
-    out.push(chunk({ role: 'assistant', content: '' }, null));
+  #start(out: SseOut[]): void {
+    if (this.#started) return;
+    this.#started = true;
+    out.push(this.#chunk({ role: 'assistant', content: '' }, null));
   }
 
-  function trailer(): SseOut[] {
-    finished = true;
+  #trailer(): SseOut[] {
+    this.#finished = true;
     const out: SseOut[] = [];
-    if (includeUsage) {
+    if (this.#includeUsage) {
       const usage = openaiUsage(
-        counts ?? {
+        this.#counts ?? {
           input: 0,
           output: 0,
           cacheRead: undefined,
@@ -485,10 +265,10 @@ function createOpenaiToAnthropic(init: TranslatorInit): Translator {
         },
       );
       const body = {
-        id,
+        id: this.#id,
         object: 'chat.completion.chunk',
-        created: init.createdAt,
-        model: clientModel ?? '',
+        created: this.#init.createdAt,
+        model: this.#clientModel ?? '',
         choices: [],
         usage,
       };
@@ -498,40 +278,41 @@ function createOpenaiToAnthropic(init: TranslatorInit): Translator {
     return out;
   }
 
-  function fail(anthropicType: string, message: string): SseOut[] {
-    finished = true;
-    return [
-      { data: JSON.stringify(errorPayload(anthropicType, `${message} (request id: ${init.requestId})`)) },
-    ];
+  #fail(anthropicType: string, message: string): SseOut[] {
+    this.#finished = true;
+    const text = `${message} (request id: ${this.#init.requestId})`;
+    return [{ data: JSON.stringify(errorPayload(anthropicType, text)) }];
   }
 
-  function onEvent(type: string, event: JsonObject): SseOut[] {
+  #onEvent(type: string, event: JsonObject): SseOut[] {
     const out: SseOut[] = [];
     switch (type) {
       case 'message_start': {
         const message = isObject(event.message) ? event.message : {};
         const upstreamId = asString(message.id);
-        if (upstreamId !== undefined && !started) id = completionId(upstreamId, init.requestId);
-        counts = mergeUsage(counts, message.usage);
-        start(out);
+        if (upstreamId !== undefined && !this.#started)
+          this.#id = completionId(upstreamId, this.#init.requestId);
+        this.#counts = mergeUsage(this.#counts, message.usage);
+        this.#start(out);
         break;
       }
       case 'content_block_start': {
-        start(out);
+        this.#start(out);
         const block = isObject(event.content_block) ? event.content_block : {};
-        blockIsTool = block.type === 'tool_use';
+        this.#blockIsTool = block.type === 'tool_use';
         if (block.type === 'text') {
           const text = asString(block.text) ?? '';
-          if (text !== '') out.push(chunk({ content: text }, null));
-        } else if (blockIsTool) {
-          toolIndex += 1;
+          if (text !== '') out.push(this.#chunk({ content: text }, null));
+        } else if (this.#blockIsTool) {
+          this.#toolIndex += 1;
+          const toolIndex = this.#toolIndex;
           const call = {
             index: toolIndex,
-            id: asString(block.id) ?? `call_${init.requestId}_${toolIndex}`,
+            id: asString(block.id) ?? `call_${this.#init.requestId}_${toolIndex}`,
             type: 'function',
             function: { name: asString(block.name) ?? '', arguments: '' },
           };
-          out.push(chunk({ tool_calls: [call] }, null));
+          out.push(this.#chunk({ tool_calls: [call] }, null));
         }
         break;
       }
@@ -539,36 +320,41 @@ function createOpenaiToAnthropic(init: TranslatorInit): Translator {
         const delta = isObject(event.delta) ? event.delta : {};
         if (delta.type === 'text_delta') {
           const text = asString(delta.text) ?? '';
-          if (text !== '') out.push(chunk({ content: text }, null));
+          if (text !== '') out.push(this.#chunk({ content: text }, null));
         } else if (delta.type === 'thinking_delta') {
           const thought = asString(delta.thinking) ?? '';
-          if (thought !== '') out.push(chunk({ reasoning_content: thought }, null));
-        } else if (delta.type === 'input_json_delta' && blockIsTool) {
+          if (thought !== '') out.push(this.#chunk({ reasoning_content: thought }, null));
+        } else if (delta.type === 'input_json_delta' && this.#blockIsTool) {
           const partial = asString(delta.partial_json) ?? '';
-          if (partial !== '')
-            out.push(chunk({ tool_calls: [{ index: toolIndex, function: { arguments: partial } }] }, null));
+          if (partial !== '') {
+            const call = { index: this.#toolIndex, function: { arguments: partial } };
+            out.push(this.#chunk({ tool_calls: [call] }, null));
+          }
         }
         break;
       }
       case 'content_block_stop':
-        blockIsTool = false;
+        this.#blockIsTool = false;
         break;
       case 'message_delta': {
-        counts = mergeUsage(counts, event.usage);
+        this.#counts = mergeUsage(this.#counts, event.usage);
         const delta = isObject(event.delta) ? event.delta : {};
-        start(out);
-        out.push(chunk({}, mapStopReason(delta.stop_reason) ?? 'stop'));
-        finishSent = true;
+        this.#start(out);
+        out.push(this.#chunk({}, mapStopReason(delta.stop_reason) ?? 'stop'));
+        this.#finishSent = true;
         break;
       }
       case 'message_stop':
-        start(out);
-        if (!finishSent) out.push(chunk({}, 'stop'));
-        out.push(...trailer());
+        this.#start(out);
+        if (!this.#finishSent) out.push(this.#chunk({}, 'stop'));
+        out.push(...this.#trailer());
         break;
       case 'error': {
         const error = isObject(event.error) ? event.error : {};
-        return fail(asString(error.type) ?? 'api_error', asString(error.message) ?? 'upstream stream error');
+        return this.#fail(
+          asString(error.type) ?? 'api_error',
+          asString(error.message) ?? 'upstream stream error',
+        );
       }
       default:
         // ping and event types added after this was written.
@@ -576,74 +362,6 @@ function createOpenaiToAnthropic(init: TranslatorInit): Translator {
     }
     return out;
   }
-
-  return {
-    request(body) {
-      const options = body.stream_options;
-      includeUsage = isObject(options) && options.include_usage === true;
-      clientModel = init.model ?? asString(body.model);
-      return translateRequest(body, init);
-    },
-
-    response(body) {
-      if (!isObject(body)) return body;
-      counts = mergeUsage(undefined, body.usage);
-      const texts: string[] = [];
-      const thoughts: string[] = [];
-      const toolCalls: JsonObject[] = [];
-      for (const block of Array.isArray(body.content) ? body.content : []) {
-        if (!isObject(block)) continue;
-        if (block.type === 'text') texts.push(asString(block.text) ?? '');
-        else if (block.type === 'thinking') thoughts.push(asString(block.thinking) ?? '');
-        else if (block.type === 'tool_use') {
-          toolCalls.push({
-            id: asString(block.id) ?? `call_${init.requestId}_${toolCalls.length}`,
-            type: 'function',
-            function: { name: asString(block.name) ?? '', arguments: JSON.stringify(block.input ?? {}) },
-          });
-        }
-      }
-      const message: JsonObject = {
-        role: 'assistant',
-        content: texts.length > 0 ? texts.join('') : null,
-        refusal: null,
-      };
-      if (toolCalls.length > 0) message.tool_calls = toolCalls;
-      if (thoughts.length > 0) message.reasoning_content = thoughts.join('');
-      const completion: JsonObject = {
-        id: completionId(asString(body.id), init.requestId),
-        object: 'chat.completion',
-        created: init.createdAt,
-        model: clientModel ?? asString(body.model) ?? '',
-        choices: [
-          { index: 0, message, logprobs: null, finish_reason: mapStopReason(body.stop_reason) ?? 'stop' },
-        ],
-      };
-      if (counts) completion.usage = openaiUsage(counts);
-      return completion;
-    },
-
-    streamEvent(event, data) {
-      if (finished) return [];
-      const literal = event === 'content_block_delta' && started ? textDeltaLiteral(data) : undefined;
-      if (literal !== undefined) return literal === '""' ? [] : [chunkJson(`{"content":${literal}}`, null)];
-      const parsed = parseJsonObject(data);
-      if (!parsed) return event === 'error' ? fail('api_error', 'upstream stream error') : [];
-      return onEvent(asString(parsed.type) ?? event ?? '', parsed);
-    },
-
-    streamEnd(complete) {
-      if (finished) return [];
-      // An Anthropic stream is whole only with message_stop; tolerate a missing one after message_delta.
-      if (complete && finishSent) return trailer();
-      return fail('api_error', 'upstream stream ended before the message was complete');
-    },
-
-    error(status, body) {
-      const { message, type } = readUpstreamError(status, body);
-      return errorPayload(type ?? anthropicTypeForStatus(status), message);
-    },
-  };
 }
 
 export const openaiToAnthropic = defineTranslator('openai_to_anthropic', createOpenaiToAnthropic);
