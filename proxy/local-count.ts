@@ -6,6 +6,7 @@
 import type { ServerResponse } from 'node:http';
 import { GatewayError } from '../common/errors.ts';
 import type { RequestContext } from '../common/types.ts';
+import { requestTextOf } from '../hooks/families/index.ts';
 import type { TokenCount } from '../hooks/families/types.ts';
 import { estimateUsageInSlices, textOnlyInput } from '../hooks/usage/estimate.ts';
 import { sendJson } from './send.ts';
@@ -17,7 +18,8 @@ export async function answerCountLocally(
   provider: string,
 ): Promise<void> {
   const body = ctx.body === undefined ? undefined : (count.generationBody?.(ctx.body) ?? ctx.body);
-  if (body === undefined || !textOnlyInput(body)) {
+  const requestText = requestTextOf(ctx.clientFormat, count.countedApi);
+  if (body === undefined || !textOnlyInput(body, requestText)) {
     throw new GatewayError(
       'count_unavailable',
       `The provider '${provider}' has no token counting the gateway can reach, and the request holds media the gateway cannot count`,
@@ -26,7 +28,7 @@ export async function answerCountLocally(
   // In slices, like the metering estimate: a huge prompt never holds the event loop for long.
   const usage = await estimateUsageInSlices({
     model: ctx.upstreamModel ?? ctx.model ?? '',
-    api: count.countedApi,
+    requestText,
     requestBody: body,
     outputText: '',
   });

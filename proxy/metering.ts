@@ -5,8 +5,14 @@
 
 import type { JsonValue, RequestContext, Usage } from '../common/types.ts';
 import { streamUsage } from '../hooks/builtin/usage-meter.ts';
-import { USAGE_FIELDS } from '../hooks/families/index.ts';
+import {
+  REPLY_TEXT_FIELDS,
+  requestTextOf,
+  STREAM_END_MARKERS,
+  USAGE_FIELDS,
+} from '../hooks/families/index.ts';
 import { runInSlices, runToEnd, type SliceBudget } from '../hooks/usage/token-slices.ts';
+import type { RequestText } from '../hooks/usage/types.ts';
 
 /** Most output text the gateway keeps per request for estimation; beyond it the estimate is capped. */
 export const DELIVERED_TEXT_LIMIT = 1024 * 1024;
@@ -18,12 +24,9 @@ export function recordDelivered(ctx: RequestContext, data: string, size: { bytes
   ctx.deliveredText.push(data);
 }
 
-// Fields that carry generated text in the families' reply shapes (deltas too).
-const TEXT_KEYS = new Set(['content', 'text', 'arguments', 'partial_json', 'delta', 'refusal', 'thinking']);
-
 function collectText(value: JsonValue | undefined, out: string[], key: string | undefined): void {
   if (typeof value === 'string') {
-    if (key !== undefined && TEXT_KEYS.has(key)) out.push(value);
+    if (key !== undefined && REPLY_TEXT_FIELDS.has(key)) out.push(value);
     return;
   }
   if (value === null || typeof value !== 'object') return;
@@ -40,7 +43,7 @@ function collectText(value: JsonValue | undefined, out: string[], key: string | 
 function* outputTextSteps(delivered: readonly string[]): Generator<number, string, undefined> {
   const out: string[] = [];
   for (const data of delivered) {
-    if (data !== '[DONE]') {
+    if (!STREAM_END_MARKERS.has(data)) {
       try {
         collectText(JSON.parse(data) as JsonValue, out, undefined);
       } catch {
@@ -60,7 +63,7 @@ export function deliveredOutputText(delivered: readonly string[]): string {
 /** Estimation steps (hooks/usage/estimate.ts estimateUsageSteps): each yields the characters it handled. */
 export type Estimator = (input: {
   model: string;
-  api: RequestContext['api'];
+  requestText: RequestText;
   requestBody: RequestContext['body'];
   outputText: string;
 }) => Generator<number, Usage, undefined>;
@@ -106,7 +109,7 @@ function* estimateSteps(
   const outputText = yield* outputTextSteps(ctx.deliveredText);
   return yield* estimate({
     model: ctx.upstreamModel ?? ctx.model ?? '',
-    api: ctx.api,
+    requestText: requestTextOf(ctx.clientFormat, ctx.api),
     requestBody: inputKnown ? undefined : ctx.body,
     outputText,
   });

@@ -130,7 +130,7 @@ async function parseRequest(
   if (route.body === 'json') {
     let body: JsonObject;
     try {
-      body = parseJsonBody(route.api, ctx.rawBody, rt.config.limits.maxJsonDepth);
+      body = parseJsonBody(route.format, route.api, ctx.rawBody, rt.config.limits.maxJsonDepth);
     } catch (err) {
       if (err instanceof GatewayError) return err;
       throw err;

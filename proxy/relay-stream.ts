@@ -6,7 +6,7 @@ import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { describeError, GatewayError } from '../common/errors.ts';
 import type { JsonValue, RequestContext, ResponseHead, ResponsePart } from '../common/types.ts';
-import { errorEvent } from '../hooks/families/index.ts';
+import { errorEvent, REPLY_TEXT_FIELDS } from '../hooks/families/index.ts';
 import { DELIVERED_TEXT_LIMIT, recordDelivered } from './metering.ts';
 import { runResponseChunk, runResponseEnd } from './pipeline.ts';
 import type { RequestCompletion } from './request-completion.ts';
@@ -31,7 +31,13 @@ export interface RelayJob {
  * An event that carries generated text: a non-empty string under one of the text fields of the families'
  * deltas (role-only deltas, `message_start`, pings and usage events do not). Tested only until the first.
  */
-const GENERATED_TEXT = /"(?:content|text|delta|arguments|partial_json|thinking|refusal)"\s*:\s*"[^"]/;
+const GENERATED_TEXT = new RegExp(
+  `"(?:${[...REPLY_TEXT_FIELDS].map(escapeRegExp).join('|')})"\\s*:\\s*"[^"]`,
+);
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^$|()[\]{}\\]/g, '\\$&');
+}
 
 export async function relayStream(job: RelayJob): Promise<void> {
   const { ctx, hooks, up, res, head, completion } = job;

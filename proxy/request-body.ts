@@ -1,12 +1,14 @@
-// Reading and checking request bodies: a size limit enforced while reading, JSON parsing, and a small
-// JSON Schema per api (compiled once with ajv) so that a wrong type is a 400 that names the field.
-// Only the fields the gateway itself relies on are checked; the upstream validates the rest.
+// Reading and checking request bodies: a size limit enforced while reading, JSON parsing, and the small
+// JSON Schemas the wire families declare per api (compiled once with ajv) so that a wrong type is a 400
+// that names the field. Only the fields the gateway itself relies on are checked; the upstream validates
+// the rest.
 
 import type { IncomingMessage } from 'node:http';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import busboy from 'busboy';
 import { clip, GatewayError } from '../common/errors.ts';
-import type { ApiName, JsonObject } from '../common/types.ts';
+import type { ApiName, JsonObject, WireFormat } from '../common/types.ts';
+import { FAMILIES } from '../hooks/families/index.ts';
 import { jsonDeeperThan } from './json-depth.ts';
 
 /** Requests whose body stopped arriving for longer than the body timeout (readBody failed it with 408). */
@@ -94,69 +96,19 @@ export function startBodyRead(req: IncomingMessage, limit: number, idleTimeoutMs
   return { bytes, cancel: () => stop() };
 }
 
-const str = { type: 'string' } as const;
-const bool = { type: 'boolean' } as const;
-const obj = { type: 'object' } as const;
-
-// Minimal per-api schemas: the fields routing, metering and translation read.
-const SCHEMAS: Partial<Record<ApiName, object>> = {
-  'chat.completions': {
-    type: 'object',
-    required: ['model', 'messages'],
-    properties: {
-      model: str,
-      stream: bool,
-      messages: { type: 'array', items: { type: 'object', required: ['role'], properties: { role: str } } },
-      stream_options: { type: ['object', 'null'], properties: { include_usage: bool } },
-    },
-  },
-  completions: { type: 'object', required: ['model'], properties: { model: str, stream: bool } },
-  responses: { type: 'object', required: ['model'], properties: { model: str, stream: bool } },
-  'native.messages': {
-    type: 'object',
-    required: ['model', 'messages'],
-    properties: {
-      model: str,
-      stream: bool,
-      max_tokens: { type: 'integer', minimum: 1 },
-      messages: { type: 'array', items: { type: 'object', required: ['role'], properties: { role: str } } },
-    },
-  },
-  embeddings: { type: 'object', required: ['model', 'input'], properties: { model: str } },
-  'images.generations': { type: 'object', required: ['prompt'], properties: { model: str, prompt: str } },
-  'audio.speech': { type: 'object', required: ['model', 'input'], properties: { model: str, input: str } },
-  'native.generateContent': {
-    type: 'object',
-    required: ['contents'],
-    properties: { contents: { type: 'array', items: obj } },
-  },
-  'native.streamGenerateContent': {
-    type: 'object',
-    required: ['contents'],
-    properties: { contents: { type: 'array', items: obj } },
-  },
-  'messages.count_tokens': {
-    type: 'object',
-    required: ['model', 'messages'],
-    properties: {
-      model: str,
-      messages: { type: 'array', items: { type: 'object', required: ['role'], properties: { role: str } } },
-    },
-  },
-  // The model routes the count, so it is required here although OpenAI's endpoint defaults it.
-  'responses.input_tokens': { type: 'object', required: ['model'], properties: { model: str } },
-  'native.countTokens': {
-    type: 'object',
-    properties: { contents: { type: 'array', items: obj }, generateContentRequest: obj },
-  },
-};
-
 const ajv = new Ajv({ allErrors: false, strict: false });
-const VALIDATORS = new Map<ApiName, ValidateFunction>();
-for (const [api, schema] of Object.entries(SCHEMAS)) VALIDATORS.set(api as ApiName, ajv.compile(schema));
+/** Each family's body validators by api, compiled once from the schemas the families declare. */
+const VALIDATORS = new Map<WireFormat, ReadonlyMap<ApiName, ValidateFunction>>(
+  FAMILIES.map((family) => [
+    family.name,
+    new Map(
+      Object.entries(family.bodySchemas ?? {}).map(([api, schema]) => [api as ApiName, ajv.compile(schema)]),
+    ),
+  ]),
+);
 
-/** Parse and check a JSON body; throws a 400 naming the field. */
-export function parseJsonBody(api: ApiName, raw: Buffer, maxDepth: number): JsonObject {
+/** Parse and check a JSON body of a family's api; throws a 400 naming the field. */
+export function parseJsonBody(format: WireFormat, api: ApiName, raw: Buffer, maxDepth: number): JsonObject {
   if (jsonDeeperThan(raw, maxDepth)) {
     throw new GatewayError(
       'json_too_deep',
@@ -172,7 +124,7 @@ export function parseJsonBody(api: ApiName, raw: Buffer, maxDepth: number): Json
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new GatewayError('invalid_json', 'The request body must be a JSON object');
   }
-  const validate = VALIDATORS.get(api);
+  const validate = VALIDATORS.get(format)?.get(api);
   if (validate !== undefined && !validate(value)) {
     const first = validate.errors?.[0];
     if (first !== undefined) throw schemaError(first);

@@ -21,6 +21,7 @@ import {
 import { jsonDeleteCopy, jsonSetCopy } from '../dsl/json-path.ts';
 import { renderHeaderTemplate, renderTemplate } from '../dsl/template.ts';
 import type { CompiledRule, CompiledTemplate } from '../dsl/types.ts';
+import { requestTextOf } from '../families/index.ts';
 import type { StreamTransform, StreamTransformFactory } from '../transforms/types.ts';
 import { TranslationError, type Translator, type TranslatorFactory } from '../translators/types.ts';
 import { estimateInputTokens } from '../usage/estimate.ts';
@@ -94,7 +95,12 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
         upstreamModel: ctx.upstreamModel,
         stream: ctx.stream,
         createdAt: Math.floor(ctx.receivedAt / 1000),
-        inputTokens: () => estimateInputTokens(ctx.upstreamModel ?? ctx.model ?? '', ctx.api, ctx.body),
+        inputTokens: () =>
+          estimateInputTokens(
+            ctx.upstreamModel ?? ctx.model ?? '',
+            requestTextOf(ctx.clientFormat, ctx.api),
+            ctx.body,
+          ),
       });
       s.translators.set(name, t);
     }

@@ -1,6 +1,7 @@
-// The wire-family registry: one line per family. Everything the proxy core knows about client wire
-// formats (routes, key carriers, forwarded headers, error shapes, model lists, usage presets and
-// fields, translators) is read from here.
+// The wire-family registry: one registration line per family (at the end of this file). Everything the
+// proxy core knows about client wire formats (routes, key carriers, forwarded headers, error shapes,
+// model lists, body schemas, usage presets and fields, request and reply text, stream framing,
+// translators) is read from here.
 
 import type { IncomingHttpHeaders } from 'node:http';
 import type { GatewayError } from '../../common/errors.ts';
@@ -8,7 +9,7 @@ import type { ApiName, JsonObject, SseOut } from '../../common/types.ts';
 import type { StreamTransformFactory } from '../transforms/types.ts';
 import { pivotCompositions } from '../translators/compose.ts';
 import type { TranslatorFactory } from '../translators/types.ts';
-import type { UsagePreset } from '../usage/types.ts';
+import type { RequestText, UsagePreset } from '../usage/types.ts';
 import { anthropicFamily } from './anthropic/index.ts';
 import { countTranslator } from './count-translator.ts';
 import { geminiFamily } from './gemini/index.ts';
@@ -22,23 +23,135 @@ import type {
   WireFamily,
 } from './types.ts';
 
-/** Registration order decides ties; the first family shapes errors of requests no family claims. */
-// biome-ignore format: one registration line per family
-export const FAMILIES: readonly WireFamily[] = [
-  openaiFamily,
-  anthropicFamily,
-  geminiFamily,
-  responsesFamily,
-];
+// The tables below are filled by registerFamily and read by the core when it compiles (routes, body
+// schemas, DSL names): a family is registered before the gateway's modules load, as the built-ins are.
 
-const BY_NAME: ReadonlyMap<string, WireFamily> = new Map(FAMILIES.map((f) => [f.name, f]));
+const families: WireFamily[] = [];
+const byName = new Map<string, WireFamily>();
 
-/** The family that answers requests no family claims (and raw parser errors). */
-export const DEFAULT_FAMILY: WireFamily = FAMILIES[0]!;
+/** The registered families in registration order, which decides ties. */
+export const FAMILIES: readonly WireFamily[] = families;
+
+const forwarded = ['user-agent'];
+/** Client headers forwarded upstream: the families' protocol versions and betas, and the user agent. */
+export const FORWARDED_REQUEST_HEADERS: readonly string[] = forwarded;
+
+const keyHeaders: string[] = [];
+/** Headers that carry an access key, after `Authorization: Bearer`, in registration order. */
+export const KEY_HEADERS: readonly string[] = keyHeaders;
+
+const keyQuery: string[] = [];
+/** Query parameters that carry an access key. */
+export const KEY_QUERY_PARAMS: readonly string[] = keyQuery;
+
+const presets = new Map<string, UsagePreset>();
+/** Every usage preset by its DSL name (`usage_extract <name>`). */
+export const USAGE_PRESETS: ReadonlyMap<string, UsagePreset> = presets;
+
+const translators = new Map<string, TranslatorFactory>();
+/**
+ * Every translator by its DSL name: each family's own (to and from the pivot, the default family's
+ * format), and every client -> provider pair that meets at the pivot (docs/translation.md).
+ */
+export const TRANSLATORS: ReadonlyMap<string, TranslatorFactory> = translators;
+
+const transforms = new Map<string, StreamTransformFactory>();
+/** Every SSE transform that is not a translator, by its DSL name. */
+export const TRANSFORMS: ReadonlyMap<string, StreamTransformFactory> = transforms;
+
+const realtimeTranslators = new Map<string, RealtimeTranslatorFactory>();
+/** Every realtime translator by its DSL name (`req_map` of a realtime rule; docs/realtime.md). */
+export const REALTIME_TRANSLATORS: ReadonlyMap<string, RealtimeTranslatorFactory> = realtimeTranslators;
+
+const usageFields = new Set<string>();
+/** Top-level reply fields that carry usage counts in some family (never generated text). */
+export const USAGE_FIELDS: ReadonlySet<string> = usageFields;
+
+const replyTextFields = new Set<string>();
+/** Reply fields whose strings are generated text in some family (whole replies and stream events). */
+export const REPLY_TEXT_FIELDS: ReadonlySet<string> = replyTextFields;
+
+const streamEnds = new Set<string>();
+/** Event data that ends a stream in some family and carries nothing else (`[DONE]`). */
+export const STREAM_END_MARKERS: ReadonlySet<string> = streamEnds;
+
+const TOKEN_COUNTS = new Map<ApiName, TokenCount>();
+
+// One set of text keys and media markers for every family's bodies, as the estimator has always walked.
+const TEXT_KEYS = new Set<string>();
+const MEDIA_TYPES = new Set<string>();
+const MEDIA_KEYS = new Set<string>();
+const REQUEST_TEXT = new Map<WireFamily, ReadonlyMap<ApiName, RequestText>>();
+const noFraming = () => 0;
+/** An api its family does not describe: the fields most bodies carry text in, no framing. */
+const OTHER_REQUEST_TEXT: RequestText = {
+  fields: ['prompt', 'input', 'messages', 'contents'],
+  keys: TEXT_KEYS,
+  mediaTypes: MEDIA_TYPES,
+  mediaKeys: MEDIA_KEYS,
+  framing: noFraming,
+};
+
+/**
+ * Adds a wire family: its routes, carriers, shapes, presets and translators join the tables above. The
+ * first family registered is the default one (and the pivot of translation).
+ */
+export function registerFamily(family: WireFamily): void {
+  if (byName.has(family.name)) throw new Error(`wire family ${family.name} is registered twice`);
+  families.push(family);
+  byName.set(family.name, family);
+  // The user agent stays last.
+  for (const name of family.forwardedHeaders)
+    if (!forwarded.includes(name)) forwarded.splice(forwarded.length - 1, 0, name);
+  addNew(keyHeaders, family.keyHeaders);
+  if (family.keyQuery !== undefined) addNew(keyQuery, [family.keyQuery]);
+  addNamed(presets, family.usagePresets, 'usage preset');
+  addNamed(transforms, family.transforms ?? [], 'transform');
+  addNamed(realtimeTranslators, family.realtimeTranslators ?? [], 'realtime translator');
+  if (family.tokenCount !== undefined) TOKEN_COUNTS.set(family.tokenCount.api, family.tokenCount);
+  for (const field of family.usageFields) usageFields.add(field);
+  for (const field of family.replyTextFields) replyTextFields.add(field);
+  if (family.streamEnd !== undefined) streamEnds.add(family.streamEnd);
+  const text = family.requestText;
+  for (const key of text?.keys ?? []) TEXT_KEYS.add(key);
+  for (const type of text?.mediaTypes ?? []) MEDIA_TYPES.add(type);
+  for (const key of text?.mediaKeys ?? []) MEDIA_KEYS.add(key);
+  const byApi = new Map<ApiName, RequestText>();
+  for (const [api, shape] of Object.entries(text?.apis ?? {})) {
+    byApi.set(api as ApiName, {
+      fields: shape.fields,
+      keys: TEXT_KEYS,
+      mediaTypes: MEDIA_TYPES,
+      mediaKeys: MEDIA_KEYS,
+      framing: shape.framing ?? noFraming,
+    });
+  }
+  REQUEST_TEXT.set(family, byApi);
+  // The compositions and counting translators span every pair of families: built anew.
+  translators.clear();
+  const own = families.flatMap((f) => f.translators);
+  for (const t of [...own, ...pivotCompositions(own, families[0]!.name)]) translators.set(t.name, t);
+  for (const t of countTranslators(translators)) translators.set(t.name, t);
+}
+
+function addNew(list: string[], items: readonly string[]): void {
+  for (const item of items) if (!list.includes(item)) list.push(item);
+}
+
+function addNamed<T extends { readonly name: string }>(
+  table: Map<string, T>,
+  items: readonly T[],
+  what: string,
+): void {
+  for (const item of items) {
+    if (table.has(item.name)) throw new Error(`${what} ${item.name} is declared by two wire families`);
+    table.set(item.name, item);
+  }
+}
 
 /** The family of a client format; the default family for a name no family registered. */
 export function familyOf(name: string): WireFamily {
-  return BY_NAME.get(name) ?? DEFAULT_FAMILY;
+  return byName.get(name) ?? families[0]!;
 }
 
 /** The body of an error the gateway answers itself, shaped for the client's family. */
@@ -51,34 +164,21 @@ export function errorEvent(format: string, err: GatewayError, requestId: string)
   return familyOf(format).errorEvent(err, requestId);
 }
 
-/** Client headers forwarded upstream: the families' protocol versions and betas, and the user agent. */
-export const FORWARDED_REQUEST_HEADERS: readonly string[] = [
-  ...new Set([...FAMILIES.flatMap((f) => f.forwardedHeaders), 'user-agent']),
-];
-
 /** Query parameters an api's upstream request needs (the client's own query never goes upstream). */
 export function upstreamQuery(api: ApiName): Readonly<Record<string, string>> | undefined {
-  for (const f of FAMILIES) {
+  for (const f of families) {
     const query = f.upstreamQuery?.(api);
     if (query !== undefined) return query;
   }
   return undefined;
 }
 
-/** Headers that carry an access key, after `Authorization: Bearer`, in registration order. */
-export const KEY_HEADERS: readonly string[] = [...new Set(FAMILIES.flatMap((f) => f.keyHeaders))];
-
-/** Query parameters that carry an access key. */
-export const KEY_QUERY_PARAMS: readonly string[] = [
-  ...new Set(FAMILIES.flatMap((f) => (f.keyQuery === undefined ? [] : [f.keyQuery]))),
-];
-
 /**
  * The family whose SDKs the request's key carrier or SDK headers identify, among those that claim shared
  * model-list paths that way (GET /v1/models answers in that family's shape); undefined otherwise.
  */
 export function carrierFamily(headers: IncomingHttpHeaders, query: URLSearchParams): string | undefined {
-  for (const f of FAMILIES) {
+  for (const f of families) {
     if (f.claimsModelPathsByCarrier !== true) continue;
     if (f.keyHeaders.some((h) => headers[h] !== undefined)) return f.name;
     if (f.sdkHeaders?.some((h) => headers[h] !== undefined) === true) return f.name;
@@ -87,32 +187,14 @@ export function carrierFamily(headers: IncomingHttpHeaders, query: URLSearchPara
   return undefined;
 }
 
-/** Every usage preset by its DSL name (`usage_extract <name>`). */
-export const USAGE_PRESETS: ReadonlyMap<string, UsagePreset> = new Map(
-  FAMILIES.flatMap((f) => f.usagePresets).map((p) => [p.name, p] as const),
-);
-
-/**
- * Every translator by its DSL name: each family's own (to and from the pivot, the default family's
- * format), and every client -> provider pair that meets at the pivot (docs/translation.md).
- */
-export const TRANSLATORS: ReadonlyMap<string, TranslatorFactory> = (() => {
-  const own = FAMILIES.flatMap((f) => f.translators);
-  const generation = new Map(
-    [...own, ...pivotCompositions(own, DEFAULT_FAMILY.name)].map((t) => [t.name, t] as const),
-  );
-  for (const t of countTranslators(generation)) generation.set(t.name, t);
-  return generation;
-})();
-
 /**
  * `<client>_count_to_<provider>` for every pair of families with counting endpoints whose generation
  * translator exists and whose provider side can build a counting request.
  */
 function countTranslators(generation: ReadonlyMap<string, TranslatorFactory>): TranslatorFactory[] {
   const out: TranslatorFactory[] = [];
-  for (const client of FAMILIES) {
-    for (const provider of FAMILIES) {
+  for (const client of families) {
+    for (const provider of families) {
       const via = generation.get(`${client.name}_to_${provider.name}`);
       if (
         client.tokenCount === undefined ||
@@ -131,22 +213,15 @@ function countTranslators(generation: ReadonlyMap<string, TranslatorFactory>): T
   return out;
 }
 
-const TOKEN_COUNTS: ReadonlyMap<ApiName, TokenCount> = new Map(
-  FAMILIES.flatMap((f) => (f.tokenCount === undefined ? [] : [[f.tokenCount.api, f.tokenCount] as const])),
-);
-
 /** The counting endpoint an api is, if it is one: not a model call, never billed. */
 export function tokenCountOf(api: ApiName): TokenCount | undefined {
   return TOKEN_COUNTS.get(api);
 }
 
-/** Every SSE transform that is not a translator, by its DSL name. */
-export const TRANSFORMS: ReadonlyMap<string, StreamTransformFactory> = new Map(
-  FAMILIES.flatMap((f) => f.transforms ?? []).map((t) => [t.name, t] as const),
-);
-
-/** Top-level reply fields that carry usage counts in some family (never generated text). */
-export const USAGE_FIELDS: ReadonlySet<string> = new Set(FAMILIES.flatMap((f) => f.usageFields));
+/** Where a request body of a client format's api holds the text the model reads (usage estimation). */
+export function requestTextOf(format: string, api: ApiName): RequestText {
+  return REQUEST_TEXT.get(familyOf(format))?.get(api) ?? OTHER_REQUEST_TEXT;
+}
 
 /** Usage events of the family's requests carry the completion-style aliases. */
 export function completionStyleUsage(format: string): boolean {
@@ -162,18 +237,22 @@ export { operationName } from './operations.ts';
 
 /** The realtime dialect whose upgrade path this is, with its family's name (the client format). */
 export function realtimeDialectOf(path: string): { dialect: RealtimeDialect; format: string } | undefined {
-  for (const f of FAMILIES)
+  for (const f of families)
     for (const dialect of f.realtime ?? []) if (dialect.matches(path)) return { dialect, format: f.name };
   return undefined;
 }
 
 /** The realtime dialect of an api (`realtime`, `native.live`). */
 export function realtimeDialectForApi(api: ApiName): RealtimeDialect | undefined {
-  for (const f of FAMILIES) for (const dialect of f.realtime ?? []) if (dialect.api === api) return dialect;
+  for (const f of families) for (const dialect of f.realtime ?? []) if (dialect.api === api) return dialect;
   return undefined;
 }
 
-/** Every realtime translator by its DSL name (`req_map` of a realtime rule; docs/realtime.md). */
-export const REALTIME_TRANSLATORS: ReadonlyMap<string, RealtimeTranslatorFactory> = new Map(
-  FAMILIES.flatMap((f) => f.realtimeTranslators ?? []).map((t) => [t.name, t] as const),
-);
+// The built-in families, one line each; the first is the default family and the pivot.
+registerFamily(openaiFamily);
+registerFamily(anthropicFamily);
+registerFamily(geminiFamily);
+registerFamily(responsesFamily);
+
+/** The family that answers requests no family claims (and raw parser errors). */
+export const DEFAULT_FAMILY: WireFamily = families[0]!;

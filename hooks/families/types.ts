@@ -8,6 +8,9 @@ import type { StreamTransformFactory } from '../transforms/types.ts';
 import type { TranslatorFactory } from '../translators/types.ts';
 import type { UsagePreset } from '../usage/types.ts';
 
+/** A JSON Schema (draft 7, as ajv compiles it). */
+export type JsonSchema = JsonObject;
+
 export type BodyKind = 'json' | 'multipart';
 
 /** An endpoint the family serves at a fixed path (always POST). */
@@ -29,6 +32,26 @@ export interface PathRoute {
   readonly upstreamPath: string;
   /** The path itself asks for a stream (no `stream` field in the body). */
   readonly stream: boolean;
+}
+
+/**
+ * How the family's request bodies carry the text the model reads: what usage estimation counts when a
+ * reply reports no usage (hooks/usage/estimate.ts).
+ */
+export interface FamilyRequestText {
+  /** Keys whose values are (or contain) text the model reads, at any depth. */
+  readonly keys: readonly string[];
+  /** Part types (`type` values) and keys that hold media the estimator cannot count. */
+  readonly mediaTypes?: readonly string[];
+  readonly mediaKeys?: readonly string[];
+  /** By api: the top-level fields that hold the text, and the tokens the provider adds around it. */
+  readonly apis: Partial<Record<ApiName, ApiRequestText>>;
+}
+
+export interface ApiRequestText {
+  readonly fields: readonly string[];
+  /** Roles, separators and reply priming, counted from the body (none when absent). */
+  framing?(body: JsonObject): number;
 }
 
 /** A model as the registry lists it. */
@@ -219,6 +242,13 @@ export interface WireFamily {
   /** Query parameters the upstream request needs for an api of this family (`alt=sse`). */
   upstreamQuery?(api: ApiName): Readonly<Record<string, string>> | undefined;
 
+  /**
+   * JSON Schemas of its apis' JSON request bodies: only the fields routing, metering and translation
+   * read (the upstream checks the rest). The core compiles them once; a body that fails is a 400 naming
+   * the field.
+   */
+  readonly bodySchemas?: Partial<Record<ApiName, JsonSchema>>;
+
   // Errors
   /** The family's error type (or status name) for an HTTP status: one table, for gateway and translators. */
   errorType(status: number): string;
@@ -234,6 +264,17 @@ export interface WireFamily {
   readonly usageFields: readonly string[];
   /** Usage events of its requests carry the completion-style aliases (docs/billing.md "The usage event"). */
   readonly completionStyleUsage: boolean;
+  /** Where its request bodies hold text, for estimating usage a reply does not report. */
+  readonly requestText?: FamilyRequestText;
+  /**
+   * Reply fields whose string values are generated text, in whole replies and stream events (the
+   * estimate of delivered output, the time to the first token).
+   */
+  readonly replyTextFields: readonly string[];
+
+  // Stream framing
+  /** The data of the event that ends its streams and carries nothing else (`[DONE]`). */
+  readonly streamEnd?: string;
 
   /**
    * Translators between this family and the completion-style one, both directions (DSL `req_map`,

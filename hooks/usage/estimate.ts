@@ -10,12 +10,10 @@
 //   Claude and Gemini tokenizers are not public; o200k_base is the closest public approximation (both
 //   are large modern BPE/SentencePiece vocabularies and land within a few percent on English prose).
 //
-// Input = tokens of the text fields of the request (messages / input / prompt / contents / system /
-// instructions and the text parts inside them, never ids, URLs or image/audio data) plus the chat
-// framing: OpenAI's documented format costs 3 tokens per message, ~1 for its role, and 3 to prime the
-// reply. Anthropic's Messages API frames messages similarly (the recorded pairs agree); Gemini adds one
-// token per turn. Output = tokens of the delivered text. Reasoning tokens a
-// model spent without showing them cannot be estimated.
+// Input = tokens of the text fields of the request and the text parts inside them (never ids, URLs or
+// image/audio data) plus the framing the provider adds around messages: the client's wire family says
+// which fields and how much framing (RequestText, hooks/families/*/request-text.ts). Output = tokens of
+// the delivered text. Reasoning tokens a model spent without showing them cannot be estimated.
 //
 // Measured error: test/hooks/usage/estimate.test.ts computes the mean absolute percentage error against
 // test/fixtures/usage/recorded-usage.json and asserts it stays under the bound stated there.
@@ -24,8 +22,9 @@
 // with estimateUsageInSlices, so a huge prompt never holds the event loop for long.
 
 import { createRequire } from 'node:module';
-import type { ApiName, JsonObject, JsonValue, Usage } from '../../common/types.ts';
+import type { JsonObject, JsonValue, Usage } from '../../common/types.ts';
 import { countSteps, runInSlices, runToEnd, type SliceBudget } from './token-slices.ts';
+import type { RequestText } from './types.ts';
 
 type EncodingName = 'o200k_base' | 'cl100k_base';
 type EncodingModule = typeof import('gpt-tokenizer/encoding/o200k_base');
@@ -88,40 +87,18 @@ export function countTokens(text: string, model: string): number {
   return runToEnd(tokenSteps(text, model));
 }
 
-/** Keys whose values are (or contain) text the model reads. Anything else (ids, urls, data) is skipped. */
-const TEXT_KEYS = new Set([
-  'messages',
-  'content',
-  'contents',
-  'parts',
-  'text',
-  'input',
-  'prompt',
-  'system',
-  'systemInstruction',
-  'system_instruction',
-  'instructions',
-  'name',
-  'tool_calls',
-  'function',
-  'arguments',
-  'output',
-  'requests',
-  'refusal',
-]);
-
-/** Per-message framing of OpenAI's chat format: 3 tokens plus about 1 for the role. */
-const TOKENS_PER_MESSAGE = 4;
-/** Every reply is primed with <|start|>assistant<|message|>. */
-const REPLY_PRIMING = 3;
-
 interface TextTally {
   texts: string[];
   /** Token ids given directly (embeddings / completions accept token arrays). */
   rawTokens: number;
 }
 
-function collectText(value: JsonValue | undefined, tally: TextTally, depth: number): void {
+function collectText(
+  value: JsonValue | undefined,
+  keys: ReadonlySet<string>,
+  tally: TextTally,
+  depth: number,
+): void {
   if (value === undefined || value === null || depth > 32) return;
   if (typeof value === 'string') {
     tally.texts.push(value);
@@ -132,134 +109,64 @@ function collectText(value: JsonValue | undefined, tally: TextTally, depth: numb
     return;
   }
   if (Array.isArray(value)) {
-    for (const item of value) collectText(item, tally, depth + 1);
+    for (const item of value) collectText(item, keys, tally, depth + 1);
     return;
   }
   if (typeof value !== 'object') return;
   for (const key of Object.keys(value)) {
-    if (TEXT_KEYS.has(key)) collectText(value[key], tally, depth + 1);
-  }
-}
-
-function arrayLength(value: JsonValue | undefined): number {
-  return Array.isArray(value) ? value.length : 0;
-}
-
-/** Tokens the provider adds around the messages (roles, separators, reply priming). */
-function framingTokens(api: ApiName, body: JsonObject): number {
-  let messages = 0;
-  switch (api) {
-    case 'chat.completions':
-      messages = arrayLength(body['messages']);
-      break;
-    case 'native.messages':
-      messages = arrayLength(body['messages']) + (body['system'] === undefined ? 0 : 1);
-      break;
-    case 'responses': {
-      const input = body['input'];
-      messages =
-        (Array.isArray(input) ? input.length : input === undefined ? 0 : 1) +
-        (body['instructions'] === undefined ? 0 : 1);
-      break;
-    }
-    case 'native.generateContent':
-    case 'native.streamGenerateContent': {
-      // Gemini: one token per turn. Its countTokens answers 10 for "The quick brown fox jumps over the
-      // lazy dog." and generateContent reports promptTokenCount 11 for the same single-turn prompt.
-      const system = body['systemInstruction'] ?? body['system_instruction'];
-      return arrayLength(body['contents']) + (system === undefined ? 0 : 1);
-    }
-    default:
-      return 0;
-  }
-  return messages > 0 ? messages * TOKENS_PER_MESSAGE + REPLY_PRIMING : 0;
-}
-
-/** Fields read at the top level of the request body, by api; `model`, sampling options etc. are not text. */
-function topLevelTextKeys(api: ApiName): readonly string[] {
-  switch (api) {
-    case 'chat.completions':
-      return ['messages'];
-    case 'native.messages':
-      return ['system', 'messages'];
-    case 'responses':
-      return ['instructions', 'input'];
-    case 'completions':
-    case 'images.generations':
-    case 'images.edits':
-      return ['prompt'];
-    case 'embeddings':
-    case 'audio.speech':
-      return ['input'];
-    case 'native.generateContent':
-    case 'native.streamGenerateContent':
-      // embedContent / batchEmbedContents bodies use `content` / `requests`.
-      return ['systemInstruction', 'system_instruction', 'contents', 'content', 'requests'];
-    default:
-      return ['prompt', 'input', 'messages', 'contents'];
+    if (keys.has(key)) collectText(value[key], keys, tally, depth + 1);
   }
 }
 
 export interface EstimateInput {
   model: string;
-  api: ApiName;
+  /** Where the body holds text: the client family's, for the request's api (requestTextOf). */
+  requestText: RequestText;
   requestBody: JsonObject | undefined;
   outputText: string;
 }
 
 function* inputSteps(
   model: string,
-  api: ApiName,
+  requestText: RequestText,
   body: JsonObject | undefined,
 ): Generator<number, number, undefined> {
   if (!body) return 0;
   const tally: TextTally = { texts: [], rawTokens: 0 };
-  for (const key of topLevelTextKeys(api)) collectText(body[key], tally, 0);
+  for (const key of requestText.fields) collectText(body[key], requestText.keys, tally, 0);
   let tokens = tally.rawTokens;
   for (const text of tally.texts) tokens += yield* tokenSteps(text, model);
-  return tokens + framingTokens(api, body);
+  return tokens + requestText.framing(body);
 }
 
 /** The estimate as steps (token-slices.ts): each yields the characters it counted. */
 export function* estimateUsageSteps(input: EstimateInput): Generator<number, Usage, undefined> {
-  const inputTokens = yield* inputSteps(input.model, input.api, input.requestBody);
+  const inputTokens = yield* inputSteps(input.model, input.requestText, input.requestBody);
   const outputTokens = yield* tokenSteps(input.outputText, input.model);
   return { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens };
 }
 
-/** Part types and keys that carry media the text estimator cannot count (images, files, audio). */
-const MEDIA_TYPES = new Set([
-  'image',
-  'document',
-  'image_url',
-  'input_image',
-  'input_file',
-  'input_audio',
-  'file',
-]);
-const MEDIA_KEYS = new Set([
-  'inlineData',
-  'inline_data',
-  'fileData',
-  'file_data',
-  'image_url',
-  'input_audio',
-]);
-
-/** Whether the request's input is text only, which the estimator can count (bounded depth). */
-export function textOnlyInput(value: JsonValue | undefined, depth = 0): boolean {
+/**
+ * Whether the request's input is text only, which the estimator can count (no part type or key the
+ * families mark as media; bounded depth).
+ */
+export function textOnlyInput(value: JsonValue | undefined, requestText: RequestText, depth = 0): boolean {
   if (value === null || typeof value !== 'object' || depth > 32) return true;
-  if (Array.isArray(value)) return value.every((item) => textOnlyInput(item, depth + 1));
-  if (typeof value['type'] === 'string' && MEDIA_TYPES.has(value['type'])) return false;
+  if (Array.isArray(value)) return value.every((item) => textOnlyInput(item, requestText, depth + 1));
+  if (typeof value['type'] === 'string' && requestText.mediaTypes.has(value['type'])) return false;
   for (const key of Object.keys(value)) {
-    if (MEDIA_KEYS.has(key)) return false;
-    if (!textOnlyInput(value[key], depth + 1)) return false;
+    if (requestText.mediaKeys.has(key)) return false;
+    if (!textOnlyInput(value[key], requestText, depth + 1)) return false;
   }
   return true;
 }
 
-export function estimateInputTokens(model: string, api: ApiName, body: JsonObject | undefined): number {
-  return runToEnd(inputSteps(model, api, body));
+export function estimateInputTokens(
+  model: string,
+  requestText: RequestText,
+  body: JsonObject | undefined,
+): number {
+  return runToEnd(inputSteps(model, requestText, body));
 }
 
 /** The estimate, counted at once. */

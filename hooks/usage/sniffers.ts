@@ -84,13 +84,15 @@ export function buildUsage(
  * A sniffer that keeps only the text of the latest event passing `gate` and parses it once, on
  * result(). Right for upstreams whose last usage report is cumulative (OpenAI's final chunk, vLLM's
  * continuous usage, Gemini's per-chunk usageMetadata): memory stays one event, parsing happens once.
- * The counts are final when `closes` says the latest report is the stream's last word, or a `[DONE]`
- * came after it; without `closes`, any report is final.
+ * The counts are final when `closes` says the latest report is the stream's last word, or the stream's
+ * end marker (`endMarker`: the family's, such as `[DONE]`) came after it; without `closes`, any report is
+ * final.
  */
 export function latestEventSniffer(
   gate: (event: string | undefined, data: string) => boolean,
   read: (body: JsonValue) => Usage | undefined,
   closes?: (body: JsonValue) => boolean,
+  endMarker?: string,
 ): UsageSniffer {
   let latest: string | undefined;
   let doneAfter = false;
@@ -113,7 +115,7 @@ export function latestEventSniffer(
           latest = data;
           parsed = undefined;
           doneAfter = false;
-        } else if (latest !== undefined && data === '[DONE]') {
+        } else if (latest !== undefined && data === endMarker) {
           doneAfter = true;
         }
       } catch {
@@ -146,17 +148,20 @@ export function safeRead(read: (body: JsonValue) => Usage | undefined, body: Jso
 
 /**
  * A preset whose reply carries its usage under one object key, in the JSON body and in stream events
- * (where only the latest report is parsed, and `closes` tells whether that report ends the stream).
+ * (where only the latest report is parsed, and `closes` or the stream's `endMarker` tells whether that
+ * report ends the stream).
  */
 export function keyedUsagePreset(
   name: string,
   quotedKey: string,
   read: (body: JsonValue) => Usage | undefined,
   closes: (body: JsonValue) => boolean,
+  endMarker?: string,
 ): UsagePreset {
   return {
     name,
     fromJson: (body) => safeRead(read, body),
-    createSniffer: () => latestEventSniffer((_event, data) => hasObjectKey(data, quotedKey), read, closes),
+    createSniffer: () =>
+      latestEventSniffer((_event, data) => hasObjectKey(data, quotedKey), read, closes, endMarker),
   };
 }

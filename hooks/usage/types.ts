@@ -25,6 +25,22 @@ export interface UsageSniffer {
   final(): boolean;
 }
 
+/**
+ * Where a request body of one api holds the text the model reads, for estimating input tokens
+ * (estimate.ts). The wire families declare it; hooks/families/index.ts `requestTextOf` hands it out.
+ */
+export interface RequestText {
+  /** Top-level fields that hold the text; `model`, sampling options and the like are not read. */
+  readonly fields: readonly string[];
+  /** Keys below them whose values are (or contain) text; others (ids, URLs, data) are skipped. */
+  readonly keys: ReadonlySet<string>;
+  /** Part types and keys that hold media the estimator cannot count (images, files, audio). */
+  readonly mediaTypes: ReadonlySet<string>;
+  readonly mediaKeys: ReadonlySet<string>;
+  /** Tokens the provider adds around the messages (roles, separators, reply priming). */
+  framing(body: JsonObject): number;
+}
+
 /** The client's request as a preset may read it for quantities the reply does not carry. */
 export interface UsageRequest {
   /** Parsed JSON body (JSON endpoints). */

@@ -10,6 +10,7 @@ import { after, before, test } from 'node:test';
 import { Decimal } from 'decimal.js';
 import { load as loadYaml } from 'js-yaml';
 import type { UsageEvent } from '../../billing/event/usage-event.ts';
+import { requestTextOf } from '../../hooks/families/index.ts';
 import { countTokens, estimateInputTokens } from '../../hooks/usage/estimate.ts';
 import type { RecordedRequest } from '../../sim/upstream/server.ts';
 import { type BillingStack, SUBJECT_ID, startBillingStack } from '../support/billing-stack.ts';
@@ -483,7 +484,10 @@ test('an aborted stream: billed once as estimated, output from what was delivere
   assert.equal(event.raw_json.status, 200);
   assert.equal(event.raw_json.model, model);
   // No upstream count reached the gateway (the usage chunk comes last): input is the estimate.
-  assert.equal(usage.input_tokens, estimateInputTokens(model, 'chat.completions', body));
+  assert.equal(
+    usage.input_tokens,
+    estimateInputTokens(model, requestTextOf('openai', 'chat.completions'), body),
+  );
   assert.ok(
     usage.output_tokens >= deliveredAtLeast && usage.output_tokens < countTokens(fullText, model),
     `output ${usage.output_tokens}: at least the ${deliveredAtLeast} tokens the client read, less than the whole reply`,
@@ -513,7 +517,10 @@ test('an upstream that reports no usage: estimated from the request and the repl
     );
     assert.equal(served.status, 200, served.text);
     const event = await stack.eventFor(served.rid);
-    const input = estimateInputTokens('gpt-5.4-mini', 'chat.completions', { ...body, stream });
+    const input = estimateInputTokens('gpt-5.4-mini', requestTextOf('openai', 'chat.completions'), {
+      ...body,
+      stream,
+    });
     const output = countTokens(completionText(served.text, served.contentType), 'gpt-5.4-mini');
     assert.ok(output > 0);
     assert.equal(event.raw_json.provider, 'simx');

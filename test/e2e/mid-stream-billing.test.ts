@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import type { ApiName, JsonObject } from '../../common/types.ts';
+import { requestTextOf } from '../../hooks/families/index.ts';
 import { countTokens, estimateInputTokens } from '../../hooks/usage/estimate.ts';
 import { type BillingStack, outboxText, startBillingStack } from '../support/billing-stack.ts';
 import { simProvider } from '../support/sim-providers.ts';
@@ -160,7 +161,11 @@ test('Anthropic: a client that hangs up keeps message_start’s input count, out
   const { rid, text } = await stream('/v1/messages', body, 3);
   const input = reportedInput(text);
   assert.ok(input !== undefined);
-  assert.notEqual(estimateInputTokens(model, 'native.messages', body), input, 'the estimate would differ');
+  assert.notEqual(
+    estimateInputTokens(model, requestTextOf('anthropic', 'native.messages'), body),
+    input,
+    'the estimate would differ',
+  );
   const event = await stack.eventFor(rid);
   const usage = event.raw_json.usage;
   assert.equal(event.raw_json.usage_stage, 'estimated');
@@ -201,7 +206,11 @@ test('Gemini: a client that hangs up keeps the reported prompt count', async () 
   const input = reportedInput(text);
   assert.ok(input !== undefined);
   const api: ApiName = 'native.streamGenerateContent';
-  assert.notEqual(estimateInputTokens(model, api, GEMINI_BODY), input, 'the estimate would differ');
+  assert.notEqual(
+    estimateInputTokens(model, requestTextOf('gemini', api), GEMINI_BODY),
+    input,
+    'the estimate would differ',
+  );
   const event = await stack.eventFor(rid);
   assert.equal(event.raw_json.usage_stage, 'estimated');
   assert.equal(event.raw_json.usage.input_tokens, input);
@@ -238,7 +247,7 @@ for (const fail of ['midstream', 'midstream-reset'] as const) {
     const { rid, text } = await stream('/v1/chat/completions', body);
     assertUsage(
       await stack.eventFor(rid),
-      estimateInputTokens(model, 'chat.completions', body),
+      estimateInputTokens(model, requestTextOf('openai', 'chat.completions'), body),
       countTokens(deliveredText(text), model),
     );
   });
@@ -261,7 +270,10 @@ test('a 150 KB space-less prompt, aborted after the first chunk: /healthz is ans
 
   const event = await stack.eventFor(rid, 60_000);
   assert.equal(event.raw_json.usage_stage, 'estimated');
-  assert.equal(event.raw_json.usage.input_tokens, estimateInputTokens(model, 'chat.completions', body));
+  assert.equal(
+    event.raw_json.usage.input_tokens,
+    estimateInputTokens(model, requestTextOf('openai', 'chat.completions'), body),
+  );
   assert.ok(event.raw_json.usage.output_tokens >= countTokens(deliveredText(text), model));
 });
 
@@ -286,6 +298,6 @@ test('a reply whose usage is estimated in slices still ends after its usage even
   assert.equal(event.raw_json.usage_stage, 'estimated');
   assert.equal(
     event.raw_json.usage.input_tokens,
-    estimateInputTokens('gpt-5.4-mini', 'chat.completions', body),
+    estimateInputTokens('gpt-5.4-mini', requestTextOf('openai', 'chat.completions'), body),
   );
 });

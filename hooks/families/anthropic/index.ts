@@ -3,8 +3,10 @@
 
 import type { ListedModel, WireFamily } from '../types.ts';
 import { anthropicToOpenai } from './anthropic-to-openai.ts';
+import { anthropicBodySchemas } from './body-schemas.ts';
 import { anthropicErrorBody, anthropicErrorEvent, anthropicErrorType } from './errors.ts';
 import { openaiToAnthropic } from './openai-to-anthropic.ts';
+import { anthropicRequestText } from './request-text.ts';
 import { anthropicTelemetry } from './telemetry.ts';
 import { anthropicTokenCount } from './token-count.ts';
 import { anthropicMessages } from './usage.ts';
@@ -40,12 +42,16 @@ export const anthropicFamily: WireFamily = {
   claimsModelPathsByCarrier: true,
   sdkHeaders: ['anthropic-version'],
   forwardedHeaders: ['anthropic-version', 'anthropic-beta'],
+  bodySchemas: anthropicBodySchemas,
   errorType: anthropicErrorType,
   errorBody: anthropicErrorBody,
   errorEvent: anthropicErrorEvent,
   usagePresets: [anthropicMessages],
   usageFields: ['usage'],
   completionStyleUsage: false,
+  requestText: anthropicRequestText,
+  // text_delta, input_json_delta and thinking_delta events; `text` blocks of whole replies.
+  replyTextFields: ['text', 'partial_json', 'thinking'],
   translators: [openaiToAnthropic, anthropicToOpenai],
   tokenCount: anthropicTokenCount,
   telemetry: anthropicTelemetry,

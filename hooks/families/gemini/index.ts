@@ -5,6 +5,7 @@
 import { escapePathSegment } from '../../../common/path-segment.ts';
 import type { ApiName } from '../../../common/types.ts';
 import { decodePathPart, type ListedModel, type PathRoute, type WireFamily } from '../types.ts';
+import { geminiBodySchemas } from './body-schemas.ts';
 import { geminiErrorBody, geminiErrorEvent, googleStatusName } from './errors.ts';
 import { geminiLiveToOpenaiRealtime } from './gemini-live-to-openai-realtime.ts';
 import { geminiToOpenai } from './gemini-to-openai.ts';
@@ -12,6 +13,7 @@ import { geminiLive } from './live.ts';
 import { openaiEmbeddingsToGemini } from './openai-embeddings-to-gemini.ts';
 import { openaiRealtimeToGeminiLive } from './openai-realtime-to-gemini-live.ts';
 import { openaiToGemini } from './openai-to-gemini.ts';
+import { geminiRequestText } from './request-text.ts';
 import { geminiTelemetry } from './telemetry.ts';
 import { geminiTokenCount } from './token-count.ts';
 import { geminiEmbedContent, geminiGenerateContent } from './usage.ts';
@@ -76,12 +78,15 @@ export const geminiFamily: WireFamily = {
   forwardedHeaders: [],
   // Without alt=sse streamGenerateContent answers one JSON array instead of server-sent events.
   upstreamQuery: (api) => (api === 'native.streamGenerateContent' ? { alt: 'sse' } : undefined),
+  bodySchemas: geminiBodySchemas,
   errorType: googleStatusName,
   errorBody: geminiErrorBody,
   errorEvent: geminiErrorEvent,
   usagePresets: [geminiGenerateContent, geminiEmbedContent],
   usageFields: ['usageMetadata'],
   completionStyleUsage: false,
+  requestText: geminiRequestText,
+  replyTextFields: ['text'],
   translators: [openaiToGemini, geminiToOpenai, openaiEmbeddingsToGemini],
   tokenCount: geminiTokenCount,
   telemetry: geminiTelemetry,

@@ -3,11 +3,13 @@
 // streams and their errors are shaped differently.
 
 import type { ListedModel, WireFamily } from '../types.ts';
+import { openaiBodySchemas } from './body-schemas.ts';
 import { openaiErrorBody, openaiErrorEvent, openaiErrorType } from './errors.ts';
 import { openaiRealtime } from './realtime.ts';
+import { openaiRequestText } from './request-text.ts';
 import { openaiTelemetry } from './telemetry.ts';
 import { UNIT_PRESETS } from './unit-usage.ts';
-import { openAiCompletionPreset, openAiResponses } from './usage.ts';
+import { openAiCompletionPreset, openAiResponses, STREAM_END } from './usage.ts';
 import { openaiUsageStrip } from './usage-strip.ts';
 
 const model = (m: ListedModel, created: number) => ({
@@ -39,6 +41,7 @@ export const openaiFamily: WireFamily = {
   },
   keyHeaders: [],
   forwardedHeaders: ['openai-beta'],
+  bodySchemas: openaiBodySchemas,
   errorType: openaiErrorType,
   errorBody: openaiErrorBody,
   errorEvent: openaiErrorEvent,
@@ -51,6 +54,9 @@ export const openaiFamily: WireFamily = {
   ],
   usageFields: ['usage'],
   completionStyleUsage: true,
+  requestText: openaiRequestText,
+  replyTextFields: ['content', 'text', 'arguments', 'refusal'],
+  streamEnd: STREAM_END,
   translators: [],
   transforms: [openaiUsageStrip],
   telemetry: openaiTelemetry,

@@ -14,6 +14,9 @@ import {
 } from '../../usage/sniffers.ts';
 import type { UsagePreset } from '../../usage/types.ts';
 
+/** The data of the event that ends completion-style streams. */
+export const STREAM_END = '[DONE]';
+
 function readOpenAiUsage(usageValue: JsonValue | undefined, embeddings: boolean): Usage | undefined {
   const usage = asRecord(usageValue);
   if (!usage) return undefined;
@@ -44,7 +47,7 @@ function closesOpenAiStream(body: JsonValue): boolean {
 
 export function openAiCompletionPreset(name: string, embeddings: boolean): UsagePreset {
   const read = (body: JsonValue): Usage | undefined => readOpenAiUsage(asRecord(body)?.['usage'], embeddings);
-  return keyedUsagePreset(name, '"usage"', read, closesOpenAiStream);
+  return keyedUsagePreset(name, '"usage"', read, closesOpenAiStream, STREAM_END);
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -4,7 +4,9 @@
 
 import { openaiErrorBody, openaiErrorType } from '../openai/errors.ts';
 import type { WireFamily } from '../types.ts';
+import { responsesBodySchemas } from './body-schemas.ts';
 import { responsesErrorEvent } from './errors.ts';
+import { responsesRequestText } from './request-text.ts';
 import { responsesToOpenai } from './responses-to-openai.ts';
 import { responsesTelemetry } from './telemetry.ts';
 import { responsesTokenCount } from './token-count.ts';
@@ -17,12 +19,16 @@ export const responsesFamily: WireFamily = {
   ],
   keyHeaders: [],
   forwardedHeaders: ['openai-beta'],
+  bodySchemas: responsesBodySchemas,
   errorType: openaiErrorType,
   errorBody: openaiErrorBody,
   errorEvent: responsesErrorEvent,
   usagePresets: [],
   usageFields: ['usage'],
   completionStyleUsage: true,
+  requestText: responsesRequestText,
+  // response.output_text.delta and the other typed deltas carry `delta`.
+  replyTextFields: ['delta', 'text', 'arguments', 'refusal'],
   translators: [responsesToOpenai],
   tokenCount: responsesTokenCount,
   telemetry: responsesTelemetry,

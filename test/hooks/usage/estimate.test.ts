@@ -2,12 +2,22 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import type { ApiName, JsonObject } from '../../../common/types.ts';
+import { requestTextOf } from '../../../hooks/families/index.ts';
 import {
   countTokens,
   encodingForModel,
   estimateUsage,
   estimateUsageInSlices,
 } from '../../../hooks/usage/estimate.ts';
+import type { RequestText } from '../../../hooks/usage/types.ts';
+
+/** The wire family whose clients send an api's bodies: it says where they hold text. */
+const FORMAT: Partial<Record<ApiName, string>> = {
+  responses: 'responses',
+  'native.messages': 'anthropic',
+  'native.generateContent': 'gemini',
+};
+const textOf = (api: ApiName): RequestText => requestTextOf(FORMAT[api] ?? 'openai', api);
 
 interface RecordedEntry {
   id: string;
@@ -29,7 +39,7 @@ function errors(entries: RecordedEntry[]): number[] {
   for (const entry of entries) {
     const usage = estimateUsage({
       model: entry.model,
-      api: entry.api,
+      requestText: textOf(entry.api),
       requestBody: entry.request,
       outputText: entry.outputText ?? '',
     });
@@ -66,7 +76,7 @@ test('OpenAI chat estimates match the documented chat format exactly for text-on
   )) {
     const usage = estimateUsage({
       model: entry.model,
-      api: entry.api,
+      requestText: textOf(entry.api),
       requestBody: entry.request,
       outputText: entry.outputText ?? '',
     });
@@ -111,7 +121,7 @@ test('countTokens treats special-token text as plain text and handles empty inpu
 });
 
 test('only text fields are counted: ids, urls and image or audio data are not', () => {
-  const base = { model: 'gpt-4o', api: 'chat.completions' as const, outputText: '' };
+  const base = { model: 'gpt-4o', requestText: textOf('chat.completions'), outputText: '' };
   const plain = estimateUsage({
     ...base,
     requestBody: { messages: [{ role: 'user', content: [{ type: 'text', text: 'Describe it.' }] }] },
@@ -153,7 +163,7 @@ test('tool calls, tool results and system prompts are counted', () => {
   };
   const usage = estimateUsage({
     model: 'claude-sonnet-5',
-    api: 'native.messages',
+    requestText: textOf('native.messages'),
     requestBody: body,
     outputText: 'Sunny.',
   });
@@ -169,7 +179,7 @@ test('tool calls, tool results and system prompts are counted', () => {
 test('responses, embeddings token arrays and Gemini bodies', () => {
   const responses = estimateUsage({
     model: 'gpt-5.5',
-    api: 'responses',
+    requestText: textOf('responses'),
     requestBody: { instructions: 'Be brief.', input: 'Name a prime.' },
     outputText: '7',
   });
@@ -179,7 +189,7 @@ test('responses, embeddings token arrays and Gemini bodies', () => {
   );
   const tokenIds = estimateUsage({
     model: 'text-embedding-3-small',
-    api: 'embeddings',
+    requestText: textOf('embeddings'),
     requestBody: {
       input: [
         [1, 2, 3],
@@ -191,7 +201,7 @@ test('responses, embeddings token arrays and Gemini bodies', () => {
   assert.deepEqual(tokenIds, { inputTokens: 5, outputTokens: 0, totalTokens: 5 });
   const gemini = estimateUsage({
     model: 'gemini-3.8-flash',
-    api: 'native.generateContent',
+    requestText: textOf('native.generateContent'),
     requestBody: {
       contents: [
         {
@@ -208,7 +218,7 @@ test('responses, embeddings token arrays and Gemini bodies', () => {
 test('no request body (multipart) counts only the output', () => {
   const usage = estimateUsage({
     model: 'whisper-1',
-    api: 'audio.transcriptions',
+    requestText: textOf('audio.transcriptions'),
     requestBody: undefined,
     outputText: 'Hello there.',
   });
@@ -222,7 +232,7 @@ test('hostile bodies neither throw nor recurse without bound', () => {
   assert.doesNotThrow(() =>
     estimateUsage({
       model: 'gpt-4o',
-      api: 'chat.completions',
+      requestText: textOf('chat.completions'),
       requestBody: { messages: [deep] },
       outputText: '',
     }),
@@ -230,7 +240,7 @@ test('hostile bodies neither throw nor recurse without bound', () => {
   assert.doesNotThrow(() =>
     estimateUsage({
       model: 'gpt-4o',
-      api: 'chat.completions',
+      requestText: textOf('chat.completions'),
       requestBody: { messages: 'not-an-array' },
       outputText: '',
     }),
@@ -264,7 +274,7 @@ test('200k characters without spaces are counted, close to a linear extrapolatio
 test('estimating a huge input in slices leaves the event loop free and gives the same counts', async () => {
   const input = {
     model: 'gpt-4o',
-    api: 'chat.completions' as const,
+    requestText: textOf('chat.completions'),
     requestBody: { messages: [{ role: 'user', content: 'x'.repeat(150_000) }] },
     outputText: spaceless(50_000),
   };
@@ -281,7 +291,7 @@ test('estimating a huge input in slices leaves the event loop free and gives the
 test('an ordinary estimate is answered synchronously', () => {
   const input = {
     model: 'gpt-4o',
-    api: 'chat.completions' as const,
+    requestText: textOf('chat.completions'),
     requestBody: { messages: [{ role: 'user', content: 'Hello there, how are you?' }] },
     outputText: 'Fine, thanks.',
   };
