@@ -7,7 +7,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { GatewayError } from '../../common/errors.ts';
 import type { Hook, OnRequestResult, Principal, RequestContext } from '../../common/types.ts';
-import { CONTINUE } from '../../common/types.ts';
+import { CONTINUE, REALTIME_APIS } from '../../common/types.ts';
 import { presentedSecret } from './auth.ts';
 
 export const CLIENT_SECRET_PREFIX = 'ek_router_';
@@ -68,8 +68,6 @@ export function createClientSecrets(material: string, now: () => number = Date.n
     },
   };
 }
-
-const REALTIME_APIS: ReadonlySet<string> = new Set(['realtime', 'native.live']);
 
 /**
  * The auth hook with client secrets: a presented `ek_router_` secret opens a realtime session as its
