@@ -2,6 +2,7 @@
 // describes the floors. Lowest first: common/ <- config/ <- store/, hooks/ <- billing/ (what the gateway
 // and the sidecar both run) <- proxy/ (the gateway) and sidecar/ (the billing sidecar), which never import
 // each other <- admin/ <- the entry points (bin/, scripts/, bench/, examples/ and, below them, sim/).
+// No two folders, at any depth, import each other in a circle.
 // test/ may import anything.
 
 const ABOVE_COMMON = '^(config|store|hooks|billing|proxy|sidecar|admin|bin|scripts|sim|bench|examples)/';
@@ -135,6 +136,16 @@ module.exports = {
       comment:
         'Modules import each other in a circle: move what both need into a third module below them ' +
         '(in the same folder or lower).',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'no-folder-circular',
+      severity: 'error',
+      scope: 'folder',
+      comment:
+        'Folders import each other in a circle (a file of each imports a file of the other, directly or ' +
+        'through more folders): move what they share into a folder below both, or into one of them.',
       from: {},
       to: { circular: true },
     },

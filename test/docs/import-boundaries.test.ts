@@ -1,5 +1,6 @@
 // The folder layering of docs/architecture.md "Layers" holds: `npm run lint:imports` passes on this tree,
-// actually sees its imports, and fails, naming the rule and both files, when a file imports upward.
+// actually sees its imports, and fails, naming the rule and both files, when a file imports upward, and
+// naming the folders when two folders import each other in a circle.
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -127,6 +128,14 @@ const FORBIDDEN_FILES: Record<string, string> = {
   'examples/q.ts': importing('./p.ts'),
 };
 
+// Two folders that import each other through different files: no module circle, a folder one.
+const FOLDER_LOOP: Record<string, string> = {
+  'hooks/m/a.ts': importing('../n/b.ts'),
+  'hooks/n/b.ts': LEAF,
+  'hooks/n/c.ts': importing('../m/d.ts'),
+  'hooks/m/d.ts': LEAF,
+};
+
 test('lint:imports passes on the real tree', () => {
   const { code, output } = cruise(ROOT);
   assert.equal(code, 0, output);
@@ -165,7 +174,7 @@ test('lint:imports reads every product file and sees each relative import, dynam
 });
 
 test('an upward import fails lint:imports, naming the rule and both files', () => {
-  const dir = tree({ ...LEGAL, ...FORBIDDEN_FILES });
+  const dir = tree({ ...LEGAL, ...FORBIDDEN_FILES, ...FOLDER_LOOP });
   const { code, output } = cruise(dir);
   assert.notEqual(code, 0, output);
   // err-long wraps long lines: compare with whitespace collapsed.
@@ -179,13 +188,30 @@ test('an upward import fails lint:imports, naming the rule and both files', () =
       `${rule} did not fire for ${from}:\n${output}`,
     );
   }
+  assert.ok(flat.includes('error no-folder-circular: hooks/m → hooks/n → hooks/m'), output);
+  assert.ok(flat.includes('error no-folder-circular: hooks/n → hooks/m → hooks/n'), output);
+  // An upward import also closes a circle of folders with the downward ones, reported as such.
+  assert.ok(flat.includes('error no-folder-circular: common → proxy → common'), output);
+  const folderCircles = flat.match(/error no-folder-circular: /g)?.length ?? 0;
   assert.match(
     flat,
-    new RegExp(`x ${FORBIDDEN.length + 1} dependency violations`),
-    'q.ts → p.ts closes the circle too',
+    new RegExp(`x ${FORBIDDEN.length + 1 + folderCircles} dependency violations`),
+    'q.ts → p.ts closes the circle too, and nothing else is reported',
   );
   // The legal imports in the same tree are not reported.
   for (const edge of LEGAL_EDGES) assert.ok(!output.includes(edge), `${edge} reported:\n${output}`);
+});
+
+test('two folders importing each other fail lint:imports, though no module imports itself', () => {
+  const dir = tree({ ...LEGAL, ...FOLDER_LOOP });
+  const { code, output } = cruise(dir);
+  assert.notEqual(code, 0, output);
+  const flat = output.replace(/\s+/g, ' ');
+  assert.ok(flat.includes('error no-folder-circular: hooks/m → hooks/n → hooks/m'), output);
+  assert.ok(flat.includes('move what they share into a folder below both, or into one of them'), 'the fix');
+  assert.ok(!flat.includes('error no-circular'), output);
+  // Once from each folder of the circle.
+  assert.match(flat, / x 2 dependency violations/, output);
 });
 
 test('downward imports pass lint:imports, and the checker sees them', () => {
