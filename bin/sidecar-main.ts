@@ -1,6 +1,6 @@
 // `router-billing -c <config>`: the billing sidecar process. Loads the main configuration, delivers the
-// outbox and serves /healthz and /readyz on billing.listen. SIGTERM/SIGINT: stop accepting, let the
-// in-flight delivery end, write the checkpoint, exit 0 (a second signal exits 1 at once).
+// outbox and serves /healthz and /readyz on billing.listen. Signals (common/signals.ts): SIGTERM/SIGINT
+// stop accepting, let the in-flight delivery end, write the checkpoint, exit 0.
 // Exit codes: common/exit-codes.ts.
 
 import '../common/early-async-context.ts';
@@ -8,6 +8,7 @@ import { Command, Option, UsageError } from 'clipanion';
 import { CliCommand } from '../common/cli-usage.ts';
 import { errorText } from '../common/errors.ts';
 import { EXIT, EXIT_CODES_HELP } from '../common/exit-codes.ts';
+import { handleSignals } from '../common/signals.ts';
 import { runSingleCommand } from '../common/single-command-cli.ts';
 
 export class RouterBillingCommand extends CliCommand {
@@ -17,8 +18,9 @@ export class RouterBillingCommand extends CliCommand {
       \`router\` runs it as a supervised child unless started with --no-sidecar; run it yourself beside
       such a gateway, with the same configuration file.
 
-      Signals: SIGTERM/SIGINT finish the in-flight delivery, write the checkpoint and exit 0 (a second
-      one exits 1 at once).
+      Signals: SIGTERM/SIGINT (and SIGHUP: it has nothing to reload) finish the in-flight delivery, write
+      the checkpoint and exit 0 (a second one, a second or more later, exits 1 at once). Under \`router\`,
+      SIGINT and SIGHUP are left to the gateway, which stops it.
 
       ${EXIT_CODES_HELP}
     `,
@@ -61,33 +63,30 @@ export class RouterBillingCommand extends CliCommand {
       return EXIT.failed;
     }
 
-    let stopping = false;
-    function onSignal(signal: NodeJS.Signals): void {
-      if (stopping) {
-        logger.warn({ signal }, 'second signal: exiting without waiting');
-        process.exit(1);
-      }
-      stopping = true;
-      logger.info({ signal }, 'stopping: finishing in-flight delivery');
-      sidecar.close().then(
-        () => process.exit(0),
-        (err: unknown) => {
+    // Supervised by `router`, the gateway stops this process itself (SIGTERM) once its own requests are
+    // done; stdin is a pipe from it that closes when it dies, however it dies.
+    const supervised = process.env[SUPERVISED_ENV] === '1';
+    const stop = handleSignals({
+      supervised,
+      stop: async (why) => {
+        logger.info({ signal: why }, 'stopping: finishing in-flight delivery');
+        try {
+          await sidecar.close();
+        } catch (err) {
           logger.error({ err: errorText(err) }, 'error while stopping');
-          process.exit(1);
-        },
-      );
-    }
-    process.on('SIGTERM', onSignal);
-    // Supervised by `router`: a Ctrl-C reaches the whole process group, and the gateway stops this
-    // process itself (SIGTERM) once its own requests are done; stdin is a pipe from it that closes
-    // when it dies, however it dies.
-    if (process.env[SUPERVISED_ENV] !== '1') process.on('SIGINT', onSignal);
-    else process.on('SIGINT', () => logger.info('SIGINT: the supervising gateway stops this process'));
-    if (process.env[SUPERVISED_ENV] === '1') {
+          throw err;
+        }
+      },
+      note: (what, signal) => {
+        if (what === 'forced') logger.warn({ signal }, 'second signal: exiting without waiting');
+        else if (what === 'ignored') logger.info({ signal }, 'the supervising gateway stops this process');
+      },
+    });
+    if (supervised) {
       process.stdin.on('error', () => {});
       process.stdin.once('close', () => {
         logger.warn('the supervising gateway is gone: stopping');
-        onSignal('SIGTERM');
+        void stop('gateway gone');
       });
       process.stdin.resume();
     }

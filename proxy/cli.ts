@@ -9,14 +9,15 @@ import type { Logger } from 'pino';
 import { CliCommand } from '../common/cli-usage.ts';
 import { errorText } from '../common/errors.ts';
 import { EXIT, EXIT_CODES_HELP } from '../common/exit-codes.ts';
+import { handleSignals } from '../common/signals.ts';
 import { runSingleCommand } from '../common/single-command-cli.ts';
 
 export class RouterCommand extends CliCommand {
   static override usage = Command.Usage({
     description: 'the LLM routing gateway',
     details: `
-      Signals: SIGTERM/SIGINT drain and exit 0 (a second one exits 1 at once); SIGHUP reloads the
-      configuration (an invalid one is refused and the running one kept).
+      Signals: SIGTERM/SIGINT drain and exit 0 (a second one, a second or more later, exits 1 at once);
+      SIGHUP reloads the configuration (an invalid one is refused and the running one kept).
 
       ${EXIT_CODES_HELP}
     `,
@@ -127,6 +128,7 @@ export class RouterCommand extends CliCommand {
         running.log,
         () => running.close(),
         () => void running.reload(),
+        true,
       );
       link.onStop(() => void stop('primary'));
       link.onReload(() => void running.reload());
@@ -167,34 +169,28 @@ export class RouterCommand extends CliCommand {
 }
 
 /**
- * SIGTERM/SIGINT drain and exit 0, a second signal exits 1 at once; SIGHUP reloads. The returned stop
- * is idempotent and is not a signal: a worker told to stop by its primary as well as by a signal of its
- * own (Ctrl-C and systemd reach every process of the group) drains once and exits 0.
+ * common/signals.ts's rule with the gateway's log lines; a worker (`supervised`) leaves SIGINT and SIGHUP
+ * to its primary. The returned stop, for the primary's word, drains once however often it is asked.
  */
 function onSignals(
   log: Logger,
   close: () => Promise<void>,
   reload: () => void | Promise<void>,
+  supervised = false,
 ): (why: string) => Promise<void> {
-  let stopping: Promise<void> | undefined;
-  const stop = (why: string): Promise<void> => {
-    stopping ??= (async () => {
+  return handleSignals({
+    supervised,
+    stop: async (why) => {
       log.info({ signal: why }, 'draining');
       await close();
       log.info({ signal: why }, 'stopped');
-      process.exit(0);
-    })();
-    return stopping;
-  };
-  let signals = 0;
-  const signal = (name: string) => {
-    if (signals++ > 0) process.exit(1);
-    void stop(name);
-  };
-  process.on('SIGTERM', () => signal('SIGTERM'));
-  process.on('SIGINT', () => signal('SIGINT'));
-  process.on('SIGHUP', () => void reload());
-  return stop;
+    },
+    reload: () => void reload(),
+    note: (what, signal) => {
+      if (what === 'forced') log.warn({ signal }, 'second signal: exiting at once');
+      else if (what === 'ignored') log.info({ signal }, 'signal left to the primary');
+    },
+  });
 }
 
 /** The exit code, or -1 while the gateway runs (it exits on its own after a signal). */

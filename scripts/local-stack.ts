@@ -8,10 +8,10 @@
 // exit 1; a malformed variable, exit 2 (common/exit-codes.ts). State lives in LOCAL_STACK_DIR
 // (.local-stack/: outbox, subject state, keys; ignored by git); delete it to start afresh.
 //
-// Stopping: SIGINT (Ctrl-C), SIGTERM or SIGHUP close everything (the gateway stops its sidecar) and exit
-// 0; a second signal exits 1 at once. npm may end without telling this process (SIGTERM to npm kills
-// only the shell between them; SIGKILL tells no one): scripts/parent-watch.ts notices and stops the stack
-// the same way. Killed itself, even by SIGKILL, its sidecar follows (its stdin pipe closes) and the
+// Stopping (common/signals.ts): SIGINT (Ctrl-C), SIGTERM or SIGHUP close everything (the gateway stops
+// its sidecar) and exit 0; a second signal a second or more later exits 1 at once. npm may end without
+// telling this process (SIGTERM to npm kills only the shell between them; SIGKILL tells no one):
+// scripts/parent-watch.ts notices and stops the stack the same way. Killed itself, even by SIGKILL, its sidecar follows (its stdin pipe closes) and the
 // simulators, which run in this process, are gone with it.
 
 import { randomBytes } from 'node:crypto';
@@ -20,7 +20,9 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { errorText } from '../common/errors.ts';
 import { EXIT, type ExitCode } from '../common/exit-codes.ts';
+import { handleSignals } from '../common/signals.ts';
 import { formatListenAddress, parseListenAddress } from '../config/listen.ts';
 import { ConfigError, startGateway } from '../proxy/gateway.ts';
 import { startBillingSim } from '../sim/billing/server.ts';
@@ -116,47 +118,38 @@ const running: { name: string; close(): Promise<void> }[] = [];
 let startup: Promise<void> = Promise.resolve();
 let stopping = false;
 
-/**
- * Lets a start in progress finish, closes everything that started, then exits; a second call a second
- * or more later (a second Ctrl-C) exits 1 at once.
- */
-/** When the first stop began: a Ctrl-C reaches this process twice (the terminal, and npm passing it on). */
-let stoppedAt = 0;
-const SAME_SIGNAL_MS = 1000;
-
-function stop(why: string): void {
-  if (stopping) {
-    if (Date.now() - stoppedAt < SAME_SIGNAL_MS) return;
-    console.error(`npm start: ${why} again: exiting at once`);
-    process.exit(1);
-  }
+/** Lets a start in progress finish and closes everything that started; rejects when a close failed. */
+async function closeAll(why: string): Promise<void> {
   stopping = true;
-  stoppedAt = Date.now();
   console.log(`\nStopping the local stack (${why})...`);
   // Bounded even if a close hangs (the gateway's own drain gives up after limits.drain_timeout_ms).
   setTimeout(() => {
     console.error('npm start: still stopping after 60 s: exiting');
-    process.exit(1);
+    process.exit(EXIT.failed);
   }, 60_000).unref();
-  void (async () => {
-    await startup.catch(() => undefined);
-    let code = 0;
-    for (let r = running.pop(); r !== undefined; r = running.pop()) {
-      try {
-        await r.close();
-      } catch (err) {
-        console.error(`npm start: closing the ${r.name} failed: ${err instanceof Error ? err.message : err}`);
-        code = 1;
-      }
+  await startup.catch(() => undefined);
+  let failed = false;
+  for (let r = running.pop(); r !== undefined; r = running.pop()) {
+    try {
+      await r.close();
+    } catch (err) {
+      console.error(`npm start: closing the ${r.name} failed: ${errorText(err)}`);
+      failed = true;
     }
-    console.log('Local stack stopped.');
-    process.exit(code);
-  })();
+  }
+  console.log('Local stack stopped.');
+  if (failed) throw new Error('a close failed');
 }
 
 async function main(): Promise<void> {
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => stop(signal));
-  watchLauncher(() => stop('the npm process that started it is gone'));
+  // SIGHUP (the terminal closed) stops it too: there is nothing to reload.
+  const stop = handleSignals({
+    stop: closeAll,
+    note: (what, signal) => {
+      if (what === 'forced') console.error(`npm start: ${signal} again: exiting at once`);
+    },
+  });
+  watchLauncher(() => void stop('the npm process that started it is gone'));
   // Whoever reads the output may be gone too (a closed terminal, a killed pipe reader): keep stopping.
   process.stdout.on('error', () => {});
   process.stderr.on('error', () => {});
