@@ -2,7 +2,7 @@
 // the onRequest stage, the upstream leg, and the error reply in the client's shape.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { describeError, GatewayError, toGatewayError } from '../common/errors.ts';
+import { errorText, GatewayError, toGatewayError } from '../common/errors.ts';
 import type { JsonObject, OnRequestResult, RequestContext } from '../common/types.ts';
 import { forward } from './forward.ts';
 import { lingerAfterReply } from './lingering-close.ts';
@@ -74,9 +74,9 @@ export async function proxyRequest(
     } else if (ctx.clientAborted || req.destroyed || isConnectionReset(err)) {
       // A client that goes away mid-request is ordinary traffic, not a gateway fault.
       ctx.abort();
-      ctx.log.debug({ err: describeError(err) }, 'client went away');
+      ctx.log.debug({ err: errorText(err) }, 'client went away');
     } else {
-      ctx.log.error({ err: describeError(err) }, 'request failed');
+      ctx.log.error({ err: errorText(err) }, 'request failed');
     }
     ctx.error = { code: gwErr.code, message: gwErr.message };
     if (!res.headersSent) {
