@@ -6,9 +6,11 @@
 
 import { type RawData, WebSocket } from 'ws';
 import { describeError, GatewayError } from '../common/errors.ts';
-import type { JsonObject, RequestContext, Usage } from '../common/types.ts';
+import type { RelayCounter } from '../common/gateway-metrics.ts';
+import type { JsonObject, Usage } from '../common/types.ts';
 import type { RealtimeDialect, RealtimeUsage } from '../hooks/families/types.ts';
-import { runOnComplete, runRequestStages } from './pipeline.ts';
+import { runRequestStages } from './pipeline.ts';
+import { record, sessionContext } from './realtime-record.ts';
 import { FrameTranslator, type RealtimeTranslation, type TranslatedFrames } from './realtime-translate.ts';
 import type { Context } from './request-context.ts';
 import type { RuleHooks, Runtime } from './runtime.ts';
@@ -69,165 +71,250 @@ export function relay(
   up: Upstream,
   firstToUpstream: readonly Frame[],
 ): void {
-  const upstream = up.socket;
-  const hooks = up.hooks;
-  upstreamOf.set(client, upstream);
-  if (up.translation === undefined)
-    for (const f of firstToUpstream) upstream.send(f.data, { binary: f.binary });
-  const { toUpstream, toClient: countToClient } = rt.metrics.realtimeFrames;
-  rt.metrics.realtimeSessions.inc();
-  client.once('close', () => rt.metrics.realtimeSessions.dec());
+  new RealtimeRelay(rt, ctx, dialect, client, up).start(firstToUpstream);
+}
+
+/** One session's relay: the two sockets, the messages held behind usage events and the response's state. */
+class RealtimeRelay {
+  readonly #rt: Runtime;
+  readonly #ctx: Context;
+  readonly #dialect: RealtimeDialect;
+  readonly #client: WebSocket;
+  readonly #up: Upstream;
+  readonly #upstream: WebSocket;
+  readonly #countToClient: RelayCounter;
   // Which dialect governs what: usage and the start of responses are read from the messages the client
   // receives (its own dialect, translated ones when a translator runs), or, when the translator says so,
   // from the upstream's own messages with the client frames made of them held alike; either way a
   // response's usage message reaches the client only once its event is on record. A response the client
   // cuts is cancelled or estimated as the upstream's dialect allows (from the upstream's own messages).
-  const translator =
-    up.translation === undefined
-      ? undefined
-      : new FrameTranslator(up.translation, ctx.model ?? '', ctx.upstreamModel ?? ctx.model ?? '');
-  const upstreamDialect = up.translation?.upstreamDialect ?? dialect;
-  const usageFromUpstream = up.translation?.factory.usageFrom === 'upstream';
-  let turn = 0;
+  readonly #translator: FrameTranslator | undefined;
+  readonly #upstreamDialect: RealtimeDialect;
+  readonly #usageFromUpstream: boolean;
+  #turn = 0;
   // Server messages wait behind a usage event being put on record: the client sees the message that
   // reports a response only once its event is (as an HTTP reply's last byte).
-  let recording: Promise<void> | undefined;
-  const held: Frame[] = [];
+  #recording: Promise<void> | undefined;
+  readonly #held: Frame[] = [];
+  // Closing for a reason of the gateway's (a subject blocked meanwhile, the duration limit) waits for
+  // the response being generated to end, so that it is delivered and billed whole.
+  #active = false;
+  #closing: string | undefined;
+  #leftMidResponse: (() => void) | undefined;
+  readonly #estimates: boolean;
+  readonly #relayedInResponse: JsonObject[] = [];
+  #lastUsage: Usage | undefined;
+
+  constructor(rt: Runtime, ctx: Context, dialect: RealtimeDialect, client: WebSocket, up: Upstream) {
+    this.#rt = rt;
+    this.#ctx = ctx;
+    this.#dialect = dialect;
+    this.#client = client;
+    this.#up = up;
+    this.#upstream = up.socket;
+    this.#countToClient = rt.metrics.realtimeFrames.toClient;
+    this.#translator =
+      up.translation === undefined
+        ? undefined
+        : new FrameTranslator(up.translation, ctx.model ?? '', ctx.upstreamModel ?? ctx.model ?? '');
+    this.#upstreamDialect = up.translation?.upstreamDialect ?? dialect;
+    this.#usageFromUpstream = up.translation?.factory.usageFrom === 'upstream';
+    this.#estimates =
+      this.#upstreamDialect.cancelMessage === undefined && this.#upstreamDialect.estimateCut !== undefined;
+  }
+
+  /** Wires the sockets: the first messages both ways, then every later one, the closes and the limits. */
+  start(firstToUpstream: readonly Frame[]): void {
+    const rt = this.#rt;
+    const ctx = this.#ctx;
+    const client = this.#client;
+    const upstream = this.#upstream;
+    const translator = this.#translator;
+    upstreamOf.set(client, upstream);
+    if (translator === undefined)
+      for (const f of firstToUpstream) upstream.send(f.data, { binary: f.binary });
+    const toUpstream = rt.metrics.realtimeFrames.toUpstream;
+    rt.metrics.realtimeSessions.inc();
+    client.once('close', () => rt.metrics.realtimeSessions.dec());
+    client.on('message', (data, binary) => {
+      toUpstream.frame(byteLength(data));
+      if (translator === undefined) this.#send(upstream, data, binary);
+      else this.#cross(() => translator.fromClient(data, binary));
+    });
+    const maxS = rt.config.limits.realtimeMaxSessionS;
+    if (maxS > 0) {
+      const timer = setTimeout(
+        () => this.#closeAfterResponse(`the session reached its longest duration (${maxS} s)`),
+        maxS * 1000,
+      );
+      timer.unref();
+      client.once('close', () => clearTimeout(timer));
+    }
+    this.#up.stopKeeping();
+    if (translator !== undefined) {
+      this.#cross(() => translator.open());
+      // The client's first messages (Gemini's setup) are translated as every later one.
+      for (const f of firstToUpstream) this.#cross(() => translator.fromClient(f.data, f.binary));
+    }
+    for (const m of this.#up.early) this.#fromUpstream(m.data, m.binary);
+    upstream.on('message', this.#fromUpstream);
+    client.on('close', (code, reason) => this.#clientClosed(code, reason));
+    // The client gets what was held behind a usage event before the close (an upstream may close right
+    // after its last usage message).
+    upstream.on('close', (code, reason) => this.#afterHeld(() => closeOther(client, code, reason)));
+    client.on('error', (err) => ctx.log.debug({ err: describeError(err) }, 'realtime client socket failed'));
+    upstream.on('error', (err) => {
+      ctx.log.warn({ provider: ctx.provider, err: describeError(err) }, 'realtime upstream socket failed');
+      if (client.readyState === WebSocket.OPEN)
+        client.close(CLOSE.upstreamGone, 'the upstream connection failed');
+    });
+  }
+
   // A side is read only while the sockets its messages fill are below the water marks; through a
   // translator the client's messages fill its own socket too (errors, echoes), so one that does not
   // read stops being read.
-  const fills = (side: WebSocket): WebSocket[] =>
-    side === upstream ? [client] : translator === undefined ? [upstream] : [upstream, client];
-  const balance = () => {
-    for (const side of [client, upstream])
-      if (side.isPaused && fills(side).every((s) => s.bufferedAmount < LOW_WATER)) side.resume();
+  #fills(side: WebSocket): WebSocket[] {
+    const client = this.#client;
+    const upstream = this.#upstream;
+    return side === upstream ? [client] : this.#translator === undefined ? [upstream] : [upstream, client];
+  }
+
+  readonly #balance = (): void => {
+    for (const side of [this.#client, this.#upstream])
+      if (side.isPaused && this.#fills(side).every((s) => s.bufferedAmount < LOW_WATER)) side.resume();
   };
-  const send = (to: WebSocket, data: FrameData, binary: boolean) => {
+
+  #send(to: WebSocket, data: FrameData, binary: boolean): void {
     if (to.readyState !== WebSocket.OPEN) return;
-    to.send(data, { binary }, balance);
+    to.send(data, { binary }, this.#balance);
     if (to.bufferedAmount > HIGH_WATER)
-      for (const side of [client, upstream]) if (!side.isPaused && fills(side).includes(to)) side.pause();
-  };
-  const toClient = (data: FrameData, binary: boolean) => {
-    countToClient.frame(byteLength(data));
-    send(client, data, binary);
-  };
+      for (const side of [this.#client, this.#upstream])
+        if (!side.isPaused && this.#fills(side).includes(to)) side.pause();
+  }
+
+  #toClient(data: FrameData, binary: boolean): void {
+    this.#countToClient.frame(byteLength(data));
+    this.#send(this.#client, data, binary);
+  }
+
   /** `reported`: the usage the message reports (noteFrame read it), null when none. */
-  const deliver = (data: FrameData, binary: boolean, reported: RealtimeUsage | null) => {
-    if (recording !== undefined) {
-      held.push({ data, binary, reported });
+  #deliver(data: FrameData, binary: boolean, reported: RealtimeUsage | null): void {
+    if (this.#recording !== undefined) {
+      this.#held.push({ data, binary, reported });
       return;
     }
     // Google's servers send the Live API's JSON messages as binary frames: both kinds are read.
     if (reported === null) {
-      toClient(data, binary);
+      this.#toClient(data, binary);
       return;
     }
     const usage = reported;
-    const pending = record(rt, ctx, hooks, usage.responseId, usage.usage, 'upstream');
+    const pending = record(this.#rt, this.#ctx, this.#up.hooks, usage.responseId, usage.usage, 'upstream');
     if (pending === undefined) {
-      toClient(data, binary);
-      responseEnded();
+      this.#toClient(data, binary);
+      this.#responseEnded();
       return;
     }
-    held.push({ data, binary });
+    this.#held.push({ data, binary });
     // The message that reports the usage goes out; what came behind it is read as it would have been.
     const release = () => {
-      recording = undefined;
-      const [reported, ...rest] = held.splice(0);
-      if (reported !== undefined) toClient(reported.data, reported.binary);
-      responseEnded();
-      for (const m of rest) deliver(m.data, m.binary, m.reported ?? null);
+      this.#recording = undefined;
+      const [reported, ...rest] = this.#held.splice(0);
+      if (reported !== undefined) this.#toClient(reported.data, reported.binary);
+      this.#responseEnded();
+      for (const m of rest) this.#deliver(m.data, m.binary, m.reported ?? null);
     };
-    recording = pending.then(release, release);
-  };
-  // Closing for a reason of the gateway's (a subject blocked meanwhile, the duration limit) waits for
-  // the response being generated to end, so that it is delivered and billed whole.
-  let active = false;
-  let closing: string | undefined;
-  const closeNow = (reason: string) => {
-    if (client.readyState === WebSocket.OPEN) client.close(CLOSE.policy, closeReason(reason));
-  };
-  const closeAfterResponse = (reason: string) => {
-    closing ??= reason;
-    if (!active && recording === undefined) closeNow(closing);
-  };
+    this.#recording = pending.then(release, release);
+  }
+
+  #closeNow(reason: string): void {
+    if (this.#client.readyState === WebSocket.OPEN) this.#client.close(CLOSE.policy, closeReason(reason));
+  }
+
+  #closeAfterResponse(reason: string): void {
+    this.#closing ??= reason;
+    if (!this.#active && this.#recording === undefined) this.#closeNow(this.#closing);
+  }
+
   /** Runs once the messages held behind usage events have gone to the client. */
-  const afterHeld = (then: () => void) => {
-    if (recording === undefined) then();
-    else recording.then(() => afterHeld(then));
-  };
-  let leftMidResponse: (() => void) | undefined;
-  const estimates = upstreamDialect.cancelMessage === undefined && upstreamDialect.estimateCut !== undefined;
-  const relayedInResponse: JsonObject[] = [];
-  let lastUsage: Usage | undefined;
+  #afterHeld(then: () => void): void {
+    if (this.#recording === undefined) then();
+    else this.#recording.then(() => this.#afterHeld(then));
+  }
+
   /** A response's usage has been recorded and its message delivered. */
-  const responseEnded = () => {
-    if (leftMidResponse !== undefined) return;
-    if (closing !== undefined) {
-      if (!active) closeNow(closing);
+  #responseEnded(): void {
+    if (this.#leftMidResponse !== undefined) return;
+    if (this.#closing !== undefined) {
+      if (!this.#active) this.#closeNow(this.#closing);
       return;
     }
+    const ctx = this.#ctx;
     // The subject may have been blocked (webhook) since the session opened: the key and the balance are
     // asked again (from the caches), as for a new request.
-    runRequestStages(rt.requestHooks, sessionContext(ctx, ctx.id, undefined)).then(
+    runRequestStages(this.#rt.requestHooks, sessionContext(ctx, ctx.id, undefined)).then(
       (again) => {
-        if (again.kind === 'respond') closeAfterResponse(refusalText(again.body));
+        if (again.kind === 'respond') this.#closeAfterResponse(refusalText(again.body));
       },
       (err: unknown) => {
-        if (err instanceof GatewayError && err.status < 500) closeAfterResponse(err.message);
+        if (err instanceof GatewayError && err.status < 500) this.#closeAfterResponse(err.message);
         else ctx.log.warn({ err: describeError(err) }, 'realtime balance re-check failed');
       },
     );
-  };
+  }
+
   // A response starts and ends as its messages arrive, not as they are delivered (a usage message may
   // be held): a client that leaves while a usage is being recorded cut nothing, and a response that
   // starts meanwhile is in progress.
   // Returns the usage the message reports (null: none), so that it is read once per message.
-  const noteFrame = (data: FrameData, reader = dialect): RealtimeUsage | null => {
-    if (!active && reader.responseMarkers.some((m) => toBuffer(data).includes(m))) active = true;
-    const usage = usageIn(reader, data, turn + 1);
+  #noteFrame(data: FrameData, reader: RealtimeDialect = this.#dialect): RealtimeUsage | null {
+    if (!this.#active && reader.responseMarkers.some((m) => toBuffer(data).includes(m))) this.#active = true;
+    const usage = usageIn(reader, data, this.#turn + 1);
     if (usage === undefined) return null;
     // Counted as they arrive: turns without ids are numbered in arrival order, held or not.
-    turn++;
-    active = false;
-    lastUsage = usage.usage;
-    relayedInResponse.length = 0;
-    leftMidResponse?.();
+    this.#turn++;
+    this.#active = false;
+    this.#lastUsage = usage.usage;
+    this.#relayedInResponse.length = 0;
+    this.#leftMidResponse?.();
     return usage;
-  };
-  const keepRelayed = (data: RawData) => {
+  }
+
+  #keepRelayed(data: RawData): void {
     // What a response relays is kept only where a cut one is estimated from it (bounded).
-    if (active && estimates && relayedInResponse.length < MAX_KEPT_MESSAGES) {
+    if (this.#active && this.#estimates && this.#relayedInResponse.length < MAX_KEPT_MESSAGES) {
       try {
-        relayedInResponse.push(JSON.parse(toBuffer(data).toString('utf8')) as JsonObject);
+        this.#relayedInResponse.push(JSON.parse(toBuffer(data).toString('utf8')) as JsonObject);
       } catch {
         // not JSON: nothing to count
       }
     }
-  };
+  }
+
   /** A message through the translator: its frames for the client mark and report responses as relayed ones do. */
-  const cross = (translate: () => TranslatedFrames, relayed?: RawData) => {
+  #cross(translate: () => TranslatedFrames, relayed?: RawData): void {
+    const client = this.#client;
     let frames: TranslatedFrames;
     try {
       frames = translate();
     } catch (err) {
       // A translator fault ends its session, never the gateway.
-      ctx.log.error({ err: describeError(err) }, 'realtime translation failed');
+      this.#ctx.log.error({ err: describeError(err) }, 'realtime translation failed');
       if (client.readyState === WebSocket.OPEN)
         client.close(CLOSE.upstreamGone, 'the message could not be translated');
       return;
     }
-    const reports = usageFromUpstream ? [] : frames.client.map((m) => noteFrame(m));
+    const usageFromUpstream = this.#usageFromUpstream;
+    const reports = usageFromUpstream ? [] : frames.client.map((m) => this.#noteFrame(m));
     const upstreamUsage =
-      usageFromUpstream && relayed !== undefined ? noteFrame(relayed, upstreamDialect) : null;
-    if (relayed !== undefined) keepRelayed(relayed);
-    for (const m of frames.upstream) send(upstream, m, false);
+      usageFromUpstream && relayed !== undefined ? this.#noteFrame(relayed, this.#upstreamDialect) : null;
+    if (relayed !== undefined) this.#keepRelayed(relayed);
+    for (const m of frames.upstream) this.#send(this.#upstream, m, false);
     // With usage from upstream, the last frame made of a message that reports it reports it (a
     // translator makes one).
     const last = frames.client.length - 1;
     for (const [i, m] of frames.client.entries())
-      deliver(m, false, usageFromUpstream ? (i === last ? upstreamUsage : null) : reports[i]!);
+      this.#deliver(m, false, usageFromUpstream ? (i === last ? upstreamUsage : null) : reports[i]!);
 
     const close = frames.close;
     if (close !== undefined) {
@@ -235,72 +322,47 @@ export function relay(
         if (client.readyState === WebSocket.OPEN) client.close(close.code, closeReason(close.reason));
       };
       // After what the translation sent the client, held ones included.
-      afterHeld(shut);
+      this.#afterHeld(shut);
     }
-  };
-  const fromUpstream = (data: RawData, binary: boolean) => {
+  }
+
+  readonly #fromUpstream = (data: RawData, binary: boolean): void => {
+    const translator = this.#translator;
     if (translator !== undefined) {
-      cross(() => translator.fromUpstream(data), data);
+      this.#cross(() => translator.fromUpstream(data), data);
       return;
     }
-    const usage = noteFrame(data);
-    keepRelayed(data);
-    deliver(data, binary, usage);
+    const usage = this.#noteFrame(data);
+    this.#keepRelayed(data);
+    this.#deliver(data, binary, usage);
   };
-  client.on('message', (data, binary) => {
-    toUpstream.frame(byteLength(data));
-    if (translator === undefined) send(upstream, data, binary);
-    else cross(() => translator.fromClient(data, binary));
-  });
-  const maxS = rt.config.limits.realtimeMaxSessionS;
-  if (maxS > 0) {
-    const timer = setTimeout(
-      () => closeAfterResponse(`the session reached its longest duration (${maxS} s)`),
-      maxS * 1000,
-    );
-    timer.unref();
-    client.once('close', () => clearTimeout(timer));
-  }
-  up.stopKeeping();
-  if (translator !== undefined) {
-    cross(() => translator.open());
-    // The client's first messages (Gemini's setup) are translated as every later one.
-    for (const f of firstToUpstream) cross(() => translator.fromClient(f.data, f.binary));
-  }
-  for (const m of up.early) fromUpstream(m.data, m.binary);
-  upstream.on('message', fromUpstream);
-  client.on('close', (code, reason) => {
+
+  #clientClosed(code: number, reason: Buffer): void {
+    const ctx = this.#ctx;
+    const upstream = this.#upstream;
     // A client that leaves mid-response: the response is cancelled upstream, and the usage the upstream
     // reports for what it generated until then is billed; bounded, then the upstream is closed anyway.
-    const cancel = upstreamDialect.cancelMessage;
-    if (active && cancel !== undefined && upstream.readyState === WebSocket.OPEN) {
+    const cancel = this.#upstreamDialect.cancelMessage;
+    if (this.#active && cancel !== undefined && upstream.readyState === WebSocket.OPEN) {
       upstream.send(JSON.stringify(cancel));
       const timer = setTimeout(() => closeOther(upstream, code, reason), CANCEL_WAIT_MS);
       // Its usage is on record when the response ends (responseEnded): then the upstream may go.
-      leftMidResponse = () => {
+      this.#leftMidResponse = () => {
         clearTimeout(timer);
         closeOther(upstream, code, reason);
       };
       return;
     }
-    if (active && estimates) {
+    if (this.#active && this.#estimates) {
       // No cancel that reports usage: what was relayed of the cut response is billed as an estimate.
       const model = ctx.upstreamModel ?? ctx.model ?? '';
-      const usage = upstreamDialect.estimateCut!(relayedInResponse, model, lastUsage);
-      turn++;
-      record(rt, ctx, hooks, translator?.responseInProgress ?? `turn-${turn}`, usage, 'estimated');
+      const usage = this.#upstreamDialect.estimateCut!(this.#relayedInResponse, model, this.#lastUsage);
+      this.#turn++;
+      const responseId = this.#translator?.responseInProgress ?? `turn-${this.#turn}`;
+      record(this.#rt, ctx, this.#up.hooks, responseId, usage, 'estimated');
     }
     closeOther(upstream, code, reason);
-  });
-  // The client gets what was held behind a usage event before the close (an upstream may close right
-  // after its last usage message).
-  upstream.on('close', (code, reason) => afterHeld(() => closeOther(client, code, reason)));
-  client.on('error', (err) => ctx.log.debug({ err: describeError(err) }, 'realtime client socket failed'));
-  upstream.on('error', (err) => {
-    ctx.log.warn({ provider: ctx.provider, err: describeError(err) }, 'realtime upstream socket failed');
-    if (client.readyState === WebSocket.OPEN)
-      client.close(CLOSE.upstreamGone, 'the upstream connection failed');
-  });
+  }
 }
 
 /** The message of a refusal body in any family's shape. */
@@ -336,64 +398,4 @@ function usageIn(
   } catch {
     return undefined;
   }
-}
-
-/**
- * One model response's usage through the rule's onComplete hooks (billing among them), as a request of
- * its own whose id is the session's request id and the response id; the promise that its event is on
- * record, when the queue batches.
- */
-function record(
-  rt: Runtime,
-  ctx: Context,
-  hooks: RuleHooks,
-  responseId: string,
-  usage: Usage,
-  stage: 'upstream' | 'estimated',
-): Promise<void> | undefined {
-  const done = runOnComplete(hooks.complete, sessionContext(ctx, `${ctx.id}:${responseId}`, usage, stage));
-  const recorded = rt.recorded();
-  return recorded === undefined ? done : Promise.all([done, recorded]).then(() => undefined);
-}
-
-/**
- * A request context of its own for one step of the session (a response's usage, a re-check): the
- * session's facts, a fresh identity (per-request memos start empty), this id and usage.
- */
-function sessionContext(
-  ctx: Context,
-  id: string,
-  usage: Usage | undefined,
-  stage?: 'upstream' | 'estimated',
-): RequestContext {
-  return {
-    id,
-    correlationId: ctx.correlationId,
-    api: ctx.api,
-    clientFormat: ctx.clientFormat,
-    method: ctx.method,
-    path: ctx.path,
-    query: ctx.query,
-    headers: ctx.headers,
-    receivedAt: ctx.receivedAt,
-    startedAt: ctx.startedAt,
-    signal: ctx.signal,
-    log: ctx.log,
-    body: undefined,
-    rawBody: ctx.rawBody,
-    model: ctx.model,
-    stream: true,
-    principal: ctx.principal,
-    provider: ctx.provider,
-    upstreamModel: ctx.upstreamModel,
-    channel: ctx.channel,
-    upstreamTtfbMs: undefined,
-    status: 200,
-    usage,
-    usageStage: stage,
-    responseStarted: true,
-    clientAborted: false,
-    deliveredText: [],
-    error: undefined,
-  };
 }
