@@ -1,5 +1,5 @@
 // The one exit-code table of the three programs, `router`, `router-billing` and `router-admin`
-// (docs/operations.md "Exit codes"): unit files, scripts and operators read the same number the same way.
+// (tabled in docs/operations.md): unit files, scripts and operators read the same number the same way.
 
 export const EXIT = {
   /** Done; a server that drained and stopped after a signal. */

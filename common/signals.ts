@@ -1,5 +1,5 @@
 // The one signal rule of every program that runs until stopped (`router`, its workers, `router-billing`,
-// `npm start`), documented in docs/operations.md "Signals":
+// `npm start`), documented in docs/operations.md "Reload and drain":
 // - SIGTERM stops: the program drains and closes, then exits 0 (1 when closing failed).
 // - SIGINT stops the same way, except in a child `router` supervises (a worker, the sidecar): Ctrl-C
 //   reaches the whole process group, and the supervisor stops its children itself once its own
