@@ -1,6 +1,7 @@
 // `npm run billing-sim`: runs the billing service simulator until SIGINT / SIGTERM and prints its URLs.
 
 import { parseArgs } from 'node:util';
+import { handleSignals } from '../../common/signals.ts';
 import { startBillingSim } from './server.ts';
 import type { BillingSimOptions, RuleSetStatus } from './types.ts';
 
@@ -139,14 +140,7 @@ async function main(): Promise<void> {
       `  webhooks ${ready.webhook_url ?? 'not sent (no --webhook-url)'}; state: GET ${ready.url}/_sim/state`,
     );
   }
-  function shutdown(): void {
-    sim.close().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
-  }
-  process.once('SIGINT', shutdown);
-  process.once('SIGTERM', shutdown);
+  handleSignals({ stop: () => sim.close() });
 }
 
 await main();

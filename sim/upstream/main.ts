@@ -1,7 +1,8 @@
 // CLI: `npm run upstream-sim -- --port 8787 --host 127.0.0.1 [--delay 0] [--no-record] [--no-auth]`.
-// Prints the simulator's URL and runs until SIGINT/SIGTERM.
+// Prints the simulator's URL and runs until SIGINT/SIGTERM (common/signals.ts).
 
 import { parseArgs } from 'node:util';
+import { handleSignals } from '../../common/signals.ts';
 import { startUpstreamSim } from './server.ts';
 import { loadVocabulary } from './token-count.ts';
 
@@ -33,8 +34,4 @@ const sim = await startUpstreamSim({
 });
 console.log(`upstream simulator listening on ${sim.url}`);
 
-function shutdown(): void {
-  void sim.close().then(() => process.exit(0));
-}
-process.once('SIGINT', shutdown);
-process.once('SIGTERM', shutdown);
+handleSignals({ stop: () => sim.close() });
