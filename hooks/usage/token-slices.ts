@@ -46,12 +46,22 @@ export function chunkEnd(text: string, start: number): number {
   return code >= 0xdc00 && code <= 0xdfff ? limit - 1 : limit;
 }
 
+/**
+ * text[start, end) in a string of its own. V8's slice of a long string refers to the whole string, and
+ * gpt-tokenizer's merge cache keeps (up to 100,000) pieces of what it counted, slices again: one cached
+ * piece kept a whole prompt alive. Appending a character and cutting it off makes V8 copy the chunk (it
+ * flattens the concatenation), so pieces refer to the copy.
+ */
+function ownChunk(text: string, start: number, end: number): string {
+  return `${text.slice(start, end)} `.slice(0, -1);
+}
+
 export function* countSteps(text: string, count: ChunkCounter): Generator<number, number, undefined> {
   let tokens = 0;
   let start = 0;
   while (start < text.length) {
     const end = chunkEnd(text, start);
-    tokens += count(start === 0 && end === text.length ? text : text.slice(start, end));
+    tokens += count(ownChunk(text, start, end));
     yield end - start;
     start = end;
   }
