@@ -157,7 +157,7 @@ async function sendAndAbort(
   ctx: Ctx,
   path: string,
   headers: Record<string, string>,
-  body: string,
+  body: string | Buffer,
   chunks: number,
 ): Promise<Outcome> {
   const abort = new AbortController();
@@ -215,8 +215,22 @@ function filler(bytes: number, spaceless: boolean): Buffer {
 }
 
 /** A chat request of about `bytes` bytes. */
-function largeChat(ctx: Ctx, bytes: number, spaceless: boolean): Buffer {
-  const head = Buffer.from(`{"model":"${CHAT_MODEL}","messages":[{"role":"user","content":"${ctx.seq} `);
+/** A word of this request alone, longer than the strings V8 copies rather than slices (13). */
+function rareWord(ctx: Ctx): string {
+  return `soakword${[...ctx.seq.toString(26)].map((d) => String.fromCharCode(97 + Number.parseInt(d, 26))).join('')}`;
+}
+
+/** A chat request of about `bytes` bytes, its prompt opened by a rare word (as identifiers, URLs and
+ * base64 in real prompts are). */
+function largeChat(
+  ctx: Ctx,
+  bytes: number,
+  spaceless: boolean,
+  opts: { model?: string; stream?: boolean } = {},
+): Buffer {
+  const head = Buffer.from(
+    `{"model":"${opts.model ?? CHAT_MODEL}",${opts.stream ? '"stream":true,' : ''}"messages":[{"role":"user","content":"${rareWord(ctx)} `,
+  );
   const tail = Buffer.from('"}]}');
   return Buffer.concat([head, filler(Math.max(0, bytes - head.length - tail.length), spaceless), tail]);
 }
@@ -475,8 +489,8 @@ const KINDS: readonly Kind[] = [
   {
     name: 'large_prompt',
     weight: 3,
-    // A space-less prompt stays below 256 KB: the simulator's token count of one grows faster than its
-    // length (seconds per MB), and this measures the gateway.
+    // Space-less prompts stay below 256 KB: the simulator's token count of larger ones, several a second,
+    // would take the cores this measures the gateway on.
     run: (ctx) =>
       oneOf(ctx, {
         words: () =>
@@ -492,6 +506,33 @@ const KINDS: readonly Kind[] = [
             '/v1/chat/completions',
             bearer(),
             largeChat(ctx, between(ctx, 64 * 1024, 256 * 1024), true),
+          ),
+      }),
+  },
+  {
+    name: 'estimated_large',
+    weight: 3,
+    // Usage the upstream does not report is estimated from the prompt (billing on): a stream the client
+    // leaves, or a model that reports none.
+    run: (ctx) =>
+      oneOf(ctx, {
+        aborted_stream: () =>
+          sendAndAbort(
+            ctx,
+            '/v1/chat/completions',
+            bearer(),
+            largeChat(ctx, between(ctx, 64 * 1024, MB), false, {
+              model: pacedModel(CHAT_MODEL, 40, 25),
+              stream: true,
+            }),
+            1,
+          ),
+        no_usage: () =>
+          send(
+            ctx,
+            '/v1/chat/completions',
+            bearer(),
+            largeChat(ctx, between(ctx, 64 * 1024, MB), false, { model: `${CHAT_MODEL}-no-usage` }),
           ),
       }),
   },
