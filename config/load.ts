@@ -88,17 +88,23 @@ export async function loadConfigFromString(
 
 /** Loads and validates the main configuration file and the models and keys files it names. */
 export async function loadConfig(file: string, opts: LoadConfigOptions = {}): Promise<LoadConfigResult> {
+  const read = await readConfigSource(file);
+  if ('diagnostics' in read) return { config: undefined, diagnostics: read.diagnostics };
+  return loadConfigFromString(read.source, file, opts);
+}
+
+/** The main file's text, or why it cannot be read. */
+export async function readConfigSource(
+  file: string,
+): Promise<{ source: string } | { diagnostics: ConfigDiagnostic[] }> {
   const path = resolve(file);
-  let source: string;
   try {
-    source = await readFile(path, 'utf8');
+    return { source: await readFile(path, 'utf8') };
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     const reason = code === 'ENOENT' ? 'file not found' : (code ?? 'unreadable');
     return {
-      config: undefined,
       diagnostics: [{ file: path, line: 0, col: 0, message: `cannot read configuration: ${reason}` }],
     };
   }
-  return loadConfigFromString(source, path, opts);
 }

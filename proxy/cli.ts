@@ -51,13 +51,17 @@ export class RouterCommand extends CliCommand {
       throw new UsageError('--shutdown-delay-ms wants a whole number of milliseconds');
     // Loaded here, not at the top, so --help and --version do not compile the gateway.
     if (cluster.isWorker) return this.serveAsWorker(this.config, shutdownDelayMs);
-    const { ConfigError, startGateway } = await import('./gateway.ts');
+    const { ConfigError, readMainFile, startGateway } = await import('./gateway.ts');
     try {
-      const workers = await this.workerCount(this.config);
-      if (workers > 1) return await this.serveAsPrimary(this.config);
+      // Read once: the checks, the worker count and what serves all go by this text, whatever happens
+      // to the file meanwhile.
+      const source = await readMainFile(this.config);
+      const workers = await this.workerCount(this.config, source);
+      if (workers > 1) return await this.serveAsPrimary(this.config, source);
       const running = await startGateway(this.config, {
         sidecar: this.noSidecar ? false : undefined,
         shutdownDelayMs,
+        source,
       });
       running.log.info({ url: running.url }, 'router listening');
       onSignals(
@@ -77,30 +81,29 @@ export class RouterCommand extends CliCommand {
   }
 
   /** The configured `workers`, after the whole configuration was checked (invalid: ConfigError). */
-  private async workerCount(file: string): Promise<number> {
+  private async workerCount(file: string, source: string): Promise<number> {
     const { ConfigError } = await import('./gateway.ts');
-    const { loadConfig } = await import('../config/load.ts');
-    const loaded = await loadConfig(file);
-    if (loaded.config === undefined) {
-      throw new ConfigError(loaded.diagnostics.map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`));
-    }
+    const { loadConfigFromString } = await import('../config/load.ts');
+    const { formatDiagnostic } = await import('../common/config-diagnostics.ts');
+    const loaded = await loadConfigFromString(source, file);
+    if (loaded.config === undefined) throw new ConfigError(loaded.diagnostics.map(formatDiagnostic));
     return loaded.config.workers;
   }
 
   /** `workers: n`: start n workers and the sidecar, serve nothing here (proxy/workers/primary.ts). */
-  private async serveAsPrimary(file: string): Promise<number> {
-    const { ConfigError, checkConfig } = await import('./gateway.ts');
-    const { loadConfig } = await import('../config/load.ts');
+  private async serveAsPrimary(file: string, source: string): Promise<number> {
+    const { ConfigError, readMainFile, validateConfig } = await import('./gateway.ts');
     const { startPrimary } = await import('./workers/primary.ts');
     // Checked whole here, once, so that a broken configuration is reported once and not by every worker.
-    const problems = await checkConfig(file);
-    if (problems.length > 0) throw new ConfigError(problems);
-    const config = (await loadConfig(file)).config!;
+    const checked = await validateConfig(file, { source });
+    if (checked.config === undefined) throw new ConfigError(checked.problems);
+    const config = checked.config;
     const { createLogger } = await import('./logger.ts');
     const log = createLogger('router', config.log.level);
     const primary = await startPrimary({
       configFile: file,
       config,
+      source,
       log,
       sidecar: !this.noSidecar && config.sidecar.enabled && config.billing.enabled,
     });
@@ -109,8 +112,20 @@ export class RouterCommand extends CliCommand {
       log,
       () => primary.stop(),
       async () => {
-        const next = await loadConfig(file).catch(() => undefined);
-        primary.reload(next?.config);
+        // Read and checked once, here: every worker reloads this text.
+        let problems: string[];
+        try {
+          const text = await readMainFile(file);
+          const next = await validateConfig(file, { source: text });
+          if (next.config !== undefined) {
+            primary.reload(next.config, text);
+            return;
+          }
+          problems = next.problems;
+        } catch (err) {
+          problems = err instanceof ConfigError ? err.diagnostics : [errorText(err)];
+        }
+        for (const d of problems) log.error({ diagnostic: d }, 'reload refused: configuration invalid');
       },
     );
     return -1;
@@ -122,7 +137,9 @@ export class RouterCommand extends CliCommand {
     const { connectToPrimary } = await import('./workers/worker-link.ts');
     const link = connectToPrimary();
     try {
-      const running = await startGateway(file, { shutdownDelayMs, cluster: link });
+      // The text the primary read and checked, not the file again (it may have changed since).
+      const source = await link.configSource();
+      const running = await startGateway(file, { shutdownDelayMs, cluster: link, source });
       running.log.info({ url: running.url, worker: process.env.ROUTER_WORKER_ID }, 'worker serving');
       const stop = onSignals(
         running.log,
@@ -131,7 +148,7 @@ export class RouterCommand extends CliCommand {
         true,
       );
       link.onStop(() => void stop('primary'));
-      link.onReload(() => void running.reload());
+      link.onReload((source) => void running.reload(source));
       return -1;
     } catch (err) {
       this.err(`router worker: ${errorText(err)}`);

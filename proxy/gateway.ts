@@ -6,10 +6,16 @@ import type { AddressInfo } from 'node:net';
 import { type Logger, pino } from 'pino';
 import { pricingWarnings, unpricedModels } from '../billing/price-coverage.ts';
 import { loadPricing } from '../billing/pricing.ts';
+import { formatDiagnostic } from '../common/config-diagnostics.ts';
 import type { RouterConfig } from '../common/config-types.ts';
 import { errorText } from '../common/errors.ts';
 import { GATEWAY_URL_ENV, loopbackUrl } from '../common/internal-notify.ts';
-import { type LoadConfigOptions, loadConfig } from '../config/load.ts';
+import {
+  type LoadConfigOptions,
+  loadConfig,
+  loadConfigFromString,
+  readConfigSource,
+} from '../config/load.ts';
 import { createBillingParts } from './billing-wiring.ts';
 import { withBalanceEnforcement } from './enforcement-wiring.ts';
 import { createLogger } from './logger.ts';
@@ -36,6 +42,11 @@ export interface StartOptions {
   readonly shutdownDelayMs?: number;
   /** Set in a worker of `workers: n`: the primary supervises the sidecar and speaks for all workers. */
   readonly cluster?: ClusterLink;
+  /**
+   * The main file's text as the caller read and checked it: the first configuration is built from it
+   * instead of reading the file again, so it is the one the caller decided on (reloads read the file).
+   */
+  readonly source?: string;
 }
 
 export interface RunningGateway {
@@ -44,8 +55,11 @@ export interface RunningGateway {
   readonly gateway: GatewayServer;
   readonly log: Logger;
   config(): RouterConfig;
-  /** Re-read every file; returns the diagnostics that refused it (empty = applied). */
-  reload(): Promise<string[]>;
+  /**
+   * Re-read every file (the main file's text given: that text instead of the file); returns the
+   * diagnostics that refused it (empty = applied).
+   */
+  reload(source?: string): Promise<string[]>;
   /** Stop accepting, let in-flight requests finish (up to limits.drain_timeout_ms), flush the outbox. */
   close(): Promise<void>;
 }
@@ -70,8 +84,12 @@ export async function compileConfig(
     sidecarStatus?: SidecarStatus;
   },
 ): Promise<{ runtime: Runtime | undefined; config: RouterConfig | undefined; diagnostics: string[] }> {
-  const loaded = await loadConfig(file, { env: opts.env, overrides: opts.overrides });
-  const diagnostics = loaded.diagnostics.map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`);
+  const loadOptions = { env: opts.env, overrides: opts.overrides };
+  const loaded =
+    opts.source === undefined
+      ? await loadConfig(file, loadOptions)
+      : await loadConfigFromString(opts.source, file, loadOptions);
+  const diagnostics = loaded.diagnostics.map(formatDiagnostic);
   if (loaded.config === undefined) return { runtime: undefined, config: undefined, diagnostics };
   // The logger follows the configuration (log.level), unless the caller brings its own.
   const log = opts.log ?? createLogger('router', loaded.config.log.level);
@@ -102,9 +120,23 @@ export async function checkConfig(
   file: string,
   opts: { env?: StartOptions['env']; warnings?: string[] } = {},
 ): Promise<string[]> {
-  const loaded = await loadConfig(file, { env: opts.env });
-  const diagnostics = loaded.diagnostics.map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`);
-  if (loaded.config === undefined) return diagnostics;
+  return (await validateConfig(file, opts)).problems;
+}
+
+/**
+ * checkConfig's checks, and the configuration when they found no problem. `source`: the main file's
+ * text as the caller read it, checked instead of the file.
+ */
+export async function validateConfig(
+  file: string,
+  opts: { env?: StartOptions['env']; warnings?: string[]; source?: string } = {},
+): Promise<{ config: RouterConfig | undefined; problems: string[] }> {
+  const loaded =
+    opts.source === undefined
+      ? await loadConfig(file, { env: opts.env })
+      : await loadConfigFromString(opts.source, file, { env: opts.env });
+  const diagnostics = loaded.diagnostics.map(formatDiagnostic);
+  if (loaded.config === undefined) return { config: undefined, problems: diagnostics };
   const log = pino({ level: 'silent' });
   // A routed provider without its upstream key is a warning: valid, but its requests will be refused.
   diagnostics.push(...(await checkRuntime(loaded.config, { log, env: opts.env, warnings: opts.warnings })));
@@ -115,7 +147,14 @@ export async function checkConfig(
     const unpriced = unpricedModels(loaded.config.models.entries, pricing.pricing);
     opts.warnings?.push(...pricingWarnings(unpriced, pricing.pricing));
   }
-  return diagnostics;
+  return { config: diagnostics.length === 0 ? loaded.config : undefined, problems: diagnostics };
+}
+
+/** The main file's text, read once by a caller that hands it on; ConfigError when it cannot be read. */
+export async function readMainFile(file: string): Promise<string> {
+  const read = await readConfigSource(file);
+  if ('diagnostics' in read) throw new ConfigError(read.diagnostics.map(formatDiagnostic));
+  return read.source;
 }
 
 export async function startGateway(file: string, opts: StartOptions = {}): Promise<RunningGateway> {
@@ -180,12 +219,13 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
       .finally(() => retiring.delete(done));
     retiring.add(done);
   };
-  const reloadOnce = async (): Promise<string[]> => {
+  const reloadOnce = async (source: string | undefined): Promise<string[]> => {
     let next: Awaited<ReturnType<typeof compileConfig>>;
     try {
       // A reload may change log.level: the new runtime gets a logger of its own unless one was given.
       next = await compileConfig(file, {
         ...opts,
+        source,
         log: opts.logger,
         upstream,
         metrics,
@@ -216,9 +256,9 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
     gateway,
     log,
     config: () => config,
-    reload() {
+    reload(source) {
       if (closed) return Promise.resolve(['the gateway is shutting down']);
-      reloading = reloading.then(reloadOnce);
+      reloading = reloading.then(() => reloadOnce(source));
       return reloading;
     },
     async close() {

@@ -22,6 +22,8 @@ import type { MetricsJson, WorkersReport } from './worker-link.ts';
 export interface PrimaryOptions {
   readonly configFile: string;
   readonly config: RouterConfig;
+  /** The main file's text the config was checked from: workers build from it, not from the file. */
+  readonly source?: string;
   readonly log: Logger;
   /** Run the billing sidecar (billing on, sidecar.enabled, no --no-sidecar). */
   readonly sidecar: boolean;
@@ -34,8 +36,11 @@ export interface RunningPrimary {
   /** The address every worker listens on. */
   readonly url: string;
   readonly workerPids: () => number[];
-  /** Every worker reloads its configuration (each refuses an invalid one on its own). */
-  reload(config: RouterConfig | undefined): void;
+  /**
+   * Every worker reloads its configuration from `source`, the main file's text the primary read (each
+   * refuses an invalid one on its own); `config` is what the primary checked it into.
+   */
+  reload(config: RouterConfig, source: string): void;
   /** Every worker drains and exits; then the sidecar stops. */
   stop(): Promise<void>;
 }
@@ -56,6 +61,7 @@ interface Slot {
 export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary> {
   const { log } = opts;
   let config = opts.config;
+  let source = opts.source;
   const count = config.workers;
   const slots: Slot[] = Array.from({ length: count }, (_, i) => ({
     id: i + 1,
@@ -139,6 +145,7 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
     slot.worker = worker;
     slot.rpc = rpc;
     slot.listening = false;
+    rpc.handle('config-source', () => source);
     rpc.handle('metrics', metricsText);
     rpc.handle('workers', report);
     rpc.handle('draining', () => {
@@ -223,9 +230,10 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
     url,
     workerPids: () =>
       slots.flatMap((s) => (s.worker?.process.pid === undefined ? [] : [s.worker.process.pid])),
-    reload(next) {
-      if (next !== undefined) config = next;
-      for (const { rpc } of live()) rpc.notify('reload');
+    reload(next, nextSource) {
+      config = next;
+      source = nextSource;
+      for (const { rpc } of live()) rpc.notify('reload', { source: nextSource });
     },
     stop,
   };

@@ -21,6 +21,8 @@ export interface WorkersReport {
 export interface ClusterLink {
   /** The sidecar the primary supervises, as the primary last reported it. */
   readonly sidecar: SidecarTracker;
+  /** The main file's text the primary read and checked (undefined: the worker reads the file). */
+  configSource(): Promise<string | undefined>;
   /** Every worker's metrics as one Prometheus exposition. */
   metricsText(): Promise<string>;
   workers(): Promise<WorkersReport>;
@@ -29,9 +31,9 @@ export interface ClusterLink {
     metricsJson(): Promise<MetricsJson>;
     applySubjectState(subject: SubjectRef): Promise<void>;
   }): void;
-  /** Called once on the primary's `stop` (drain and exit) and on every `reload`. */
+  /** Called once on the primary's `stop` (drain and exit), and on every `reload` with the text to load. */
   onStop(listener: () => void): void;
-  onReload(listener: () => void): void;
+  onReload(listener: (source: string | undefined) => void): void;
   /** Tells the primary this worker accepts connections (at `url`). */
   listening(url: string): void;
   /** Tells the primary this worker has shut its listener and is draining. */
@@ -54,7 +56,7 @@ export function connectToPrimary(): ClusterLink {
     sidecar.set(state);
   });
   const stops: (() => void)[] = [];
-  const reloads: (() => void)[] = [];
+  const reloads: ((source: string | undefined) => void)[] = [];
   // A stop can come while the gateway is still starting (it reports listening before it is returned):
   // it is kept for the listener registered then.
   let stopped = false;
@@ -62,11 +64,15 @@ export function connectToPrimary(): ClusterLink {
     stopped = true;
     for (const l of stops.splice(0)) l();
   });
-  rpc.handle('reload', () => {
-    for (const l of reloads) l();
+  rpc.handle('reload', (body) => {
+    const source = (body as { source?: string } | undefined)?.source;
+    for (const l of reloads) l(source);
   });
   return {
     sidecar,
+    async configSource() {
+      return (await rpc.call('config-source', undefined, PRIMARY_CALL_TIMEOUT_MS)) as string | undefined;
+    },
     async metricsText() {
       return (await rpc.call('metrics', undefined, PRIMARY_CALL_TIMEOUT_MS)) as string;
     },
