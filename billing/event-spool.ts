@@ -12,13 +12,20 @@
 //
 // Slots: each process writes the first slot whose writer lock it can take (one gateway per host takes
 // slot 0), and drains, besides its own, every slot left by a process that is gone.
+//
+// The mover is the delivery loop (billing/delivery/delivery-loop.ts) in order, one batch at a time, over
+// the slots (SpoolQueue below); its transport is the script, and every failure is an outage: retried
+// with backoff for as long as it lasts, a move waiting while Redis is away.
 
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { backoffDelay } from '../common/backoff.ts';
 import type { StoreConfig } from '../common/config-types.ts';
 import { sharedByKey } from '../common/shared-by-key.ts';
 import { closeRedisClient, createKeyLayout, createRedisClient, type Redis } from '../store/redis-client.ts';
+import { DeliveryLoop } from './delivery/delivery-loop.ts';
+import type { DeliveryQueue, FailureReport, Transport } from './delivery/delivery-queue.ts';
 import type { UsageEvent } from './event/usage-event.ts';
 import { queuedJson } from './event/usage-event-json.ts';
 import { SPOOL_DIR } from './outbox/layout.ts';
@@ -65,8 +72,6 @@ interface Source {
   readonly dir: string;
   readonly writer: OutboxWriter;
   readonly reader: OutboxReader;
-  /** A batch read but not yet on the stream (the reader cannot rewind): retried first. */
-  held: OutboxItem[] | undefined;
 }
 
 export async function openEventSpool(
@@ -90,7 +95,7 @@ export async function openEventSpool(
   const writer = own;
   const sources: Source[] = [];
   try {
-    sources.push({ dir: writer.dir, writer, reader: await openOutboxReader(writer.dir), held: undefined });
+    sources.push({ dir: writer.dir, writer, reader: await openOutboxReader(writer.dir) });
     for (const name of await readdir(spoolRoot)) {
       const dir = join(spoolRoot, name);
       if (dir === writer.dir || !/^\d+$/.test(name)) continue;
@@ -103,7 +108,7 @@ export async function openEventSpool(
         throw err;
       }
       try {
-        sources.push({ dir, writer: w, reader: await openOutboxReader(dir), held: undefined });
+        sources.push({ dir, writer: w, reader: await openOutboxReader(dir) });
       } catch (err) {
         await w.close();
         if (!(err instanceof OutboxLockedError)) throw err;
@@ -117,115 +122,33 @@ export async function openEventSpool(
 
   // Always shard 0: a batch moved again after an unanswered move must meet its markers (same slot).
   const target = createKeyLayout(store).shards[0]!.stream;
-  const markerPrefix = `${target}:moved:`;
-  const markerTtl = String(opts.markerTtlMs ?? MOVED_MARKER_TTL_MS);
   const client: Redis = createRedisClient(store, { logger: log, connectionName: 'router-gateway-spool' });
   const statuses = sources.map((s) => openOutboxStatus(s.dir));
-
-  let running: Promise<void> | undefined;
-  let again = false;
-  let stopping = false;
+  const closing = new AbortController();
+  const queue = new SpoolQueue(sources, log);
+  const mover = new DeliveryLoop<SpoolBatch>({
+    queue,
+    transport: moveTransport(
+      client,
+      store,
+      target,
+      String(opts.markerTtlMs ?? MOVED_MARKER_TTL_MS),
+      closing.signal,
+    ),
+    order: 'in-order',
+    window: 1,
+    // Every failure of a move is the store's (an outage): retried for as long as it lasts, never dropped.
+    retry: {
+      maxAttempts: Number.POSITIVE_INFINITY,
+      delay: (failures) => backoffDelay(failures, RETRY_MIN_MS, RETRY_MAX_MS),
+    },
+  });
   let closed = false;
-  let timer: NodeJS.Timeout | undefined;
-  let failures = 0;
-  let moved = 0;
-
-  /** Moves one batch of a source; false when it had nothing to move. */
-  async function moveBatch(src: Source): Promise<boolean> {
-    let batch = src.held;
-    if (batch === undefined) {
-      batch = [];
-      let events = 0;
-      while (events < MOVE_BATCH) {
-        const item = await src.reader.next();
-        if (item === undefined) break;
-        batch.push(item);
-        if (item.kind === 'event') events++;
-      }
-      if (batch.length === 0) return false;
-      src.held = batch;
-    }
-    const events = batch.filter((i): i is Extract<OutboxItem, { kind: 'event' }> => i.kind === 'event');
-    if (events.length > 0) {
-      await client.eval(
-        MOVE,
-        1 + events.length,
-        target,
-        ...events.map((e) => markerPrefix + e.event.idempotency_key),
-        markerTtl,
-        ...events.map((e) => queuedJson(e.event, e.traceparent)),
-      );
-      // As the queue's own writes: a move no replica took could be lost in a failover, so the batch
-      // stays held and is moved again (the markers keep a move that did survive from doubling).
-      if (store.billingWaitReplicas > 0) {
-        const acknowledged = await client.wait(store.billingWaitReplicas, store.operationTimeoutMs);
-        if (acknowledged < store.billingWaitReplicas) {
-          throw new Error(`${acknowledged} of ${store.billingWaitReplicas} replicas took the moved events`);
-        }
-      }
-    }
-    // A held batch is never empty (see above).
-    await src.reader.commit(positionAfter(batch[batch.length - 1]!), {});
-    src.held = undefined;
-    moved += events.length;
-    return true;
-  }
-
-  async function drain(): Promise<void> {
-    do {
-      again = false;
-      for (const src of sources) {
-        while (!stopping && client.status === 'ready' && (await moveBatch(src))) {
-          // next batch
-        }
-      }
-    } while (again && !stopping && client.status === 'ready');
-  }
-
-  function kick(): void {
-    if (closed) return;
-    if (running !== undefined) {
-      again = true;
-      return;
-    }
-    if (client.status !== 'ready') return; // 'ready' kicks again
-    running = drain().then(
-      () => {
-        failures = 0;
-        if (moved > 0 && sources.every((s) => s.held === undefined)) {
-          log?.info({ moved }, 'spooled usage events moved to the billing stream');
-          moved = 0;
-        }
-      },
-      (err: unknown) => {
-        failures++;
-        const delay = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** Math.min(failures - 1, 10));
-        if (failures === 1)
-          log?.warn(
-            { err: err instanceof Error ? err.message : String(err), retryInMs: delay },
-            'moving spooled usage events to the billing stream failed; retrying',
-          );
-        if (!closed) {
-          timer = setTimeout(() => {
-            timer = undefined;
-            kick();
-          }, delay);
-        }
-      },
-    );
-    running.finally(() => {
-      running = undefined;
-      if (again && !closed) kick();
-    });
-  }
-
-  client.on('ready', kick);
-  kick();
 
   return {
     dir: writer.dir,
     append(event, traceparent) {
-      return writer.append(event, traceparent).then(kick);
+      return writer.append(event, traceparent).then(() => mover.wake());
     },
     recorded: () => writer.recorded(),
     async pending() {
@@ -235,25 +158,210 @@ export async function openEventSpool(
     },
     async close() {
       if (closed) return;
-      if (timer !== undefined) clearTimeout(timer);
-      timer = undefined;
-      await running;
-      if (client.status === 'ready') {
-        const bound = setTimeout(() => {
-          stopping = true;
-        }, CLOSE_MOVE_MS);
-        kick();
-        await running;
-        clearTimeout(bound);
-      }
       closed = true;
-      stopping = true;
-      if (timer !== undefined) clearTimeout(timer);
-      await running;
+      if (client.status === 'ready') await drainWithin(mover, queue, CLOSE_MOVE_MS);
+      const stopped = mover.stop();
+      closing.abort(); // a move waiting for Redis gives up
+      await stopped;
       await closeRedisClient(client);
       await closeSources(sources);
     },
   };
+}
+
+/** A batch of one spool slot: up to MOVE_BATCH events and the position items among them. */
+interface SpoolBatch {
+  readonly src: Source;
+  readonly items: readonly OutboxItem[];
+  readonly events: readonly Extract<OutboxItem, { kind: 'event' }>[];
+}
+
+/**
+ * The spool as a queue of the delivery loop (billing/delivery/delivery-queue.ts), in order: batches of
+ * each slot in turn, the slot's checkpoint passing a batch once it is on the stream.
+ */
+class SpoolQueue implements DeliveryQueue<SpoolBatch> {
+  readonly #sources: readonly Source[];
+  readonly #log: Logger | undefined;
+  #moved = 0;
+  // Checkpoints one at a time, in order.
+  #commits: Promise<void> = Promise.resolve();
+  #onFailure: (() => void) | undefined;
+
+  constructor(sources: readonly Source[], log: Logger | undefined) {
+    this.#sources = sources;
+    this.#log = log;
+  }
+
+  async read(max: number): Promise<readonly SpoolBatch[]> {
+    for (const src of this.#sources) {
+      if (max <= 0) break;
+      const items: OutboxItem[] = [];
+      const events: Extract<OutboxItem, { kind: 'event' }>[] = [];
+      while (events.length < MOVE_BATCH) {
+        const item = await src.reader.next();
+        if (item === undefined) break;
+        items.push(item);
+        if (item.kind === 'event') events.push(item);
+      }
+      if (items.length > 0) return [{ src, items, events }];
+    }
+    return [];
+  }
+
+  attempts(): number {
+    return 0;
+  }
+
+  unsendable(batch: SpoolBatch): 'pass' | undefined {
+    return batch.events.length === 0 ? 'pass' : undefined;
+  }
+
+  async recordAttempt(_batch: SpoolBatch, attempts: number): Promise<number> {
+    return attempts;
+  }
+
+  /** Resolves at the next failed move. */
+  nextFailure(): Promise<void> {
+    return new Promise((resolve) => {
+      this.#onFailure = resolve;
+    });
+  }
+
+  failed(_batch: SpoolBatch, report: FailureReport): void {
+    this.#onFailure?.();
+    this.#onFailure = undefined;
+    if (report.failures === 1) {
+      this.#log?.warn(
+        { err: report.result.message, retryInMs: report.retryInMs },
+        'moving spooled usage events to the billing stream failed; retrying',
+      );
+    }
+  }
+
+  async deadLetter(): Promise<boolean> {
+    return false; // never asked: no failure of a move counts
+  }
+
+  settle(batch: SpoolBatch): void {
+    this.#moved += batch.events.length;
+    const at = positionAfter(batch.items[batch.items.length - 1]!);
+    const next = this.#commits.then(() => batch.src.reader.commit(at, {}));
+    // A checkpoint that failed is covered by the next one; without one, the batch is moved again after a
+    // restart and the markers keep it off the stream.
+    this.#commits = next.catch((err: unknown) =>
+      this.#log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'spool checkpoint failed'),
+    );
+  }
+
+  async housekeep(idle: boolean): Promise<undefined> {
+    await this.#commits;
+    if (idle && this.#moved > 0) {
+      this.#log?.info({ moved: this.#moved }, 'spooled usage events moved to the billing stream');
+      this.#moved = 0;
+    }
+    return undefined;
+  }
+
+  loopError(err: unknown, failures: number): { code: string; retryInMs: number } {
+    const retryInMs = backoffDelay(failures, RETRY_MIN_MS, RETRY_MAX_MS);
+    if (failures === 1) {
+      this.#log?.warn(
+        { err: err instanceof Error ? err.message : String(err), retryInMs },
+        'moving spooled usage events to the billing stream failed; retrying',
+      );
+    }
+    return { code: 'spool_error', retryInMs };
+  }
+
+  /** A batch not on the stream is read again from the checkpoint by the next process. */
+  async close(): Promise<void> {
+    await this.#commits;
+  }
+}
+
+/**
+ * Moves a batch with one script (XADD with a marker per event, skipping events already marked), waiting
+ * for Redis while it is away.
+ */
+function moveTransport(
+  client: Redis,
+  store: StoreConfig,
+  target: string,
+  markerTtl: string,
+  closing: AbortSignal,
+): Transport<SpoolBatch> {
+  const markerPrefix = `${target}:moved:`;
+  return {
+    async send(batch) {
+      if (!(await untilReady(client, closing))) {
+        return {
+          kind: 'retryable',
+          status: undefined,
+          code: 'aborted',
+          message: 'closing',
+          unavailable: true,
+        };
+      }
+      try {
+        const { events } = batch;
+        await client.eval(
+          MOVE,
+          1 + events.length,
+          target,
+          ...events.map((e) => markerPrefix + e.event.idempotency_key),
+          markerTtl,
+          ...events.map((e) => queuedJson(e.event, e.traceparent)),
+        );
+        // As the queue's own writes: a move no replica took could be lost in a failover, so the batch
+        // is moved again (the markers keep a move that did survive from doubling).
+        if (store.billingWaitReplicas > 0) {
+          const acknowledged = await client.wait(store.billingWaitReplicas, store.operationTimeoutMs);
+          if (acknowledged < store.billingWaitReplicas) {
+            throw new Error(`${acknowledged} of ${store.billingWaitReplicas} replicas took the moved events`);
+          }
+        }
+        return { kind: 'ok' };
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        return { kind: 'retryable', status: undefined, code: 'store_error', message, unavailable: true };
+      }
+    },
+  };
+}
+
+/** Resolves true once the client is ready, false when `signal` aborts first. */
+function untilReady(client: Redis, signal: AbortSignal): Promise<boolean> {
+  if (client.status === 'ready') return Promise.resolve(true);
+  if (signal.aborted) return Promise.resolve(false);
+  return new Promise<boolean>((resolve) => {
+    function done(ok: boolean): void {
+      client.off('ready', onReady);
+      signal.removeEventListener('abort', onAbort);
+      resolve(ok);
+    }
+    function onReady(): void {
+      done(true);
+    }
+    function onAbort(): void {
+      done(false);
+    }
+    client.on('ready', onReady);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** Waits until the mover has moved everything there is, a move failed, or `ms` passed. */
+async function drainWithin(mover: DeliveryLoop<SpoolBatch>, queue: SpoolQueue, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    mover.waitForDrain().catch(() => undefined),
+    queue.nextFailure(),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+  ]);
+  clearTimeout(timer);
 }
 
 async function closeSources(sources: readonly Source[]): Promise<void> {

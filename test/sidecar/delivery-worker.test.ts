@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import type { IngestResult } from '../../billing/billing-client.ts';
 import { type OutboxWriter, openOutboxWriter } from '../../billing/outbox/writer.ts';
-import { backoffDelay } from '../../sidecar/delivery-policy.ts';
+import { jitteredDelay } from '../../common/backoff.ts';
 import {
   type DeliveryWorker,
   type DeliveryWorkerOptions,
@@ -82,31 +82,31 @@ function ids(n: number, from = 0): string[] {
   return Array.from({ length: n }, (_, i) => `req-${from + i}`);
 }
 
-test('backoffDelay: full jitter under an exponential bound capped at the max interval', () => {
+test('the delivery backoff (jitteredDelay): full jitter under an exponential bound capped at the max interval', () => {
   assert.equal(
-    backoffDelay(1, 1000, 30000, () => 0),
+    jitteredDelay(1, 1000, 30000, () => 0),
     0,
   );
   assert.equal(
-    backoffDelay(1, 1000, 30000, () => 0.999999),
+    jitteredDelay(1, 1000, 30000, () => 0.999999),
     999,
   );
   assert.equal(
-    backoffDelay(3, 1000, 30000, () => 0.5),
+    jitteredDelay(3, 1000, 30000, () => 0.5),
     2000,
   );
   assert.equal(
-    backoffDelay(6, 1000, 30000, () => 0.999999),
+    jitteredDelay(6, 1000, 30000, () => 0.999999),
     29999,
     'capped: 32000 > 30000',
   );
   assert.equal(
-    backoffDelay(500, 1000, 30000, () => 0.5),
+    jitteredDelay(500, 1000, 30000, () => 0.5),
     15000,
     'huge exponents stay finite',
   );
   for (let failures = 1; failures < 40; failures++) {
-    const d = backoffDelay(failures, 1000, 30000, Math.random);
+    const d = jitteredDelay(failures, 1000, 30000, Math.random);
     assert.ok(d >= 0 && d < Math.min(30000, 1000 * 2 ** (failures - 1)));
   }
 });

@@ -1,9 +1,9 @@
-// The retry decision of the delivery engine (sidecar/delivery-engine.ts), for both queues: which failed
-// ingests count toward max_attempts, and the backoff between tries. docs/billing.md "Retry policy"
-// states the rules; the point is that a failure caused by one event leads it to the dead letter while
-// an outage of any length never does.
+// The retry decision of the delivery loop (billing/delivery/delivery-loop.ts), for every queue: which
+// failed sends count toward max_attempts. docs/billing.md "Retry policy" states the rules; the point is
+// that a failure caused by one event leads it to the dead letter while an outage of any length never
+// does. The delays between tries come from common/backoff.ts.
 
-import type { IngestResult } from '../billing/billing-client.ts';
+import type { IngestResult } from '../billing-client.ts';
 
 export type IngestFailure = Exclude<IngestResult, { kind: 'ok' }>;
 
@@ -20,6 +20,11 @@ export function classifyFailure(r: IngestFailure): FailureClass {
   if (r.kind === 'permanent') return 'event';
   if (r.code === 'connection_reset') return 'connection_reset';
   return r.unavailable ? 'outage' : 'server_error';
+}
+
+/** Whether a failure of this class is evidence against the service rather than against one event. */
+export function blamesService(cls: FailureClass): boolean {
+  return cls === 'outage' || cls === 'server_error';
 }
 
 /** What a delivery path can find out about the service when a failure is ambiguous. */
@@ -44,13 +49,7 @@ export async function countsAsAttempt(cls: FailureClass, evidence: ServiceEviden
   }
 }
 
-/** Full jitter: uniform in [0, min(cap, base * 2^(failures-1))). */
-export function backoffDelay(failures: number, baseMs: number, capMs: number, random: () => number): number {
-  const exp = Math.min(capMs, baseMs * 2 ** Math.max(0, Math.min(failures - 1, 30)));
-  return Math.floor(random() * exp);
-}
-
-/** The failure of an ingest call that threw instead of answering (a bug, not the service): retried. */
+/** The failure of a send that threw instead of answering (a bug, not the service): retried. */
 export function thrownFailure(message: string): IngestFailure {
   return { kind: 'retryable', status: undefined, code: 'client_error', message, unavailable: true };
 }

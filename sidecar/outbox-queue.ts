@@ -1,0 +1,177 @@
+// The file outbox as a queue of the delivery loop (billing/delivery/delivery-queue.ts): read in order,
+// checkpointed. The loop settles entries in read order, and the checkpoint moves to the end of the
+// lowest entry not yet done, so a crash re-sends at most what was read past it (the billing service
+// deduplicates on Idempotency-Key). Counted attempts are kept in the checkpoint, written before the
+// retry, so they survive restarts. Exhausted events go to dead-letter.jsonl.
+
+import type { Logger } from 'pino';
+import { errorText, type IngestFailure } from '../billing/delivery/delivery-policy.ts';
+import type { DeliveryQueue, FailureReport } from '../billing/delivery/delivery-queue.ts';
+import {
+  attemptKey,
+  type OutboxItem,
+  type OutboxPosition,
+  type OutboxReader,
+  positionAfter,
+} from '../billing/outbox/reader.ts';
+import type { DeadLetterFile } from './dead-letter-file.ts';
+import { logIngestFailure } from './ingest-transport.ts';
+
+export type EventItem = Extract<OutboxItem, { kind: 'event' }>;
+
+export interface OutboxQueueOptions {
+  /** Write the checkpoint after this many done items ... */
+  readonly checkpointEvery: number;
+  /** ... or this long after the first uncheckpointed one, and whenever idle. */
+  readonly checkpointIntervalMs: number;
+  /** Fallback poll when fs.watch misses a change or is unavailable. */
+  readonly pollIntervalMs: number;
+  readonly logger?: Logger;
+}
+
+export class OutboxQueue implements DeliveryQueue<OutboxItem> {
+  readonly #reader: OutboxReader;
+  readonly #deadLetters: DeadLetterFile;
+  readonly #opts: OutboxQueueOptions;
+  /** Counted attempts of the events not yet passed by the checkpoint (from the checkpoint at start). */
+  readonly #attempts: Map<string, number>;
+  #attemptsDirty = false;
+  #committed: OutboxPosition;
+  #doneSinceCheckpoint = 0;
+  #firstUncheckpointedAt = 0;
+  // Checkpoints are written one at a time, in order, so a slower older write can never land last.
+  #checkpointChain: Promise<void> = Promise.resolve();
+
+  constructor(reader: OutboxReader, deadLetters: DeadLetterFile, opts: OutboxQueueOptions) {
+    this.#reader = reader;
+    this.#deadLetters = deadLetters;
+    this.#opts = opts;
+    this.#attempts = new Map(Object.entries(reader.initial.attempts));
+    this.#committed = { segment: reader.initial.segment, offset: reader.initial.offset };
+  }
+
+  /** Everything before this position is done (in memory; the checkpoint on disk may lag). */
+  get committed(): OutboxPosition {
+    return this.#committed;
+  }
+
+  async read(max: number): Promise<readonly OutboxItem[]> {
+    const items: OutboxItem[] = [];
+    while (items.length < max) {
+      const item = await this.#reader.next();
+      if (item === undefined) break;
+      items.push(item);
+    }
+    return items;
+  }
+
+  attempts(item: OutboxItem): number {
+    return item.kind === 'event' ? (this.#attempts.get(attemptKey(item)) ?? 0) : 0;
+  }
+
+  unsendable(item: OutboxItem): 'pass' | undefined {
+    return item.kind === 'event' ? undefined : 'pass';
+  }
+
+  async recordAttempt(item: OutboxItem, attempts: number): Promise<number> {
+    this.#attempts.set(attemptKey(item as EventItem), attempts);
+    this.#attemptsDirty = true;
+    try {
+      await this.#checkpoint();
+    } catch (err) {
+      // Kept in memory and written at the next checkpoint (housekeep retries while it is dirty).
+      this.#opts.logger?.warn({ err: errorText(err) }, 'could not write the outbox checkpoint');
+    }
+    return attempts;
+  }
+
+  failed(item: OutboxItem, report: FailureReport): void {
+    if (item.kind === 'event') logIngestFailure(this.#opts.logger, item.event, report);
+  }
+
+  async deadLetter(item: OutboxItem, attempts: number, r: IngestFailure): Promise<boolean> {
+    const { event, segment, offset } = item as EventItem;
+    await this.#deadLetters.append({
+      dead_lettered_at: new Date().toISOString(),
+      segment,
+      offset,
+      attempts,
+      last_error: { kind: r.kind, status: r.status, code: r.code, message: r.message },
+      event,
+    });
+    this.#opts.logger?.error(
+      { request_id: event.external_event_id, attempts, code: r.code },
+      'billing event dead-lettered after max attempts',
+    );
+    return true;
+  }
+
+  settle(item: OutboxItem): void {
+    this.#committed = positionAfter(item);
+    if (item.kind !== 'sealed' && this.#attempts.size > 0) this.#attempts.delete(attemptKey(item));
+    if (this.#doneSinceCheckpoint === 0) this.#firstUncheckpointedAt = Date.now();
+    this.#doneSinceCheckpoint++;
+  }
+
+  /** Keeps the position only: up to the read-ahead of events may wait behind a poison head. */
+  compact(item: OutboxItem): OutboxItem {
+    return item.kind === 'event'
+      ? { kind: 'skip', segment: item.segment, offset: item.offset, end: item.end }
+      : item;
+  }
+
+  housekeep(idle: boolean): number | Promise<number> {
+    const pending = this.#doneSinceCheckpoint > 0 || this.#attemptsDirty;
+    if (this.#checkpointDue() || (idle && pending)) return this.#checkpoint().then(() => this.#waitBound());
+    return this.#waitBound();
+  }
+
+  /** Something is in flight and a settled send wakes the loop: the bound only limits checkpoint lag. */
+  #waitBound(): number {
+    return this.#doneSinceCheckpoint > 0 ? this.#opts.checkpointIntervalMs : this.#opts.pollIntervalMs;
+  }
+
+  loopError(err: unknown): { code: string; retryInMs: number } {
+    this.#opts.logger?.error({ err: errorText(err) }, 'billing delivery loop error; retrying');
+    return { code: 'outbox_error', retryInMs: this.#opts.pollIntervalMs };
+  }
+
+  /** Writes the checkpoint of what is done (the rest is sent again after a restart), closes the reader. */
+  async close(): Promise<void> {
+    try {
+      if (this.#doneSinceCheckpoint > 0 || this.#attemptsDirty) await this.#checkpoint();
+    } finally {
+      await this.#reader.close();
+    }
+  }
+
+  #checkpointDue(): boolean {
+    if (this.#attemptsDirty) return true;
+    if (this.#doneSinceCheckpoint === 0) return false;
+    return (
+      this.#doneSinceCheckpoint >= this.#opts.checkpointEvery ||
+      Date.now() - this.#firstUncheckpointedAt >= this.#opts.checkpointIntervalMs
+    );
+  }
+
+  #checkpoint(): Promise<void> {
+    const next = this.#checkpointChain.then(() => this.#writeCheckpoint());
+    this.#checkpointChain = next.catch(() => undefined);
+    return next;
+  }
+
+  async #writeCheckpoint(): Promise<void> {
+    const at = this.#committed;
+    const done = this.#doneSinceCheckpoint;
+    this.#attemptsDirty = false;
+    try {
+      await this.#reader.commit(at, Object.fromEntries(this.#attempts));
+    } catch (err) {
+      this.#attemptsDirty = true;
+      throw err;
+    }
+    // What settled during the write waits for the next one, timed from now.
+    this.#doneSinceCheckpoint -= done;
+    this.#firstUncheckpointedAt = Date.now();
+  }
+}
