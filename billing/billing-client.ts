@@ -19,7 +19,7 @@ export type IngestResult =
       /**
        * The service looks unreachable or overloaded (refused connection, timeout, 408, 429, 502, 503, 504)
        * rather than unhappy with this event. A connection closed with no answer (`connection_reset`) and
-       * other 5xx are neither: sidecar/delivery-policy.ts decides those.
+       * other 5xx are neither: billing/delivery/delivery-policy.ts decides those.
        */
       unavailable: boolean;
     }
