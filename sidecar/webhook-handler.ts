@@ -8,6 +8,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { BalanceEnforcementConfig, RouterConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import {
   createStateNotifier,
   loopbackUrl,
@@ -15,7 +16,6 @@ import {
   replyTooLarge,
   type StateNotifier,
 } from '../common/internal-notify.ts';
-import { errorText } from '../common/errors.ts';
 import { isObject } from '../common/json-guards.ts';
 import type { StateStore, SubjectRef, SubjectState } from '../common/store-types.ts';
 import { openStateStore } from '../store/index.ts';

@@ -12,7 +12,16 @@ test('backoffDelay doubles from the base for each attempt and stops at the cap',
 });
 
 test('jitteredDelay is uniform below the backoff: 0 at random 0, just under it at random near 1', () => {
-  assert.equal(jitteredDelay(3, 100, 1000, () => 0), 0);
-  assert.equal(jitteredDelay(3, 100, 1000, () => 0.999_999), 399);
-  assert.equal(jitteredDelay(9, 100, 1000, () => 0.5), 500);
+  assert.equal(
+    jitteredDelay(3, 100, 1000, () => 0),
+    0,
+  );
+  assert.equal(
+    jitteredDelay(3, 100, 1000, () => 0.999_999),
+    399,
+  );
+  assert.equal(
+    jitteredDelay(9, 100, 1000, () => 0.5),
+    500,
+  );
 });
