@@ -214,10 +214,9 @@ function filler(bytes: number, spaceless: boolean): Buffer {
   return (spaceless ? bigX : bigWords).subarray(0, Math.min(bytes, size));
 }
 
-/** A chat request of about `bytes` bytes. */
 /** A word of this request alone, longer than the strings V8 copies rather than slices (13). */
 function rareWord(ctx: Ctx): string {
-  return `soakword${[...ctx.seq.toString(26)].map((d) => String.fromCharCode(97 + Number.parseInt(d, 26))).join('')}`;
+  return `soakwordident${[...ctx.seq.toString(26)].map((d) => String.fromCharCode(97 + Number.parseInt(d, 26))).join('')}`;
 }
 
 /** A chat request of about `bytes` bytes, its prompt opened by a rare word (as identifiers, URLs and
