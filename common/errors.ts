@@ -127,6 +127,3 @@ export function errorText(err: unknown): string {
   for (const [pattern, mask] of SECRET_PATTERNS) text = text.replace(pattern, mask);
   return clip(text, ERROR_TEXT_MAX);
 }
-
-/** @deprecated errorText: the one error-to-text helper (kept while reserved files still name this). */
-export const describeError = errorText;

@@ -5,7 +5,7 @@
 // response in progress. The upgrade that leads here is realtime-session.ts.
 
 import { type RawData, WebSocket } from 'ws';
-import { describeError, GatewayError } from '../common/errors.ts';
+import { errorText, GatewayError } from '../common/errors.ts';
 import type { RelayCounter } from '../common/gateway-metrics.ts';
 import type { JsonObject, Usage } from '../common/types.ts';
 import type { RealtimeDialect, RealtimeUsage } from '../hooks/families/types.ts';
@@ -162,9 +162,9 @@ class RealtimeRelay {
     // The client gets what was held behind a usage event before the close (an upstream may close right
     // after its last usage message).
     upstream.on('close', (code, reason) => this.#afterHeld(() => closeOther(client, code, reason)));
-    client.on('error', (err) => ctx.log.debug({ err: describeError(err) }, 'realtime client socket failed'));
+    client.on('error', (err) => ctx.log.debug({ err: errorText(err) }, 'realtime client socket failed'));
     upstream.on('error', (err) => {
-      ctx.log.warn({ provider: ctx.provider, err: describeError(err) }, 'realtime upstream socket failed');
+      ctx.log.warn({ provider: ctx.provider, err: errorText(err) }, 'realtime upstream socket failed');
       if (client.readyState === WebSocket.OPEN)
         client.close(CLOSE.upstreamGone, 'the upstream connection failed');
     });
@@ -258,7 +258,7 @@ class RealtimeRelay {
       },
       (err: unknown) => {
         if (err instanceof GatewayError && err.status < 500) this.#closeAfterResponse(err.message);
-        else ctx.log.warn({ err: describeError(err) }, 'realtime balance re-check failed');
+        else ctx.log.warn({ err: errorText(err) }, 'realtime balance re-check failed');
       },
     );
   }
@@ -299,7 +299,7 @@ class RealtimeRelay {
       frames = translate();
     } catch (err) {
       // A translator fault ends its session, never the gateway.
-      this.#ctx.log.error({ err: describeError(err) }, 'realtime translation failed');
+      this.#ctx.log.error({ err: errorText(err) }, 'realtime translation failed');
       if (client.readyState === WebSocket.OPEN)
         client.close(CLOSE.upstreamGone, 'the message could not be translated');
       return;

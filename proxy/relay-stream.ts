@@ -4,7 +4,7 @@
 
 import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { describeError, GatewayError } from '../common/errors.ts';
+import { errorText, GatewayError } from '../common/errors.ts';
 import type { JsonValue, RequestContext, ResponseHead, ResponsePart } from '../common/types.ts';
 import { errorEvent, REPLY_TEXT_FIELDS } from '../hooks/families/index.ts';
 import { DELIVERED_TEXT_LIMIT, recordDelivered } from './metering.ts';
@@ -119,7 +119,7 @@ export async function relayStream(job: RelayJob): Promise<void> {
       code: gwErr instanceof GatewayError ? gwErr.code : 'upstream_unreachable',
       message: 'upstream stream failed',
     };
-    ctx.log.warn({ provider: ctx.provider, err: describeError(err) }, 'upstream stream failed mid-way');
+    ctx.log.warn({ provider: ctx.provider, err: errorText(err) }, 'upstream stream failed mid-way');
   }
   if (ctx.clientAborted) return;
   const before = held.length;
