@@ -3,6 +3,7 @@
 // interpolation and the ROUTER_* environment overrides, and produces these camelCase objects once per
 // load. Nothing reads YAML or the environment after that.
 
+import type { RateLimits } from './rate-limit-types.ts';
 import type { JsonValue } from './types.ts';
 
 export interface ListenAddress {
@@ -151,6 +152,10 @@ export interface AccessKeyEntry {
   /** ms since epoch; undefined = never expires. */
   readonly expiresAt: number | undefined;
   readonly createdAt: number | undefined;
+  /** The key's own rate limits (rate_limits.per_key fills the fields it leaves out). */
+  readonly limits?: RateLimits;
+  /** Glob patterns of the client model ids the key may use; undefined = rate_limits.per_key.models. */
+  readonly models?: readonly string[];
 }
 
 /** An upstream credential ("channel"); pricing may override per channel (`openai/key1`). */
@@ -233,6 +238,20 @@ export interface RouterConfig {
   readonly keys: KeysConfig;
   readonly models: ModelRegistryConfig;
   readonly pricing: PricingConfig;
+  readonly rateLimits: RateLimitsConfig;
+}
+
+/** `rate_limits` (docs/configuration.md): traffic limits per key and per subject. */
+export interface RateLimitsConfig {
+  /** Limits of keys that set none (field by field), and the model list of keys without one. */
+  readonly perKey: RateLimits & { readonly models?: readonly string[] };
+  readonly perSubject: RateLimits;
+  /** Without the store's answer: admit (and count it) or refuse with 503. */
+  readonly failureMode: 'open' | 'closed';
+  /** A slot not renewed for this long is free (an instance that died holds none past it). */
+  readonly leaseMs: number;
+  /** File mode: one subject's own limits, by `<subject type>:<subject id>`. */
+  readonly subjects: ReadonlyMap<string, RateLimits>;
 }
 
 /** A configuration problem, printed as `file:line:col: message` (line/col 0 when unknown). */

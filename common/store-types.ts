@@ -3,6 +3,8 @@
 // adapters of it; nothing above an adapter knows which one it has. Key layout of the Redis adapter:
 // docs/operations.md "Keys in Redis".
 
+import type { RateLimits, SubjectLimitStore } from './rate-limit-types.ts';
+
 export interface SubjectRef {
   readonly type: string;
   readonly id: string;
@@ -53,6 +55,10 @@ export interface StoredAccessKey {
    * hooks/builtin/auth.ts), never the secret. Absent on records written before it was recorded.
    */
   readonly hashSecretId?: string;
+  /** The key's own rate limits (field `limits`, JSON); rate_limits.per_key fills what it leaves out. */
+  readonly limits?: RateLimits;
+  /** Glob patterns of the client model ids it may use (field `models`, JSON); absent = per_key.models. */
+  readonly models?: readonly string[];
 }
 
 export interface RehashedKey {
@@ -125,6 +131,8 @@ export interface StateStore {
    * access keys have it.
    */
   rehashAccessKey?(fromHash: string, toHash: string, hashSecretId: string): Promise<RehashedKey | null>;
+  /** Subjects' own rate limits, where the store keeps them (Redis; file mode has router.yaml's). */
+  readonly subjectLimits?: SubjectLimitStore;
   /** Store health for /readyz (Redis: with the state of the gateway's view cache when it has one). */
   health(): Promise<StoreHealth>;
   close(): Promise<void>;
@@ -138,4 +146,14 @@ export interface AccessKeyStore {
   revoke(name: string): Promise<StoredAccessKey | undefined>;
   /** Replace the secret hash (old secret refused at once). */
   rotate(name: string, secretHash: string, hashSecretId?: string): Promise<StoredAccessKey | undefined>;
+  /**
+   * Change a live key's limits and model list (null clears one, undefined leaves it); every instance
+   * applies them at its next request. Undefined when there is no such key.
+   */
+  update(name: string, change: AccessKeyChange): Promise<StoredAccessKey | undefined>;
+}
+
+export interface AccessKeyChange {
+  readonly limits?: RateLimits | null;
+  readonly models?: readonly string[] | null;
 }

@@ -4,6 +4,7 @@
 
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
+import type { RateLimits } from './rate-limit-types.ts';
 
 /** The api identifiers that match rules test (docs/dsl.md). */
 export const API_NAMES = [
@@ -72,6 +73,10 @@ export interface Principal {
   /** Billing subject; subjectId is '' when the request maps to no subject. */
   readonly subjectType: string;
   readonly subjectId: string;
+  /** The key's own rate limits, as its record or entry sets them (the defaults are applied later). */
+  readonly limits?: RateLimits | undefined;
+  /** The key's own model list (glob patterns of client model ids). */
+  readonly models?: readonly string[] | undefined;
 }
 
 /** One candidate upstream chosen by selectTarget. The pipeline tries candidates in order (retry rules). */

@@ -321,6 +321,11 @@ export interface KeyLayout {
   balanceLock(type: string, id: string, currency: string): string;
   /** billing_stream_shards streams; shard 0 of a single endpoint is the stream of earlier versions. */
   readonly shards: readonly StreamShardKeys[];
+  /**
+   * What a subject's rate-limit keys start with (`<key_prefix>{rl:<type>:<id>}`): its own limits
+   * (`:limits`), its counters and those of its keys, all in one hash slot of their own.
+   */
+  rateLimit(type: string, id: string): string;
 }
 
 export function createKeyLayout(
@@ -348,6 +353,7 @@ export function createKeyLayout(
     balance: (type, id, currency) => `${p}balance:${type}:${id}:${currency}`,
     balanceLock: (type, id, currency) => `${p}balance:${type}:${id}:${currency}:lock`,
     shards,
+    rateLimit: (type, id) => `${config.keyPrefix}{rl:${type}:${id}}`,
   };
 }
 

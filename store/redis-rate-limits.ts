@@ -1,0 +1,270 @@
+// Rate-limit counters in Redis: one script admits a request against its key's and its subject's limits
+// at once, since all of a subject's counters share the hash tag `{rl:<type>:<id>}` (one slot in a
+// cluster). Windows are 60 one-second buckets in a hash (field: the second); concurrency slots are a
+// sorted set scored by lease expiry. Time is the server's (TIME), so every instance counts on one clock.
+// Layout: docs/operations.md "Keys in Redis".
+
+import type {
+  Admission,
+  AdmitResult,
+  DimensionState,
+  HeldSlot,
+  LimitDimension,
+  RateLimitCounters,
+  Settlement,
+} from '../common/rate-limit-types.ts';
+import { defineScript, type KeyLayout, type Redis } from './redis-client.ts';
+
+// Shared head: the base of the subject's keys (KEYS[1] is `<base>:limits`) and the clock (ARGV[1], ms;
+// '' = the server's TIME: tests give their own).
+const CLOCK_LUA = `
+local base = string.sub(KEYS[1], 1, #KEYS[1] - 7)
+local ms
+if ARGV[1] ~= '' then ms = tonumber(ARGV[1]) else
+  local t = redis.call('TIME')
+  ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local sec = math.floor(ms / 1000)
+`;
+
+// ARGV: clock, lease, tokens, count request (1/0), hold slot (1/0), lease ms, subject rpm, tpm,
+// concurrency ('' = none; the subject's own `:limits` hash overrides each), key name ('' = none), key
+// rpm, tpm, concurrency. Returns {admitted, refused dimension, retry ms, second, scopes' flags
+// (subject tokens, subject slot, key tokens, key slot), then limit, remaining, reset ms for requests,
+// tokens and concurrency (-1 when no limit)}.
+const ADMIT_LUA = `${CLOCK_LUA}
+local lease, tokens = ARGV[2], tonumber(ARGV[3])
+local countReq, holdSlot, leaseMs = ARGV[4] == '1', ARGV[5] == '1', tonumber(ARGV[6])
+local function num(v) if v == nil or v == false or v == '' then return nil end return tonumber(v) end
+local own = redis.call('HMGET', KEYS[1], 'requests_per_minute', 'tokens_per_minute', 'max_concurrent')
+local scopes = {{base .. ':s', num(own[1]) or num(ARGV[7]), num(own[2]) or num(ARGV[8]), num(own[3]) or num(ARGV[9])}}
+if ARGV[10] ~= '' then
+  scopes[2] = {base .. ':k:' .. ARGV[10], num(ARGV[11]), num(ARGV[12]), num(ARGV[13])}
+end
+local function window(key)
+  local flat = redis.call('HGETALL', key)
+  local sum, buckets, old = 0, {}, {}
+  for i = 1, #flat, 2 do
+    local s = tonumber(flat[i])
+    if s > sec - 60 then
+      local v = tonumber(flat[i + 1])
+      sum = sum + v
+      buckets[#buckets + 1] = {s, v}
+    else
+      old[#old + 1] = flat[i]
+    end
+  end
+  if #old > 0 then redis.call('HDEL', key, unpack(old)) end
+  table.sort(buckets, function(a, b) return a[1] < b[1] end)
+  return sum, buckets
+end
+local function waitFor(buckets, need)
+  local freed = 0
+  for _, b in ipairs(buckets) do
+    freed = freed + b[2]
+    if freed >= need then return (b[1] + 60) * 1000 - ms end
+  end
+  return 60000
+end
+local function resetOf(buckets)
+  if #buckets == 0 then return 0 end
+  return (buckets[1][1] + 60) * 1000 - ms
+end
+local refused, retry = '', 0
+local function refuse(dim, wait)
+  if wait < 1 then wait = 1 end
+  if wait > retry then refused, retry = dim, wait end
+end
+local state = {}
+for i, sc in ipairs(scopes) do
+  local st = {}
+  if sc[2] and countReq then
+    local n, b = window(sc[1] .. ':r')
+    st.r = {n, b}
+    if n >= sc[2] then refuse('requests', waitFor(b, n - sc[2] + 1)) end
+  end
+  if sc[3] and (countReq or tokens > 0) then
+    local n, b = window(sc[1] .. ':t')
+    st.t = {n, b}
+    if n >= sc[3] then refuse('tokens', waitFor(b, n - sc[3] + 1)) end
+  end
+  if sc[4] and holdSlot then
+    redis.call('ZREMRANGEBYSCORE', sc[1] .. ':c', '-inf', ms)
+    local n = redis.call('ZCARD', sc[1] .. ':c')
+    st.c = n
+    if n >= sc[4] then refuse('concurrency', 1000) end
+  end
+  state[i] = st
+end
+local admitted = refused == ''
+local flags = {'0', '0', '0', '0'}
+local dims = {{-1, -1, -1}, {-1, -1, -1}, {-1, -1, -1}}
+local function tighter(d, limit, remaining, reset)
+  if remaining < 0 then remaining = 0 end
+  if dims[d][1] == -1 or remaining < dims[d][2] then dims[d] = {limit, remaining, reset} end
+end
+for i, sc in ipairs(scopes) do
+  local st = state[i]
+  if st.r then
+    local n = st.r[1]
+    if admitted then
+      redis.call('HINCRBY', sc[1] .. ':r', sec, 1)
+      redis.call('EXPIRE', sc[1] .. ':r', 61)
+      n = n + 1
+    end
+    local reset = resetOf(st.r[2])
+    if reset == 0 and admitted then reset = 60000 end
+    tighter(1, sc[2], sc[2] - n, reset)
+  end
+  if st.t then
+    local n = st.t[1]
+    if admitted then
+      if tokens > 0 then
+        redis.call('HINCRBY', sc[1] .. ':t', sec, tokens)
+        redis.call('EXPIRE', sc[1] .. ':t', 61)
+      end
+      n = n + tokens
+      flags[i * 2 - 1] = '1'
+    end
+    local reset = resetOf(st.t[2])
+    if reset == 0 and admitted and tokens > 0 then reset = 60000 end
+    tighter(2, sc[3], sc[3] - n, reset)
+  end
+  if st.c then
+    local n = st.c
+    if admitted then
+      redis.call('ZADD', sc[1] .. ':c', ms + leaseMs, lease)
+      redis.call('PEXPIRE', sc[1] .. ':c', leaseMs * 2)
+      n = n + 1
+      flags[i * 2] = '1'
+    end
+    tighter(3, sc[4], sc[4] - n, 1000)
+  end
+end
+return {admitted and 1 or 0, refused, retry, sec, table.concat(flags),
+  dims[1][1], dims[1][2], dims[1][3], dims[2][1], dims[2][2], dims[2][3], dims[3][1], dims[3][2], dims[3][3]}
+`;
+
+// ARGV: clock, lease, second, token delta, key name, flags (subject tokens, subject slot, key tokens,
+// key slot). Releases the slots and replaces the provisional tokens while their second is in the window.
+const FINISH_LUA = `${CLOCK_LUA}
+local lease, second, delta, flags = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[6]
+local function settle(prefix, tok, slot)
+  if slot == '1' then redis.call('ZREM', prefix .. ':c', lease) end
+  if tok == '1' and delta ~= 0 and second > sec - 60 then
+    local k = prefix .. ':t'
+    redis.call('HINCRBY', k, second, delta)
+    if redis.call('TTL', k) < 0 then redis.call('EXPIRE', k, 61) end
+  end
+end
+settle(base .. ':s', string.sub(flags, 1, 1), string.sub(flags, 2, 2))
+if ARGV[5] ~= '' then settle(base .. ':k:' .. ARGV[5], string.sub(flags, 3, 3), string.sub(flags, 4, 4)) end
+return 1
+`;
+
+// ARGV: clock, lease ms, then pairs (scope suffix ':s' or ':k:<name>', lease). A slot already past its
+// expiry stays free: renewing it would let a paused instance take back a slot others may hold now.
+const RENEW_LUA = `${CLOCK_LUA}
+local leaseMs = tonumber(ARGV[2])
+for i = 3, #ARGV, 2 do
+  local k = base .. ARGV[i] .. ':c'
+  local score = redis.call('ZSCORE', k, ARGV[i + 1])
+  if score and tonumber(score) > ms then
+    redis.call('ZADD', k, ms + leaseMs, ARGV[i + 1])
+    redis.call('PEXPIRE', k, leaseMs * 2)
+  end
+end
+return 1
+`;
+
+const ADMIT = defineScript(ADMIT_LUA);
+const FINISH = defineScript(FINISH_LUA);
+const RENEW = defineScript(RENEW_LUA);
+
+const DIMENSIONS: readonly LimitDimension[] = ['requests', 'tokens', 'concurrency'];
+
+function opt(n: number | undefined): string {
+  return n === undefined ? '' : String(n);
+}
+
+function dimension(reply: unknown[], at: number): DimensionState | undefined {
+  const limit = Number(reply[at]);
+  if (limit < 0) return undefined;
+  return { limit, remaining: Number(reply[at + 1]), resetMs: Math.max(0, Number(reply[at + 2])) };
+}
+
+export function createRedisRateLimits(
+  client: Redis,
+  layout: Pick<KeyLayout, 'rateLimit'>,
+  /** Tests only: the clock in ms instead of the server's. */
+  clock?: () => number,
+): RateLimitCounters {
+  const now = () => (clock === undefined ? '' : String(clock()));
+  const limitsKey = (type: string, id: string) => `${layout.rateLimit(type, id)}:limits`;
+  return {
+    async admit(a: Admission, leaseMs: number): Promise<AdmitResult> {
+      const key = a.key;
+      const reply = (await ADMIT.run(
+        client,
+        [limitsKey(a.subject.type, a.subject.id)],
+        [
+          now(),
+          a.lease,
+          String(a.tokens),
+          a.countRequest ? '1' : '0',
+          a.holdSlot ? '1' : '0',
+          String(leaseMs),
+          opt(a.subjectLimits.requestsPerMinute),
+          opt(a.subjectLimits.tokensPerMinute),
+          opt(a.subjectLimits.maxConcurrent),
+          key?.name ?? '',
+          opt(key?.limits.requestsPerMinute),
+          opt(key?.limits.tokensPerMinute),
+          opt(key?.limits.maxConcurrent),
+        ],
+      )) as unknown[];
+      const refused = String(reply[1]);
+      const flags = String(reply[4]);
+      const result: { -readonly [K in keyof AdmitResult]: AdmitResult[K] } = {
+        admitted: Number(reply[0]) === 1,
+        retryAfterMs: Number(reply[2]),
+        second: Number(reply[3]),
+        counted: {
+          subjectTokens: flags[0] === '1',
+          subjectSlot: flags[1] === '1',
+          keyTokens: flags[2] === '1',
+          keySlot: flags[3] === '1',
+        },
+      };
+      if (refused !== '') result.refusedBy = refused as LimitDimension;
+      DIMENSIONS.forEach((d, i) => {
+        const state = dimension(reply, 5 + i * 3);
+        if (state !== undefined) result[d] = state;
+      });
+      return result;
+    },
+    async finish(s: Settlement): Promise<void> {
+      const c = s.counted;
+      const flags = [c.subjectTokens, c.subjectSlot, c.keyTokens, c.keySlot].map((f) => (f ? '1' : '0'));
+      await FINISH.run(
+        client,
+        [limitsKey(s.subject.type, s.subject.id)],
+        [now(), s.lease, String(s.second), String(s.tokenDelta), s.key ?? '', flags.join('')],
+      );
+    },
+    async renew(slots: readonly HeldSlot[], leaseMs: number): Promise<void> {
+      const bySubject = new Map<string, { key: string; args: string[] }>();
+      for (const slot of slots) {
+        const key = limitsKey(slot.subject.type, slot.subject.id);
+        let group = bySubject.get(key);
+        if (group === undefined) {
+          group = { key, args: [now(), String(leaseMs)] };
+          bySubject.set(key, group);
+        }
+        if (slot.counted.subjectSlot) group.args.push(':s', slot.lease);
+        if (slot.counted.keySlot && slot.key !== undefined) group.args.push(`:k:${slot.key}`, slot.lease);
+      }
+      await Promise.all([...bySubject.values()].map((g) => RENEW.run(client, [g.key], g.args)));
+    },
+  };
+}
