@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { amountOf, parseMoney } from '../../billing/money.ts';
-import type { PricingDiagnostic } from '../../billing/price-types.ts';
+import { COST_KEYS, type PricingDiagnostic, TOKEN_COMPONENTS } from '../../billing/price-types.ts';
+import schema from '../../billing/pricing.schema.json' with { type: 'json' };
 import { compilePricing, loadPricing } from '../../billing/pricing.ts';
 
 const EXAMPLE = `currency: USD
@@ -223,6 +224,85 @@ test('syntax errors, wrong shapes and bad multipliers become diagnostics', () =>
   );
   assert.match(only(compile('extra: 1\n').diagnostics).message, /unknown top-level key "extra"/);
   assert.deepEqual(compile('').diagnostics, []);
+});
+
+test('an invalid file: each problem names the file, its line and column, and what to write instead', () => {
+  const text = `currency: usd
+pricing_unit: 1.5
+prices:
+  - provider: p
+    model: kept
+    note: typo
+    cost: { input: 1, output: 2 }
+  - provider: p
+    model: empty-channel
+    channel: ""
+    cost: { input: 1 }
+  - provider: p
+    model: no-cost
+  - provider: p
+    model: nothing
+    cost: { cached_read: 1 }
+  - provider: p
+    model: image
+    cost: { images: { "1024x1024": 0.04, hd: cheap } }
+  - just a string
+multipliers:
+  providers: { p: 2 }
+  models: { gpt: 0.9 }
+  regions: { eu: 1.1 }
+reference_prices: yes
+`;
+  const { pricing, diagnostics } = compilePricing([{ file: 'prices.yaml', text }]);
+  const costs = COST_KEYS.join(', ');
+  assert.deepEqual(
+    diagnostics.map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`),
+    [
+      'prices.yaml:1:1: currency must be a three-letter code such as USD (using USD)',
+      'prices.yaml:2:1: pricing_unit must be a positive integer (using 1000000)',
+      'prices.yaml:6:5: unknown key "note" in a price entry (ignored)',
+      'prices.yaml:10:5: channel must be a non-empty string (entry ignored)',
+      `prices.yaml:12:5: cost must be a mapping of ${costs} (entry ignored)`,
+      'prices.yaml:16:5: cost names no price (entry ignored)',
+      `prices.yaml:16:13: unknown cost "cached_read"; expected one of ${costs} (ignored)`,
+      'prices.yaml:19:42: image price "hd" must be a non-negative number (entry ignored)',
+      'prices.yaml:20:5: a price entry must be a mapping with provider, model and cost',
+      'prices.yaml:23:13: multipliers.models keys are "provider/model" (ignored)',
+      'prices.yaml:24:3: unknown multipliers group "regions"; expected providers, models, channels',
+      'prices.yaml:25:1: reference_prices must be true or false',
+    ],
+  );
+  // What is left out falls back to the defaults; the rest of the file still applies.
+  const kept = pricing.lookup('p', 'kept');
+  assert.deepEqual([pricing.size, kept?.currency, kept?.pricingUnit], [1, 'USD', 1_000_000]);
+  assert.equal(kept?.multiplier.toString(), '2');
+  assert.deepEqual(pricing.referenceFiles, []);
+});
+
+test('one problem per left-out entry: the first a reader would find', () => {
+  const { diagnostics } = compile(
+    'prices:\n  - { model: "a*b", channel: "", cost: [] }\n  - { provider: p, model: "a*b", cost: { input: x } }\n',
+  );
+  assert.deepEqual(
+    diagnostics.map((d) => [d.line, d.message]),
+    [
+      [2, 'price entry without a provider (entry ignored)'],
+      [3, 'model "a*b": "*" is allowed only at the end (entry ignored)'],
+    ],
+  );
+  const images = only(compile('prices:\n  - { provider: p, model: m, cost: { images: {} } }\n').diagnostics);
+  assert.match(images.message, /^cost images must be a price per image or a mapping of "<size>"/);
+  assert.deepEqual(compile('prices: ~\nmultipliers: { providers: ~ }\n').diagnostics, []);
+});
+
+test('the schema names the cost components the compiler prices', () => {
+  const { cost, entry } = schema.definitions;
+  assert.deepEqual(Object.keys(cost.properties), COST_KEYS);
+  assert.deepEqual(
+    cost.anyOf.flatMap((branch) => branch.required),
+    COST_KEYS,
+  );
+  assert.deepEqual(Object.keys(entry.then.properties.cost.dependencies), [...TOKEN_COMPONENTS]);
 });
 
 test('the currency and pricing unit of a file go into its hints', () => {
