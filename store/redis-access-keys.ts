@@ -1,6 +1,7 @@
 // Access-key records in Redis: the hash fields as stored and the scripts that change a record and its
 // index together (docs/operations.md "Keys in Redis"). Only the HMAC of a secret is ever written.
 
+import { RATE_LIMIT_FIELDS, type RateLimits } from '../common/rate-limit-types.ts';
 import type { StoredAccessKey } from '../common/store-types.ts';
 import { defineScript } from './redis-client.ts';
 
@@ -38,6 +39,17 @@ redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 return redis.call('HGETALL', KEYS[1])
 `;
 
+// KEYS: record. ARGV: field/value pairs; an empty value deletes the field. Any write to the record
+// reaches every instance's view cache through client tracking, as a revoke does.
+const UPDATE_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+for i = 1, #ARGV, 2 do
+  if ARGV[i + 1] == '' then redis.call('HDEL', KEYS[1], ARGV[i]) else redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+end
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+return redis.call('HGETALL', KEYS[1])
+`;
+
 // KEYS: index. ARGV: prefix, from hash, to hash, hash secret id. The record must still carry the hash
 // it is indexed under, so a rotate or a move by another instance in between wins; a revoked key stays
 // where it is. Returns {moved 0/1, record (flat HGETALL)} or false.
@@ -65,6 +77,7 @@ return {0, redis.call('HGETALL', rk)}
 export const CREATE = defineScript(CREATE_LUA);
 export const REVOKE = defineScript(REVOKE_LUA);
 export const ROTATE = defineScript(ROTATE_LUA);
+export const UPDATE = defineScript(UPDATE_LUA);
 export const REHASH = defineScript(REHASH_LUA);
 
 /** The record fields as stored (docs/operations.md "Keys in Redis"). */
@@ -88,7 +101,56 @@ export function accessKeyFields(key: StoredAccessKey): string[] {
     String(key.version),
   ];
   if (key.hashSecretId !== undefined) fields.push('hash_secret_id', key.hashSecretId);
+  const limits = encodeLimits(key.limits);
+  if (limits !== '') fields.push('limits', limits);
+  if (key.models !== undefined) fields.push('models', JSON.stringify(key.models));
   return fields;
+}
+
+/** The `limits` field: a JSON object of the set limits, snake_case; '' when none is set. */
+export function encodeLimits(limits: RateLimits | undefined): string {
+  if (limits === undefined) return '';
+  const out: Record<string, number> = {};
+  for (const [field, wire] of Object.entries(RATE_LIMIT_FIELDS)) {
+    const value = limits[field as keyof RateLimits];
+    if (value !== undefined) out[wire] = value;
+  }
+  return Object.keys(out).length === 0 ? '' : JSON.stringify(out);
+}
+
+function isPositiveInteger(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
+}
+
+/**
+ * Limits from their snake_case form (a `limits` field's JSON, a subject's `:limits` hash). Anything
+ * malformed is undefined, as if unset: a hand-edited record must not fail the requests that read it.
+ */
+export function limitsFrom(raw: unknown): RateLimits | undefined {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
+  const record = raw as Record<string, unknown>;
+  const out: { -readonly [K in keyof RateLimits]: number } = {};
+  for (const [field, wire] of Object.entries(RATE_LIMIT_FIELDS)) {
+    const value = record[wire];
+    if (value === undefined) continue;
+    if (!isPositiveInteger(value)) return undefined;
+    out[field as keyof RateLimits] = value;
+  }
+  return Object.keys(out).length === 0 ? undefined : out;
+}
+
+function parseJsonField(text: string | undefined): unknown {
+  if (text === undefined || text === '') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function modelsFrom(raw: unknown): readonly string[] | undefined {
+  if (!Array.isArray(raw) || !raw.every((m) => typeof m === 'string' && m !== '')) return undefined;
+  return raw as string[];
 }
 
 export function parseAccessKey(flat: unknown): StoredAccessKey | undefined {
@@ -100,6 +162,8 @@ export function parseAccessKey(flat: unknown): StoredAccessKey | undefined {
   if (name === undefined || secretHash === undefined) return undefined;
   const expires = f.get('expires_at');
   const hashSecretId = f.get('hash_secret_id');
+  const limits = limitsFrom(parseJsonField(f.get('limits')));
+  const models = modelsFrom(parseJsonField(f.get('models')));
   return {
     name,
     secretHash,
@@ -110,5 +174,7 @@ export function parseAccessKey(flat: unknown): StoredAccessKey | undefined {
     expiresAt: expires === undefined || expires === '' ? undefined : Number(expires),
     version: Number(f.get('version') ?? 1),
     ...(hashSecretId === undefined || hashSecretId === '' ? {} : { hashSecretId }),
+    ...(limits === undefined ? {} : { limits }),
+    ...(models === undefined ? {} : { models }),
   };
 }

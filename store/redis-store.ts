@@ -9,13 +9,29 @@
 import type { Logger } from 'pino';
 import type { StoreConfig } from '../common/config-types.ts';
 import {
+  RATE_LIMIT_FIELDS,
+  type RateLimits,
+  type SubjectLimitStore,
+  type SubjectRef,
+} from '../common/rate-limit-types.ts';
+import {
+  type AccessKeyChange,
   type AccessKeyStore,
   type StateStore,
   type StoredAccessKey,
   StoreUnavailableError,
   type SubjectState,
 } from '../common/store-types.ts';
-import { accessKeyFields, CREATE, parseAccessKey, REHASH, REVOKE, ROTATE } from './redis-access-keys.ts';
+import {
+  accessKeyFields,
+  CREATE,
+  encodeLimits,
+  parseAccessKey,
+  REHASH,
+  REVOKE,
+  ROTATE,
+  UPDATE,
+} from './redis-access-keys.ts';
 import {
   closeRedisClient,
   connectRedis,
@@ -48,6 +64,8 @@ export interface RedisStoreOptions {
 export interface RedisStores {
   readonly state: StateStore;
   readonly accessKeys: AccessKeyStore;
+  /** Subjects' own rate limits (router-admin subject set-limits); the limiter's script reads the same hash. */
+  readonly subjectLimits: SubjectLimitStore;
   readonly client: Redis;
   readonly keys: KeyLayout;
   /** The in-process view cache, when viewCacheMs > 0. */
@@ -55,6 +73,32 @@ export interface RedisStores {
   /** Whether the first connection came up within readyTimeoutMs (it keeps trying either way). */
   readonly connected: boolean;
   close(): Promise<void>;
+}
+
+/** A subject's own limits: the hash `<key_prefix>{rl:<type>:<id>}:limits`, which the admission script reads. */
+export function subjectLimitsKey(k: KeyLayout, subject: SubjectRef): string {
+  return `${k.rateLimit(subject.type, subject.id)}:limits`;
+}
+
+/** A `:limits` hash as read: a field that is not a positive integer counts as unset. */
+export function parseSubjectLimits(hash: Record<string, string>): RateLimits | undefined {
+  const out: { -readonly [K in keyof RateLimits]: number } = {};
+  for (const [field, wire] of Object.entries(RATE_LIMIT_FIELDS)) {
+    const text = hash[wire];
+    if (text === undefined || !/^[1-9][0-9]{0,15}$/.test(text)) continue;
+    out[field as keyof RateLimits] = Number(text);
+  }
+  return Object.keys(out).length === 0 ? undefined : out;
+}
+
+/** AccessKeyChange as UPDATE's field/value pairs ('' deletes the field). */
+function changeFields(change: AccessKeyChange): string[] {
+  const fields: string[] = [];
+  if (change.limits !== undefined)
+    fields.push('limits', change.limits === null ? '' : encodeLimits(change.limits));
+  if (change.models !== undefined)
+    fields.push('models', change.models === null ? '' : JSON.stringify(change.models));
+  return fields;
 }
 
 /** Runs one store operation; connection failures become StoreUnavailableError. */
@@ -101,6 +145,26 @@ export async function openRedisStores(
     await closeRedisClient(client);
   }
 
+  const subjectLimits: SubjectLimitStore = {
+    getSubjectLimits: (subject) =>
+      guard('getSubjectLimits', async () =>
+        parseSubjectLimits(await client.hgetall(subjectLimitsKey(k, subject))),
+      ),
+    setSubjectLimits: (subject, limits) =>
+      guard('setSubjectLimits', async () => {
+        const key = subjectLimitsKey(k, subject);
+        const fields: string[] = [];
+        for (const [field, wire] of Object.entries(RATE_LIMIT_FIELDS)) {
+          const value = limits?.[field as keyof RateLimits];
+          if (value !== undefined) fields.push(wire, String(value));
+        }
+        // Replaced whole, in one step: the admission script never sees half of an update.
+        const tx = client.multi().del(key);
+        if (fields.length > 0) tx.hset(key, ...fields);
+        for (const [err] of (await tx.exec()) ?? []) if (err) throw err;
+      }),
+  };
+
   const state: StateStore = {
     kind: 'redis',
     view: (query) => {
@@ -110,6 +174,7 @@ export async function openRedisStores(
       return guard('view', () => view(client, k, cache, maxAgeMs, query));
     },
     peekView: (query) => cachedView(cache, query),
+    subjectLimits,
     getSubject: (subject) =>
       guard('getSubject', async () => {
         const text = await client.get(k.subject(subject.type, subject.id));
@@ -246,11 +311,20 @@ export async function openRedisStores(
         if (result === 'hash_taken') throw new Error(`another key already has this secret (${name})`);
         return parseAccessKey(result);
       }),
+    update: (name, change) =>
+      guard('updateAccessKey', async () => {
+        const key = k.accessKey(name);
+        wrote(key);
+        const result = parseAccessKey(await UPDATE.run(client, [key], changeFields(change)));
+        wrote(key);
+        return result;
+      }),
   } satisfies AccessKeyStore;
 
   return {
     state,
     accessKeys,
+    subjectLimits,
     client,
     keys: k,
     viewCache: cache,

@@ -144,6 +144,89 @@ test('webhook claims, refresh lock single flight, subject state round trip', asy
   }
 });
 
+test('access keys: limits and models round trip; update changes and clears them atomically and bumps version', async () => {
+  const { stores, prefix } = await open();
+  try {
+    const limits = { requestsPerMinute: 600, tokensPerMinute: 200_000, maxConcurrent: 8 };
+    await stores.accessKeys.create(
+      testKeyRecord('lim-a', 'ak_lim_a', { limits, models: ['gpt-*', 'claude-*'] }),
+    );
+    const record = await redis.admin.hgetall(`${prefix}access_key:lim-a`);
+    assert.deepEqual(JSON.parse(record.limits!), {
+      requests_per_minute: 600,
+      tokens_per_minute: 200000,
+      max_concurrent: 8,
+    });
+    assert.deepEqual(JSON.parse(record.models!), ['gpt-*', 'claude-*']);
+    const got = await stores.accessKeys.get('lim-a');
+    assert.deepEqual(got?.limits, limits);
+    assert.deepEqual(got?.models, ['gpt-*', 'claude-*']);
+    const hash = hashAccessKey('test-hash-secret', 'ak_lim_a');
+    assert.deepEqual((await stores.state.view({ keyHash: hash })).key?.limits, limits);
+
+    const changed = await stores.accessKeys.update('lim-a', { limits: { maxConcurrent: 2 } });
+    assert.deepEqual(changed?.limits, { maxConcurrent: 2 });
+    assert.deepEqual(changed?.models, ['gpt-*', 'claude-*'], 'models left as they were');
+    assert.equal(changed?.version, 2);
+    assert.equal(changed?.secretHash, hash);
+
+    const cleared = await stores.accessKeys.update('lim-a', { limits: null, models: ['o3*'] });
+    assert.equal(cleared?.limits, undefined);
+    assert.deepEqual(cleared?.models, ['o3*']);
+    assert.equal(cleared?.version, 3);
+    assert.equal(await redis.admin.hexists(`${prefix}access_key:lim-a`, 'limits'), 0);
+
+    const none = await stores.accessKeys.update('lim-a', { models: null });
+    assert.equal(none?.models, undefined);
+    assert.equal(await redis.admin.hexists(`${prefix}access_key:lim-a`, 'models'), 0);
+    assert.equal((await stores.state.view({ keyHash: hash })).key?.version, 4);
+
+    assert.equal(await stores.accessKeys.update('nobody', { limits: { maxConcurrent: 1 } }), undefined);
+    assert.equal(
+      await redis.admin.exists(`${prefix}access_key:nobody`),
+      0,
+      'no record made for an unknown name',
+    );
+
+    // A hand-edited, malformed field is read as unset: the key still authenticates.
+    await redis.admin.hset(`${prefix}access_key:lim-a`, 'limits', '{"requests_per_minute":"lots"}');
+    const view = await stores.state.view({ keyHash: hash });
+    assert.equal(view.key?.name, 'lim-a');
+    assert.equal(view.key?.limits, undefined);
+  } finally {
+    await stores.close();
+  }
+});
+
+test("subject limits: set, read, replace and clear the subject's {rl:<type>:<id>}:limits hash", async () => {
+  const { stores, prefix } = await open();
+  try {
+    const subject = { type: 'team', id: 'team-x' };
+    const key = `${prefix}{rl:team:team-x}:limits`;
+    assert.equal(await stores.subjectLimits.getSubjectLimits(subject), undefined);
+    await stores.subjectLimits.setSubjectLimits(subject, { requestsPerMinute: 100, maxConcurrent: 4 });
+    assert.deepEqual(await redis.admin.hgetall(key), { requests_per_minute: '100', max_concurrent: '4' });
+    assert.deepEqual(await stores.subjectLimits.getSubjectLimits(subject), {
+      requestsPerMinute: 100,
+      maxConcurrent: 4,
+    });
+    // The state store carries the same (how the gateway reaches it).
+    assert.deepEqual(await stores.state.subjectLimits?.getSubjectLimits(subject), {
+      requestsPerMinute: 100,
+      maxConcurrent: 4,
+    });
+    await stores.subjectLimits.setSubjectLimits(subject, { tokensPerMinute: 5000 });
+    assert.deepEqual(await redis.admin.hgetall(key), { tokens_per_minute: '5000' }, 'replaced whole');
+    await stores.subjectLimits.setSubjectLimits(subject, undefined);
+    assert.equal(await redis.admin.exists(key), 0);
+    assert.equal(await stores.subjectLimits.getSubjectLimits(subject), undefined);
+    await stores.subjectLimits.setSubjectLimits(subject, {});
+    assert.equal(await redis.admin.exists(key), 0, 'no limit set: nothing kept');
+  } finally {
+    await stores.close();
+  }
+});
+
 test('store down: operations fail fast with StoreUnavailableError and recover after restart', async () => {
   const { stores } = await open();
   try {

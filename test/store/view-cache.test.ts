@@ -126,6 +126,39 @@ test("this process's own writes drop what they change at once", async () => {
   }
 });
 
+test("an access-key update by another client drops every instance's cached record, as a revoke does", async () => {
+  const { stores, prefix } = await open();
+  // Another process on the same keys: router-admin, without a cache of its own.
+  const admin = await openRedisStores(testStoreConfig(redis.url, { keyPrefix: prefix }));
+  try {
+    const invalidations = stores.viewCache?.invalidations ?? 0;
+    await admin.accessKeys.create(testKeyRecord('upd-a', 'ak_upd_a'));
+    await waitUntil(
+      () => (stores.viewCache?.invalidations ?? 0) > invalidations,
+      "the create's invalidation",
+    );
+    const query = { keyHash: hashAccessKey('test-hash-secret', 'ak_upd_a'), currency: 'USD' };
+    const first = await stores.state.view(query);
+    assert.equal(first.key?.limits, undefined);
+    assert.equal(cached(stores, query), true);
+
+    await admin.accessKeys.update('upd-a', { limits: { requestsPerMinute: 30 }, models: ['gpt-*'] });
+    await waitUntil(() => !cached(stores, query), 'the invalidation');
+    const second = await stores.state.view(query);
+    assert.deepEqual(second.key?.limits, { requestsPerMinute: 30 });
+    assert.deepEqual(second.key?.models, ['gpt-*']);
+    assert.equal(second.key?.version, 2);
+
+    // This process's own update drops its copy at once, without waiting for Redis's message.
+    await stores.accessKeys.update('upd-a', { limits: null });
+    assert.equal(cached(stores, query), false);
+    assert.equal((await stores.state.view(query)).key?.limits, undefined);
+  } finally {
+    await admin.close();
+    await stores.close();
+  }
+});
+
 test('a cached balance is served no longer than its TTL in Redis', async () => {
   const { stores } = await open();
   const writer = await openRedisStores(testStoreConfig(redis.url, { keyPrefix: stores.keys.prefix }));
