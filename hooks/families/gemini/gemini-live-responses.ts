@@ -4,10 +4,11 @@
 // functions: the Live turn goes on after the client's toolResponse). A response cut by the user's speech
 // or by a new client turn is `interrupted`.
 
+import { asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { objectOf } from '../telemetry-fields.ts';
 import type { LiveConfig } from './gemini-live-setup.ts';
-import { asArray, asString, isObject, parseJson } from './translator-shared.ts';
+import { asArray, parseJson } from './translator-shared.ts';
 
 const OUTPUT_AUDIO_MIME = 'audio/pcm;rate=24000';
 

@@ -1,9 +1,10 @@
 // The Gemini Live setup of gemini_live_to_openai_realtime: the client's `setup` message becomes the
 // session.update OpenAI Realtime takes, or the close that names the first field OpenAI cannot carry.
 
+import { asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { OPENAI_VOICES } from '../openai/realtime.ts';
-import { asArray, asString, geminiSchemaToJsonSchema, isObject } from './translator-shared.ts';
+import { asArray, geminiSchemaToJsonSchema } from './translator-shared.ts';
 
 /**
  * A close of the client's session, its reason naming the field: 1007 for a message the Live API itself

@@ -6,6 +6,7 @@
 // API has no error message: what OpenAI cannot carry closes the session (1008) with a reason naming the
 // field, a message the Live API itself refuses closes it with 1007, as Gemini does.
 
+import { asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { MIN_COMMIT_BYTES } from '../openai/realtime.ts';
 import { objectOf } from '../telemetry-fields.ts';
@@ -18,7 +19,7 @@ import type {
 import { LiveResponses } from './gemini-live-responses.ts';
 import { configFor, invalid, type LiveConfig, notCarried, type Refusal } from './gemini-live-setup.ts';
 import { Upsampler16kTo24k } from './pcm-resample.ts';
-import { asArray, asString, isObject } from './translator-shared.ts';
+import { asArray } from './translator-shared.ts';
 
 /** The rate the Live API assumes when the MIME type names none. */
 const DEFAULT_INPUT_RATE = 16_000;

@@ -8,6 +8,7 @@
 // first served. Streamed tool-call argument fragments are the one thing accumulated here: Gemini sends
 // a function call as one whole part, so each call's arguments are held until the choice finishes.
 
+import { asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
 import { refuseUnknownFields } from '../../translators/json.ts';
 import type { Translator, TranslatorInit } from '../../translators/types.ts';
@@ -16,11 +17,9 @@ import { streamWithUsage } from '../openai/request-fields.ts';
 import {
   asArray,
   asNumber,
-  asString,
   field,
   geminiErrorFromOpenai,
   geminiSchemaToJsonSchema,
-  isObject,
   parseJson,
   usageFromOpenai,
 } from './translator-shared.ts';

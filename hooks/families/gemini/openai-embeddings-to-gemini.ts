@@ -6,13 +6,14 @@
 // one): its counts are a local o200k token estimate of the input, not an upstream figure. Should the
 // upstream ever send `usageMetadata`, that is used instead.
 
+import { asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import type { Translator, TranslatorInit } from '../../translators/types.ts';
 import { defineTranslator, TranslationError } from '../../translators/types.ts';
 // The shared counter loads its encoding on first use: importing gpt-tokenizer's default entry here
 // would load a whole encoding (docs/architecture.md has its memory cost) into every gateway at start.
 import { countTokens } from '../../usage/estimate.ts';
-import { asArray, asNumber, asString, field, isObject, openaiErrorFromGemini } from './translator-shared.ts';
+import { asArray, asNumber, field, openaiErrorFromGemini } from './translator-shared.ts';
 
 function inputTexts(input: JsonValue | undefined): string[] {
   if (typeof input === 'string') return [input];

@@ -3,9 +3,10 @@
 // its configuration once, in the setup message: the client's first session.update shapes it, and any
 // later change (a session.update, a response.create's own settings) is refused by field name.
 
+import { asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { OPENAI_VOICES } from '../openai/realtime.ts';
-import { asArray, asString, isObject, jsonSchemaToGemini } from './translator-shared.ts';
+import { asArray, jsonSchemaToGemini } from './translator-shared.ts';
 
 /** PCM16 at 24 kHz: OpenAI Realtime's default format, what Gemini Live speaks and takes. */
 const PCM_24K: JsonObject = { type: 'audio/pcm', rate: 24_000 };

@@ -2,10 +2,11 @@
 // and assistant messages become clientContent turns, function call outputs a toolResponse; what Gemini
 // cannot take is refused by field name.
 
+import { asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { objectOf } from '../telemetry-fields.ts';
 import { INPUT_AUDIO_MIME, type Refusal } from './openai-realtime-config.ts';
-import { asArray, asString, isObject, parseJson } from './translator-shared.ts';
+import { asArray, parseJson } from './translator-shared.ts';
 
 /**
  * A conversation item as the Gemini message that adds it, or why Gemini Live cannot take it.

@@ -4,10 +4,11 @@
 // a new one), an interruption or a response.cancel ends it cancelled, and every usage report Gemini sends
 // reaches the client in exactly one response.done.
 
+import { asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { objectOf } from '../telemetry-fields.ts';
 import { outputIsAudio } from './openai-realtime-config.ts';
-import { asArray, asString, isObject } from './translator-shared.ts';
+import { asArray } from './translator-shared.ts';
 
 /** What the responses need of the session they are part of. */
 export interface Conversation {

@@ -5,6 +5,7 @@
 // Gemini cannot carry is answered with an OpenAI `error` event naming the event or field, never dropped.
 
 import { randomBytes } from 'node:crypto';
+import { asString } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { MIN_COMMIT_BYTES } from '../openai/realtime.ts';
 import { objectOf } from '../telemetry-fields.ts';
@@ -26,7 +27,6 @@ import {
 } from './openai-realtime-config.ts';
 import { itemToGemini, withoutAudio } from './openai-realtime-items.ts';
 import { type Conversation, Responses } from './openai-realtime-responses.ts';
-import { asString } from './translator-shared.ts';
 
 const SESSION_LIFETIME_S = 3600;
 

@@ -9,6 +9,7 @@
 // Gemini 3 thought signatures ride along in `tool_calls[].extra_content.google.thought_signature` (the
 // field Google's own OpenAI-compatible endpoint uses) and go back as `thoughtSignature` on the part.
 
+import { asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
 import type { Translator, TranslatorInit } from '../../translators/types.ts';
 import { defineTranslator, TranslationError } from '../../translators/types.ts';
@@ -16,9 +17,7 @@ import { byEffort, CHAT_FIELDS, IGNORABLE_CHAT_FIELDS, refuseUnservable } from '
 import {
   asArray,
   asNumber,
-  asString,
   field,
-  isObject,
   jsonSchemaToGemini,
   openaiErrorFromGemini,
   parseJson,

@@ -2,17 +2,10 @@
 // and snake_case field names, because the REST API is proto3 JSON), usage and error mapping, and the
 // JSON-schema <-> Gemini Schema conversions used by function declarations and structured output.
 
+import { asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue, Usage } from '../../../common/types.ts';
 import { openaiErrorType } from '../openai/errors.ts';
 import { googleStatusName } from './errors.ts';
-
-export function isObject(value: JsonValue | undefined): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-export function asString(value: JsonValue | undefined): string | undefined {
-  return typeof value === 'string' ? value : undefined;
-}
 
 export function asNumber(value: JsonValue | undefined): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
