@@ -5,10 +5,11 @@
 import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
-import { displayPath } from '../common/config-diagnostics.ts';
+import { childPointer, displayPath } from '../common/config-diagnostics.ts';
 import type { ConfigDiagnostic, KeysConfig } from '../common/config-types.ts';
 import type { YamlFile } from '../common/yaml-source.ts';
 import { parseListenAddress } from './listen.ts';
+import { EMPTY_MODELS } from './rate-limits.ts';
 import {
   type RawConfig,
   STORE_TLS_FILES,
@@ -23,7 +24,7 @@ import type { Origins } from './validate.ts';
 
 /** Reports at a pointer: the variable that set it, else its place in the file, else `fallback`'s. */
 export function reporter(yaml: YamlFile, origins: Origins, diagnostics: ConfigDiagnostic[]) {
-  return function report(pointer: string, message: string, fallback?: string): void {
+  return function report(pointer: string, message: string, fallback?: string, part?: 'key'): void {
     for (const candidate of fallback === undefined ? [pointer] : [pointer, fallback]) {
       const origin = origins.get(candidate);
       if (origin !== undefined) {
@@ -36,11 +37,11 @@ export function reporter(yaml: YamlFile, origins: Origins, diagnostics: ConfigDi
         return;
       }
       if (yaml.has(candidate)) {
-        diagnostics.push(yaml.at(candidate, message));
+        diagnostics.push(yaml.at(candidate, message, candidate === pointer ? part : undefined));
         return;
       }
     }
-    diagnostics.push(yaml.at(pointer, message));
+    diagnostics.push(yaml.at(pointer, message, part));
   };
 }
 
@@ -181,6 +182,8 @@ export function checkCrossFields(raw: RawConfig, report: ReturnType<typeof repor
       );
     }
   }
+  if (raw.rate_limits.per_key.models?.length === 0)
+    report('/rate_limits/per_key/models', `rate_limits.per_key.${EMPTY_MODELS}`);
   const traces = raw.telemetry.traces;
   for (const key of ['endpoint', 'traces_endpoint'] as const) {
     const url = traces[key];
@@ -245,6 +248,23 @@ export function checkKeysAgainstConfig(
     const clash = keys.accessKeys.find((key) => key.value === raw.master_key);
     if (clash !== undefined)
       report('/master_key', `master_key is also the secret of access key "${clash.name}"`);
+  }
+  // Without the store every key is known here, so a subject type no key has is a typo that would
+  // silently leave the subject unlimited.
+  if (!raw.store.enabled) {
+    const types = new Set([raw.billing.subject_type]);
+    for (const key of keys.accessKeys) if (key.subjectType !== undefined) types.add(key.subjectType);
+    const known = [...types].map((type) => `"${type}"`).join(', ');
+    for (const name of Object.keys(raw.rate_limits.subjects)) {
+      const type = name.slice(0, name.indexOf(':'));
+      if (!types.has(type))
+        report(
+          childPointer('/rate_limits/subjects', name),
+          `rate_limits.subjects: no access key has subject type "${type}" (key "${name}"); the types in use are ${known} (billing.subject_type, or subject_type on a key)`,
+          undefined,
+          'key',
+        );
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 // The keys file (client access keys, upstream provider keys) plus the environment forms of both:
-//   ROUTER_ACCESS_KEY_<NAME>=<secret>          access key `<name>` (lower-cased, `_` kept)
+//   ROUTER_ACCESS_KEY_<NAME>=<secret>          access key `<name>` (lower-cased, `_` kept), no limits or
+//                                              models of its own (rate_limits.per_key applies)
 //   ROUTER_PROVIDER_<NAME>_API_KEY=<secret>    the provider's only upstream key, channel `env`
 // Environment wins over the file, as everywhere in the configuration. Diagnostics name keys by name
 // and position, never by secret.
@@ -11,6 +12,7 @@ import { providerKeyEnvName } from '../common/provider-key-env.ts';
 import { isPlainObject, parseYaml, readYaml, type YamlFile } from '../common/yaml-source.ts';
 import { type Env, interpolateDocument } from './interpolate.ts';
 import schema from './keys.schema.json' with { type: 'json' };
+import { EMPTY_MODELS, toRateLimitFields } from './rate-limits.ts';
 import type { KEYS_SCHEMA } from './schema-const.ts';
 import { compileSchema } from './validate.ts';
 
@@ -89,6 +91,9 @@ function fileAccessKeys(yaml: YamlFile, data: KeysData, diagnostics: ConfigDiagn
       }
       return parsed;
     };
+    if (raw.models?.length === 0)
+      diagnostics.push(yaml.at(childPointer(pointer, 'models'), `${label}: ${EMPTY_MODELS}`));
+    const limits = raw.limits === undefined ? undefined : toRateLimitFields(raw.limits);
     out.push({
       entry: {
         name: raw.name,
@@ -99,6 +104,9 @@ function fileAccessKeys(yaml: YamlFile, data: KeysData, diagnostics: ConfigDiagn
         status: raw.status,
         expiresAt: instant('expires_at'),
         createdAt: instant('created_at'),
+        // Absent rather than undefined, so entries without limits compare as before.
+        ...(limits === undefined || Object.keys(limits).length === 0 ? {} : { limits }),
+        ...(raw.models === undefined ? {} : { models: raw.models }),
       },
       pointer,
       envName: undefined,

@@ -11,6 +11,7 @@ import type {
   KeysConfig,
   ListenAddress,
   ModelRegistryConfig,
+  RateLimitsConfig,
   RouterConfig,
   StoreConfig,
   TracesConfig,
@@ -19,6 +20,7 @@ import { hookModulePath } from '../common/hook-module-path.ts';
 import type { JsonValue } from '../common/types.ts';
 import type { Env } from './interpolate.ts';
 import { parseListenAddress } from './listen.ts';
+import { toRateLimitFields } from './rate-limits.ts';
 import type { ROUTER_CONFIG_SCHEMA } from './schema-const.ts';
 
 /**
@@ -197,6 +199,19 @@ export function toConfig(
     keys,
     models,
     pricing: { files: pricing.map((path) => resolve(dir, path)) },
+    rateLimits: toRateLimits(raw.rate_limits),
+  };
+}
+
+/** Fields left out stay absent (no limit); perKey.models absent = every model. */
+function toRateLimits(raw: RawConfig['rate_limits']): RateLimitsConfig {
+  const { models } = raw.per_key;
+  return {
+    perKey: { ...toRateLimitFields(raw.per_key), ...(models === undefined ? {} : { models }) },
+    perSubject: toRateLimitFields(raw.per_subject),
+    failureMode: raw.failure_mode,
+    leaseMs: Math.round(raw.lease_s * 1000),
+    subjects: new Map(Object.entries(raw.subjects).map(([name, own]) => [name, toRateLimitFields(own)])),
   };
 }
 

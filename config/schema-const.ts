@@ -164,6 +164,124 @@ export const ROUTER_CONFIG_SCHEMA = {
         }
       }
     },
+    "rate_limits": {
+      "type": "object",
+      "description": "Traffic limits per access key and per billing subject: requests and tokens per minute (a window sliding over the last 60 seconds) and requests in flight. Not request sizes or timeouts (those are `limits`). The master key is not limited. See docs/configuration.md \"rate_limits\".",
+      "additionalProperties": false,
+      "default": {},
+      "properties": {
+        "per_key": {
+          "type": "object",
+          "description": "Limits of every access key that sets none of its own (field by field: a key's `limits` fill in over these), and the model list of keys without `models`. Keys from ROUTER_ACCESS_KEY_<NAME> take these.",
+          "additionalProperties": false,
+          "default": {},
+          "properties": {
+            "requests_per_minute": {
+              "type": "integer",
+              "description": "Model requests a key may make in any 60 seconds. Unset: no limit.",
+              "minimum": 1
+            },
+            "tokens_per_minute": {
+              "type": "integer",
+              "description": "Tokens (input, cache reads and writes included, plus output, as metered) a key may use in any 60 seconds. Unset: no limit.",
+              "minimum": 1
+            },
+            "max_concurrent": {
+              "type": "integer",
+              "description": "Requests of a key in flight at once (a stream or a realtime session holds its slot until it ends). Unset: no limit.",
+              "minimum": 1
+            },
+            "models": {
+              "type": "array",
+              "description": "Client model ids a key without its own `models` may use: ids or glob patterns with `*` (any characters) and `?` (one character). Unset: every model. An empty list is refused.",
+              "items": {
+                "type": "string",
+                "description": "A model id or a glob pattern using `*` and `?` only.",
+                "minLength": 1,
+                "pattern": "^[^\\s,!\\\\\\[\\]{}]*$",
+                "patternErrorMessage": "must be a model id or a pattern using only * and ? (no spaces, commas, !, \\, [ ], { })"
+              },
+              "examples": [
+                [
+                  "gpt-*",
+                  "claude-*"
+                ]
+              ]
+            }
+          }
+        },
+        "per_subject": {
+          "type": "object",
+          "description": "Limits of every billing subject (all its keys together) that has no limits of its own (`subjects`, or `router-admin subject set-limits` in shared-store mode), field by field.",
+          "additionalProperties": false,
+          "default": {},
+          "properties": {
+            "requests_per_minute": {
+              "type": "integer",
+              "description": "Model requests of all the subject's keys in any 60 seconds. Unset: no limit.",
+              "minimum": 1
+            },
+            "tokens_per_minute": {
+              "type": "integer",
+              "description": "Tokens (input plus output, as metered) of all the subject's keys in any 60 seconds. Unset: no limit.",
+              "minimum": 1
+            },
+            "max_concurrent": {
+              "type": "integer",
+              "description": "Requests of all the subject's keys in flight at once; bounds how many requests one balance pre-check can admit together. Unset: no limit.",
+              "minimum": 1
+            }
+          }
+        },
+        "failure_mode": {
+          "type": "string",
+          "description": "When the counters cannot be reached: open = admit the request (counted as limit=\"store_unavailable\"), closed = answer 503 rate_limit_unavailable.",
+          "enum": [
+            "open",
+            "closed"
+          ],
+          "default": "open"
+        },
+        "lease_s": {
+          "type": "number",
+          "description": "A concurrency slot not renewed for this many seconds is free again (an instance that died holds none past it); live instances renew theirs every lease_s / 3.",
+          "default": 30,
+          "minimum": 3,
+          "maximum": 3600
+        },
+        "subjects": {
+          "type": "object",
+          "description": "One subject's own limits, by \"<subject type>:<subject id>\" (for example \"api_key:team-a\"); fields left out take per_subject. For file mode; in shared-store mode `router-admin subject set-limits` stores them, and the stored ones win.",
+          "default": {},
+          "propertyNames": {
+            "pattern": "^[^:]+:.+$",
+            "patternErrorMessage": "must be \"<subject type>:<subject id>\" (for example \"api_key:team-a\")"
+          },
+          "additionalProperties": {
+            "type": "object",
+            "description": "The subject's own limits.",
+            "additionalProperties": false,
+            "properties": {
+              "requests_per_minute": {
+                "type": "integer",
+                "description": "Model requests of all the subject's keys in any 60 seconds.",
+                "minimum": 1
+              },
+              "tokens_per_minute": {
+                "type": "integer",
+                "description": "Tokens (input plus output, as metered) of all the subject's keys in any 60 seconds.",
+                "minimum": 1
+              },
+              "max_concurrent": {
+                "type": "integer",
+                "description": "Requests of all the subject's keys in flight at once.",
+                "minimum": 1
+              }
+            }
+          }
+        }
+      }
+    },
     "request_id": {
       "type": "object",
       "description": "Which request ids billing trusts (docs/billing.md \"Request ids\").",
@@ -835,6 +953,45 @@ export const KEYS_SCHEMA = {
           "created_at": {
             "type": "string",
             "description": "ISO 8601 date or date-time with zone; informational."
+          },
+          "limits": {
+            "type": "object",
+            "description": "The key's own traffic limits; fields left out take rate_limits.per_key of the main file. Windows slide over the last 60 seconds.",
+            "additionalProperties": false,
+            "properties": {
+              "requests_per_minute": {
+                "type": "integer",
+                "description": "Model requests the key may make in any 60 seconds.",
+                "minimum": 1
+              },
+              "tokens_per_minute": {
+                "type": "integer",
+                "description": "Tokens (input, cache reads and writes included, plus output, as metered) the key may use in any 60 seconds.",
+                "minimum": 1
+              },
+              "max_concurrent": {
+                "type": "integer",
+                "description": "Requests of the key in flight at once (a stream or a realtime session holds its slot until it ends).",
+                "minimum": 1
+              }
+            }
+          },
+          "models": {
+            "type": "array",
+            "description": "Client model ids the key may use: ids or glob patterns with `*` (any characters) and `?` (one character). Absent: rate_limits.per_key.models, else every model. An empty list is refused.",
+            "items": {
+              "type": "string",
+              "description": "A model id or a glob pattern using `*` and `?` only.",
+              "minLength": 1,
+              "pattern": "^[^\\s,!\\\\\\[\\]{}]*$",
+              "patternErrorMessage": "must be a model id or a pattern using only * and ? (no spaces, commas, !, \\, [ ], { })"
+            },
+            "examples": [
+              [
+                "gpt-*",
+                "claude-*"
+              ]
+            ]
           }
         }
       }

@@ -131,9 +131,20 @@ function describeError(
   error: ErrorObject,
   redactUnknownKeys: boolean,
 ): { pointer: string; part: 'key' | 'value'; message: string } {
+  const parentSchema = asNode(error.parentSchema);
+  // A propertyNames failure is about a key of the mapping at instancePath: point at that key.
+  if (error.propertyName !== undefined) {
+    const custom = parentSchema?.patternErrorMessage;
+    const detail =
+      error.keyword === 'pattern' && typeof custom === 'string' ? custom : (error.message ?? 'is invalid');
+    return {
+      pointer: childPointer(error.instancePath, error.propertyName),
+      part: 'key',
+      message: `${displayPath(error.instancePath)}: key ${JSON.stringify(error.propertyName)} ${detail}`,
+    };
+  }
   const pointer = error.instancePath;
   const where = displayPath(pointer);
-  const parentSchema = asNode(error.parentSchema);
   switch (error.keyword) {
     case 'additionalProperties': {
       const key = String(error.params.additionalProperty);
@@ -204,6 +215,8 @@ export function compileSchema(schema: SchemaNode, options: CompileOptions = {}):
       const seen = new Set<string>();
       const diagnostics: ConfigDiagnostic[] = [];
       for (const error of check.errors ?? []) {
+        // Its inner error, which names the rule the key broke, is reported instead.
+        if (error.keyword === 'propertyNames') continue;
         const { pointer, part, message } = describeError(error, options.redactUnknownKeys === true);
         const origin = originOf(origins, pointer);
         const diagnostic: ConfigDiagnostic =
