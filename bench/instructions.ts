@@ -1,17 +1,20 @@
 // `node bench/instructions.ts [--modes off,billing,redis] [--warmup 4000] [--requests 4000] [--connections 16]
-// [--count instructions|syscalls] [--request chat|stream] [--fsync-interval-ms n] [--node-flags '...'] [--keep <dir>]`: what billing, the store and tracing
-// cost per request, counted instead of timed. With `--count instructions` (the default) each gateway runs
-// under valgrind's callgrind, which counts the instructions the process executes (every thread, and the
-// main thread alone; user space only) whatever else the machine's cores are doing. Per mode: a warm-up, the idle gateway's own
-// rate over a few seconds, then `--requests` chat requests; the count of that window, less the idle rate
-// over its length, over the requests. With `--count syscalls` the gateway runs natively and strace counts
-// its system calls in the window instead: the kernel's share, which instructions leave out.
+// [--count instructions|syscalls] [--request chat|stream] [--fsync-interval-ms n] [--node-flags '...']
+// [--keep <dir>] [--repo <checkout>]`: what billing, the store and tracing cost per request, counted
+// instead of timed. With `--count instructions` (the default) each gateway runs under valgrind's callgrind,
+// which counts the instructions the process executes (every thread, and the main thread alone; user space
+// only) whatever else the machine's cores are doing. Per mode: a warm-up, the idle gateway's own rate (the
+// lower of two 10 s windows), then `--requests` chat requests; the count of that window, less the idle
+// rate over its length, over the requests. With `--count syscalls` the gateway runs natively and strace
+// counts its system calls in the window instead: the kernel's share, which instructions leave out.
+// `--repo` runs the gateway (proxy/cli.ts, deploy/config) of another checkout, e.g. a `git worktree` of an
+// older commit with node_modules linked, in front of this checkout's simulators.
 // docs/benchmarks.md section 10 says how far either can be trusted on this machine.
 
 import { execFile, spawn } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
@@ -114,6 +117,7 @@ async function main(): Promise<void> {
       'node-flags': { type: 'string', default: '' },
       // Keep the callgrind dumps here (one folder per mode), for callgrind_annotate.
       keep: { type: 'string' },
+      repo: { type: 'string' },
       // `syscalls`: the gateway runs natively and strace counts its system calls (every thread) instead.
       count: { type: 'string', default: 'instructions' },
       // `stream`: a streamed reply of 20 chunks to a 2 KB prompt instead of the smallest chat request, to
@@ -129,7 +133,7 @@ async function main(): Promise<void> {
   const streamed = values.request === 'stream';
   if (!modes.every((m) => MODES.includes(m)) || (!streamed && values.request !== 'chat')) {
     console.error(
-      `usage: node bench/instructions.ts [--modes ${MODES.join(',')}] [--request chat|stream] [--fsync-interval-ms n] [--warmup n] [--requests n] [--connections n]`,
+      `usage: node bench/instructions.ts [--modes ${MODES.join(',')}] [--request chat|stream] [--fsync-interval-ms n] [--warmup n] [--requests n] [--connections n] [--keep dir] [--repo checkout]`,
     );
     process.exit(2);
   }
@@ -138,13 +142,18 @@ async function main(): Promise<void> {
     Number(values.requests),
     Number(values.connections),
   ];
+  const gatewayRepo = values.repo === undefined ? REPO : resolve(values.repo);
   const tmp = await mkdtemp(join(tmpdir(), 'llm-router-instructions-'));
   const stops: (() => Promise<void>)[] = [];
-  const workspace = async (name: string, launcher?: Workspace['gatewayLauncher']): Promise<Workspace> => {
+  const workspace = async (
+    name: string,
+    repo: string,
+    launcher?: Workspace['gatewayLauncher'],
+  ): Promise<Workspace> => {
     const dir = join(tmp, name);
     await mkdir(dir, { recursive: true });
     return {
-      repo: REPO,
+      repo,
       tmp: dir,
       // The young generation at its largest from the start: left to grow, it settled at a different size
       // in each process, and the count per request with it.
@@ -161,7 +170,7 @@ async function main(): Promise<void> {
     };
   };
   try {
-    const shared = await workspace('shared');
+    const shared = await workspace('shared', REPO);
     const up = await startUpstreamSimProcess(shared);
     stops.push(() => up.service.stop());
     const billing = await startBillingSimProcess(shared);
@@ -170,7 +179,7 @@ async function main(): Promise<void> {
     stops.push(() => otlp.close());
     const stores = await startModeStores(shared, modes, stops);
     console.log(
-      `${warmup} warm-up requests, then ${count} counted, at c=${connections}; ${streamed ? 'chat, streamed (20 chunks, 2 KB prompt)' : 'chat, non-streaming'}`,
+      `${warmup} warm-up requests, then ${count} counted, at c=${connections}; ${streamed ? 'chat, streamed (20 chunks, 2 KB prompt)' : 'chat, non-streaming'}; gateway of ${gatewayRepo}`,
     );
     const rows: { mode: Mode; perRequest: number; mainPerRequest?: number }[] = [];
     for (const [i, mode] of modes.entries()) {
@@ -179,6 +188,7 @@ async function main(): Promise<void> {
       await mkdir(dumps, { recursive: true });
       const ws = await workspace(
         name,
+        gatewayRepo,
         values.count === 'syscalls'
           ? undefined
           : {
@@ -234,22 +244,29 @@ async function main(): Promise<void> {
           // charged to requests as many times over, and by how loaded the machine is. It is taken out.
           // The warm-up's last events are synced up to an interval later: not in the idle window.
           if (fsync !== undefined) await sleep(2 * Number(fsync));
+          // The lower of two windows' rates: a late compilation or collection that falls in one is
+          // not a rate, and charged over the counted window it would move the result by percents.
           await dump(peer.service.pid, dumps);
-          let start = performance.now();
-          await sleep(IDLE_MS);
-          const idle = await dump(peer.service.pid, dumps);
-          const idleMs = performance.now() - start;
-          start = performance.now();
+          const rates: Counts[] = [];
+          for (let w = 0; w < 2; w++) {
+            const started = performance.now();
+            await sleep(IDLE_MS);
+            const counts = await dump(peer.service.pid, dumps);
+            const ms = performance.now() - started;
+            rates.push({ all: counts.all / ms, main: counts.main / ms });
+          }
+          const idle = (k: keyof Counts) => Math.min(...rates.map((r) => r[k]));
+          const start = performance.now();
           await requests(target, count, connections);
           const busy = await dump(peer.service.pid, dumps);
           const busyMs = performance.now() - start;
-          const net = (k: keyof Counts) => (busy[k] - (idle[k] / idleMs) * busyMs) / count;
+          const net = (k: keyof Counts) => (busy[k] - idle(k) * busyMs) / count;
           const perRequest = net('all');
           const mainPerRequest = net('main');
           rows.push({ mode, perRequest, mainPerRequest });
           const n = (v: number) => Math.round(v).toLocaleString('en');
           console.log(
-            `${mode}: ${n(perRequest)} instructions per request, ${n(mainPerRequest)} on the main thread (${n(busy.all / count)} before the idle rate, ${n((idle.all / idleMs) * 1000)}/s, is taken out; ${(busyMs / count).toFixed(1)} ms per request)`,
+            `${mode}: ${n(perRequest)} instructions per request, ${n(mainPerRequest)} on the main thread (${n(busy.all / count)} before the idle rate, ${n(idle('all') * 1000)}/s (windows ${rates.map((r) => n(r.all * 1000)).join(', ')}), is taken out; ${(busyMs / count).toFixed(1)} ms per request)`,
           );
         }
       } finally {

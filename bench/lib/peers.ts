@@ -199,7 +199,8 @@ export async function writeGatewayConfig(
   await mkdir(dir, { recursive: true });
   const config: Record<string, unknown> = {
     listen: `127.0.0.1:${opts.listenPort}`,
-    workers: opts.workers ?? 1,
+    // Left out unless given (the default is 1): checkouts older than the key refuse it.
+    ...(opts.workers === undefined ? {} : { workers: opts.workers }),
     providers_dir: join(ws.repo, 'deploy/config/providers'),
     models: join(ws.repo, 'deploy/config/models.yaml'),
     log: { level: opts.logLevel ?? 'warn' },

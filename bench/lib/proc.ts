@@ -100,8 +100,11 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Polls `url` until it answers anything at all; fails early when the service exits. */
-export async function waitForHttp(url: string, service: Service, timeoutMs = 20_000): Promise<void> {
+/**
+ * Polls `url` until it answers anything at all; fails early when the service exits. The default wait is
+ * long because the billing simulator runs at the lowest priority and, on a loaded machine, took over 20 s.
+ */
+export async function waitForHttp(url: string, service: Service, timeoutMs = 90_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (!service.alive()) {
