@@ -201,8 +201,3 @@ export function compileBody(cx: CompileContext, block: DirectiveNode['block']): 
   }
   return body;
 }
-
-/** @deprecated common/hook-module-path.ts hookModulePath (kept while hooks/dsl/index.ts names it). */
-export function resolveHookModule(providerFile: string, spec: string): string {
-  return hookModulePath(spec, providerFile);
-}

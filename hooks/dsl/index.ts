@@ -10,7 +10,7 @@ import { parse } from './parser.ts';
 import type { CompiledProvider, CompiledRule, DslDiagnostic, DslRegistries } from './types.ts';
 
 export { baseUrlEnvName, normalizeBaseUrl } from './compile-blocks.ts';
-export { resolveHookModule, USAGE_FIELDS } from './compile-body.ts';
+export { USAGE_FIELDS } from './compile-body.ts';
 export type { CompileOptions } from './compiler.ts';
 export { SYNTAX_VERSION } from './compiler.ts';
 export { compileJsonPath, jsonDelete, jsonGet, jsonSet, parseJsonPath } from './json-path.ts';
