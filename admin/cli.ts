@@ -10,10 +10,12 @@ import { ListAccessKeysCommand } from './commands/access-key/list.ts';
 import { MigrateAccessKeysCommand } from './commands/access-key/migrate.ts';
 import { RevokeAccessKeyCommand } from './commands/access-key/revoke.ts';
 import { RotateAccessKeyCommand } from './commands/access-key/rotate.ts';
+import { UpdateAccessKeyCommand } from './commands/access-key/update.ts';
 import { ListDeadLettersCommand } from './commands/dead-letter/list.ts';
 import { ReplayDeadLettersCommand } from './commands/dead-letter/replay.ts';
 import { ShowDeadLetterCommand } from './commands/dead-letter/show.ts';
 import { MigrateStoreCommand } from './commands/store/migrate.ts';
+import { SetSubjectLimitsCommand } from './commands/subject/set-limits.ts';
 import { type Noun, nounHelpCommand, topHelpCommand } from './help.ts';
 
 const BINARY = 'router-admin';
@@ -28,6 +30,7 @@ export const NOUNS: readonly Noun[] = [
       InitKeysFileCommand,
       CreateAccessKeyCommand,
       ListAccessKeysCommand,
+      UpdateAccessKeyCommand,
       RotateAccessKeyCommand,
       RevokeAccessKeyCommand,
       MigrateAccessKeysCommand,
@@ -42,6 +45,11 @@ export const NOUNS: readonly Noun[] = [
     name: 'store',
     summary: 'the shared Redis store',
     commands: [MigrateStoreCommand],
+  },
+  {
+    name: 'subject',
+    summary: "billing subjects' own rate limits, kept in the shared store",
+    commands: [SetSubjectLimitsCommand],
   },
 ];
 

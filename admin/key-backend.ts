@@ -11,14 +11,16 @@ import { dump as dumpYaml } from 'js-yaml';
 import type { AccessKeyEntry, RouterConfig } from '../common/config-types.ts';
 import { errorText } from '../common/errors.ts';
 import { EXIT } from '../common/exit-codes.ts';
+import { RATE_LIMIT_FIELDS, type RateLimits } from '../common/rate-limit-types.ts';
 import type { StoredAccessKey } from '../common/store-types.ts';
 import { isPlainObject, parseYaml } from '../common/yaml-source.ts';
 import { parseIsoInstant } from '../config/keys.ts';
 import { hashAccessKey, hashSecretId } from '../hooks/builtin/access-key-hash.ts';
-import { closeRedisClient, redactAddr } from '../store/redis-client.ts';
-import { openRedisStores } from '../store/redis-store.ts';
+import { limitsFrom } from '../store/redis-access-keys.ts';
+import { redactAddr } from '../store/redis-client.ts';
 import { AdminError } from './admin-error.ts';
-import { configuredStoreSide, connectStore, storeFailureMessage } from './store-connect.ts';
+import { applyKeyUpdate, type KeyUpdate } from './limit-flags.ts';
+import { openAdminStores } from './store-connect.ts';
 
 export interface AdminKey {
   readonly name: string;
@@ -33,6 +35,10 @@ export interface AdminKey {
    * `other`: neither configured secret). Undefined in file mode.
    */
   readonly hashSecret?: HashSecretState;
+  /** The key's own rate limits; absent: rate_limits.per_key applies. */
+  readonly limits?: RateLimits;
+  /** The client model ids (glob patterns) it may use; absent: rate_limits.per_key.models, else all. */
+  readonly models?: readonly string[];
 }
 
 export type HashSecretState = 'current' | 'previous' | 'unknown' | 'other';
@@ -42,6 +48,8 @@ export interface NewKey {
   readonly subjectType: string;
   readonly subjectId: string;
   readonly expiresAt: number | undefined;
+  readonly limits?: RateLimits;
+  readonly models?: readonly string[];
 }
 
 export type ImportOutcome = 'created' | 'unchanged' | 'conflict';
@@ -61,6 +69,8 @@ export interface KeyBackend {
   revoke(name: string): Promise<AdminKey | undefined>;
   /** Undefined when there is no such key; throws AdminError when it cannot be rotated. */
   rotate(name: string, secret: string): Promise<AdminKey | undefined>;
+  /** Changes the key's limits and models; undefined when there is no such key. */
+  update(name: string, update: KeyUpdate): Promise<AdminKey | undefined>;
   /** Import one keys-file entry; `dryRun` decides without writing. */
   importKey(entry: AccessKeyEntry, dryRun: boolean): Promise<{ outcome: ImportOutcome; reason?: string }>;
   close(): Promise<void>;
@@ -83,6 +93,17 @@ export async function openKeyBackend(config: RouterConfig): Promise<KeyBackend> 
   return config.store.enabled ? openStoreBackend(config) : openFileBackend(config);
 }
 
+/** The optional limits and models of a key, present only when set. */
+function limitFields(k: {
+  readonly limits?: RateLimits | undefined;
+  readonly models?: readonly string[] | undefined;
+}): Pick<AdminKey, 'limits' | 'models'> {
+  return {
+    ...(k.limits === undefined || Object.keys(k.limits).length === 0 ? {} : { limits: k.limits }),
+    ...(k.models === undefined ? {} : { models: k.models }),
+  };
+}
+
 function fromStored(k: StoredAccessKey, secretIds: { current: string; previous?: string }): AdminKey {
   const id = k.hashSecretId;
   return {
@@ -100,6 +121,7 @@ function fromStored(k: StoredAccessKey, secretIds: { current: string; previous?:
           : id === secretIds.previous
             ? 'previous'
             : 'other',
+    ...limitFields(k),
   };
 }
 
@@ -108,23 +130,7 @@ async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
   const where = `store ${redactAddr(store.addr, store)} (prefix ${store.keyPrefix})`;
   if (store.accessKeyHashSecret === '')
     throw new AdminError('store.access_key_hash_secret is empty; it is needed to hash keys', EXIT.usage);
-  const side = configuredStoreSide(store, where);
-  const readyTimeoutMs = Math.max(2000, store.operationTimeoutMs * 4);
-  // A connection of its own first, so that a failure can be told apart (unreachable, credentials, TLS).
-  const probe = await connectStore(store, side, { connectionName: 'router-admin', readyTimeoutMs });
-  await closeRedisClient(probe.client);
-  const stores = await openRedisStores(store, { readyTimeoutMs });
-  if (!stores.connected) {
-    await stores.close();
-    throw new AdminError(
-      storeFailureMessage(
-        side,
-        { kind: 'unreachable', code: undefined, reason: 'no answer' },
-        readyTimeoutMs,
-      ),
-      EXIT.unavailable,
-    );
-  }
+  const stores = await openAdminStores(store, where);
   const keys = stores.accessKeys;
   const hash = (secret: string): string => hashAccessKey(store.accessKeyHashSecret, secret);
   const secretIds = {
@@ -145,6 +151,7 @@ async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
     create: (key, secret) =>
       keys.create({
         ...key,
+        ...limitFields(key),
         secretHash: hash(secret),
         status: 'active',
         createdAt: Date.now(),
@@ -162,6 +169,13 @@ async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
       if (existing.status !== 'active')
         throw new AdminError(`key ${name} is ${existing.status}`, EXIT.failed);
       const k = await keys.rotate(name, hash(secret), secretIds.current);
+      return k === undefined ? undefined : toAdmin(k);
+    },
+    update: async (name, update) => {
+      // Read first for the limits a partial update keeps; another admin's update in between is lost.
+      const existing = await keys.get(name);
+      if (existing === undefined) return undefined;
+      const k = await keys.update(name, applyKeyUpdate(existing, update));
       return k === undefined ? undefined : toAdmin(k);
     },
     async importKey(entry, dryRun) {
@@ -189,6 +203,7 @@ async function openStoreBackend(config: RouterConfig): Promise<KeyBackend> {
         version: 1,
         // A keys-file hash is under store.access_key_hash_secret too (docs/configuration.md).
         hashSecretId: secretIds.current,
+        ...limitFields(entry),
       };
       if (dryRun) {
         const owner = (await keys.list()).find((k) => k.secretHash === secretHash);
@@ -218,6 +233,30 @@ interface RawKey {
   status?: 'active' | 'revoked' | 'disabled';
   expires_at?: string;
   created_at?: string;
+  limits?: Record<string, number>;
+  models?: string[];
+}
+
+/** A key's limits as the keys file writes them (snake_case). */
+function rawLimits(limits: RateLimits): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [field, wire] of Object.entries(RATE_LIMIT_FIELDS)) {
+    const value = limits[field as keyof RateLimits];
+    if (value !== undefined) out[wire] = value;
+  }
+  return out;
+}
+
+/** The limits and models fields of a keys-file entry, present only when set. */
+function rawLimitFields(k: {
+  readonly limits?: RateLimits | undefined;
+  readonly models?: readonly string[] | undefined;
+}): Pick<RawKey, 'limits' | 'models'> {
+  const { limits, models } = limitFields(k);
+  return {
+    ...(limits === undefined ? {} : { limits: rawLimits(limits) }),
+    ...(models === undefined ? {} : { models: [...models] }),
+  };
 }
 
 /** What proxy/keys-watch.ts does with the keys file; docs/operations.md "Reload and drain". */
@@ -281,6 +320,10 @@ async function openFileBackend(config: RouterConfig): Promise<KeyBackend> {
       status: k.status ?? 'active',
       expiresAt: k.expires_at === undefined ? undefined : parseIsoInstant(String(k.expires_at)),
       createdAt: k.created_at === undefined ? undefined : parseIsoInstant(String(k.created_at)),
+      ...limitFields({
+        limits: limitsFrom(k.limits),
+        models: Array.isArray(k.models) ? k.models.map(String) : undefined,
+      }),
     };
   }
 
@@ -308,6 +351,7 @@ async function openFileBackend(config: RouterConfig): Promise<KeyBackend> {
         status: 'active',
         ...(key.expiresAt === undefined ? {} : { expires_at: iso(key.expiresAt) }),
         created_at: iso(Date.now()),
+        ...rawLimitFields(key),
       });
       await save(doc, keys);
       return 'created';
@@ -333,6 +377,19 @@ async function openFileBackend(config: RouterConfig): Promise<KeyBackend> {
       await save(doc, keys);
       return toAdmin(k);
     },
+    async update(name, update) {
+      const { doc, keys } = await load();
+      const k = keys.find((x) => x.name === name);
+      if (k === undefined) return undefined;
+      const { limits, models } = toAdmin(k);
+      const change = applyKeyUpdate({ limits, models }, update);
+      if (change.limits === null) delete k.limits;
+      else if (change.limits !== undefined) k.limits = rawLimits(change.limits);
+      if (change.models === null) delete k.models;
+      else if (change.models !== undefined) k.models = [...change.models];
+      await save(doc, keys);
+      return toAdmin(k);
+    },
     async importKey(entry, dryRun) {
       const { doc, keys } = await load();
       const existing = keys.find((k) => k.name === entry.name);
@@ -352,6 +409,7 @@ async function openFileBackend(config: RouterConfig): Promise<KeyBackend> {
           status: entry.status,
           ...(entry.expiresAt === undefined ? {} : { expires_at: iso(entry.expiresAt) }),
           created_at: iso(entry.createdAt ?? Date.now()),
+          ...rawLimitFields(entry),
         });
         await save(doc, keys);
       }

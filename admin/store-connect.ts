@@ -5,12 +5,14 @@
 import type { StoreConfig } from '../common/config-types.ts';
 import { EXIT } from '../common/exit-codes.ts';
 import {
+  closeRedisClient,
   createKeyLayout,
   createRedisClient,
   type KeyLayout,
   type Redis,
   redactAddr,
 } from '../store/redis-client.ts';
+import { openRedisStores, type RedisStores } from '../store/redis-store.ts';
 import { AdminError } from './admin-error.ts';
 
 export type StoreFailureKind = 'unreachable' | 'auth' | 'tls' | 'other';
@@ -266,4 +268,29 @@ export async function connectStore(
     storeFailureMessage(side, why, opts.readyTimeoutMs),
     why.kind === 'auth' || why.kind === 'tls' ? EXIT.usage : EXIT.unavailable,
   );
+}
+
+/**
+ * The configured store's adapters for a command (`where` names it in messages), or an AdminError saying
+ * why not, as connectStore does.
+ */
+export async function openAdminStores(store: StoreConfig, where: string): Promise<RedisStores> {
+  const side = configuredStoreSide(store, where);
+  const readyTimeoutMs = Math.max(2000, store.operationTimeoutMs * 4);
+  // A connection of its own first, so that a failure can be told apart (unreachable, credentials, TLS).
+  const probe = await connectStore(store, side, { connectionName: 'router-admin', readyTimeoutMs });
+  await closeRedisClient(probe.client);
+  const stores = await openRedisStores(store, { readyTimeoutMs });
+  if (!stores.connected) {
+    await stores.close();
+    throw new AdminError(
+      storeFailureMessage(
+        side,
+        { kind: 'unreachable', code: undefined, reason: 'no answer' },
+        readyTimeoutMs,
+      ),
+      EXIT.unavailable,
+    );
+  }
+  return stores;
 }

@@ -98,7 +98,7 @@ test('keys are counted per hash secret: current, previous, unknown (older record
     const listed = await admin('access-key', 'list', '--config', rotating);
     assert.equal(listed.code, 0, listed.err);
     const lines = listed.out.trimEnd().split('\n');
-    assert.match(lines[0]!, /^NAME\s+SUBJECT\s+STATUS\s+EXPIRES\s+CREATED$/);
+    assert.match(lines[0]!, /^NAME\s+SUBJECT\s+STATUS\s+EXPIRES\s+CREATED\s+LIMITS\s+MODELS$/);
     assert.equal(lines.at(-1), 'hash secret: 3 current, 1 previous, 1 unknown');
 
     const json = await admin('access-key', 'list', '--config', rotating, '--json');

@@ -98,7 +98,7 @@ test('store mode: create prints the secret once and stores only its HMAC; list, 
   const listed = await admin('access-key', 'list', '--config', config);
   assert.equal(listed.code, 0);
   const lines = listed.out.trim().split('\n');
-  assert.match(lines[0]!, /^NAME\s+SUBJECT\s+STATUS\s+EXPIRES\s+CREATED$/);
+  assert.match(lines[0]!, /^NAME\s+SUBJECT\s+STATUS\s+EXPIRES\s+CREATED\s+LIMITS\s+MODELS$/);
   assert.match(lines[1]!, /^ci\s+team:team-x\s+active\s+-\s+\d{4}-/);
   assert.match(lines[2]!, /^client-a\s+api_key:client-a\s+active/);
   assert.equal(listed.out.includes(secret), false);

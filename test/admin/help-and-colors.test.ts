@@ -11,9 +11,10 @@ const ANSI = /\u001b\[/;
 
 /** The commands of each noun, in the order --help lists them. */
 const COMMANDS: Record<string, string[]> = {
-  'access-key': ['init', 'create', 'list', 'rotate', 'revoke', 'migrate'],
+  'access-key': ['init', 'create', 'list', 'update', 'rotate', 'revoke', 'migrate'],
   store: ['migrate'],
   'dead-letter': ['list', 'show', 'replay'],
+  subject: ['set-limits'],
 };
 
 /** The environment of a colour terminal, but stdout and stderr will be pipes. */
@@ -38,16 +39,16 @@ for (const flag of ['--help', '-h']) {
     const lines = listed(r.out);
     assert.deepEqual(
       lines.map((l) => l.trim().split(/\s+/)[0]),
-      ['access-key', 'dead-letter', 'store'],
+      ['access-key', 'dead-letter', 'store', 'subject'],
     );
     assert.match(
       lines[0]!,
-      /access-key +client access keys.*\(init, create, list, rotate, revoke, migrate\)$/,
+      /access-key +client access keys.*\(init, create, list, update, rotate, revoke, migrate\)$/,
     );
     assert.match(r.out, /router-admin <noun> --help/);
   });
 
-  for (const noun of ['access-key', 'store', 'dead-letter']) {
+  for (const noun of ['access-key', 'store', 'dead-letter', 'subject']) {
     test(`router-admin ${noun} ${flag} lists its commands, one line each`, async () => {
       const r = await admin([noun, flag]);
       assert.equal(r.code, 0, r.err);

@@ -118,7 +118,7 @@ test('create on an empty keys file starts it (said on stderr); list reads an emp
   await writeFile(keys, '');
   const listed = await admin(['access-key', 'list', '--config', config]);
   assert.equal(listed.code, 0, listed.err);
-  assert.equal(listed.out.trim(), 'NAME  SUBJECT  STATUS  EXPIRES  CREATED');
+  assert.equal(listed.out.trim(), 'NAME  SUBJECT  STATUS  EXPIRES  CREATED  LIMITS  MODELS');
 
   const result = await admin(['access-key', 'create', '--name', 'x', '--config', config]);
   assert.equal(result.code, 0, result.err);

@@ -1,10 +1,12 @@
-// `router-admin access-key list`: name, subject, status, expiry, created; never a secret or hash.
+// `router-admin access-key list`: name, subject, status, expiry, created, own limits and models; never a
+// secret or hash.
 
 import { Option } from 'clipanion';
 import { EXIT } from '../../../common/exit-codes.ts';
 import { envAccessKeyNames } from '../../../config/keys.ts';
 import { formatTable } from '../../command-base.ts';
 import type { AdminKey, HashSecretState, KeyBackend } from '../../key-backend.ts';
+import { formatLimits, formatModels } from '../../limit-flags.ts';
 import { AccessKeyCommand, accessKeyUsage } from './base.ts';
 
 function day(ms: number | undefined): string {
@@ -20,9 +22,11 @@ export function formatKeyTable(keys: readonly AdminKey[], now = Date.now()): str
       expired ? 'expired' : k.status,
       day(k.expiresAt),
       day(k.createdAt),
+      formatLimits(k.limits),
+      formatModels(k.models),
     ];
   });
-  return formatTable(['NAME', 'SUBJECT', 'STATUS', 'EXPIRES', 'CREATED'], rows);
+  return formatTable(['NAME', 'SUBJECT', 'STATUS', 'EXPIRES', 'CREATED', 'LIMITS', 'MODELS'], rows);
 }
 
 /**
@@ -54,8 +58,13 @@ export function envKeysNote(names: readonly string[]): string {
 export class ListAccessKeysCommand extends AccessKeyCommand {
   static override paths = [['access-key', 'list']];
   static override usage = accessKeyUsage({
-    description: 'List keys: name, subject, status, expiry, creation time',
+    description: 'List keys: name, subject, status, expiry, creation time, limits, models',
     details: `
+      LIMITS shows the key's own rate limits (\`rpm\` requests and \`tpm\` tokens per minute,
+      \`concurrent\` in flight) and MODELS its model list; \`-\` where it has none, so that
+      \`rate_limits.per_key\` applies. With --json: \`limits\` (requestsPerMinute, tokensPerMinute,
+      maxConcurrent) and \`models\`, absent when unset.
+
       In shared-store mode a last line counts the stored hashes by hash secret: \`current\`
       (store.access_key_hash_secret), \`previous\` (store.previous_access_key_hash_secret, during a
       rotation), \`unknown\` (written before records named their secret). With --json each key has a
