@@ -247,5 +247,11 @@ test('the example keys file is valid once its variables are set', async () => {
     ],
   );
   assert.equal(keys.accessKeys[0]!.expiresAt, Date.UTC(2027, 0, 1));
+  assert.deepEqual(keys.accessKeys[0]!.limits, {
+    requestsPerMinute: 600,
+    tokensPerMinute: 200000,
+    maxConcurrent: 8,
+  });
+  assert.deepEqual(keys.accessKeys[0]!.models, ['gpt-*', 'claude-*', 'gemini-*']);
   assert.deepEqual([...keys.providerKeys.keys()], ['openai', 'anthropic', 'gemini']);
 });

@@ -46,6 +46,13 @@ test('the reference configuration loads with an empty environment', async () => 
   assert.deepEqual(config.billing.listen, { host: '127.0.0.1', port: 8081 });
   assert.equal(config.store.enabled, false);
   assert.equal(config.masterKey, undefined);
+  assert.deepEqual(config.rateLimits, {
+    perKey: {},
+    perSubject: {},
+    failureMode: 'open',
+    leaseMs: 30_000,
+    subjects: new Map(),
+  });
 });
 
 test('data directories default to $XDG_STATE_HOME/llm-router, else $HOME/.local/state/llm-router', async () => {
