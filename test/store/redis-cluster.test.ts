@@ -108,6 +108,43 @@ test('keys made on one instance are seen by another; a revoke reaches its view c
   }
 });
 
+test("a key's limits updated on one instance reach another's view cache; subject limits in their own slot", async () => {
+  const config = clusterConfig();
+  const a = await openRedisStores(config, { currencies: ['USD'] });
+  const b = await openRedisStores(config, { currencies: ['USD'], viewCacheMs: 60_000 });
+  try {
+    await waitUntil(() => b.viewCache?.live === true, 'tracking on every node');
+    const before = b.viewCache?.invalidations ?? 0;
+    await a.accessKeys.create(testKeyRecord('cl-lim', 'ak_cluster_lim'));
+    await waitUntil(() => (b.viewCache?.invalidations ?? 0) > before, "the create's invalidation");
+    const query = { keyHash: hashAccessKey('test-hash-secret', 'ak_cluster_lim') };
+    assert.equal((await b.state.view(query)).key?.limits, undefined);
+    const key = viewCacheKey(query.keyHash);
+    assert.notEqual(b.viewCache?.get(key), undefined, 'cached');
+
+    const updated = await a.accessKeys.update('cl-lim', { limits: { maxConcurrent: 2 }, models: ['gpt-*'] });
+    assert.equal(updated?.version, 2);
+    await waitUntil(() => b.viewCache?.get(key) === undefined, 'the invalidation from the owning node');
+    const seen = (await b.state.view(query)).key;
+    assert.deepEqual(seen?.limits, { maxConcurrent: 2 });
+    assert.deepEqual(seen?.models, ['gpt-*']);
+
+    const subject = { type: 'team', id: 'cl-team' };
+    await a.subjectLimits.setSubjectLimits(subject, { requestsPerMinute: 50, tokensPerMinute: 900 });
+    assert.deepEqual(await b.subjectLimits.getSubjectLimits(subject), {
+      requestsPerMinute: 50,
+      tokensPerMinute: 900,
+    });
+    const limitsKey = `${config.keyPrefix}{rl:team:cl-team}:limits`;
+    assert.equal(await slotOf(limitsKey), await slotOf(`${config.keyPrefix}{rl:team:cl-team}:s:r`));
+    await a.subjectLimits.setSubjectLimits(subject, undefined);
+    assert.equal(await b.subjectLimits.getSubjectLimits(subject), undefined);
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});
+
 test('usage events spread over four shards; one consumer per shard delivers every one once', async () => {
   const config = clusterConfig({ billingStreamShards: 4 });
   const k = createKeyLayout(config);
