@@ -11,6 +11,7 @@ import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
 import type { ListenAddress, RouterConfig } from '../../common/config-types.ts';
+import { EXIT } from '../../common/exit-codes.ts';
 import { createNoticeHandler, GATEWAY_URL_ENV, SUBJECT_STATE_PATH } from '../../common/internal-notify.ts';
 import { givesUp, keptCrashes, RESTART_POLICY, restartDelayMs } from '../../common/restart-policy.ts';
 import type { SubjectRef } from '../../common/store-types.ts';
@@ -126,7 +127,7 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
       startFailed?.(err);
       return;
     }
-    void stop().then(() => (opts.exit ?? process.exit)(1));
+    void stop().then(() => (opts.exit ?? process.exit)(EXIT.failed));
   };
 
   const fork = (slot: Slot) => {
