@@ -16,6 +16,7 @@ const auth = entry('authentication_error');
 const billing = entry('billing_error');
 const upstream = entry('upstream_error');
 const server = entry('server_error');
+const rateLimit = entry('rate_limit_error');
 const invalidEntry = entry('invalid_request_error');
 const invalid = (message: string, status = 400) => invalidEntry(status, message);
 
@@ -27,6 +28,11 @@ export const ERROR_CATALOGUE = {
   ),
   billing_unavailable: billing(503, 'The balance check is temporarily unavailable'),
   authentication_unavailable: auth(503, 'Access keys cannot be verified right now'),
+  rate_limit_requests: rateLimit(429, 'Rate limit reached for requests per minute'),
+  rate_limit_tokens: rateLimit(429, 'Rate limit reached for tokens per minute'),
+  concurrency_limit: rateLimit(429, 'Too many requests in flight at once'),
+  rate_limit_unavailable: server(503, 'Rate limits cannot be checked right now; retry shortly'),
+  model_not_allowed: entry('permission_error')(403, 'This access key may not use this model'),
   invalid_json: invalid('The request body is not valid JSON'),
   invalid_parameter: invalid('Invalid request parameter'),
   invalid_model: invalid('The model name is not valid'),
@@ -74,6 +80,8 @@ export class GatewayError extends Error {
   readonly status: number;
   readonly type: string;
   readonly param: string | undefined;
+  /** When the client may retry (a rate limit's refusal); families that carry it in the body do. */
+  retryAfterMs: number | undefined = undefined;
   constructor(code: ErrorCode, detail?: string, param?: string) {
     const entry: CatalogueEntry = ERROR_CATALOGUE[code];
     super(detail ?? entry.message);

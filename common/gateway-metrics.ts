@@ -43,6 +43,10 @@ export interface GatewayMetrics {
   /** Realtime sessions: open now; frames and bytes relayed by direction (`to_upstream`, `to_client`). */
   readonly realtimeSessions: client.Gauge;
   readonly realtimeFrames: { readonly toUpstream: RelayCounter; readonly toClient: RelayCounter };
+  /** Requests a rate limit refused (`requests`, `tokens`, `concurrency`, `model`) or admitted unchecked (`store_unavailable`). */
+  readonly limitedRequests: client.Counter<'limit'>;
+  /** The lowest remaining share of a rate limit seen by an admission since the last scrape. */
+  observeLimitRemaining(dimension: 'requests' | 'tokens' | 'concurrency', ratio: number): void;
   /** Where the open-connections gauge reads from, and the cap in force. */
   trackConnections(open: () => number, max: number): void;
   /** The span export counters of the process's tracer (live: read at every scrape). */

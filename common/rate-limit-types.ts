@@ -83,6 +83,7 @@ export interface Settlement {
   readonly key: string | undefined;
   readonly subject: SubjectRef;
   readonly lease: string;
+  /** The second its tokens were counted in; -1 adds them to the current one (a realtime response). */
   readonly second: number;
   /** Metered tokens less the provisional count (0: nothing to change). */
   readonly tokenDelta: number;

@@ -3,7 +3,7 @@
 // adapters of it; nothing above an adapter knows which one it has. Key layout of the Redis adapter:
 // docs/operations.md "Keys in Redis".
 
-import type { RateLimits, SubjectLimitStore } from './rate-limit-types.ts';
+import type { RateLimitCounters, RateLimits, SubjectLimitStore } from './rate-limit-types.ts';
 
 export interface SubjectRef {
   readonly type: string;
@@ -133,6 +133,8 @@ export interface StateStore {
   rehashAccessKey?(fromHash: string, toHash: string, hashSecretId: string): Promise<RehashedKey | null>;
   /** Subjects' own rate limits, where the store keeps them (Redis; file mode has router.yaml's). */
   readonly subjectLimits?: SubjectLimitStore;
+  /** Rate-limit counters shared by every instance (Redis); file mode counts in process. */
+  readonly rateLimits?: RateLimitCounters;
   /** Store health for /readyz (Redis: with the state of the gateway's view cache when it has one). */
   health(): Promise<StoreHealth>;
   close(): Promise<void>;

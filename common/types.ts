@@ -176,6 +176,8 @@ export interface RequestContext {
   upstreamTtfbMs: number | undefined;
   /** Streams: ms after startedAt when the first event carrying generated text went to the client. */
   firstTokenMs?: number | undefined;
+  /** A step of a realtime session (a response's usage, a re-check): the session's own request id. */
+  readonly sessionId?: string | undefined;
   /** The W3C traceparent of the request's server span when tracing is on; its usage event carries it. */
   readonly traceparent?: string | undefined;
   /** The request's store read, shared by the auth and balance hooks (hooks/builtin/request-view.ts). */

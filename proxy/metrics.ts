@@ -104,7 +104,30 @@ export function createGatewayMetrics(): GatewayMetrics {
   );
   const realtimeSessions = gauge(registry, 'router_realtime_sessions', 'Realtime (WebSocket) sessions open');
   const realtimeFrames = realtimeFrameCounters(registry);
+  const limitedRequests = counter(
+    registry,
+    'router_limited_requests_total',
+    'Requests refused by a rate limit (requests, tokens, concurrency) or a key model list (model), or admitted unchecked while the store was unreachable (store_unavailable)',
+    'limit',
+  );
+  const lowestRemaining = new Map<string, number>();
+  new client.Gauge({
+    name: 'router_rate_limit_remaining_ratio',
+    help: 'Lowest remaining share of a rate limit (0-1) after an admission since the last scrape, by dimension; 1 when none was limited',
+    labelNames: ['limit'],
+    registers: [registry],
+    collect() {
+      for (const d of ['requests', 'tokens', 'concurrency'])
+        this.set({ limit: d }, lowestRemaining.get(d) ?? 1);
+      lowestRemaining.clear();
+    },
+  });
   return {
+    limitedRequests,
+    observeLimitRemaining(dimension, ratio) {
+      const known = lowestRemaining.get(dimension);
+      if (known === undefined || ratio < known) lowestRemaining.set(dimension, ratio);
+    },
     registry,
     activeStreams,
     billingEnqueued,

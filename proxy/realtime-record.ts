@@ -36,6 +36,7 @@ export function sessionContext(
 ): RequestContext {
   return {
     id,
+    sessionId: ctx.id,
     correlationId: ctx.correlationId,
     api: ctx.api,
     clientFormat: ctx.clientFormat,

@@ -97,6 +97,7 @@ export function handleRealtimeUpgrade(
   const end = () => {
     if (ended) return;
     ended = true;
+    rt.endSession(ctx);
     info.ended();
   };
   const join = (client: WebSocket) => {
@@ -170,10 +171,13 @@ async function open(
   if (early.kind === 'respond') {
     const message =
       typeof early.body === 'object' && early.body !== null ? JSON.stringify(early.body) : String(early.body);
+    const extra = Object.entries(early.headers ?? {})
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join('');
     socket.end(
       `HTTP/1.1 ${early.status} ${STATUS_CODES[early.status] ?? 'Error'}\r\nconnection: close\r\n` +
         `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(message)}\r\n` +
-        `x-router-request-id: ${ctx.id}\r\n\r\n${message}`,
+        `x-router-request-id: ${ctx.id}\r\n${extra}\r\n${message}`,
     );
     end();
     return;

@@ -29,7 +29,7 @@ export async function relay(
   completion: RequestCompletion,
 ): Promise<void> {
   ctx.status = up.statusCode;
-  const head: ResponseHead = runResponseHead(hooks.response, ctx, {
+  const head: ResponseHead = runResponseHead(hooks.head, ctx, {
     status: up.statusCode,
     headers: forwardableHeaders(up.headers),
   });

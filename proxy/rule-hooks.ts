@@ -15,6 +15,8 @@ export interface RuleHooks {
   readonly rewrite: readonly Hook[];
   /** Response hooks: the usage meter first (it reads the upstream's own format), then transforms. */
   readonly response: readonly Hook[];
+  /** The response hooks with onResponseHead, after the rate limiter's (its headers on the reply). */
+  readonly head: readonly Hook[];
   readonly complete: readonly Hook[];
   /** Every response hook only observes: upstream bytes go to the client untouched. */
   readonly observeOnly: boolean;
@@ -30,6 +32,8 @@ export interface RuleHookSources {
   readonly globalCustom: readonly Hook[];
   /** Billing's onComplete hooks, which run first (proxy/request-completion.ts finish()). */
   readonly billingComplete: readonly Hook[];
+  /** The rate limiter: its headers on the reply, its settlement once billing has the usage. */
+  readonly limiter?: Hook;
 }
 
 const isResponseHook = (h: Hook) =>
@@ -41,6 +45,7 @@ export function compileRuleHooks(
   sources: RuleHookSources,
 ): Map<CompiledRule, RuleHooks> {
   const { ruleCustom, globalCustom, billingComplete } = sources;
+  const limiter = sources.limiter === undefined ? [] : [sources.limiter];
   const globalResponse = globalCustom.filter(isResponseHook);
   const globalRewrite = globalCustom.filter((h) => h.rewriteBody !== undefined);
   const globalComplete = globalCustom.filter((h) => h.onComplete !== undefined);
@@ -64,8 +69,10 @@ export function compileRuleHooks(
       perRule.set(rule, {
         rewrite: [ruleHook, ...custom.filter((h) => h.rewriteBody !== undefined), ...globalRewrite],
         response,
+        head: [...limiter, ...response.filter((h) => h.onResponseHead !== undefined)],
         complete: [
           ...billingComplete,
+          ...limiter,
           ...custom.filter((h) => h.onComplete !== undefined),
           ...globalComplete,
         ],

@@ -34,6 +34,7 @@ import { watchKeysFile } from './keys-watch.ts';
 import { settleUsage } from './metering.ts';
 import { createGatewayMetrics } from './metrics.ts';
 import { createModelListing } from './model-list.ts';
+import { openRateLimiter } from './rate-limit-wiring.ts';
 import { compileRuleHooks, type RuleHooks } from './rule-hooks.ts';
 import { checkRuntime, compileRuntime, fileAuthenticator } from './runtime-compile.ts';
 import { createEndpoints, type ReadyReport } from './runtime-endpoints.ts';
@@ -94,6 +95,8 @@ export interface Runtime {
    * (the reply's last byte waits for it); undefined when it already is, or billing is off.
    */
   recorded(): Promise<void> | undefined;
+  /** A realtime session ended: what it holds of the rate limits is released. */
+  endSession(ctx: RequestContext): void;
   close(): Promise<void>;
 }
 
@@ -139,9 +142,15 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
   const upstream =
     opts.upstream ?? new UpstreamClient({ connectTimeoutMs: config.limits.upstreamConnectTimeoutMs });
   const keys = await openAccessKeys(config, opts, compiled.authenticator, metrics);
+  // file_only keys with a shared store: the counters are still the store's.
+  const limitStore =
+    keys.store ??
+    (config.store.enabled ? await openStateStore(config, { role: 'gateway', logger: log }) : undefined);
+  const limiter = openRateLimiter(config, limitStore, opts.cluster, metrics);
 
   const requestHooks: Hook[] = [
     keys.hook,
+    limiter.hook,
     ...billingHooks.filter((h) => h.onRequest !== undefined),
     ...(opts.extraHooks ?? []),
     ...globalCustom,
@@ -152,9 +161,15 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
   const billingComplete = billingHooks.filter((h) => h.onComplete !== undefined);
   const completeHooks: Hook[] = [
     ...billingComplete,
+    limiter.hook,
     ...globalCustom.filter((h) => h.onComplete !== undefined),
   ];
-  const perRule = compileRuleHooks(config, providers, { ruleCustom, globalCustom, billingComplete });
+  const perRule = compileRuleHooks(config, providers, {
+    ruleCustom,
+    globalCustom,
+    billingComplete,
+    limiter: limiter.hook,
+  });
   const models = createModelListing(registry, (name, api) => {
     const provider = providers.get(name);
     return (
@@ -230,8 +245,11 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
       if (pending !== undefined) return pending.then(() => billing?.recorded?.());
       return billing?.recorded?.();
     },
+    endSession: limiter.release,
     async close() {
       keys.close();
+      limiter.close();
+      if (limitStore !== keys.store) await limitStore?.close();
       await billing?.close();
       await keys.store?.close();
     },

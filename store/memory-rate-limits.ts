@@ -184,12 +184,13 @@ export class MemoryRateLimits implements RateLimitCounters {
 
   finishNow(s: Settlement): void {
     const sec = Math.floor(this.#now() / 1000);
+    const second = s.second < 0 ? sec : s.second;
     const subjectBase = `${s.subject.type}:${s.subject.id}`;
     const settle = (name: string, tokens: boolean, slot: boolean) => {
-      const scope = this.#scopes.get(name);
+      const scope = tokens && s.tokenDelta !== 0 ? this.#scope(name) : this.#scopes.get(name);
       if (scope === undefined) return;
       if (slot) scope.slots.delete(s.lease);
-      if (tokens && s.tokenDelta !== 0 && s.second > sec - WINDOW_S) scope.tokens.add(s.second, s.tokenDelta);
+      if (tokens && s.tokenDelta !== 0 && second > sec - WINDOW_S) scope.tokens.add(second, s.tokenDelta);
       this.#sweep(name, scope);
     };
     settle(`s|${subjectBase}`, s.counted.subjectTokens, s.counted.subjectSlot);

@@ -35,7 +35,11 @@ local sec = math.floor(ms / 1000)
 const ADMIT_LUA = `${CLOCK_LUA}
 local lease, tokens = ARGV[2], tonumber(ARGV[3])
 local countReq, holdSlot, leaseMs = ARGV[4] == '1', ARGV[5] == '1', tonumber(ARGV[6])
-local function num(v) if v == nil or v == false or v == '' then return nil end return tonumber(v) end
+local function num(v)
+  local n = tonumber(v)
+  if n == nil or n <= 0 then return nil end
+  return n
+end
 local own = redis.call('HMGET', KEYS[1], 'requests_per_minute', 'tokens_per_minute', 'max_concurrent')
 local scopes = {{base .. ':s', num(own[1]) or num(ARGV[7]), num(own[2]) or num(ARGV[8]), num(own[3]) or num(ARGV[9])}}
 if ARGV[10] ~= '' then
@@ -145,10 +149,12 @@ return {admitted and 1 or 0, refused, retry, sec, table.concat(flags),
   dims[1][1], dims[1][2], dims[1][3], dims[2][1], dims[2][2], dims[2][3], dims[3][1], dims[3][2], dims[3][3]}
 `;
 
-// ARGV: clock, lease, second, token delta, key name, flags (subject tokens, subject slot, key tokens,
-// key slot). Releases the slots and replaces the provisional tokens while their second is in the window.
+// ARGV: clock, lease, second (-1: this one), token delta, key name, flags (subject tokens, subject slot,
+// key tokens, key slot). Releases the slots and replaces the provisional tokens while their second is in
+// the window.
 const FINISH_LUA = `${CLOCK_LUA}
 local lease, second, delta, flags = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[6]
+if second < 0 then second = sec end
 local function settle(prefix, tok, slot)
   if slot == '1' then redis.call('ZREM', prefix .. ':c', lease) end
   if tok == '1' and delta ~= 0 and second > sec - 60 then

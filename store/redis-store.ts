@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { StoreConfig } from '../common/config-types.ts';
 import {
   RATE_LIMIT_FIELDS,
+  type RateLimitCounters,
   type RateLimits,
   type SubjectLimitStore,
   type SubjectRef,
@@ -39,6 +40,7 @@ import {
   type KeyLayout,
   type Redis,
 } from './redis-client.ts';
+import { createRedisRateLimits } from './redis-rate-limits.ts';
 import { cachedView, flatten, parseJson, view } from './redis-view.ts';
 import { invalidateLocally, openViewCache, type ViewCache } from './view-cache.ts';
 
@@ -111,6 +113,14 @@ async function guard<T>(operation: string, fn: () => Promise<T>): Promise<T> {
   }
 }
 
+function guarded(c: RateLimitCounters): RateLimitCounters {
+  return {
+    admit: (a, leaseMs) => guard('rateLimitAdmit', () => c.admit(a, leaseMs)),
+    finish: (s) => guard('rateLimitFinish', () => c.finish(s)),
+    renew: (slots, leaseMs) => guard('rateLimitRenew', () => c.renew(slots, leaseMs)),
+  };
+}
+
 export async function openRedisStores(
   config: StoreConfig,
   opts: RedisStoreOptions = {},
@@ -175,6 +185,7 @@ export async function openRedisStores(
     },
     peekView: (query) => cachedView(cache, query),
     subjectLimits,
+    rateLimits: guarded(createRedisRateLimits(client, k)),
     getSubject: (subject) =>
       guard('getSubject', async () => {
         const text = await client.get(k.subject(subject.type, subject.id));

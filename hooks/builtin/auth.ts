@@ -133,6 +133,8 @@ export function createAuthenticator(opts: AuthOptions): Authenticator {
         isMaster: false,
         subjectType: entry.subjectType ?? opts.subjectType,
         subjectId: entry.subjectId ?? entry.name,
+        limits: entry.limits,
+        models: entry.models,
       };
       principals.set(entry, p);
     }
@@ -228,6 +230,8 @@ export function createStoreAuthenticator(file: Authenticator, opts: StoreAuthOpt
       isMaster: false,
       subjectType: key.subjectType === '' ? opts.subjectType : key.subjectType,
       subjectId: key.subjectId,
+      limits: key.limits,
+      models: key.models,
     };
   }
 

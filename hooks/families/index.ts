@@ -17,6 +17,7 @@ import { openaiFamily } from './openai/index.ts';
 import { responsesFamily } from './responses/index.ts';
 import type {
   FamilyTelemetry,
+  RateLimitState,
   RealtimeDialect,
   RealtimeTranslatorFactory,
   TokenCount,
@@ -152,6 +153,19 @@ function addNamed<T extends { readonly name: string }>(
 /** The family of a client format; the default family for a name no family registered. */
 export function familyOf(name: string): WireFamily {
   return byName.get(name) ?? families[0]!;
+}
+
+/** The gateway's rate-limit headers in the client family's names (empty when it has none). */
+export function rateLimitHeaders(format: string, state: RateLimitState, now: number): Record<string, string> {
+  return familyOf(format).rateLimitHeaders?.(state, now) ?? {};
+}
+
+/** Whether a response header is a vendor's rate-limit header (any family's). */
+export function isRateLimitHeader(name: string): boolean {
+  const lower = name.toLowerCase();
+  for (const f of families)
+    for (const prefix of f.rateLimitHeaderPrefixes ?? []) if (lower.startsWith(prefix)) return true;
+  return false;
 }
 
 /** The body of an error the gateway answers itself, shaped for the client's family. */

@@ -3,10 +3,17 @@
 // and never names a family; adding one is a folder here plus one line in the registry.
 
 import type { GatewayError } from '../../common/errors.ts';
+import type { DimensionState } from '../../common/rate-limit-types.ts';
 import type { ApiName, JsonObject, JsonValue, SseOut, Usage } from '../../common/types.ts';
 import type { StreamTransformFactory } from '../transforms/types.ts';
 import type { TranslatorFactory } from '../translators/types.ts';
 import type { UsagePreset } from '../usage/types.ts';
+
+/** The request and token dimensions a reply describes (each the tightest of key and subject). */
+export interface RateLimitState {
+  readonly requests?: DimensionState | undefined;
+  readonly tokens?: DimensionState | undefined;
+}
 
 /** A JSON Schema (draft 7, as ajv compiles it). */
 export type JsonSchema = JsonObject;
@@ -256,6 +263,12 @@ export interface WireFamily {
   errorBody(err: GatewayError, requestId: string): JsonObject;
   /** The SSE event that ends a stream with that error. */
   errorEvent(err: GatewayError, requestId: string): SseOut;
+
+  // Rate limits (docs/operations.md "Rate limits per key and subject")
+  /** The gateway's limits as the vendor's own rate-limit headers say them (none: the family has none). */
+  rateLimitHeaders?(state: RateLimitState, now: number): Record<string, string>;
+  /** Prefixes of the vendor's rate-limit headers: a provider's are dropped where a gateway limit applies. */
+  readonly rateLimitHeaderPrefixes?: readonly string[];
 
   // Usage and billing
   /** Usage presets that read this family's replies (`usage_extract <name>`). */

@@ -13,8 +13,10 @@ import { AggregatorRegistry } from 'prom-client';
 import type { ListenAddress, RouterConfig } from '../../common/config-types.ts';
 import { EXIT } from '../../common/exit-codes.ts';
 import { createNoticeHandler, GATEWAY_URL_ENV, SUBJECT_STATE_PATH } from '../../common/internal-notify.ts';
+import type { Admission, HeldSlot, Settlement } from '../../common/rate-limit-types.ts';
 import { givesUp, keptCrashes, RESTART_POLICY, restartDelayMs } from '../../common/restart-policy.ts';
 import type { SubjectRef } from '../../common/store-types.ts';
+import { MemoryRateLimits } from '../../store/memory-rate-limits.ts';
 import { SidecarTracker } from '../sidecar-status.ts';
 import { superviseSidecar } from '../sidecar-supervisor.ts';
 import { Rpc } from './rpc.ts';
@@ -64,6 +66,8 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
   let config = opts.config;
   let source = opts.source;
   const count = config.workers;
+  // File mode's rate-limit counters for every worker (Redis mode counts in the store instead).
+  const rateLimits = new MemoryRateLimits();
   const slots: Slot[] = Array.from({ length: count }, (_, i) => ({
     id: i + 1,
     worker: undefined,
@@ -149,6 +153,15 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
     rpc.handle('config-source', () => source);
     rpc.handle('metrics', metricsText);
     rpc.handle('workers', report);
+    rpc.handle('rate-limit-admit', (body) => {
+      const { admission, leaseMs } = body as { admission: Admission; leaseMs: number };
+      return rateLimits.admitNow(admission, leaseMs);
+    });
+    rpc.handle('rate-limit-finish', (body) => rateLimits.finishNow(body as Settlement));
+    rpc.handle('rate-limit-renew', (body) => {
+      const { slots, leaseMs } = body as { slots: HeldSlot[]; leaseMs: number };
+      rateLimits.renewNow(slots, leaseMs);
+    });
     rpc.handle('draining', () => {
       slot.listening = false;
     });

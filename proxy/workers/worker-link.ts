@@ -5,6 +5,7 @@
 
 import cluster from 'node:cluster';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
+import type { AdmitResult, RateLimitCounters } from '../../common/rate-limit-types.ts';
 import type { SubjectRef } from '../../common/store-types.ts';
 import { type SidecarState, SidecarTracker } from '../sidecar-status.ts';
 import { Rpc } from './rpc.ts';
@@ -26,6 +27,8 @@ export interface ClusterLink {
   /** Every worker's metrics as one Prometheus exposition. */
   metricsText(): Promise<string>;
   workers(): Promise<WorkersReport>;
+  /** File mode's rate-limit counters, kept by the primary for every worker of the host. */
+  readonly rateLimits: RateLimitCounters;
   /** What this worker answers the primary: its metrics, and applying a subject's new state. */
   serve(handlers: {
     metricsJson(): Promise<MetricsJson>;
@@ -78,6 +81,16 @@ export function connectToPrimary(): ClusterLink {
     },
     async workers() {
       return (await rpc.call('workers', undefined, PRIMARY_CALL_TIMEOUT_MS)) as WorkersReport;
+    },
+    rateLimits: {
+      admit: async (admission, leaseMs) =>
+        (await rpc.call('rate-limit-admit', { admission, leaseMs }, PRIMARY_CALL_TIMEOUT_MS)) as AdmitResult,
+      finish: async (settlement) => {
+        await rpc.call('rate-limit-finish', settlement, PRIMARY_CALL_TIMEOUT_MS);
+      },
+      renew: async (slots, leaseMs) => {
+        await rpc.call('rate-limit-renew', { slots, leaseMs }, PRIMARY_CALL_TIMEOUT_MS);
+      },
     },
     serve(handlers) {
       rpc.handle('metrics-json', () => handlers.metricsJson());

@@ -6,6 +6,7 @@ import { anthropicToOpenai } from './anthropic-to-openai.ts';
 import { anthropicBodySchemas } from './body-schemas.ts';
 import { anthropicErrorBody, anthropicErrorEvent, anthropicErrorType } from './errors.ts';
 import { openaiToAnthropic } from './openai-to-anthropic.ts';
+import { ANTHROPIC_RATE_LIMIT_PREFIXES, anthropicRateLimitHeaders } from './rate-limit-headers.ts';
 import { anthropicRequestText } from './request-text.ts';
 import { anthropicTelemetry } from './telemetry.ts';
 import { anthropicTokenCount } from './token-count.ts';
@@ -46,6 +47,8 @@ export const anthropicFamily: WireFamily = {
   errorType: anthropicErrorType,
   errorBody: anthropicErrorBody,
   errorEvent: anthropicErrorEvent,
+  rateLimitHeaders: anthropicRateLimitHeaders,
+  rateLimitHeaderPrefixes: ANTHROPIC_RATE_LIMIT_PREFIXES,
   usagePresets: [anthropicMessages],
   usageFields: ['usage'],
   completionStyleUsage: false,

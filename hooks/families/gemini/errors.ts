@@ -37,12 +37,21 @@ export function googleStatusName(status: number): string {
 }
 
 export function geminiErrorBody(err: GatewayError, requestId: string): JsonObject {
+  const details: JsonObject[] = [
+    { '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: err.code, domain: 'router' },
+  ];
+  // As Google's own 429s say when to come back: a google.rpc.RetryInfo with a Duration in seconds.
+  if (err.retryAfterMs !== undefined)
+    details.push({
+      '@type': 'type.googleapis.com/google.rpc.RetryInfo',
+      retryDelay: `${Math.ceil(err.retryAfterMs / 1000)}s`,
+    });
   return {
     error: {
       code: err.status,
       message: `${err.message} (request id: ${requestId})`,
       status: googleStatusName(err.status),
-      details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: err.code, domain: 'router' }],
+      details,
     },
   };
 }

@@ -5,6 +5,7 @@
 import type { ListedModel, WireFamily } from '../types.ts';
 import { openaiBodySchemas } from './body-schemas.ts';
 import { openaiErrorBody, openaiErrorEvent, openaiErrorType } from './errors.ts';
+import { OPENAI_RATE_LIMIT_PREFIXES, openaiRateLimitHeaders } from './rate-limit-headers.ts';
 import { openaiRealtime } from './realtime.ts';
 import { openaiRequestText } from './request-text.ts';
 import { openaiTelemetry } from './telemetry.ts';
@@ -45,6 +46,8 @@ export const openaiFamily: WireFamily = {
   errorType: openaiErrorType,
   errorBody: openaiErrorBody,
   errorEvent: openaiErrorEvent,
+  rateLimitHeaders: openaiRateLimitHeaders,
+  rateLimitHeaderPrefixes: OPENAI_RATE_LIMIT_PREFIXES,
   usagePresets: [
     openAiCompletionPreset('openai_chat_completions', false),
     openAiCompletionPreset('openai_completions', false),

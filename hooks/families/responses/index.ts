@@ -3,6 +3,7 @@
 // the other providers through the completion-style pivot.
 
 import { openaiErrorBody, openaiErrorType } from '../openai/errors.ts';
+import { OPENAI_RATE_LIMIT_PREFIXES, openaiRateLimitHeaders } from '../openai/rate-limit-headers.ts';
 import type { WireFamily } from '../types.ts';
 import { responsesBodySchemas } from './body-schemas.ts';
 import { responsesErrorEvent } from './errors.ts';
@@ -23,6 +24,8 @@ export const responsesFamily: WireFamily = {
   errorType: openaiErrorType,
   errorBody: openaiErrorBody,
   errorEvent: responsesErrorEvent,
+  rateLimitHeaders: openaiRateLimitHeaders,
+  rateLimitHeaderPrefixes: OPENAI_RATE_LIMIT_PREFIXES,
   usagePresets: [],
   usageFields: ['usage'],
   completionStyleUsage: true,
