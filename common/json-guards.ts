@@ -1,7 +1,7 @@
 // The one narrowing of parsed JSON (client bodies, upstream replies, stream events, files read back):
 // every reader that asks "an object?" or "a string?" of a value it did not build asks these.
 
-import type { JsonObject } from './types.ts';
+import type { JsonObject, JsonValue } from './types.ts';
 
 /**
  * What isObject narrows a `T` to: JSON's object out of a JSON value, else a string-keyed record. One
@@ -16,6 +16,11 @@ export type ObjectPart<T> = unknown extends T
 /** An object: not null, not an array. */
 export function isObject<T>(value: T): value is ObjectPart<T> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The value when it is an object, else undefined. */
+export function asObject(value: JsonValue | undefined): JsonObject | undefined {
+  return isObject(value) ? value : undefined;
 }
 
 /** The value when it is a string, else undefined. */

@@ -4,10 +4,6 @@
 import type { JsonObject, JsonValue } from '../../common/types.ts';
 import type { ReplyFacts, TraceAttribute } from './types.ts';
 
-export function objectOf(value: JsonValue | undefined): JsonObject | undefined {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? value : undefined;
-}
-
 interface Param {
   readonly attribute: string;
   /** A stop-sequence parameter: a lone string is a list of one. */

@@ -1,8 +1,9 @@
 // `usage_path` directives: a usage preset built from JSON paths the provider file names
 // (`metrics { usage_path <field> "<json path>"; }`).
 
+import { asObject } from '../../common/json-guards.ts';
 import type { JsonValue, Usage } from '../../common/types.ts';
-import { asRecord, buildUsage, count, parseJson } from './sniffers.ts';
+import { buildUsage, count, parseJson } from './sniffers.ts';
 import type { UsageField, UsagePreset } from './types.ts';
 
 type PathSegments = readonly (string | number)[];
@@ -15,7 +16,7 @@ function getAtPath(root: JsonValue, path: PathSegments): JsonValue | undefined {
       if (!Array.isArray(node)) return undefined;
       node = node[segment < 0 ? node.length + segment : segment];
     } else {
-      const record = asRecord(node);
+      const record = asObject(node);
       if (!record || !Object.hasOwn(record, segment)) return undefined;
       node = record[segment];
     }

@@ -7,14 +7,8 @@
 //   never parsed;
 // - never throw: malformed JSON, wrong types and negative or fractional counts are ignored.
 
-import type { JsonValue, Usage } from '../../common/types.ts';
+import type { JsonObject, JsonValue, Usage } from '../../common/types.ts';
 import type { UsagePreset, UsageSniffer } from './types.ts';
-
-export type JsonRecord = { [key: string]: JsonValue };
-
-export function asRecord(value: JsonValue | undefined): JsonRecord | undefined {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? value : undefined;
-}
 
 /** A token count: a finite, non-negative number (rounded down; upstreams send integers). */
 export function count(value: JsonValue | undefined): number | undefined {
@@ -23,7 +17,7 @@ export function count(value: JsonValue | undefined): number | undefined {
 
 /** The valid counts among `fields` (name -> wire key); a missing or invalid count is left out. */
 export function counts<K extends string>(
-  record: JsonRecord,
+  record: JsonObject,
   fields: Readonly<Record<K, string>>,
 ): Partial<Record<K, number>> {
   const out: Partial<Record<K, number>> = {};

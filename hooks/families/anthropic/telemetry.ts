@@ -1,8 +1,9 @@
 // GenAI trace attributes of Anthropic Messages requests and replies (whole, or message_start and
 // message_delta events of a stream).
 
+import { asObject } from '../../../common/json-guards.ts';
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, objectOf, paramsReader, setFact } from '../telemetry-fields.ts';
+import { addFinishReason, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -17,11 +18,11 @@ export const anthropicTelemetry: FamilyTelemetry = {
   finishMarker: /"stop_reason":\s*"/,
   requestAttributes: paramsReader(PARAMS),
   readReply(reply: JsonValue, facts) {
-    const body = objectOf(reply);
+    const body = asObject(reply);
     if (body === undefined) return;
-    const message = objectOf(body.message) ?? body;
+    const message = asObject(body.message) ?? body;
     setFact(facts, 'id', message.id);
     setFact(facts, 'model', message.model);
-    addFinishReason(facts, message.stop_reason ?? objectOf(body.delta)?.stop_reason);
+    addFinishReason(facts, message.stop_reason ?? asObject(body.delta)?.stop_reason);
   },
 };

@@ -1,7 +1,8 @@
 // Usage preset of the Anthropic Messages family (`anthropic_messages`).
 
+import { asObject } from '../../../common/json-guards.ts';
 import type { JsonValue, Usage } from '../../../common/types.ts';
-import { asRecord, buildUsage, counts, hasObjectKey, parseJson } from '../../usage/sniffers.ts';
+import { buildUsage, counts, hasObjectKey, parseJson } from '../../usage/sniffers.ts';
 import type { UsagePreset } from '../../usage/types.ts';
 
 interface AnthropicCounts {
@@ -19,7 +20,7 @@ const ANTHROPIC_FIELDS = {
 } as const;
 
 function readAnthropicCounts(usageValue: JsonValue | undefined, into: AnthropicCounts): boolean {
-  const usage = asRecord(usageValue);
+  const usage = asObject(usageValue);
   if (!usage) return false;
   // Later reports win field by field: message_delta's output_tokens is cumulative, and newer API
   // versions repeat (updated) input and cache counts there too.
@@ -48,7 +49,7 @@ export const anthropicMessages: UsagePreset = {
   name: 'anthropic_messages',
   fromJson(body) {
     const counts: AnthropicCounts = {};
-    return readAnthropicCounts(asRecord(body)?.['usage'], counts) ? anthropicUsage(counts) : undefined;
+    return readAnthropicCounts(asObject(body)?.['usage'], counts) ? anthropicUsage(counts) : undefined;
   },
   createSniffer() {
     const counts: AnthropicCounts = {};
@@ -62,9 +63,9 @@ export const anthropicMessages: UsagePreset = {
         if (event !== undefined && event !== '' && event !== 'message_start' && event !== 'message_delta')
           return;
         if (typeof data !== 'string' || !hasObjectKey(data, '"usage"')) return;
-        const root = asRecord(parseJson(data));
+        const root = asObject(parseJson(data));
         if (!root) return;
-        const usage = root['type'] === 'message_start' ? asRecord(root['message'])?.['usage'] : root['usage'];
+        const usage = root['type'] === 'message_start' ? asObject(root['message'])?.['usage'] : root['usage'];
         if (readAnthropicCounts(usage, counts)) {
           seen = true;
           if (root['type'] === 'message_delta') closed = true;

@@ -4,9 +4,8 @@
 // functions: the Live turn goes on after the client's toolResponse). A response cut by the user's speech
 // or by a new client turn is `interrupted`.
 
-import { asString, isObject } from '../../../common/json-guards.ts';
+import { asObject, asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
-import { objectOf } from '../telemetry-fields.ts';
 import type { LiveConfig } from './gemini-live-setup.ts';
 import { asArray, parseJson } from './translator-shared.ts';
 
@@ -60,7 +59,7 @@ export class LiveResponses {
     const type = asString(event.type) ?? '';
     const config = this.config();
     if (type === 'response.created') {
-      this.current = { id: asString(objectOf(event.response)?.id) ?? '', interrupted: false };
+      this.current = { id: asString(asObject(event.response)?.id) ?? '', interrupted: false };
       return true;
     }
     if (TEXT_DELTAS.has(type) || AUDIO_DELTAS.has(type) || TRANSCRIPT_DELTAS.has(type)) {
@@ -104,7 +103,7 @@ export class LiveResponses {
       return true;
     }
     if (type === 'response.done') {
-      this.done(objectOf(event.response) ?? {}, out);
+      this.done(asObject(event.response) ?? {}, out);
       return true;
     }
     return false;
@@ -114,7 +113,7 @@ export class LiveResponses {
     const r = this.current;
     this.current = undefined;
     const status = asString(response.status) ?? 'completed';
-    const usage = objectOf(response.usage);
+    const usage = asObject(response.usage);
     const meta: JsonObject = usage === undefined ? {} : { usageMetadata: geminiUsage(usage) };
     const calls =
       status === 'cancelled'
@@ -166,18 +165,18 @@ function byModality(details: JsonObject | undefined): JsonObject[] {
 export function geminiUsage(usage: JsonObject): JsonObject {
   const input = count(usage.input_tokens);
   const output = count(usage.output_tokens);
-  const inputDetails = objectOf(usage.input_token_details);
+  const inputDetails = asObject(usage.input_token_details);
   const meta: JsonObject = {
     promptTokenCount: input,
     responseTokenCount: output,
     totalTokenCount: count(usage.total_tokens) || input + output,
     promptTokensDetails: byModality(inputDetails),
-    responseTokensDetails: byModality(objectOf(usage.output_token_details)),
+    responseTokensDetails: byModality(asObject(usage.output_token_details)),
   };
   const cached = count(inputDetails?.cached_tokens);
   if (cached > 0) {
     meta.cachedContentTokenCount = cached;
-    meta.cacheTokensDetails = byModality(objectOf(inputDetails?.cached_tokens_details));
+    meta.cacheTokensDetails = byModality(asObject(inputDetails?.cached_tokens_details));
   }
   return meta;
 }

@@ -6,10 +6,9 @@
 // API has no error message: what OpenAI cannot carry closes the session (1008) with a reason naming the
 // field, a message the Live API itself refuses closes it with 1007, as Gemini does.
 
-import { asString, isObject } from '../../../common/json-guards.ts';
+import { asObject, asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { MIN_COMMIT_BYTES } from '../openai/realtime.ts';
-import { objectOf } from '../telemetry-fields.ts';
 import type {
   RealtimeOutput,
   RealtimeTranslator,
@@ -107,7 +106,7 @@ class GeminiLiveToOpenaiRealtime implements RealtimeTranslator {
       if (this.ownCommits > 0) this.ownCommits--;
       else this.buffered = 0;
     } else if (type === 'error') {
-      const refusal = this.upstreamError(objectOf(message.error) ?? {});
+      const refusal = this.upstreamError(asObject(message.error) ?? {});
       if (refusal !== undefined) out.close = refusal;
     } else {
       this.responses.serverEvent(message, out.client);
@@ -355,7 +354,7 @@ function turnItem(raw: JsonValue, path: string): { item: JsonObject } | { refusa
       content.push({ type: role === 'user' ? 'input_text' : 'output_text', text: part.text });
       continue;
     }
-    const inline = objectOf(part.inlineData);
+    const inline = asObject(part.inlineData);
     const mime = asString(inline?.mimeType) ?? '';
     const data = asString(inline?.data);
     if (role === 'user' && data !== undefined && /^image\/(png|jpeg|webp|gif)$/.test(mime)) {

@@ -2,9 +2,9 @@
 // `x-goog-api-key`; the model in the client's first message (`setup.model`, "models/<id>"); a server
 // message with `usageMetadata` reports the usage of one turn (turns have no ids: they are numbered).
 
+import { asObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue, Usage } from '../../../common/types.ts';
 import { countTokens } from '../../usage/estimate.ts';
-import { objectOf } from '../telemetry-fields.ts';
 import type { RealtimeDialect } from '../types.ts';
 
 // v1 (the genai SDK's default), v1beta, v1alpha; the Constrained method takes ephemeral tokens.
@@ -20,12 +20,12 @@ export const geminiLive: RealtimeDialect = {
   matches: (path) => PATH.test(path),
   modelIn: 'first-message',
   firstMessageModel(message) {
-    const model = objectOf(message.setup)?.model;
+    const model = asObject(message.setup)?.model;
     if (typeof model !== 'string' || model === '') return undefined;
     return model.startsWith('models/') ? model.slice('models/'.length) : model;
   },
   withModel(message, model) {
-    const setup = objectOf(message.setup) ?? {};
+    const setup = asObject(message.setup) ?? {};
     return { ...message, setup: { ...setup, model: `models/${model}` } };
   },
   keyQuery: ['key', 'access_token'],
@@ -33,12 +33,12 @@ export const geminiLive: RealtimeDialect = {
     let text = '';
     let audioMs = 0;
     for (const message of relayed) {
-      const parts = objectOf(objectOf(message.serverContent)?.modelTurn)?.parts;
+      const parts = asObject(asObject(message.serverContent)?.modelTurn)?.parts;
       if (!Array.isArray(parts)) continue;
       for (const part of parts) {
-        const p = objectOf(part);
+        const p = asObject(part);
         if (typeof p?.text === 'string') text += p.text;
-        const inline = objectOf(p?.inlineData);
+        const inline = asObject(p?.inlineData);
         if (typeof inline?.data === 'string') audioMs += pcmMs(inline.data, inline.mimeType);
       }
     }
@@ -50,7 +50,7 @@ export const geminiLive: RealtimeDialect = {
   responseMarkers: ['"modelTurn"'],
   usageMarkers: ['"usageMetadata"'],
   usage(message: JsonObject, turn: number) {
-    const meta = objectOf(message.usageMetadata);
+    const meta = asObject(message.usageMetadata);
     if (meta === undefined) return undefined;
     const input = count(meta.promptTokenCount);
     const output = count(meta.responseTokenCount ?? meta.candidatesTokenCount);
@@ -77,7 +77,7 @@ function audioTokens(details: JsonValue | undefined): number {
   if (!Array.isArray(details)) return 0;
   let n = 0;
   for (const d of details) {
-    const o = objectOf(d);
+    const o = asObject(d);
     if (o?.modality === 'AUDIO') n += count(o.tokenCount);
   }
   return n;

@@ -2,9 +2,8 @@
 // and assistant messages become clientContent turns, function call outputs a toolResponse; what Gemini
 // cannot take is refused by field name.
 
-import { asString, isObject } from '../../../common/json-guards.ts';
+import { asObject, asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
-import { objectOf } from '../telemetry-fields.ts';
 import { INPUT_AUDIO_MIME, type Refusal } from './openai-realtime-config.ts';
 import { asArray, parseJson } from './translator-shared.ts';
 
@@ -46,7 +45,7 @@ export function itemToGemini(
     };
   const parts: JsonObject[] = [];
   for (const [i, raw] of asArray(item.content).entries()) {
-    const part = objectOf(raw) ?? {};
+    const part = asObject(raw) ?? {};
     const mapped = contentPart(part, role);
     if (mapped === undefined)
       return {

@@ -4,9 +4,8 @@
 // a new one), an interruption or a response.cancel ends it cancelled, and every usage report Gemini sends
 // reaches the client in exactly one response.done.
 
-import { asString, isObject } from '../../../common/json-guards.ts';
+import { asObject, asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
-import { objectOf } from '../telemetry-fields.ts';
 import { outputIsAudio } from './openai-realtime-config.ts';
 import { asArray } from './translator-shared.ts';
 
@@ -88,22 +87,22 @@ export class Responses {
 
   /** One Gemini server message: the OpenAI events it makes, appended to `out`. */
   serverMessage(message: JsonObject, out: JsonObject[]): void {
-    const content = objectOf(message.serverContent);
-    for (const raw of asArray(objectOf(content?.modelTurn)?.parts)) {
-      const part = objectOf(raw);
+    const content = asObject(message.serverContent);
+    for (const raw of asArray(asObject(content?.modelTurn)?.parts)) {
+      const part = asObject(raw);
       // Thought summaries have no OpenAI Realtime event.
       if (part === undefined || part.thought === true) continue;
       if (typeof part.text === 'string' && part.text !== '') this.delta(out, 'text', part.text);
-      const inline = objectOf(part.inlineData);
+      const inline = asObject(part.inlineData);
       if (typeof inline?.data === 'string' && String(inline.mimeType ?? '').startsWith('audio/'))
         this.delta(out, 'audio', inline.data);
     }
-    const transcript = asString(objectOf(content?.outputTranscription)?.text);
+    const transcript = asString(asObject(content?.outputTranscription)?.text);
     if (transcript !== undefined && transcript !== '') this.delta(out, 'transcript', transcript);
     if (content?.interrupted === true) this.interrupted(out);
-    const meta = objectOf(message.usageMetadata);
+    const meta = asObject(message.usageMetadata);
     if (meta !== undefined) this.usage = addUsage(this.usage, openaiUsage(meta));
-    const calls = asArray(objectOf(message.toolCall)?.functionCalls);
+    const calls = asArray(asObject(message.toolCall)?.functionCalls);
     if (calls.length > 0) this.functionCalls(calls, out);
     if (content?.turnComplete === true) this.turnComplete(out);
   }
@@ -296,7 +295,7 @@ export class Responses {
   private responseObject(r: Response, usage: JsonObject | null): JsonObject {
     const session = this.conv.session;
     const audio = outputIsAudio(session);
-    const output = objectOf(objectOf(session.audio)?.output);
+    const output = asObject(asObject(session.audio)?.output);
     return {
       object: 'realtime.response',
       id: r.id,
@@ -337,7 +336,7 @@ function count(value: JsonValue | undefined): number {
 function byModality(details: JsonValue | undefined): { text: number; audio: number; image: number } {
   const out = { text: 0, audio: 0, image: 0 };
   for (const d of asArray(details)) {
-    const o = objectOf(d);
+    const o = asObject(d);
     const n = count(o?.tokenCount);
     if (o?.modality === 'AUDIO') out.audio += n;
     else if (o?.modality === 'IMAGE' || o?.modality === 'VIDEO') out.image += n;

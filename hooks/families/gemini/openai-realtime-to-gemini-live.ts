@@ -5,10 +5,9 @@
 // Gemini cannot carry is answered with an OpenAI `error` event naming the event or field, never dropped.
 
 import { randomBytes } from 'node:crypto';
-import { asString } from '../../../common/json-guards.ts';
+import { asObject, asString } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { MIN_COMMIT_BYTES } from '../openai/realtime.ts';
-import { objectOf } from '../telemetry-fields.ts';
 import type {
   RealtimeOutput,
   RealtimeTranslator,
@@ -180,8 +179,8 @@ class OpenaiRealtimeToGeminiLive implements RealtimeTranslator, Conversation {
       this.setupAnswers = false;
       out.client.push(this.event('session.updated', { session: this.session }));
     }
-    const content = objectOf(message.serverContent);
-    const heard = asString(objectOf(content?.inputTranscription)?.text);
+    const content = asObject(message.serverContent);
+    const heard = asString(asObject(content?.inputTranscription)?.text);
     if (heard !== undefined && heard !== '') {
       const item = this.heard ?? this.commitAudio(out.client);
       item.transcript += heard;
@@ -220,7 +219,7 @@ class OpenaiRealtimeToGeminiLive implements RealtimeTranslator, Conversation {
   }
 
   private firstUpdate(message: JsonObject, out: RealtimeOutput): void {
-    const patch = objectOf(message.session);
+    const patch = asObject(message.session);
     if (patch === undefined) {
       out.client.push(this.missing('session', message.event_id));
       return;
@@ -237,7 +236,7 @@ class OpenaiRealtimeToGeminiLive implements RealtimeTranslator, Conversation {
   }
 
   private laterUpdate(message: JsonObject, out: RealtimeOutput): void {
-    const patch = objectOf(message.session);
+    const patch = asObject(message.session);
     if (patch === undefined) {
       out.client.push(this.missing('session', message.event_id));
       return;
@@ -311,7 +310,7 @@ class OpenaiRealtimeToGeminiLive implements RealtimeTranslator, Conversation {
 
   private createItem(message: JsonObject, out: RealtimeOutput): void {
     const eventId = message.event_id;
-    const item = objectOf(message.item);
+    const item = asObject(message.item);
     if (item === undefined) {
       out.client.push(this.missing('item', eventId));
       return;
@@ -348,7 +347,7 @@ class OpenaiRealtimeToGeminiLive implements RealtimeTranslator, Conversation {
   }
 
   private createResponse(message: JsonObject, out: RealtimeOutput): void {
-    const params = objectOf(message.response) ?? {};
+    const params = asObject(message.response) ?? {};
     const refusal = responseRefusal(params, this.session);
     if (refusal !== undefined) {
       out.client.push(this.refused(refusal, message.event_id));

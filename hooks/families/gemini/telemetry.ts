@@ -1,8 +1,9 @@
 // GenAI trace attributes of Gemini generateContent requests and replies (a stream's chunks share the
 // reply's shape).
 
+import { asObject } from '../../../common/json-guards.ts';
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, objectOf, paramsReader, setFact } from '../telemetry-fields.ts';
+import { addFinishReason, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -22,15 +23,15 @@ const readParams = paramsReader(PARAMS);
 export const geminiTelemetry: FamilyTelemetry = {
   finishMarker: /"finishReason":\s*"/,
   requestAttributes(body, set) {
-    readParams(objectOf(body.generationConfig), set);
+    readParams(asObject(body.generationConfig), set);
   },
   readReply(reply: JsonValue, facts) {
-    const body = objectOf(reply);
+    const body = asObject(reply);
     if (body === undefined) return;
     setFact(facts, 'id', body.responseId);
     setFact(facts, 'model', body.modelVersion);
     const candidates = body.candidates;
     if (Array.isArray(candidates))
-      for (const candidate of candidates) addFinishReason(facts, objectOf(candidate)?.finishReason);
+      for (const candidate of candidates) addFinishReason(facts, asObject(candidate)?.finishReason);
   },
 };

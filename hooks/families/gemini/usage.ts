@@ -1,8 +1,9 @@
 // Usage presets of the Gemini family: generateContent / streamGenerateContent report `usageMetadata`;
 // embedContent reports none.
 
+import { asObject } from '../../../common/json-guards.ts';
 import type { JsonValue, Usage } from '../../../common/types.ts';
-import { asRecord, buildUsage, counts, keyedUsagePreset } from '../../usage/sniffers.ts';
+import { buildUsage, counts, keyedUsagePreset } from '../../usage/sniffers.ts';
 import type { UsagePreset } from '../../usage/types.ts';
 
 const GEMINI_FIELDS = {
@@ -20,7 +21,7 @@ const GEMINI_FIELDS = {
  * prompt) -> cacheRead; thoughtsTokenCount -> reasoning.
  */
 function readGeminiUsage(metaValue: JsonValue | undefined): Usage | undefined {
-  const meta = asRecord(metaValue);
+  const meta = asObject(metaValue);
   if (!meta) return undefined;
   const c = counts(meta, GEMINI_FIELDS);
   if (c.prompt === undefined && c.candidates === undefined && c.thoughts === undefined) return undefined;
@@ -34,19 +35,19 @@ function readGeminiBody(body: JsonValue): Usage | undefined {
   // streamGenerateContent without alt=sse answers one JSON array of chunks: the last report wins.
   if (Array.isArray(body)) {
     for (let i = body.length - 1; i >= 0; i--) {
-      const usage = readGeminiUsage(asRecord(body[i])?.['usageMetadata']);
+      const usage = readGeminiUsage(asObject(body[i])?.['usageMetadata']);
       if (usage) return usage;
     }
     return undefined;
   }
-  return readGeminiUsage(asRecord(body)?.['usageMetadata']);
+  return readGeminiUsage(asObject(body)?.['usageMetadata']);
 }
 
 /** The last chunk of a Gemini stream has a finishReason (a blocked prompt answers no candidates). */
 function closesGeminiStream(body: JsonValue): boolean {
-  const candidates = asRecord(body)?.['candidates'];
+  const candidates = asObject(body)?.['candidates'];
   if (!Array.isArray(candidates) || candidates.length === 0) return true;
-  return candidates.some((candidate) => typeof asRecord(candidate)?.['finishReason'] === 'string');
+  return candidates.some((candidate) => typeof asObject(candidate)?.['finishReason'] === 'string');
 }
 
 // Every Gemini chunk may carry usageMetadata; counts are cumulative, so only the last is parsed.

@@ -2,8 +2,8 @@
 // `Authorization` or, from browsers, the `openai-insecure-api-key.<key>` subprotocol; every
 // `response.done` reports the usage of one model response.
 
+import { asObject } from '../../../common/json-guards.ts';
 import type { JsonObject, Usage } from '../../../common/types.ts';
-import { objectOf } from '../telemetry-fields.ts';
 import type { RealtimeDialect } from '../types.ts';
 
 function count(value: unknown): number {
@@ -41,20 +41,20 @@ export const openaiRealtime: RealtimeDialect = {
   usageMarkers: ['"response.done"'],
   usage(message: JsonObject) {
     if (message.type !== 'response.done') return undefined;
-    const response = objectOf(message.response);
+    const response = asObject(message.response);
     const id = response?.id;
-    const reported = objectOf(response?.usage);
+    const reported = asObject(response?.usage);
     if (typeof id !== 'string' || reported === undefined) return undefined;
     const input = count(reported.input_tokens);
     const output = count(reported.output_tokens);
     const usage: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
-    const inputDetails = objectOf(reported.input_token_details);
+    const inputDetails = asObject(reported.input_token_details);
     const cached = count(inputDetails?.cached_tokens);
     if (cached > 0) usage.cacheReadTokens = cached;
     // Audio tokens apart (they cost more than text); cached ones are priced as cached.
-    const cachedAudio = count(objectOf(inputDetails?.cached_tokens_details)?.audio_tokens);
+    const cachedAudio = count(asObject(inputDetails?.cached_tokens_details)?.audio_tokens);
     const inputAudio = Math.max(0, count(inputDetails?.audio_tokens) - cachedAudio);
-    const outputAudio = count(objectOf(reported.output_token_details)?.audio_tokens);
+    const outputAudio = count(asObject(reported.output_token_details)?.audio_tokens);
     if (inputAudio > 0) usage.inputAudioTokens = inputAudio;
     if (outputAudio > 0) usage.outputAudioTokens = outputAudio;
     return { responseId: id, usage };

@@ -1,7 +1,8 @@
 // GenAI trace attributes of completion-style requests and replies (chat chunks share the reply's shape).
 
+import { asObject } from '../../../common/json-guards.ts';
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, objectOf, paramsReader, setFact } from '../telemetry-fields.ts';
+import { addFinishReason, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -21,12 +22,12 @@ export const openaiTelemetry: FamilyTelemetry = {
   finishMarker: /"finish_reason":\s*"/,
   requestAttributes: paramsReader(PARAMS),
   readReply(reply: JsonValue, facts) {
-    const body = objectOf(reply);
+    const body = asObject(reply);
     if (body === undefined) return;
     setFact(facts, 'id', body.id);
     setFact(facts, 'model', body.model);
     const choices = body.choices;
     if (Array.isArray(choices))
-      for (const choice of choices) addFinishReason(facts, objectOf(choice)?.finish_reason);
+      for (const choice of choices) addFinishReason(facts, asObject(choice)?.finish_reason);
   },
 };

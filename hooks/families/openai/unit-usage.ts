@@ -3,20 +3,12 @@
 // seconds of audio (and tokens where the upstream reports them). Quantities the reply does not carry
 // come from the request (fromRequest).
 
+import { asObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue, Usage } from '../../../common/types.ts';
 import { audioFileSeconds } from '../../usage/audio-duration.ts';
 import { multipartParts } from '../../usage/multipart-parts.ts';
+import { count } from '../../usage/sniffers.ts';
 import type { RequestUsage, UsagePreset, UsageRequest, UsageSniffer } from '../../usage/types.ts';
-
-type JsonRecord = { [key: string]: JsonValue };
-
-function asRecord(value: JsonValue | undefined): JsonRecord | undefined {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? value : undefined;
-}
-
-function count(value: JsonValue | undefined): number | undefined {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.floor(value) : undefined;
-}
 
 function seconds(value: JsonValue | undefined): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
@@ -44,7 +36,7 @@ function never<T>(read: () => T): T | undefined {
 
 /** Token counts of a reply's `usage` object ({input_tokens, output_tokens, total_tokens}), if any. */
 function tokenUsage(usageValue: JsonValue | undefined): Usage | undefined {
-  const usage = asRecord(usageValue);
+  const usage = asObject(usageValue);
   const input = count(usage?.['input_tokens']);
   const output = count(usage?.['output_tokens']);
   if (input === undefined && output === undefined) return undefined;
@@ -80,7 +72,7 @@ function requestFields(request: UsageRequest): (name: string) => JsonValue | und
 // come from the request (absent: the `default` price).
 
 function imagesFromReply(body: JsonValue): Usage | undefined {
-  const root = asRecord(body);
+  const root = asObject(body);
   if (root === undefined) return undefined;
   const data = root['data'];
   const tokens = tokenUsage(root['usage']);
@@ -144,9 +136,9 @@ const openAiSpeech: UsagePreset = {
 // the uploaded file (hooks/usage/audio-duration.ts) and the event is `estimated`.
 
 function transcriptionFromReply(body: JsonValue): Usage | undefined {
-  const root = asRecord(body);
+  const root = asObject(body);
   if (root === undefined) return undefined;
-  const usageValue = asRecord(root['usage']);
+  const usageValue = asObject(root['usage']);
   const tokens = tokenUsage(usageValue);
   const reported =
     usageValue?.['type'] === 'duration' ? seconds(usageValue['seconds']) : seconds(root['duration']);

@@ -2,6 +2,7 @@
 // so it can meter; a client that did not ask must not see the extra usage-only chunk (`choices: []`),
 // and the `usage: null` field the upstream then adds to every other chunk is left as the API sends it.
 
+import { isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, RequestContext, SseOut } from '../../../common/types.ts';
 import type { StreamTransform, StreamTransformFactory } from '../../transforms/types.ts';
 
@@ -12,7 +13,7 @@ const PASS: StreamTransform = {
 
 function clientAskedForUsage(body: JsonObject | undefined): boolean {
   const opts = body?.stream_options;
-  return typeof opts === 'object' && opts !== null && !Array.isArray(opts) && opts.include_usage === true;
+  return isObject(opts) && opts.include_usage === true;
 }
 
 export const openaiUsageStrip = {

@@ -2,9 +2,9 @@
 // `usage` with prompt/completion counts; the Responses API reports input/output counts in its terminal
 // events. Units-priced endpoints (images, speech, transcription) are in unit-usage.ts.
 
+import { asObject } from '../../../common/json-guards.ts';
 import type { JsonValue, Usage } from '../../../common/types.ts';
 import {
-  asRecord,
   buildUsage,
   count,
   hasObjectKey,
@@ -18,13 +18,13 @@ import type { UsagePreset } from '../../usage/types.ts';
 export const STREAM_END = '[DONE]';
 
 function readOpenAiUsage(usageValue: JsonValue | undefined, embeddings: boolean): Usage | undefined {
-  const usage = asRecord(usageValue);
+  const usage = asObject(usageValue);
   if (!usage) return undefined;
   const input = count(usage['prompt_tokens']);
   const output = embeddings ? undefined : count(usage['completion_tokens']);
   if (input === undefined && output === undefined) return undefined;
-  const promptDetails = asRecord(usage['prompt_tokens_details']);
-  const completionDetails = asRecord(usage['completion_tokens_details']);
+  const promptDetails = asObject(usage['prompt_tokens_details']);
+  const completionDetails = asObject(usage['completion_tokens_details']);
   return buildUsage(input ?? 0, output ?? 0, count(usage['total_tokens']), {
     cacheRead: count(promptDetails?.['cached_tokens']),
     reasoning: count(completionDetails?.['reasoning_tokens']),
@@ -37,16 +37,16 @@ function readOpenAiUsage(usageValue: JsonValue | undefined, embeddings: boolean)
  * (vLLM's continuous usage) is a running count.
  */
 function closesOpenAiStream(body: JsonValue): boolean {
-  const choices = asRecord(body)?.['choices'];
+  const choices = asObject(body)?.['choices'];
   if (!Array.isArray(choices) || choices.length === 0) return true;
   return choices.some((choice) => {
-    const reason = asRecord(choice)?.['finish_reason'];
+    const reason = asObject(choice)?.['finish_reason'];
     return typeof reason === 'string' && reason !== '';
   });
 }
 
 export function openAiCompletionPreset(name: string, embeddings: boolean): UsagePreset {
-  const read = (body: JsonValue): Usage | undefined => readOpenAiUsage(asRecord(body)?.['usage'], embeddings);
+  const read = (body: JsonValue): Usage | undefined => readOpenAiUsage(asObject(body)?.['usage'], embeddings);
   return keyedUsagePreset(name, '"usage"', read, closesOpenAiStream, STREAM_END);
 }
 
@@ -54,14 +54,14 @@ export function openAiCompletionPreset(name: string, embeddings: boolean): Usage
 // OpenAI Responses API
 
 function readResponsesUsage(usageValue: JsonValue | undefined): Usage | undefined {
-  const usage = asRecord(usageValue);
+  const usage = asObject(usageValue);
   if (!usage) return undefined;
   const input = count(usage['input_tokens']);
   const output = count(usage['output_tokens']);
   if (input === undefined && output === undefined) return undefined;
   return buildUsage(input ?? 0, output ?? 0, count(usage['total_tokens']), {
-    cacheRead: count(asRecord(usage['input_tokens_details'])?.['cached_tokens']),
-    reasoning: count(asRecord(usage['output_tokens_details'])?.['reasoning_tokens']),
+    cacheRead: count(asObject(usage['input_tokens_details'])?.['cached_tokens']),
+    reasoning: count(asObject(usage['output_tokens_details'])?.['reasoning_tokens']),
   });
 }
 
@@ -76,9 +76,9 @@ function isResponsesTerminal(event: string | undefined, data: string): boolean {
 
 export const openAiResponses: UsagePreset = {
   name: 'openai_responses',
-  fromJson: (body) => safeRead((b) => readResponsesUsage(asRecord(b)?.['usage']), body),
+  fromJson: (body) => safeRead((b) => readResponsesUsage(asObject(b)?.['usage']), body),
   createSniffer: () =>
     latestEventSniffer(isResponsesTerminal, (body) =>
-      readResponsesUsage(asRecord(asRecord(body)?.['response'])?.['usage']),
+      readResponsesUsage(asObject(asObject(body)?.['response'])?.['usage']),
     ),
 };

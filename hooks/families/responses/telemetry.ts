@@ -1,8 +1,9 @@
 // GenAI trace attributes of Responses API requests and replies (whole, or the response object the
 // stream's lifecycle events carry).
 
+import { asObject } from '../../../common/json-guards.ts';
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, objectOf, paramsReader, setFact } from '../telemetry-fields.ts';
+import { addFinishReason, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -15,9 +16,9 @@ export const responsesTelemetry: FamilyTelemetry = {
   finishMarker: /"type":\s*"response\.(?:completed|incomplete|failed)"/,
   requestAttributes: paramsReader(PARAMS),
   readReply(reply: JsonValue, facts) {
-    const body = objectOf(reply);
+    const body = asObject(reply);
     if (body === undefined) return;
-    const response = objectOf(body.response) ?? body;
+    const response = asObject(body.response) ?? body;
     if (response.object !== 'response' && body.response === undefined) return;
     setFact(facts, 'id', response.id);
     setFact(facts, 'model', response.model);
@@ -25,7 +26,7 @@ export const responsesTelemetry: FamilyTelemetry = {
     const status = response.status;
     if (status === 'completed') addFinishReason(facts, 'stop');
     else if (status === 'incomplete')
-      addFinishReason(facts, objectOf(response.incomplete_details)?.reason ?? 'incomplete');
+      addFinishReason(facts, asObject(response.incomplete_details)?.reason ?? 'incomplete');
     else if (status === 'failed') addFinishReason(facts, 'error');
   },
 };
