@@ -75,8 +75,9 @@ export interface Runtime {
   authenticate(headers: IncomingHttpHeaders, query: URLSearchParams): Promise<Principal>;
   /** Short-lived secrets for realtime sessions (POST /v1/realtime/client_secrets). */
   readonly clientSecrets: ClientSecrets;
-  modelList(format: WireFormat): JsonValue;
-  modelInfo(format: WireFormat, id: string): JsonValue | undefined;
+  /** The family's model list as the principal may see it (a key's model list hides the others). */
+  modelList(format: WireFormat, principal?: Principal): JsonValue;
+  modelInfo(format: WireFormat, id: string, principal?: Principal): JsonValue | undefined;
   readiness(): Promise<ReadyReport>;
   metricsText(): Promise<string>;
   forwardWebhook(req: IncomingMessage, res: ServerResponse): Promise<void>;
@@ -212,8 +213,8 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     },
     authenticate: keys.authenticate,
     clientSecrets: keys.clientSecrets,
-    modelList: models.list,
-    modelInfo: models.info,
+    modelList: (format, principal) => models.list(format, limiter.modelsFor(principal)),
+    modelInfo: (format, id, principal) => models.info(format, id, limiter.modelsFor(principal)),
     readiness: endpoints.readiness,
     metricsText() {
       return opts.cluster === undefined ? metrics.registry.metrics() : opts.cluster.metricsText();

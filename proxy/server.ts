@@ -7,6 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { clip, type ErrorCode, errorText, GatewayError, toGatewayError } from '../common/errors.ts';
+import type { Principal } from '../common/types.ts';
 import { carrierFamily } from '../hooks/families/index.ts';
 import {
   clientErrorCode,
@@ -301,17 +302,18 @@ async function listModels(
   id: string,
   query: URLSearchParams,
 ): Promise<void> {
+  let principal: Principal;
   try {
-    await rt.authenticate(req.headers, query);
+    principal = await rt.authenticate(req.headers, query);
   } catch (err) {
     sendError(res, route.format, toGatewayError(err), id);
     return;
   }
   if (route.kind === 'models') {
-    sendJson(res, 200, rt.modelList(route.format));
+    sendJson(res, 200, rt.modelList(route.format, principal));
     return;
   }
-  const found = rt.modelInfo(route.format, route.id);
+  const found = rt.modelInfo(route.format, route.id, principal);
   if (found === undefined) {
     sendError(
       res,

@@ -90,6 +90,8 @@ export interface RateLimiter {
   readonly hook: Hook;
   /** A realtime session ended: its slot is released (its tokens were settled per response). */
   release(ctx: RequestContext): void;
+  /** The principal's model check, undefined when it may use every model. */
+  modelsFor(principal: Principal | undefined): ((model: string) => boolean) | undefined;
   /** Stops renewing leases (the runtime is closing; requests still held are released by their completion). */
   close(): void;
 }
@@ -300,6 +302,10 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
   return {
     hook,
     release: (ctx) => void release(ctx),
+    modelsFor(p) {
+      if (p === undefined || p.isMaster || (p.models ?? config.perKey.models) === undefined) return undefined;
+      return (model) => allowed(p, model);
+    },
     close() {
       clearInterval(timer);
     },

@@ -164,7 +164,24 @@ test('the model list: a model outside it is the SDK permission error, naming the
   });
   assert.equal(viaHeader.status, 403);
   assert.equal(((await viaHeader.json()) as { error: { code: string } }).error.code, 'model_not_allowed');
+  // Model lists show the key only what it may use, in every family's list.
+  const listed = (await client.models.list()).data.map((m) => m.id);
+  assert.ok(listed.length > 0 && listed.every((id) => id.startsWith('claude-')), listed.join(','));
   const anthropic = new Anthropic({ apiKey: secret, baseURL: gateways[0]!.url, maxRetries: 0 });
+  const anthropicListed = (await anthropic.models.list()).data.map((m) => m.id);
+  assert.ok(anthropicListed.includes('claude-sonnet-5'));
+  assert.ok(anthropicListed.every((id) => id.startsWith('claude-')));
+  const genaiList = await fetch(`${gateways[1]!.url}/v1beta/models?key=${secret}`);
+  const genaiNames = ((await genaiList.json()) as { models: { name: string }[] }).models.map((m) => m.name);
+  assert.ok(
+    genaiNames.length > 0 && genaiNames.every((n) => n.startsWith('models/claude-')),
+    genaiNames.join(','),
+  );
+  const one = await fetch(`${gateways[1]!.url}/v1/models/gpt-5.4-mini`, {
+    headers: { authorization: `Bearer ${secret}` },
+  });
+  assert.equal(one.status, 404);
+  await one.arrayBuffer();
   const msg = await anthropic.messages.create({
     model: 'claude-sonnet-5',
     max_tokens: 16,
