@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { backoffDelay } from '../common/backoff.ts';
 import type { StoreConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import { sharedByKey } from '../common/shared-by-key.ts';
 import { closeRedisClient, createKeyLayout, createRedisClient, type Redis } from '../store/redis-client.ts';
 import { DeliveryLoop } from './delivery/delivery-loop.ts';
@@ -81,8 +82,7 @@ export async function openEventSpool(
 ): Promise<EventSpool> {
   const log = opts.logger;
   const spoolRoot = join(root, SPOOL_DIR);
-  const onError = (err: unknown) =>
-    log?.error({ err: err instanceof Error ? err.message : String(err) }, 'spool write failed');
+  const onError = (err: unknown) => log?.error({ err: errorText(err) }, 'spool write failed');
   let own: OutboxWriter | undefined;
   for (let slot = 0; slot < MAX_SLOTS && own === undefined; slot++) {
     try {
@@ -250,7 +250,7 @@ class SpoolQueue implements DeliveryQueue<SpoolBatch> {
     // A checkpoint that failed is covered by the next one; without one, the batch is moved again after a
     // restart and the markers keep it off the stream.
     this.#commits = next.catch((err: unknown) =>
-      this.#log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'spool checkpoint failed'),
+      this.#log?.warn({ err: errorText(err) }, 'spool checkpoint failed'),
     );
   }
 
@@ -267,7 +267,7 @@ class SpoolQueue implements DeliveryQueue<SpoolBatch> {
     const retryInMs = backoffDelay(failures, RETRY_MIN_MS, RETRY_MAX_MS);
     if (failures === 1) {
       this.#log?.warn(
-        { err: err instanceof Error ? err.message : String(err), retryInMs },
+        { err: errorText(err), retryInMs },
         'moving spooled usage events to the billing stream failed; retrying',
       );
     }
@@ -323,7 +323,7 @@ function moveTransport(
         }
         return { kind: 'ok' };
       } catch (err) {
-        const message = err instanceof Error ? err.message : String(err);
+        const message = errorText(err);
         return { kind: 'retryable', status: undefined, code: 'store_error', message, unavailable: true };
       }
     },

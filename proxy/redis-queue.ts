@@ -13,6 +13,7 @@ import type { UsageEvent } from '../billing/event/usage-event.ts';
 import { queuedJson, queuedTokensJson } from '../billing/event/usage-event-json.ts';
 import { acquireEventSpool, type EventSpool } from '../billing/event-spool.ts';
 import type { StoreConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import { StoreUnavailableError } from '../common/store-types.ts';
 import { createTurnBatch, type TurnBatch } from '../common/turn-batch.ts';
 import {
@@ -183,7 +184,7 @@ class StreamEventQueue implements RedisEventQueue {
     if (!this.#spooling) {
       this.#spooling = true;
       this.#logger?.warn(
-        { err: cause instanceof Error ? cause.message : String(cause), spool: spool.dir },
+        { err: errorText(cause), spool: spool.dir },
         'billing stream unavailable: usage events go to the local spool',
       );
     }

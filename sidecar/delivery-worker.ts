@@ -7,12 +7,12 @@
 import { type FSWatcher, watch } from 'node:fs';
 import type { Logger } from 'pino';
 import { DeliveryLoop } from '../billing/delivery/delivery-loop.ts';
-import { errorText } from '../billing/delivery/delivery-policy.ts';
 import type { DeliveryError, RetryPolicy } from '../billing/delivery/delivery-queue.ts';
 import { type OutboxItem, type OutboxReaderOptions, openOutboxReader } from '../billing/outbox/reader.ts';
 import { openOutboxStatus } from '../billing/outbox/status.ts';
 import { jitteredDelay } from '../common/backoff.ts';
 import type { BillingConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import { DeadLetterFile, type DeadLetterRecord, type ReplayReport } from './dead-letter-file.ts';
 import { type IngestClient, ingestTransport } from './ingest-transport.ts';
 import { type EventItem, OutboxQueue } from './outbox-queue.ts';

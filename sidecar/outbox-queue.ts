@@ -5,7 +5,7 @@
 // retry, so they survive restarts. Exhausted events go to dead-letter.jsonl.
 
 import type { Logger } from 'pino';
-import { errorText, type IngestFailure } from '../billing/delivery/delivery-policy.ts';
+import type { IngestFailure } from '../billing/delivery/delivery-policy.ts';
 import type { DeliveryQueue, FailureReport } from '../billing/delivery/delivery-queue.ts';
 import {
   attemptKey,
@@ -14,6 +14,7 @@ import {
   type OutboxReader,
   positionAfter,
 } from '../billing/outbox/reader.ts';
+import { errorText } from '../common/errors.ts';
 import type { DeadLetterFile } from './dead-letter-file.ts';
 import { logIngestFailure } from './ingest-transport.ts';
 

@@ -4,8 +4,9 @@
 // (the dead-letter file counts them in the record, so a restart keeps the count).
 
 import type { Logger } from 'pino';
-import { errorText, type IngestFailure } from '../billing/delivery/delivery-policy.ts';
+import type { IngestFailure } from '../billing/delivery/delivery-policy.ts';
 import type { DeliveryQueue, FailureReport, Settlement } from '../billing/delivery/delivery-queue.ts';
+import { errorText } from '../common/errors.ts';
 import type { DeadLetterError, DeadLetterFile, DeadLetterRecord } from './dead-letter-file.ts';
 import { deadLetterId } from './dead-letter-file.ts';
 

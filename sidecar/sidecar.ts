@@ -9,6 +9,7 @@ import { type BillingClient, createBillingClient } from '../billing/billing-clie
 import { acquireEventSpool } from '../billing/event-spool.ts';
 import type { OutboxStatusView } from '../billing/outbox/status.ts';
 import type { BillingConfig, ListenAddress, RouterConfig, StoreConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import { openTracing } from '../common/tracing.ts';
 import { createReplayRoute } from './dead-letter-route.ts';
 import type { DeliveryWorker, DeliveryWorkerOptions } from './delivery-worker.ts';
@@ -204,7 +205,7 @@ export async function startSidecar(
     Promise.resolve()
       .then(() => handler(req, res))
       .catch((err: unknown) => {
-        log?.error({ err: err instanceof Error ? err.message : String(err), path }, 'sidecar route failed');
+        log?.error({ err: errorText(err), path }, 'sidecar route failed');
         if (!res.headersSent)
           sendJson(res, 500, { error: { message: 'internal error', type: 'server_error' } });
         else res.destroy();

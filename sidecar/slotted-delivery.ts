@@ -4,6 +4,7 @@
 
 import { outboxDirs, slotDeadLetterId, slotOfDeadLetterId } from '../billing/outbox/slots.ts';
 import { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from '../billing/outbox/status.ts';
+import { errorText } from '../common/errors.ts';
 import type { ReplayReport } from './dead-letter-file.ts';
 import {
   type DeliveryCounters,
@@ -46,12 +47,7 @@ export async function startSlottedDelivery(
   await scan();
   const timer = setInterval(
     () => {
-      rescan().catch((err: unknown) =>
-        opts.logger?.warn(
-          { err: err instanceof Error ? err.message : String(err) },
-          'outbox slot scan failed',
-        ),
-      );
+      rescan().catch((err: unknown) => opts.logger?.warn({ err: errorText(err) }, 'outbox slot scan failed'));
     },
     opts.scanIntervalMs ?? opts.pollIntervalMs ?? 1000,
   );

@@ -5,8 +5,9 @@
 // An entry whose acknowledgement is lost (crash, store down at stop) is sent again later and counted
 // once by billing (Idempotency-Key), as any delivered-but-unacknowledged entry always was.
 
-import { abortableSleep, errorText } from '../billing/delivery/delivery-policy.ts';
+import { abortableSleep } from '../billing/delivery/delivery-policy.ts';
 import { jitteredDelay } from '../common/backoff.ts';
+import { errorText } from '../common/errors.ts';
 import type { Redis, StreamShardKeys } from '../store/redis-client.ts';
 
 const ACK_DELAY_MS = 5;

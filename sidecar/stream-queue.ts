@@ -13,11 +13,12 @@
 // billing_max_attempts moves to `<stream>:dead-letter` atomically.
 
 import type { Logger } from 'pino';
-import { abortableSleep, errorText, type IngestFailure } from '../billing/delivery/delivery-policy.ts';
+import { abortableSleep, type IngestFailure } from '../billing/delivery/delivery-policy.ts';
 import type { DeliveryQueue, FailureReport, Settlement } from '../billing/delivery/delivery-queue.ts';
 import { takeTraceparent, type UsageEvent } from '../billing/event/usage-event.ts';
 import { jitteredDelay } from '../common/backoff.ts';
 import type { StoreConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import { defineScript, type Redis, type StreamShardKeys } from '../store/redis-client.ts';
 import { logIngestFailure } from './ingest-transport.ts';
 import { StreamAcks } from './stream-acks.ts';

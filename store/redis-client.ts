@@ -16,6 +16,7 @@ import { Cluster, Command, Redis, type RedisOptions, ReplyError } from 'ioredis'
 import type { Logger } from 'pino';
 import { backoffDelay } from '../common/backoff.ts';
 import type { StoreConfig } from '../common/config-types.ts';
+import { errorText } from '../common/errors.ts';
 import { malformedUserinfo, parseStoreUrl, storeUrlCredentials } from '../config/store-url.ts';
 
 export type { Redis } from 'ioredis';
@@ -136,7 +137,7 @@ export function createRedisClient(config: StoreConfig, opts: RedisClientOptions 
     if (down) return;
     down = true;
     log?.warn(
-      { err: err.message, addr: redactAddr(config.addr, config) },
+      { err: errorText(err), addr: redactAddr(config.addr, config) },
       'store connection failed; reconnecting',
     );
   });

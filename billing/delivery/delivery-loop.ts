@@ -15,12 +15,12 @@
 // Stop never waits out a delay: waits end at once, the sends in flight end (or are aborted), and the
 // queue gets back what was neither delivered nor dead-lettered.
 
+import { errorText } from '../../common/errors.ts';
 import {
   abortableSleep,
   blamesService,
   classifyFailure,
   countsAsAttempt,
-  errorText,
   type FailureClass,
   type IngestFailure,
   thrownFailure,

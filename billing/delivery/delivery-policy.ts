@@ -67,7 +67,3 @@ export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
     signal.addEventListener('abort', done, { once: true });
   });
 }
-
-export function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}

@@ -2,7 +2,7 @@
 // request: created on first use, kept with the request and shared by its request, reply and stream
 // mappings.
 
-import { GatewayError } from '../../common/errors.ts';
+import { errorText, GatewayError } from '../../common/errors.ts';
 import { RequestState } from '../../common/request-state.ts';
 import type { JsonValue, RequestContext } from '../../common/types.ts';
 import { requestTextOf } from '../families/index.ts';
@@ -80,10 +80,7 @@ export class RuleTranslators {
     try {
       return this.translator(ctx, name).response(value);
     } catch (err) {
-      ctx.log.warn(
-        { translator: name, err: err instanceof Error ? err.message : String(err) },
-        'unreadable upstream reply',
-      );
+      ctx.log.warn({ translator: name, err: errorText(err) }, 'unreadable upstream reply');
       throw new GatewayError(
         'upstream_bad_response',
         'The upstream provider sent a reply that cannot be translated',

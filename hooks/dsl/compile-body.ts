@@ -1,6 +1,7 @@
 // The response side of a rule body (response, metrics, hook) and the body as a whole: which block
 // each directive opens, and a block written twice.
 
+import { errorText } from '../../common/errors.ts';
 import { hookModulePath } from '../../common/hook-module-path.ts';
 import type { JsonValue } from '../../common/types.ts';
 import {
@@ -140,7 +141,7 @@ function compileHook(cx: CompileContext, d: DirectiveNode): HookRef | undefined 
   try {
     return { module: hookModulePath(s.value, cx.file), options, loc: cx.loc(d.loc) };
   } catch (e) {
-    cx.error(s.loc, `invalid hook module path: ${(e as Error).message}`);
+    cx.error(s.loc, `invalid hook module path: ${errorText(e)}`);
     return undefined;
   }
 }

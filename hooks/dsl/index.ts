@@ -3,6 +3,7 @@
 
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { errorText } from '../../common/errors.ts';
 import type { ApiName } from '../../common/types.ts';
 import { REALTIME_TRANSLATORS, TRANSFORMS, TRANSLATORS, USAGE_PRESETS } from '../families/index.ts';
 import { type CompileOptions, compileAst } from './compiler.ts';
@@ -87,7 +88,7 @@ export async function loadProviderDir(
       .map((e) => e.name)
       .sort();
   } catch (e) {
-    const reason = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+    const reason = (e as NodeJS.ErrnoException).code ?? errorText(e);
     diagnostics.push({ file: dir, line: 1, col: 1, message: `cannot read the provider folder (${reason})` });
     return { providers, diagnostics };
   }
@@ -97,7 +98,7 @@ export async function loadProviderDir(
     try {
       source = await readFile(file, 'utf8');
     } catch (e) {
-      const reason = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+      const reason = (e as NodeJS.ErrnoException).code ?? errorText(e);
       diagnostics.push({ file, line: 1, col: 1, message: `cannot read the provider file (${reason})` });
       continue;
     }
