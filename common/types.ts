@@ -30,6 +30,16 @@ export const API_NAMES = [
 ] as const;
 export type ApiName = (typeof API_NAMES)[number];
 
+/** The apis that generate text (an output cap, or its default, bounds what a request may produce). */
+export const GENERATION_APIS: ReadonlySet<ApiName> = new Set<ApiName>([
+  'completions',
+  'chat.completions',
+  'responses',
+  'native.messages',
+  'native.generateContent',
+  'native.streamGenerateContent',
+]);
+
 /** The realtime sessions among them: WebSocket upgrades whose frames a rule relays or translates. */
 export const REALTIME_APIS: ReadonlySet<ApiName> = new Set<ApiName>(['realtime', 'native.live']);
 

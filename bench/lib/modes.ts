@@ -6,11 +6,14 @@ import { startRedisCluster } from './redis-cluster.ts';
 
 // `outbox`: billing on, no sidecar (events stay in the outbox): the serving path's own share of billing,
 // without the delivering process on the same cores.
-export type Mode = 'off' | 'billing' | 'outbox' | 'redis' | 'cluster' | 'traced';
-export const MODES: readonly Mode[] = ['off', 'billing', 'outbox', 'redis', 'cluster', 'traced'];
+// `limited`: `redis` with every key limited (rate_limits.per_key) by limits the load never reaches.
+export type Mode = 'off' | 'billing' | 'outbox' | 'redis' | 'limited' | 'cluster' | 'traced';
+export const MODES: readonly Mode[] = ['off', 'billing', 'outbox', 'redis', 'limited', 'cluster', 'traced'];
 
 export function billed(mode: Mode): boolean {
-  return mode === 'billing' || mode === 'outbox' || mode === 'redis' || mode === 'cluster';
+  return (
+    mode === 'billing' || mode === 'outbox' || mode === 'redis' || mode === 'limited' || mode === 'cluster'
+  );
 }
 
 export interface ModeStores {
@@ -25,7 +28,7 @@ export async function startModeStores(
   stops: (() => Promise<void>)[],
 ): Promise<ModeStores> {
   const stores: ModeStores = {};
-  if (modes.includes('redis')) {
+  if (modes.includes('redis') || modes.includes('limited')) {
     const redis = await startRedis(ws);
     if (!('service' in redis)) throw new Error(`redis-server: ${redis.reason}`);
     stops.push(() => redis.service.stop());
@@ -59,7 +62,8 @@ export function modeVariant(
   return {
     ...(billed(mode) ? { billing: { url: peers.billingUrl! } } : {}),
     ...(mode === 'outbox' ? { noSidecar: true } : {}),
-    ...(mode === 'redis' ? { redisUrl: peers.redisUrl!, store: timeout } : {}),
+    ...(mode === 'redis' || mode === 'limited' ? { redisUrl: peers.redisUrl!, store: timeout } : {}),
+    ...(mode === 'limited' ? { rateLimits: true } : {}),
     ...(mode === 'cluster'
       ? { redisUrl: peers.clusterSeeds!, store: { cluster: true, shards: 4, ...timeout } }
       : {}),
@@ -70,7 +74,7 @@ export function modeVariant(
         }
       : {}),
     id:
-      mode === 'redis' || mode === 'cluster'
+      mode === 'redis' || mode === 'limited' || mode === 'cluster'
         ? (`gateway-${mode}-${name}` as GatewayVariant['id'])
         : 'gateway',
   };

@@ -175,6 +175,8 @@ export interface GatewayVariant {
   /** With redisUrl: a Redis Cluster (redisUrl lists its seeds), the billing stream's shards, and
    * `store.operation_timeout_ms` (a gateway under valgrind needs far more than the default). */
   store?: { cluster?: boolean; shards?: number; operationTimeoutMs?: number };
+  /** Every key limited (rate_limits.per_key) by limits the load never reaches: the admission's cost. */
+  rateLimits?: boolean;
 }
 
 /** The main configuration as JSON (a YAML subset), every path absolute. */
@@ -193,6 +195,7 @@ export async function writeGatewayConfig(
     noSidecar?: boolean;
     outboxFsyncIntervalMs?: number;
     workers?: number;
+    rateLimits?: boolean;
   },
 ): Promise<string> {
   const dir = join(ws.tmp, name);
@@ -234,6 +237,15 @@ export async function writeGatewayConfig(
         : { operation_timeout_ms: opts.store.operationTimeoutMs }),
     };
   }
+  if (opts.rateLimits === true) {
+    config.rate_limits = {
+      per_key: {
+        requests_per_minute: 1_000_000_000,
+        tokens_per_minute: 1_000_000_000_000,
+        max_concurrent: 1_000_000,
+      },
+    };
+  }
   const file = join(dir, 'router.yaml');
   await writeFile(file, `${JSON.stringify(config, null, 2)}\n`);
   return file;
@@ -254,6 +266,7 @@ export async function startGatewayProcess(
     outboxFsyncIntervalMs: variant.outboxFsyncIntervalMs,
     workers: variant.workers,
     store: variant.store,
+    rateLimits: variant.rateLimits,
   });
   const env = cleanEnv();
   for (const provider of ['OPENAI', 'ANTHROPIC', 'GEMINI']) {

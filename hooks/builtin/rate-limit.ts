@@ -20,7 +20,6 @@ import {
 } from '../../common/rate-limit-types.ts';
 import { RequestState } from '../../common/request-state.ts';
 import type {
-  ApiName,
   Hook,
   MaybePromise,
   OnRequestResult,
@@ -28,7 +27,7 @@ import type {
   RequestContext,
   ResponseHead,
 } from '../../common/types.ts';
-import { CONTINUE, REALTIME_APIS } from '../../common/types.ts';
+import { CONTINUE, GENERATION_APIS, REALTIME_APIS } from '../../common/types.ts';
 import {
   errorBody,
   isRateLimitHeader,
@@ -39,15 +38,6 @@ import {
 
 /** Output counted at admission when a generation request sets no cap; settled to the metered count. */
 export const DEFAULT_OUTPUT_TOKENS = 1024;
-
-const GENERATION_APIS: ReadonlySet<ApiName> = new Set<ApiName>([
-  'completions',
-  'chat.completions',
-  'responses',
-  'native.messages',
-  'native.generateContent',
-  'native.streamGenerateContent',
-]);
 
 const REFUSAL_CODE = {
   requests: 'rate_limit_requests',
