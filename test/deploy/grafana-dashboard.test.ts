@@ -74,7 +74,7 @@ test('every metric the dashboard queries is served by the gateway or the sidecar
   assert.deepEqual(problems, []);
 });
 
-test('the dashboard covers the gateway, the GenAI histograms, billing and the processes', () => {
+test('the dashboard covers the gateway, its rate limits, the GenAI histograms, billing and the processes', () => {
   const used = new Set(queries.flatMap((q) => metricNamesOf(q.expr)));
   for (const name of [
     'router_requests_total',
@@ -82,6 +82,8 @@ test('the dashboard covers the gateway, the GenAI histograms, billing and the pr
     'router_upstream_ttfb_seconds_bucket',
     'router_tokens_total',
     'router_active_streams',
+    'router_limited_requests_total',
+    'router_rate_limit_remaining_ratio',
     'gen_ai_server_time_to_first_token_seconds_bucket',
     'gen_ai_server_time_per_output_token_seconds_bucket',
     'gen_ai_server_request_duration_seconds_bucket',

@@ -2,7 +2,8 @@
 // test fails and names `.ci/run`, which installs it); every metric an alert reads is served by a real
 // gateway or its billing sidecar (billing on, after plain and streamed requests); every alert has a
 // severity and a summary and description; the alerts are the ones docs/operations.md "Alerts worth
-// setting" lists.
+// setting" lists; `promtool test rules` shows the gateway's own refusals (provider="none") kept out of
+// the provider alerts.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -11,7 +12,7 @@ import { before, test } from 'node:test';
 import { load } from 'js-yaml';
 import { type LiveMetrics, scrapeLiveMetrics } from '../support/live-metrics.ts';
 import { metricFamilies, metricNamesOf, missingMetrics } from '../support/prom-names.ts';
-import { promtool } from '../support/promtool.ts';
+import { promtool, testAlertsWithPromtool } from '../support/promtool.ts';
 import { ROOT } from '../support/stack.ts';
 
 const FILE = join(ROOT, 'deploy/prometheus/router-alerts.yaml');
@@ -69,4 +70,59 @@ test('the alerts are the ones docs/operations.md lists', () => {
   assert.ok(section, 'docs/operations.md has no "Alerts worth setting" section');
   const documented = [...section.matchAll(/^\| `(Router\w+)` \|/gm)].map((m) => m[1]);
   assert.deepEqual(documented.sort(), rules.map((r) => r.alert).sort());
+});
+
+/** A counter growing by `perMinute` each minute for 40 minutes, in promtool's series notation. */
+function series(labels: string, perMinute: number): { series: string; values: string } {
+  return { series: `{job="router",instance="gw:8080",${labels}}`, values: `0+${perMinute}x40` };
+}
+
+function requests(provider: string, status: number, perMinute: number) {
+  const s = series(
+    `provider="${provider}",api="chat.completions",status="${status}",stream="false"`,
+    perMinute,
+  );
+  return { ...s, series: `router_requests_total${s.series}` };
+}
+
+test('the gateway\'s rate-limit refusals (provider="none") fire RouterRateLimited, not RouterUpstreamThrottled or RouterHighErrorRate', () => {
+  const limited = series('limit="requests"', 60);
+  testAlertsWithPromtool(rules, [
+    {
+      interval: '1m',
+      input_series: [
+        requests('openai', 200, 240),
+        // 429 rate_limit_requests, and 503 rate_limit_unavailable (failure_mode closed).
+        requests('none', 429, 60),
+        requests('none', 503, 30),
+        { ...limited, series: `router_limited_requests_total${limited.series}` },
+      ],
+      alert_rule_test: [
+        { eval_time: '30m', alertname: 'RouterUpstreamThrottled', exp_alerts: [] },
+        { eval_time: '30m', alertname: 'RouterHighErrorRate', exp_alerts: [] },
+        {
+          eval_time: '30m',
+          alertname: 'RouterRateLimited',
+          exp_alerts: [{ exp_labels: { severity: 'warning' } }],
+        },
+      ],
+    },
+    {
+      interval: '1m',
+      input_series: [requests('openai', 200, 240), requests('openai', 429, 60), requests('openai', 502, 30)],
+      alert_rule_test: [
+        {
+          eval_time: '30m',
+          alertname: 'RouterUpstreamThrottled',
+          exp_alerts: [{ exp_labels: { severity: 'warning', provider: 'openai' } }],
+        },
+        {
+          eval_time: '30m',
+          alertname: 'RouterHighErrorRate',
+          exp_alerts: [{ exp_labels: { severity: 'critical', provider: 'openai' } }],
+        },
+        { eval_time: '30m', alertname: 'RouterRateLimited', exp_alerts: [] },
+      ],
+    },
+  ]);
 });

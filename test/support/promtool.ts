@@ -34,3 +34,42 @@ export function checkRulesWithPromtool(
     rmSync(dir, { recursive: true, force: true });
   }
 }
+
+/** One `promtool test rules` case: series sampled every `interval`, and the alerts expected at times. */
+export interface AlertRuleTest {
+  readonly interval: string;
+  readonly input_series: readonly { readonly series: string; readonly values: string }[];
+  readonly alert_rule_test: readonly {
+    readonly eval_time: string;
+    readonly alertname: string;
+    readonly exp_alerts: readonly { readonly exp_labels: Readonly<Record<string, string>> }[];
+  }[];
+}
+
+/**
+ * `promtool test rules` on these alerting rules (one group), their annotations left out: the cases say
+ * when an alert fires and with which labels, not its wording. Fails with promtool's own report.
+ */
+export function testAlertsWithPromtool(
+  rules: readonly { alert?: string; expr: string; for?: string; labels?: Record<string, string> }[],
+  tests: readonly AlertRuleTest[],
+): void {
+  const dir = mkdtempSync(join(tmpdir(), 'promtool-'));
+  try {
+    const bare = rules.map(({ alert, expr, for: hold, labels }) => ({
+      alert,
+      expr,
+      ...(hold === undefined ? {} : { for: hold }),
+      ...(labels === undefined ? {} : { labels }),
+    }));
+    writeFileSync(join(dir, 'rules.yaml'), dump({ groups: [{ name: 'test', rules: bare }] }));
+    writeFileSync(
+      join(dir, 'tests.yaml'),
+      dump({ rule_files: ['rules.yaml'], evaluation_interval: '1m', tests }),
+    );
+    const run = promtool(['test', 'rules', join(dir, 'tests.yaml')]);
+    assert.equal(run.status, 0, `promtool test rules:\n${run.output}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
