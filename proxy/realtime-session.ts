@@ -215,6 +215,8 @@ async function open(
   }
   try {
     ctx.model = checkedModel(dialect.firstMessageModel?.(setup));
+    // Named only now: the key's model list is checked here (the upgrade had no model to check).
+    if (ctx.model !== undefined) rt.checkModel(ctx.principal, ctx.model);
   } catch (err) {
     client.close(CLOSE.policy, closeReason(toGatewayError(err).message));
     return;

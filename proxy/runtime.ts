@@ -98,6 +98,8 @@ export interface Runtime {
   recorded(): Promise<void> | undefined;
   /** A realtime session ended: what it holds of the rate limits is released. */
   endSession(ctx: RequestContext): void;
+  /** Throws model_not_allowed when the principal's model list does not allow the model. */
+  checkModel(principal: Principal | undefined, model: string): void;
   close(): Promise<void>;
 }
 
@@ -247,6 +249,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
       return billing?.recorded?.();
     },
     endSession: limiter.release,
+    checkModel: limiter.checkModel,
     async close() {
       keys.close();
       limiter.close();

@@ -74,12 +74,16 @@ interface Held {
   readonly counted: ScopeUse;
   /** The client family's rate-limit headers of its admission, for the reply. */
   readonly headers: Record<string, string>;
+  /** Some limit applied (then the provider's own rate-limit headers are dropped). */
+  readonly limited: boolean;
 }
 
 export interface RateLimiter {
   readonly hook: Hook;
   /** A realtime session ended: its slot is released (its tokens were settled per response). */
   release(ctx: RequestContext): void;
+  /** Throws model_not_allowed when the principal's model list does not allow the model. */
+  checkModel(principal: Principal | undefined, model: string): void;
   /** The principal's model check, undefined when it may use every model. */
   modelsFor(principal: Principal | undefined): ((model: string) => boolean) | undefined;
   /** Stops renewing leases (the runtime is closing; requests still held are released by their completion). */
@@ -160,6 +164,15 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
   );
   timer.unref();
 
+  function checkModel(p: Principal | undefined, model: string): void {
+    if (allowed(p, model)) return;
+    metrics?.limited('model');
+    throw new GatewayError(
+      'model_not_allowed',
+      `This access key may not use the model '${model.slice(0, 200)}'; ask the operator for access or use another model`,
+    );
+  }
+
   function subjectLimitsOf(subject: SubjectRef): RateLimits {
     return config.subjects.get(`${subject.type}:${subject.id}`) ?? config.perSubject;
   }
@@ -193,6 +206,8 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
       tokens: a.tokens,
       counted: result.counted,
       headers: rateLimitHeaders(ctx.clientFormat, result, now()),
+      limited:
+        result.requests !== undefined || result.tokens !== undefined || result.concurrency !== undefined,
     };
     held.set(ctx, h);
     inFlight.set(a.lease, h);
@@ -203,13 +218,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
     const p = ctx.principal;
     // A realtime session's re-check: the session was counted once, at its upgrade.
     if (p === undefined || p.isMaster || ctx.sessionId !== undefined) return CONTINUE;
-    if (ctx.model !== undefined && !allowed(p, ctx.model)) {
-      metrics?.limited('model');
-      throw new GatewayError(
-        'model_not_allowed',
-        `This access key may not use the model '${ctx.model.slice(0, 200)}'; ask the operator for access or use another model`,
-      );
-    }
+    if (ctx.model !== undefined) checkModel(p, ctx.model);
     // Token counts are not model calls: they neither count nor take a slot.
     if (tokenCountOf(ctx.api) !== undefined) return CONTINUE;
     const keyLimits = p.keyName === undefined ? undefined : withDefaults(p.limits, config.perKey);
@@ -251,7 +260,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
     onRequest,
     onResponseHead(ctx: RequestContext, head: ResponseHead): ResponseHead {
       const h = held.get(ctx);
-      if (h === undefined) return head;
+      if (h === undefined || !h.limited) return head;
       // The provider's own headers describe the operator's shared account, not this client's limits.
       for (const name of Object.keys(head.headers)) if (isRateLimitHeader(name)) delete head.headers[name];
       Object.assign(head.headers, h.headers);
@@ -274,6 +283,8 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
   function release(ctx: RequestContext): Promise<void> | undefined {
     const h = held.get(ctx);
     if (h === undefined || !inFlight.delete(h.lease)) return undefined;
+    const c = h.counted;
+    if (!c.keySlot && !c.subjectSlot && !c.keyTokens && !c.subjectTokens) return undefined;
     // A realtime session's tokens were settled response by response.
     const tokenDelta = REALTIME_APIS.has(ctx.api) ? 0 : meteredTokens(ctx, h.tokens) - h.tokens;
     return finish(ctx, { ...h, tokenDelta });
@@ -292,6 +303,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
   return {
     hook,
     release: (ctx) => void release(ctx),
+    checkModel,
     modelsFor(p) {
       if (p === undefined || p.isMaster || (p.models ?? config.perKey.models) === undefined) return undefined;
       return (model) => allowed(p, model);
