@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import autocannon from 'autocannon';
 import { autocannonRequest, type HttpTarget } from './lib/load.ts';
-import { MODES, type Mode, modeVariant, startModeStores } from './lib/modes.ts';
+import { billed, MODES, type Mode, modeVariant, startModeStores } from './lib/modes.ts';
 import { startOtlpSink } from './lib/otlp-sink.ts';
 import {
   GATEWAY_V8_FLAGS,
@@ -173,8 +173,13 @@ async function main(): Promise<void> {
     const shared = await workspace('shared', REPO);
     const up = await startUpstreamSimProcess(shared);
     stops.push(() => up.service.stop());
-    const billing = await startBillingSimProcess(shared);
-    stops.push(() => billing.service.stop());
+    // Only when a mode bills: one process fewer on a busy machine.
+    let billingUrl: string | undefined;
+    if (modes.some(billed)) {
+      const billing = await startBillingSimProcess(shared);
+      stops.push(() => billing.service.stop());
+      billingUrl = billing.url;
+    }
     const otlp = await startOtlpSink();
     stops.push(() => otlp.close());
     const stores = await startModeStores(shared, modes, stops);
@@ -211,7 +216,7 @@ async function main(): Promise<void> {
       const peer = await startGatewayProcess(ws, up.url, {
         ...modeVariant(mode, String(i), {
           ...stores,
-          billingUrl: billing.url,
+          billingUrl,
           tracesUrl: `${otlp.url}/v1/traces`,
           operationTimeoutMs: 30_000,
         }),

@@ -102,7 +102,7 @@ export async function freePort(): Promise<number> {
 
 /**
  * Polls `url` until it answers anything at all; fails early when the service exits. The default wait is
- * long because the billing simulator runs at the lowest priority and, on a loaded machine, took over 20 s.
+ * long: on a loaded machine a simulator took over 20 s to answer.
  */
 export async function waitForHttp(url: string, service: Service, timeoutMs = 90_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
