@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
-import { GoogleGenAI } from '@google/genai';
+import { GoogleGenAI, Modality } from '@google/genai';
 import OpenAI from 'openai';
 import type { StoredAccessKey } from '../../common/store-types.ts';
 import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
@@ -121,7 +121,7 @@ test('two gateways on one Redis: 80 concurrent requests on a key limited to 30 p
     assert.ok(Number(r.headers.get('retry-after-ms')) > 0);
     assert.equal(r.headers.get('x-ratelimit-limit-requests'), '30');
     assert.equal(r.headers.get('x-ratelimit-remaining-requests'), '0');
-    assert.match(r.headers.get('x-ratelimit-reset-requests') ?? '', /^\d+s$/);
+    assert.match(r.headers.get('x-ratelimit-reset-requests') ?? '', /^(\d+m)?\d+s$/);
   }
   // Admitted replies carry the gateway's headers, not the provider's.
   const remaining = ok
@@ -265,4 +265,21 @@ test('max_concurrent 2: two of five streams admitted; a third once one ends by i
   for (const a of aborts) a.abort();
   held.release();
   await next?.arrayBuffer();
+});
+
+test('a Gemini Live session on a model outside the key list is closed at its setup, naming the model', async () => {
+  const secret = await newKey({ models: ['gpt-*'] });
+  const ai = new GoogleGenAI({ apiKey: secret, httpOptions: { baseUrl: gateways[0]!.url } });
+  let connecting: Promise<unknown> = Promise.resolve();
+  const closed = new Promise<{ code: number; reason: string }>((resolve) => {
+    connecting = ai.live.connect({
+      model: 'gemini-live-2.5-flash',
+      config: { responseModalities: [Modality.TEXT] },
+      callbacks: { onclose: (e) => resolve({ code: e.code, reason: e.reason }) },
+    });
+  });
+  await assert.rejects(connecting, /may not use the model/);
+  const { code, reason } = await closed;
+  assert.equal(code, 1008);
+  assert.match(reason, /may not use the model 'gemini-live-2\.5-flash'/);
 });
