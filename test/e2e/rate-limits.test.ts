@@ -3,6 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -282,4 +283,31 @@ test('a Gemini Live session on a model outside the key list is closed at its set
   const { code, reason } = await closed;
   assert.equal(code, 1008);
   assert.match(reason, /may not use the model 'gemini-live-2\.5-flash'/);
+});
+
+test('a realtime session over its key limit is refused at the upgrade with the 429 and its headers', async () => {
+  const secret = await newKey({ limits: { requestsPerMinute: 1 } });
+  assert.equal((await chat(gateways[0]!, secret)).status, 200);
+  const url = new URL(`${gateways[1]!.url}/v1/realtime?model=gpt-realtime`);
+  const res = await new Promise<IncomingMessage>((resolve, reject) => {
+    const req = httpRequest(url, {
+      headers: {
+        authorization: `Bearer ${secret}`,
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-version': '13',
+        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+      },
+    });
+    req.on('response', resolve);
+    req.on('upgrade', () => reject(new Error('upgraded past the limit')));
+    req.on('error', reject);
+    req.end();
+  });
+  assert.equal(res.statusCode, 429);
+  assert.ok(Number(res.headers['retry-after']) >= 1);
+  assert.equal(res.headers['x-ratelimit-limit-requests'], '1');
+  let text = '';
+  for await (const chunk of res) text += String(chunk);
+  assert.equal((JSON.parse(text) as { error: { code: string } }).error.code, 'rate_limit_requests');
 });
