@@ -5,7 +5,9 @@
 // which counts the instructions the process executes (every thread, and the main thread alone; user space
 // only) whatever else the machine's cores are doing. Per mode: a warm-up, the idle gateway's own rate (the
 // lower of two 10 s windows), then `--requests` chat requests; the count of that window, less the idle
-// rate over its length, over the requests. With `--count syscalls` the gateway runs natively and strace
+// rate over its length, over the requests; beside it, the main thread's count of that window less libuv's
+// timers phase (where the per-second work runs), which needs no idle rate and is the figure to compare on
+// a loaded machine. With `--count syscalls` the gateway runs natively and strace
 // counts its system calls in the window instead: the kernel's share, which instructions leave out.
 // `--repo` runs the gateway (proxy/cli.ts, deploy/config) of another checkout, e.g. a `git worktree` of an
 // older commit with node_modules linked, in front of this checkout's simulators.
@@ -68,7 +70,7 @@ interface Counts {
  * Asks callgrind in `pid` for a dump (counts since the previous one) and sums its files: one per thread
  * (`--separate-threads`), the main thread's ending in `-01`.
  */
-async function dump(pid: number, dir: string): Promise<Counts> {
+async function dump(pid: number, dir: string): Promise<Counts & { mainFile: string }> {
   const before = new Set(await readdir(dir));
   await run('callgrind_control', ['--dump', String(pid)], { timeout: 300_000 });
   const added = (await readdir(dir)).filter((f) => !before.has(f) && f.startsWith('callgrind.out'));
@@ -77,7 +79,16 @@ async function dump(pid: number, dir: string): Promise<Counts> {
     throw new Error(`callgrind dump: no main thread's file in ${dir} (${added.join(', ')})`);
   let all = 0;
   for (const f of added) all += await fileTotal(join(dir, f));
-  return { all, main: await fileTotal(join(dir, main)) };
+  return { all, main: await fileTotal(join(dir, main)), mainFile: join(dir, main) };
+}
+
+/** The instructions of a dump file spent in libuv's timers phase (inclusive), by callgrind_annotate. */
+async function timersPhase(file: string): Promise<number> {
+  const { stdout } = await run('callgrind_annotate', ['--threshold=100', '--inclusive=yes', file], {
+    maxBuffer: 512 * 1024 * 1024,
+  });
+  const line = /^\s*([\d,]+) \([^)]*\)\s+\S*timer\.c:uv__run_timers \[/m.exec(stdout);
+  return line === null ? 0 : Number(line[1]!.replaceAll(',', ''));
 }
 
 /** The system calls of every thread of `pid` while `during` runs, by name (strace -c). */
@@ -186,7 +197,7 @@ async function main(): Promise<void> {
     console.log(
       `${warmup} warm-up requests, then ${count} counted, at c=${connections}; ${streamed ? 'chat, streamed (20 chunks, 2 KB prompt)' : 'chat, non-streaming'}; gateway of ${gatewayRepo}`,
     );
-    const rows: { mode: Mode; perRequest: number; mainPerRequest?: number }[] = [];
+    const rows: { mode: Mode; perRequest: number; mainPerRequest?: number; mainServing?: number }[] = [];
     for (const [i, mode] of modes.entries()) {
       const name = `${i}-${mode}`;
       const dumps = join(tmp, name, 'callgrind');
@@ -268,10 +279,15 @@ async function main(): Promise<void> {
           const net = (k: keyof Counts) => (busy[k] - idle(k) * busyMs) / count;
           const perRequest = net('all');
           const mainPerRequest = net('main');
-          rows.push({ mode, perRequest, mainPerRequest });
+          // The main thread's count in the window less its timers phase, where the per-second work runs:
+          // it needs no idle rate. On a loaded machine the idle windows caught late compilations and
+          // deoptimizations, and their rate, charged over a long window, took out percents of real work.
+          const timers = await timersPhase(busy.mainFile);
+          const mainServing = (busy.main - timers) / count;
+          rows.push({ mode, perRequest, mainPerRequest, mainServing });
           const n = (v: number) => Math.round(v).toLocaleString('en');
           console.log(
-            `${mode}: ${n(perRequest)} instructions per request, ${n(mainPerRequest)} on the main thread (${n(busy.all / count)} before the idle rate, ${n(idle('all') * 1000)}/s (windows ${rates.map((r) => n(r.all * 1000)).join(', ')}), is taken out; ${(busyMs / count).toFixed(1)} ms per request)`,
+            `${mode}: ${n(perRequest)} instructions per request, ${n(mainPerRequest)} on the main thread (${n(busy.all / count)} before the idle rate, ${n(idle('all') * 1000)}/s (windows ${rates.map((r) => n(r.all * 1000)).join(', ')}), is taken out; ${(busyMs / count).toFixed(1)} ms per request); main thread less its timers phase ${n(mainServing)} (timers ${n(timers / count)})`,
           );
         }
       } finally {
@@ -281,14 +297,15 @@ async function main(): Promise<void> {
     }
     const base = rows.find((r) => r.mode === 'off');
     if (base !== undefined) {
-      const main = values.count === 'syscalls' ? '' : '  main thread  vs the first off';
+      const main =
+        values.count === 'syscalls' ? '' : '  main thread  vs the first off  less timers  vs the first off';
       console.log(`\nmode      ${values.count} per request  vs the first off${main}`);
       for (const r of rows) {
         const vs = (v: number, b: number) => `${((v / b - 1) * 100).toFixed(1)}%`;
         const mainCells =
           r.mainPerRequest === undefined || base.mainPerRequest === undefined
             ? ''
-            : `  ${Math.round(r.mainPerRequest).toLocaleString('en').padStart(11)}  ${vs(r.mainPerRequest, base.mainPerRequest)}`;
+            : `  ${Math.round(r.mainPerRequest).toLocaleString('en').padStart(11)}  ${vs(r.mainPerRequest, base.mainPerRequest).padStart(15)}  ${Math.round(r.mainServing!).toLocaleString('en').padStart(11)}  ${vs(r.mainServing!, base.mainServing!)}`;
         console.log(
           `${r.mode.padEnd(9)} ${(values.count === 'syscalls' ? r.perRequest.toFixed(2) : Math.round(r.perRequest).toLocaleString('en')).padStart(20)}  ${vs(r.perRequest, base.perRequest)}${mainCells}`,
         );
