@@ -15,6 +15,7 @@ import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
 import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
 import { openRedisStores, type RedisStores } from '../../store/redis-store.ts';
 import { type HeldStreamUpstream, startHeldStreamUpstream } from '../support/held-stream.ts';
+import { RealtimeClient } from '../support/realtime-client.ts';
 import { type RedisServer, startRedis, testKeyRecord, testStoreConfig } from '../support/redis.ts';
 import { MODELS_FILE, PROVIDERS_DIR, simProviderEnv } from '../support/stack.ts';
 
@@ -310,4 +311,37 @@ test('a realtime session over its key limit is refused at the upgrade with the 4
   let text = '';
   for await (const chunk of res) text += String(chunk);
   assert.equal((JSON.parse(text) as { error: { code: string } }).error.code, 'rate_limit_requests');
+});
+
+test('a realtime session holds its slot until it closes and counts its tokens response by response', async () => {
+  const secret = await newKey({ limits: { maxConcurrent: 1, tokensPerMinute: 1_000_000 } });
+  const open = (g: RunningGateway) =>
+    RealtimeClient.open(`${g.url.replace(/^http/, 'ws')}/v1/realtime?model=gpt-realtime`, {
+      headers: { authorization: `Bearer ${secret}` },
+    });
+  const session = await open(gateways[0]!);
+  await session.until((m) => m.type === 'session.created');
+  const remainingBefore = Number(session.upgradeHeaders['x-ratelimit-remaining-tokens']);
+  session.ws.send(JSON.stringify({ type: 'response.create', response: { output_modalities: ['text'] } }));
+  const done = await session.until((m) => m.type === 'response.done');
+  const used = Number(done.response.usage.input_tokens) + Number(done.response.usage.output_tokens);
+  assert.ok(used > 0);
+  // Its re-check after the response neither counted a request nor took another slot: still one held.
+  await assert.rejects(open(gateways[1]!), (err: { status?: number; body?: string }) => {
+    assert.equal(err.status, 429);
+    assert.match(String(err.body), /concurrency_limit/);
+    return true;
+  });
+  session.ws.close();
+  await session.closed;
+  let next: RealtimeClient | undefined;
+  for (let i = 0; i < 100 && next === undefined; i++) {
+    next = await open(gateways[1]!).catch(() => undefined);
+    if (next === undefined) await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.ok(next !== undefined, 'the slot came back once the session closed');
+  // The window holds the response's metered tokens.
+  assert.equal(Number(next.upgradeHeaders['x-ratelimit-remaining-tokens']), remainingBefore - used);
+  next.ws.close();
+  await next.closed;
 });
