@@ -39,7 +39,7 @@ export interface Admission {
   readonly subject: SubjectRef;
   /** rate_limits.per_subject, or the file's `subjects` entry; the Redis store's own record overrides it. */
   readonly subjectLimits: RateLimits;
-  /** The request's lease id (its request id): unique, held in the concurrency sets until released. */
+  /** The admission's lease id: unique per admission, held in the concurrency sets until released. */
   readonly lease: string;
   /** Counted in requests_per_minute (false for token counts and a realtime session's later turns). */
   readonly countRequest: boolean;

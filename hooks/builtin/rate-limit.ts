@@ -4,6 +4,7 @@
 // vendor's headers; an admitted request's replies carry the same headers, its tokens are settled to the
 // metered usage and its slot released when it completes, and its slot's lease renewed while it runs.
 
+import { randomBytes } from 'node:crypto';
 import type { RateLimitsConfig } from '../../common/config-types.ts';
 import { errorText, GatewayError } from '../../common/errors.ts';
 import {
@@ -152,6 +153,11 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
   const now = opts.now ?? Date.now;
   const held = new RequestState<Held>();
   const inFlight = new Map<string, Held>();
+  // Realtime sessions by their request id, for the responses that settle their tokens.
+  const sessions = new Map<string, Held>();
+  // A lease of its own per admission: a request id can repeat (a trusted caller's), a lease must not.
+  const leasePrefix = `${randomBytes(6).toString('base64url')}:`;
+  let leases = 0;
   const allowed = createModelCheck(config);
   const leaseMs = config.leaseMs;
   const timer = setInterval(
@@ -211,6 +217,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
     };
     held.set(ctx, h);
     inFlight.set(a.lease, h);
+    if (REALTIME_APIS.has(ctx.api)) sessions.set(ctx.id, h);
     return CONTINUE;
   }
 
@@ -230,7 +237,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
       key: keyLimited && p.keyName !== undefined ? { name: p.keyName, limits: keyLimits! } : undefined,
       subject,
       subjectLimits,
-      lease: ctx.id,
+      lease: `${leasePrefix}${++leases}`,
       countRequest: true,
       tokens: provisionalTokens(ctx),
       holdSlot: true,
@@ -283,6 +290,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
   function release(ctx: RequestContext): Promise<void> | undefined {
     const h = held.get(ctx);
     if (h === undefined || !inFlight.delete(h.lease)) return undefined;
+    if (sessions.get(ctx.id) === h) sessions.delete(ctx.id);
     const c = h.counted;
     if (!c.keySlot && !c.subjectSlot && !c.keyTokens && !c.subjectTokens) return undefined;
     // A realtime session's tokens were settled response by response.
@@ -292,7 +300,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
 
   /** One realtime response's tokens, counted in the current second; the session keeps its slot. */
   function settleResponse(ctx: RequestContext, sessionId: string): Promise<void> | undefined {
-    const h = inFlight.get(sessionId);
+    const h = sessions.get(sessionId);
     const u = ctx.usage;
     if (h === undefined || u === undefined || !(h.counted.keyTokens || h.counted.subjectTokens))
       return undefined;

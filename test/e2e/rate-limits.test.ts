@@ -277,7 +277,7 @@ test('a Gemini Live session on a model outside the key list is closed at its set
     connecting = ai.live.connect({
       model: 'gemini-live-2.5-flash',
       config: { responseModalities: [Modality.TEXT] },
-      callbacks: { onclose: (e) => resolve({ code: e.code, reason: e.reason }) },
+      callbacks: { onmessage: () => {}, onclose: (e) => resolve({ code: e.code, reason: e.reason }) },
     });
   });
   await assert.rejects(connecting, /may not use the model/);
