@@ -63,6 +63,7 @@ export class RuleTranslators {
         upstreamModel: ctx.upstreamModel,
         stream: ctx.stream,
         createdAt: Math.floor(ctx.receivedAt / 1000),
+        headers: ctx.headers,
         inputTokens: () =>
           estimateInputTokens(
             ctx.upstreamModel ?? ctx.model ?? '',

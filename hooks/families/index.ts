@@ -11,15 +11,18 @@ import { pivotCompositions } from '../translators/compose.ts';
 import type { TranslatorFactory } from '../translators/types.ts';
 import type { RequestText, UsagePreset } from '../usage/types.ts';
 import { anthropicFamily } from './anthropic/index.ts';
+import { bedrockWire } from './bedrock/index.ts';
 import { countTranslator } from './count-translator.ts';
 import { geminiFamily } from './gemini/index.ts';
 import { openaiFamily } from './openai/index.ts';
 import { responsesFamily } from './responses/index.ts';
 import type {
   FamilyTelemetry,
+  ProviderWire,
   RateLimitState,
   RealtimeDialect,
   RealtimeTranslatorFactory,
+  StreamFraming,
   TokenCount,
   WireFamily,
 } from './types.ts';
@@ -29,6 +32,7 @@ import type {
 
 const families: WireFamily[] = [];
 const byName = new Map<string, WireFamily>();
+const wires: ProviderWire[] = [];
 
 /** The registered families in registration order, which decides ties. */
 export const FAMILIES: readonly WireFamily[] = families;
@@ -63,6 +67,10 @@ export const TRANSFORMS: ReadonlyMap<string, StreamTransformFactory> = transform
 const realtimeTranslators = new Map<string, RealtimeTranslatorFactory>();
 /** Every realtime translator by its DSL name (`req_map` of a realtime rule; docs/realtime.md). */
 export const REALTIME_TRANSLATORS: ReadonlyMap<string, RealtimeTranslatorFactory> = realtimeTranslators;
+
+const framings = new Map<string, StreamFraming>();
+/** Binary stream framings by the reply content type they decode (the relay's alternative to SSE). */
+export const STREAM_FRAMINGS: ReadonlyMap<string, StreamFraming> = framings;
 
 const usageFields = new Set<string>();
 /** Top-level reply fields that carry usage counts in some family (never generated text). */
@@ -128,10 +136,31 @@ export function registerFamily(family: WireFamily): void {
     });
   }
   REQUEST_TEXT.set(family, byApi);
-  // The compositions and counting translators span every pair of families: built anew.
+  rebuildTranslators();
+}
+
+/**
+ * Adds the wire of upstreams no client speaks (Bedrock): its translators (composed with every family's
+ * through the pivot), transforms, usage presets and stream framings; no routes or shapes of its own.
+ */
+export function registerProviderWire(wire: ProviderWire): void {
+  addNamed(presets, wire.usagePresets, 'usage preset');
+  addNamed(transforms, wire.transforms ?? [], 'transform');
+  for (const framing of wire.framings ?? []) {
+    if (framings.has(framing.contentType))
+      throw new Error(`stream framing ${framing.contentType} is declared twice`);
+    framings.set(framing.contentType, framing);
+  }
+  wires.push(wire);
+  rebuildTranslators();
+}
+
+/** The compositions and counting translators span every pair of families and wires: built anew. */
+function rebuildTranslators(): void {
   translators.clear();
-  const own = families.flatMap((f) => f.translators);
+  const own = [...families.flatMap((f) => f.translators), ...wires.flatMap((w) => w.translators)];
   for (const t of [...own, ...pivotCompositions(own, families[0]!.name)]) translators.set(t.name, t);
+  for (const w of wires) for (const t of w.derive?.(translators) ?? []) translators.set(t.name, t);
   for (const t of countTranslators(translators)) translators.set(t.name, t);
 }
 
@@ -267,6 +296,7 @@ registerFamily(openaiFamily);
 registerFamily(anthropicFamily);
 registerFamily(geminiFamily);
 registerFamily(responsesFamily);
+registerProviderWire(bedrockWire);
 
 /** The family that answers requests no family claims (and raw parser errors). */
 export const DEFAULT_FAMILY: WireFamily = families[0]!;

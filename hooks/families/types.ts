@@ -4,7 +4,7 @@
 
 import type { GatewayError } from '../../common/errors.ts';
 import type { DimensionState } from '../../common/rate-limit-types.ts';
-import type { ApiName, JsonObject, JsonValue, SseOut, Usage } from '../../common/types.ts';
+import type { ApiName, JsonObject, JsonValue, ResponsePart, SseOut, Usage } from '../../common/types.ts';
 import type { StreamTransformFactory } from '../transforms/types.ts';
 import type { TranslatorFactory } from '../translators/types.ts';
 import type { UsagePreset } from '../usage/types.ts';
@@ -319,4 +319,42 @@ export function decodePathPart(text: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * A binary stream framing an upstream may answer in instead of SSE (AWS event streams), chosen by the
+ * reply's content type: it turns network chunks, split anywhere, into the `event` parts the rule's hooks
+ * see, as the SSE reader does for text streams.
+ */
+export interface StreamFraming {
+  readonly name: string;
+  /** The reply content type it decodes (lower case, without parameters). */
+  readonly contentType: string;
+  create(): StreamFramingDecoder;
+}
+
+export interface StreamFramingDecoder {
+  /** The events completed by this chunk; throws on a corrupt stream (the upstream's fault). */
+  decode(chunk: Uint8Array): ResponsePart[];
+  /** The stream ended: throws when it ended inside a message. */
+  end(): ResponsePart[];
+}
+
+/**
+ * The wire of upstreams no client speaks (AWS Bedrock): translators from the pivot, stream transforms,
+ * usage presets and stream framings, without routes, key carriers or error shapes. The registry lists
+ * them in its tables (`registerProviderWire`).
+ */
+export interface ProviderWire {
+  readonly name: string;
+  /** Translators from the pivot (or another family) to this wire; the registry composes the rest. */
+  readonly translators: readonly TranslatorFactory[];
+  /**
+   * Translators made from the registered ones, once the compositions exist (`<client>_to_<wire>` for
+   * every `<client>_to_<family>` when the wire carries that family's bodies).
+   */
+  derive?(translators: ReadonlyMap<string, TranslatorFactory>): TranslatorFactory[];
+  readonly transforms?: readonly StreamTransformFactory[];
+  readonly usagePresets: readonly UsagePreset[];
+  readonly framings?: readonly StreamFraming[];
 }

@@ -9,6 +9,7 @@
 // UTF-8 decoded by the proxy's SSE parser) and returns the client events to emit now. Memory per stream
 // stays constant: keep counters and the few ids needed, never the accumulated text.
 
+import type { IncomingHttpHeaders } from 'node:http';
 import type { JsonObject, JsonValue, SseOut, WireFormat } from '../../common/types.ts';
 
 export interface TranslatorInit {
@@ -25,6 +26,8 @@ export interface TranslatorInit {
    * must state it before the upstream does (Anthropic's message_start). Computed on first call.
    */
   readonly inputTokens?: () => number;
+  /** The client's request headers (a wire that carries a header in its body: Bedrock's `anthropic_beta`). */
+  readonly headers?: IncomingHttpHeaders;
 }
 
 export interface Translator {
@@ -53,12 +56,15 @@ export interface TranslatorFactory {
   create(init: TranslatorInit): Translator;
 }
 
-/** A factory named `<from>[_<detail>]_to_<to>`: the client and upstream formats are read from the name. */
+/**
+ * A factory named `<from>[_<detail>]_to_<to>`: the client and upstream formats are read from the name. A
+ * provider wire's format may have words of its own (`openai_to_bedrock_converse`).
+ */
 export function defineTranslator(
   name: string,
   create: (init: TranslatorInit) => Translator,
 ): TranslatorFactory {
-  const match = /^([a-z]+)(?:_[a-z_]+)?_to_([a-z]+)$/.exec(name);
+  const match = /^([a-z]+)(?:_[a-z_]+)?_to_([a-z]+(?:_[a-z]+)*)$/.exec(name);
   if (!match) throw new Error(`translator name ${name} is not <from>_to_<to>`);
   return { name, from: match[1]!, to: match[2]!, create };
 }

@@ -39,6 +39,8 @@ function sniff(name: string, file: string): Usage | undefined {
 test('the registry holds the documented preset names', () => {
   assert.deepEqual([...USAGE_PRESETS.keys()].sort(), [
     'anthropic_messages',
+    'bedrock_converse',
+    'bedrock_invoke',
     'gemini_embed_content',
     'gemini_generate_content',
     'openai_audio_transcriptions',
