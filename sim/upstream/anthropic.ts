@@ -56,7 +56,7 @@ export const anthropicDialect: Dialect = {
 
 const MIDSTREAM_ERROR = `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })}\n\n`;
 
-interface Conversation {
+export interface Conversation {
   userText: string;
   lastIsUser: boolean;
   inputTokens: number;
@@ -85,7 +85,7 @@ function readMessages(body: Record<string, unknown>): Conversation {
   return { userText, lastIsUser, inputTokens: Math.max(1, inputTokens) };
 }
 
-interface Plan {
+export interface Plan {
   text: string;
   tools: ToolCallPlan[];
   /** Extended thinking, when the request enabled it. */
@@ -144,27 +144,38 @@ function sse(event: string, data: unknown): string {
   return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
-function messages(req: SimRequest): SimReply {
-  const body = req.json;
-  if (!body || !Array.isArray(body.messages)) {
-    return anthropicDialect.errorReply(400, 'messages: Field required');
-  }
-  if (asNumber(body.max_tokens) === undefined) {
-    return anthropicDialect.errorReply(400, 'max_tokens: Field required');
-  }
-  const { knobs } = req;
-  const model = asString(body.model) ?? 'claude-sonnet-4-5';
+/** One simulated Messages turn, shared by /v1/messages, Bedrock InvokeModel and Vertex rawPredict. */
+export interface AnthropicTurn {
+  id: string;
+  model: string;
+  conv: Conversation;
+  plan: Plan;
+  toolIds: string[];
+  /** Anthropic `usage` (undefined with the no-usage knob). */
+  usage: Record<string, unknown> | undefined;
+  cacheRead: number;
+  cacheWrite: number;
+  content: unknown[];
+}
+
+/** Why a Messages body cannot be answered (the API's message), or undefined. */
+export function invalidMessagesBody(body: Record<string, unknown> | undefined): string | undefined {
+  if (!body || !Array.isArray(body.messages)) return 'messages: Field required';
+  if (asNumber(body.max_tokens) === undefined) return 'max_tokens: Field required';
+  return undefined;
+}
+
+export function anthropicTurn(body: Record<string, unknown>, knobs: Knobs, model: string): AnthropicTurn {
   const conv = readMessages(body);
   const p = plan(body, conv, knobs);
-  const id = nextId('msg_01');
-  const toolIds = p.tools.map(() => nextId('toolu_01'));
   const cacheRead = Math.min(knobs.cachedTokens, conv.inputTokens);
-  // Anthropic reports cached input separately: input_tokens excludes cache reads.
+  const cacheWrite = Math.min(knobs.cacheWriteTokens, conv.inputTokens - cacheRead);
+  // Anthropic reports cached input separately: input_tokens excludes cache reads and writes.
   const usage = knobs.noUsage
     ? undefined
     : {
-        input_tokens: conv.inputTokens - cacheRead,
-        cache_creation_input_tokens: 0,
+        input_tokens: conv.inputTokens - cacheRead - cacheWrite,
+        cache_creation_input_tokens: cacheWrite,
         cache_read_input_tokens: cacheRead,
         output_tokens: p.outputTokens,
         ...(p.thinking === undefined
@@ -172,6 +183,7 @@ function messages(req: SimRequest): SimReply {
           : { output_tokens_details: { thinking_tokens: tokens(p.thinking) } }),
         service_tier: 'standard',
       };
+  const toolIds = p.tools.map(() => nextId('toolu_01'));
   const content: unknown[] = [];
   if (p.thinking !== undefined)
     content.push({ type: 'thinking', thinking: p.thinking, signature: SIGNATURE });
@@ -179,107 +191,118 @@ function messages(req: SimRequest): SimReply {
   p.tools.forEach((tool, i) => {
     content.push({ type: 'tool_use', id: toolIds[i], name: tool.name, input: tool.args });
   });
+  return { id: nextId('msg_01'), model, conv, plan: p, toolIds, usage, cacheRead, cacheWrite, content };
+}
 
-  if (body.stream !== true) {
+export function anthropicMessage(turn: AnthropicTurn): Record<string, unknown> {
+  return {
+    id: turn.id,
+    type: 'message',
+    role: 'assistant',
+    model: turn.model,
+    content: turn.content,
+    stop_reason: turn.plan.stopReason,
+    stop_sequence: null,
+    usage: turn.usage,
+  };
+}
+
+/** The stream events of a turn, in order (`ping` included, as the API sends it). */
+export function anthropicStreamEvents(turn: AnthropicTurn, knobs: Knobs): Record<string, unknown>[] {
+  const { plan: p, usage } = turn;
+  const events: Record<string, unknown>[] = [];
+  events.push({
+    type: 'message_start',
+    message: {
+      id: turn.id,
+      type: 'message',
+      role: 'assistant',
+      model: turn.model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: usage ? { ...usage, output_tokens: 1 } : undefined,
+    },
+  });
+  let index = 0;
+  const delta = (d: unknown) => ({ type: 'content_block_delta', index, delta: d });
+  if (p.thinking !== undefined) {
+    events.push({
+      type: 'content_block_start',
+      index,
+      content_block: { type: 'thinking', thinking: '', signature: '' },
+    });
+    for (const piece of splitPieces(p.thinking, 2))
+      events.push(delta({ type: 'thinking_delta', thinking: piece }));
+    events.push(delta({ type: 'signature_delta', signature: SIGNATURE }));
+    events.push({ type: 'content_block_stop', index });
+    index++;
+  }
+  events.push({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } });
+  events.push({ type: 'ping' });
+  const pieces = p.tools.length > 0 ? splitPieces(p.text, 2) : splitPieces(p.text, knobs.chunks);
+  for (const piece of pieces) events.push(delta({ type: 'text_delta', text: piece }));
+  events.push({ type: 'content_block_stop', index });
+  p.tools.forEach((tool, i) => {
+    index++;
+    events.push({
+      type: 'content_block_start',
+      index,
+      content_block: { type: 'tool_use', id: turn.toolIds[i], name: tool.name, input: {} },
+    });
+    // The real API opens with an empty partial_json before the fragments.
+    events.push(delta({ type: 'input_json_delta', partial_json: '' }));
+    for (const frag of splitPieces(tool.argsJson, Math.max(2, Math.min(knobs.chunks, 6)))) {
+      events.push(delta({ type: 'input_json_delta', partial_json: frag }));
+    }
+    events.push({ type: 'content_block_stop', index });
+  });
+  events.push({
+    type: 'message_delta',
+    delta: { stop_reason: p.stopReason, stop_sequence: null },
+    usage: usage
+      ? {
+          output_tokens: p.outputTokens,
+          ...(p.thinking === undefined
+            ? {}
+            : { output_tokens_details: { thinking_tokens: tokens(p.thinking) } }),
+        }
+      : undefined,
+  });
+  events.push({ type: 'message_stop' });
+  return events;
+}
+
+/** Messages reply (JSON, or SSE when `stream`) for an already validated body. */
+export function anthropicReply(turn: AnthropicTurn, stream: boolean, knobs: Knobs): SimReply {
+  if (!stream) {
     return {
       kind: 'json',
       status: 200,
-      body: JSON.stringify({
-        id,
-        type: 'message',
-        role: 'assistant',
-        model,
-        content,
-        stop_reason: p.stopReason,
-        stop_sequence: null,
-        usage,
-      }),
+      body: JSON.stringify(anthropicMessage(turn)),
       headers: { 'request-id': nextId('req_') },
     };
   }
-
-  const frames: string[] = [];
-  frames.push(
-    sse('message_start', {
-      type: 'message_start',
-      message: {
-        id,
-        type: 'message',
-        role: 'assistant',
-        model,
-        content: [],
-        stop_reason: null,
-        stop_sequence: null,
-        usage: usage ? { ...usage, output_tokens: 1 } : undefined,
-      },
-    }),
-  );
-  let index = 0;
-  const delta = (d: unknown) => sse('content_block_delta', { type: 'content_block_delta', index, delta: d });
-  if (p.thinking !== undefined) {
-    frames.push(
-      sse('content_block_start', {
-        type: 'content_block_start',
-        index,
-        content_block: { type: 'thinking', thinking: '', signature: '' },
-      }),
-    );
-    for (const piece of splitPieces(p.thinking, 2))
-      frames.push(delta({ type: 'thinking_delta', thinking: piece }));
-    frames.push(delta({ type: 'signature_delta', signature: SIGNATURE }));
-    frames.push(sse('content_block_stop', { type: 'content_block_stop', index }));
-    index++;
-  }
-  frames.push(
-    sse('content_block_start', {
-      type: 'content_block_start',
-      index,
-      content_block: { type: 'text', text: '' },
-    }),
-  );
-  frames.push(sse('ping', { type: 'ping' }));
-  const head = `event: content_block_delta\ndata: {"type":"content_block_delta","index":${index},"delta":{"type":"text_delta","text":`;
-  const pieces = p.tools.length > 0 ? splitPieces(p.text, 2) : splitPieces(p.text, knobs.chunks);
-  for (const piece of pieces) frames.push(`${head}${JSON.stringify(piece)}}}\n\n`);
-  frames.push(sse('content_block_stop', { type: 'content_block_stop', index }));
-  p.tools.forEach((tool, i) => {
-    index++;
-    frames.push(
-      sse('content_block_start', {
-        type: 'content_block_start',
-        index,
-        content_block: { type: 'tool_use', id: toolIds[i], name: tool.name, input: {} },
-      }),
-    );
-    // The real API opens with an empty partial_json before the fragments.
-    frames.push(delta({ type: 'input_json_delta', partial_json: '' }));
-    for (const frag of splitPieces(tool.argsJson, Math.max(2, Math.min(knobs.chunks, 6)))) {
-      frames.push(delta({ type: 'input_json_delta', partial_json: frag }));
-    }
-    frames.push(sse('content_block_stop', { type: 'content_block_stop', index }));
-  });
-  frames.push(
-    sse('message_delta', {
-      type: 'message_delta',
-      delta: { stop_reason: p.stopReason, stop_sequence: null },
-      usage: usage
-        ? {
-            output_tokens: p.outputTokens,
-            ...(p.thinking === undefined
-              ? {}
-              : { output_tokens_details: { thinking_tokens: tokens(p.thinking) } }),
-          }
-        : undefined,
-    }),
-  );
-  frames.push(sse('message_stop', { type: 'message_stop' }));
   return {
     kind: 'stream',
     contentType: SSE,
-    frames,
+    frames: anthropicStreamEvents(turn, knobs).map((e) => sse(e.type as string, e)),
     errorFrame: MIDSTREAM_ERROR,
     headers: { 'request-id': nextId('req_') },
   };
+}
+
+function messages(req: SimRequest): SimReply {
+  const body = req.json;
+  const invalid = invalidMessagesBody(body);
+  if (invalid !== undefined || !body) return anthropicDialect.errorReply(400, invalid ?? '');
+  const turn = anthropicTurn(body, req.knobs, asString(body.model) ?? 'claude-sonnet-4-5');
+  return anthropicReply(turn, body.stream === true, req.knobs);
+}
+
+/** Input tokens of a Messages body, as count_tokens answers. */
+export function anthropicInputTokens(body: Record<string, unknown>): number {
+  return readMessages(body).inputTokens;
 }
 
 function countTokens(req: SimRequest): SimReply {

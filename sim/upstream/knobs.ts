@@ -48,6 +48,7 @@ export function readKnobs(headers: IncomingHttpHeaders, model: string, defaultCh
     tool: isOn(header(headers, 'x-sim-tool')),
     words: intOr(header(headers, 'x-sim-words'), DEFAULT_WORDS, 1_000_000),
     cachedTokens: intOr(header(headers, 'x-sim-cached-tokens'), 0),
+    cacheWriteTokens: intOr(header(headers, 'x-sim-cache-write-tokens'), 0),
     reasoningTokens: intOr(header(headers, 'x-sim-reasoning-tokens'), 0),
     replay: header(headers, 'x-sim-replay'),
   };

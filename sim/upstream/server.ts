@@ -4,12 +4,21 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { anthropicDialect, anthropicRoutes } from './anthropic.ts';
+import { BEDROCK_PATH, bedrockDialect, bedrockError, bedrockOperations } from './bedrock.ts';
+import {
+  type CloudAuth,
+  type CloudAuthInternals,
+  createCloudAuth,
+  type EntraApp,
+  type ServiceAccountKey,
+} from './cloud-auth.ts';
 import { geminiDialect, geminiListModels, geminiMethods } from './gemini.ts';
 import { readKnobs } from './knobs.ts';
 import { openaiDialect, openaiGetModel, openaiRoutes } from './openai.ts';
 import { createRealtimeEndpoints } from './realtime.ts';
 import type { RealtimeRecording } from './realtime-types.ts';
 import { FixtureLibrary } from './replay.ts';
+import { type AwsCredentials, verifySigV4 } from './sigv4.ts';
 import { precountTokens, withPrecounted } from './text.ts';
 import type {
   Dialect,
@@ -21,8 +30,17 @@ import type {
   SimRequest,
   SimStats,
 } from './types.ts';
+import { VERTEX_PATH, vertexAnthropicDialect, vertexDialect, vertexHandler } from './vertex.ts';
 
+export type {
+  CloudAuth,
+  CloudAuthStats,
+  EntraApp,
+  ServiceAccountKey,
+  ServiceAccountOptions,
+} from './cloud-auth.ts';
 export type { RealtimeClose, RealtimeRecording, RecordedRealtimeSession } from './realtime-types.ts';
+export type { AwsCredentials } from './sigv4.ts';
 export type { RecordedRequest, SimStats } from './types.ts';
 
 export interface UpstreamSimOptions {
@@ -39,6 +57,16 @@ export interface UpstreamSimOptions {
   requireAuth?: boolean;
   /** Where replay fixtures live (default test/fixtures/upstream). */
   fixturesDir?: string;
+  /** Bedrock routes verify SigV4 signatures made with these credentials (else any Authorization passes). */
+  aws?: AwsCredentials;
+  /** Bedrock API key accepted as `Authorization: Bearer <key>`. */
+  bedrockApiKey?: string;
+  /** Entra app of the client-credentials grant; Azure routes then check bearer tokens. */
+  entra?: EntraApp;
+  /** Lifetime of issued access tokens, seconds (default 3600); `sim.auth.tokenLifetimeS` changes it later. */
+  tokenLifetimeS?: number;
+  /** Service-account key files (their client_email and private_key) whose grants are accepted. */
+  serviceAccounts?: Pick<ServiceAccountKey, 'client_email' | 'private_key'>[];
 }
 
 export interface UpstreamSim {
@@ -51,6 +79,8 @@ export interface UpstreamSim {
   readonly stats: SimStats;
   /** Realtime WebSocket sessions (OpenAI Realtime, Gemini Live): README "Realtime". */
   readonly realtime: RealtimeRecording;
+  /** Token endpoints (Google service accounts, Entra) and the tokens they issued: README "Cloud credentials". */
+  readonly auth: CloudAuth;
   /** Clears recorded requests, realtime sessions, stats and x-sim-fail-times counters. */
   reset(): void;
   /**
@@ -64,6 +94,16 @@ interface Route {
   dialect: Dialect;
   handler: RouteHandler;
   params: Record<string, string>;
+  /** How credentials are checked, beyond the dialect's "any credential" rule. */
+  auth?: 'sigv4' | 'google' | 'azure';
+}
+
+function decodeSegment(s: string): string | undefined {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Per-response bookkeeping, so a client disconnect can stop timers and be told apart from our own resets. */
@@ -96,7 +136,7 @@ function resolveRoute(
   pathname: string,
   headers: IncomingHttpHeaders,
   query: URLSearchParams,
-) {
+): Route | undefined {
   // GET /v1/models exists in both OpenAI and Gemini; Google credentials decide.
   if (method === 'GET' && pathname === '/v1/models' && looksGoogle(headers, query)) return GEMINI_LIST;
   const exact = EXACT_ROUTES.get(`${method} ${pathname}`);
@@ -105,9 +145,27 @@ function resolveRoute(
   const azure = AZURE_PATH.exec(pathname);
   if (azure) {
     const route = EXACT_ROUTES.get(`${method} /v1/${azure[1]}`);
-    if (route) return route;
+    if (route) return { ...route, auth: 'azure' };
   }
   if (method === 'POST') {
+    const b = BEDROCK_PATH.exec(pathname);
+    const model = b ? decodeSegment(b[1]!) : undefined;
+    if (b && model !== undefined)
+      return {
+        dialect: bedrockDialect,
+        handler: bedrockOperations[b[2]!]!,
+        params: { model },
+        auth: 'sigv4',
+      };
+    const v = VERTEX_PATH.exec(pathname);
+    const vertex = v ? vertexHandler(v[3]!, v[4]!, v[5]!) : undefined;
+    if (v && vertex)
+      return {
+        dialect: v[3] === 'google' ? vertexDialect : vertexAnthropicDialect,
+        handler: vertex,
+        params: { project: v[1]!, location: v[2]!, model: decodeSegment(v[4]!) ?? v[4]! },
+        auth: 'google',
+      };
     const m = GEMINI_PATH.exec(pathname);
     const handler = m ? geminiMethods[m[2]!] : undefined;
     if (m && handler)
@@ -147,6 +205,8 @@ function geminiModelInfo(req: SimRequest): SimReply {
 
 /** Which provider's error shape to use when no route matched. */
 function fallbackDialect(pathname: string, headers: IncomingHttpHeaders, query: URLSearchParams): Dialect {
+  if (pathname.startsWith('/model/')) return bedrockDialect;
+  if (pathname.startsWith('/v1/projects/') || pathname.startsWith('/v1beta1/projects/')) return vertexDialect;
   if (pathname.startsWith('/v1beta/') || GEMINI_PATH.test(pathname) || looksGoogle(headers, query))
     return geminiDialect;
   if (pathname.startsWith('/v1/messages') || headers['anthropic-version'] !== undefined)
@@ -154,10 +214,14 @@ function fallbackDialect(pathname: string, headers: IncomingHttpHeaders, query: 
   return openaiDialect;
 }
 
-function parseJson(req: IncomingMessage, body: Buffer): { ok: boolean; value: unknown } {
+function parseJson(req: IncomingMessage, body: Buffer, pathname: string): { ok: boolean; value: unknown } {
   if (body.length === 0) return { ok: true, value: undefined };
   const type = req.headers['content-type'];
-  const isJson = type === undefined ? body[0] === 0x7b || body[0] === 0x5b : type.includes('json');
+  // Bedrock reads the body as JSON whatever its content type (the AWS SDK may send octet-stream).
+  const isJson =
+    type === undefined || pathname.startsWith('/model/')
+      ? body[0] === 0x7b || body[0] === 0x5b
+      : type.includes('json');
   if (!isJson) return { ok: true, value: undefined };
   try {
     return { ok: true, value: JSON.parse(body.toString('utf8')) };
@@ -209,6 +273,63 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
   const failCounts = new Map<string, number>();
   const waiters = new Set<() => void>();
   let closing = false;
+  let simUrl = '';
+  const aws = opts.aws;
+  const bedrockApiKey = opts.bedrockApiKey;
+  const cloud: CloudAuthInternals = createCloudAuth({
+    url: () => simUrl,
+    tokenLifetimeS: opts.tokenLifetimeS,
+    entra: opts.entra,
+  });
+  for (const key of opts.serviceAccounts ?? []) cloud.trustServiceAccount(key);
+
+  /** Bedrock: a Bedrock API key, or a SigV4 signature checked against the configured credentials. */
+  function checkBedrock(method: string, url: string, headers: IncomingHttpHeaders, body: Buffer) {
+    const authz = headers.authorization ?? '';
+    if (aws === undefined && bedrockApiKey === undefined)
+      return authz === ''
+        ? bedrockError(403, 'MissingAuthenticationTokenException', 'Missing Authentication Token')
+        : undefined;
+    if (/^bearer /i.test(authz)) {
+      return authz.slice(7).trim() === bedrockApiKey
+        ? undefined
+        : bedrockError(
+            403,
+            'AccessDeniedException',
+            'Authentication failed: Please make sure your API Key is valid.',
+          );
+    }
+    if (aws === undefined)
+      return bedrockError(
+        403,
+        'UnrecognizedClientException',
+        'The security token included in the request is invalid.',
+      );
+    const refusal = verifySigV4(method, url, headers, body, aws);
+    return refusal === undefined ? undefined : bedrockError(403, refusal.errorType, refusal.message);
+  }
+
+  function authorize(
+    route: Route,
+    method: string,
+    url: string,
+    req: IncomingMessage,
+    body: Buffer,
+    query: URLSearchParams,
+  ) {
+    switch (route.auth) {
+      case 'sigv4':
+        return checkBedrock(method, url, req.headers, body);
+      case 'google':
+        return cloud.checkGoogleBearer(req.headers);
+      case 'azure':
+        return cloud.checkAzure(req.headers);
+      default:
+        return route.dialect.hasAuth(req.headers, query)
+          ? undefined
+          : route.dialect.errorReply(401, 'Missing API key.');
+    }
+  }
 
   function notify(): void {
     for (const w of waiters) w();
@@ -276,11 +397,11 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
       return;
     }
     res.writeHead(200, { 'content-type': reply.contentType, 'cache-control': 'no-cache', ...reply.headers });
-    let frames = reply.frames;
+    let frames: (string | Buffer)[] = reply.frames;
     let endWithReset = false;
     if (midstream !== undefined) {
       frames = frames.slice(0, Math.max(1, frames.length >> 1));
-      if (midstream === 'midstream' && reply.errorFrame !== '') frames.push(reply.errorFrame);
+      if (midstream === 'midstream' && reply.errorFrame.length > 0) frames.push(reply.errorFrame);
       else endWithReset = true;
     }
     const finish = (): void => {
@@ -288,8 +409,9 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
       else res.end();
     };
     if (knobs.chunkDelayMs <= 0) {
-      if (endWithReset) res.write(frames.join(''), finish);
-      else res.end(frames.join(''));
+      const whole = typeof frames[0] === 'string' ? frames.join('') : Buffer.concat(frames as Buffer[]);
+      if (endWithReset) res.write(whole, finish);
+      else res.end(whole);
       return;
     }
     let i = 0;
@@ -319,6 +441,7 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
         const reply = route.dialect.errorReply(
           failure,
           FAIL_MESSAGES[failure] ?? `Simulated error ${failure}.`,
+          simReq.headers,
         );
         const retryAfter = simReq.headers['x-sim-retry-after'];
         const headers =
@@ -371,8 +494,14 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
       void admin(res, ex, method, pathname, readKnobs(req.headers, '', defaultDelay));
       return;
     }
-    const parsed = parseJson(req, body);
+    const parsed = parseJson(req, body, pathname);
     if (record) recordRequest({ method, path: url, headers: req.headers, body, json: parsed.value });
+    const granted = cloud.tokenEndpoint(method, pathname, req.headers, body);
+    if (granted !== undefined) {
+      notify();
+      sendJson(res, granted.status, granted.body, granted.headers);
+      return;
+    }
     const route = resolveRoute(method, pathname, req.headers, query);
     const dialect = route?.dialect ?? fallbackDialect(pathname, req.headers, query);
     notify();
@@ -386,9 +515,9 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
       sendJson(res, reply.status, reply.body, reply.headers);
       return;
     }
-    if (requireAuth && !dialect.hasAuth(req.headers, query)) {
-      const reply = dialect.errorReply(401, 'Missing API key.');
-      sendJson(res, reply.status, reply.body, reply.headers);
+    const refusal = requireAuth ? authorize(route, method, url, req, body, query) : undefined;
+    if (refusal !== undefined) {
+      sendJson(res, refusal.status, refusal.body, refusal.headers);
       return;
     }
     const json = parsed.value;
@@ -467,14 +596,18 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
 
+  simUrl = `http://${host}:${address.port}`;
+
   const sim: UpstreamSim = {
-    url: `http://${host}:${address.port}`,
+    url: simUrl,
     port: address.port,
     requests,
     stats,
     realtime,
+    auth: cloud,
     reset() {
       requests.length = 0;
+      cloud.reset();
       realtime.reset();
       stats.aborted = 0;
       stats.served = 0;

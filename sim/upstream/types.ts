@@ -24,6 +24,8 @@ export interface Knobs {
   /** Filler words appended to the echo (reply length). */
   words: number;
   cachedTokens: number;
+  /** Input tokens reported as written to the prompt cache (Anthropic, Bedrock). */
+  cacheWriteTokens: number;
   reasoningTokens: number;
   /** "<provider>/<name>" of a fixture to replay instead of generating a reply. */
   replay: string | undefined;
@@ -62,10 +64,10 @@ export interface BytesReply {
 export interface StreamReply {
   readonly kind: 'stream';
   readonly contentType: string;
-  /** Complete wire frames ("data: ...\n\n"), written in order, paced by chunkDelayMs. */
-  readonly frames: string[];
-  /** The provider's in-stream error frame, used by x-sim-fail: midstream. */
-  readonly errorFrame: string;
+  /** Complete wire frames ("data: ...\n\n", or binary event-stream messages), written in order, paced by chunkDelayMs. */
+  readonly frames: string[] | Buffer[];
+  /** The provider's in-stream error frame, used by x-sim-fail: midstream ('' = none). */
+  readonly errorFrame: string | Buffer;
   readonly headers?: Record<string, string>;
 }
 
@@ -73,8 +75,9 @@ export type SimReply = JsonReply | BytesReply | StreamReply;
 
 /** Error and auth conventions of one provider's wire format. */
 export interface Dialect {
-  readonly name: 'openai' | 'anthropic' | 'gemini';
-  errorReply(status: number, message: string): JsonReply;
+  readonly name: 'openai' | 'anthropic' | 'gemini' | 'bedrock' | 'vertex' | 'azure';
+  /** `headers` are the request's, for knobs that shape the error (Bedrock's x-sim-error-type). */
+  errorReply(status: number, message: string, headers?: IncomingHttpHeaders): JsonReply;
   /** True when the request carries credentials in this provider's style. */
   hasAuth(headers: IncomingHttpHeaders, query: URLSearchParams): boolean;
 }
