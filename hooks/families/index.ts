@@ -31,6 +31,7 @@ import type {
 // schemas, DSL names): a family is registered before the gateway's modules load, as the built-ins are.
 
 const families: WireFamily[] = [];
+const rateLimitPrefixes: string[] = [];
 const byName = new Map<string, WireFamily>();
 const wires: ProviderWire[] = [];
 
@@ -113,6 +114,7 @@ export function registerFamily(family: WireFamily): void {
   for (const name of family.forwardedHeaders)
     if (!forwarded.includes(name)) forwarded.splice(forwarded.length - 1, 0, name);
   addNew(keyHeaders, family.keyHeaders);
+  addNew(rateLimitPrefixes, family.rateLimitHeaderPrefixes ?? []);
   if (family.keyQuery !== undefined) addNew(keyQuery, [family.keyQuery]);
   addNamed(presets, family.usagePresets, 'usage preset');
   addNamed(transforms, family.transforms ?? [], 'transform');
@@ -189,11 +191,9 @@ export function rateLimitHeaders(format: string, state: RateLimitState, now: num
   return familyOf(format).rateLimitHeaders?.(state, now) ?? {};
 }
 
-/** Whether a response header is a vendor's rate-limit header (any family's). */
+/** Whether a response header (its lower-case name) is a vendor's rate-limit header (any family's). */
 export function isRateLimitHeader(name: string): boolean {
-  const lower = name.toLowerCase();
-  for (const f of families)
-    for (const prefix of f.rateLimitHeaderPrefixes ?? []) if (lower.startsWith(prefix)) return true;
+  for (const prefix of rateLimitPrefixes) if (name.startsWith(prefix)) return true;
   return false;
 }
 
