@@ -13,6 +13,7 @@ import type {
   RateLimitCounters,
   Settlement,
 } from '../common/rate-limit-types.ts';
+import { endOfTurn } from '../common/turn-batch.ts';
 import { defineScript, type KeyLayout, type Redis } from './redis-client.ts';
 
 // Shared head: the base of the subject's keys (KEYS[1] is `<base>:limits`) and the clock (ARGV[1], ms;
@@ -27,24 +28,21 @@ end
 local sec = math.floor(ms / 1000)
 `;
 
-// ARGV: clock, lease, tokens, count request (1/0), hold slot (1/0), lease ms, subject rpm, tpm,
-// concurrency ('' = none; the subject's own `:limits` hash overrides each), key name ('' = none), key
-// rpm, tpm, concurrency. Returns {admitted, refused dimension, retry ms, second, scopes' flags
-// (subject tokens, subject slot, key tokens, key slot), then limit, remaining, reset ms for requests,
-// tokens and concurrency (-1 when no limit)}.
+// A turn's admissions of one subject in one call, in order (each sees the ones before it). ARGV: clock,
+// lease ms, the subject's rpm, tpm and concurrency ('' = none; its own `:limits` hash overrides each),
+// then per admission 8 fields: lease, tokens, count request (1/0), hold slot (1/0), key name ('' =
+// none), key rpm, tpm, concurrency. Returns per admission 14 values: admitted, refused dimension, retry
+// ms, second, the scopes' flags (subject tokens, subject slot, key tokens, key slot), then limit,
+// remaining and reset ms for requests, tokens and concurrency (-1 when no limit).
 const ADMIT_LUA = `${CLOCK_LUA}
-local lease, tokens = ARGV[2], tonumber(ARGV[3])
-local countReq, holdSlot, leaseMs = ARGV[4] == '1', ARGV[5] == '1', tonumber(ARGV[6])
+local leaseMs = tonumber(ARGV[2])
 local function num(v)
   local n = tonumber(v)
   if n == nil or n <= 0 then return nil end
   return n
 end
 local own = redis.call('HMGET', KEYS[1], 'requests_per_minute', 'tokens_per_minute', 'max_concurrent')
-local scopes = {{base .. ':s', num(own[1]) or num(ARGV[7]), num(own[2]) or num(ARGV[8]), num(own[3]) or num(ARGV[9])}}
-if ARGV[10] ~= '' then
-  scopes[2] = {base .. ':k:' .. ARGV[10], num(ARGV[11]), num(ARGV[12]), num(ARGV[13])}
-end
+local srpm, stpm, sconc = num(own[1]) or num(ARGV[3]), num(own[2]) or num(ARGV[4]), num(own[3]) or num(ARGV[5])
 local function window(key)
   local flat = redis.call('HGETALL', key)
   local sum, buckets, old = 0, {}, {}
@@ -74,88 +72,97 @@ local function resetOf(buckets)
   if #buckets == 0 then return 0 end
   return (buckets[1][1] + 60) * 1000 - ms
 end
-local refused, retry = '', 0
-local function refuse(dim, wait)
-  if wait < 1 then wait = 1 end
-  if wait > retry then refused, retry = dim, wait end
-end
-local state = {}
-for i, sc in ipairs(scopes) do
-  local st = {}
-  if sc[2] and countReq then
-    local n, b = window(sc[1] .. ':r')
-    st.r = {n, b}
-    if n >= sc[2] then refuse('requests', waitFor(b, n - sc[2] + 1)) end
+local out = {}
+for at = 6, #ARGV, 8 do
+  local lease, tokens = ARGV[at], tonumber(ARGV[at + 1])
+  local countReq, holdSlot = ARGV[at + 2] == '1', ARGV[at + 3] == '1'
+  local scopes = {{base .. ':s', srpm, stpm, sconc}}
+  if ARGV[at + 4] ~= '' then
+    scopes[2] = {base .. ':k:' .. ARGV[at + 4], num(ARGV[at + 5]), num(ARGV[at + 6]), num(ARGV[at + 7])}
   end
-  if sc[3] and (countReq or tokens > 0) then
-    local n, b = window(sc[1] .. ':t')
-    st.t = {n, b}
-    if n >= sc[3] then refuse('tokens', waitFor(b, n - sc[3] + 1)) end
+  local refused, retry = '', 0
+  local function refuse(dim, wait)
+    if wait < 1 then wait = 1 end
+    if wait > retry then refused, retry = dim, wait end
   end
-  if sc[4] and holdSlot then
-    redis.call('ZREMRANGEBYSCORE', sc[1] .. ':c', '-inf', ms)
-    local n = redis.call('ZCARD', sc[1] .. ':c')
-    st.c = n
-    if n >= sc[4] then refuse('concurrency', 1000) end
-  end
-  state[i] = st
-end
-local admitted = refused == ''
-local flags = {'0', '0', '0', '0'}
-local dims = {{-1, -1, -1}, {-1, -1, -1}, {-1, -1, -1}}
-local function tighter(d, limit, remaining, reset)
-  if remaining < 0 then remaining = 0 end
-  if dims[d][1] == -1 or remaining < dims[d][2] then dims[d] = {limit, remaining, reset} end
-end
-for i, sc in ipairs(scopes) do
-  local st = state[i]
-  if st.r then
-    local n = st.r[1]
-    if admitted then
-      redis.call('HINCRBY', sc[1] .. ':r', sec, 1)
-      redis.call('EXPIRE', sc[1] .. ':r', 61)
-      n = n + 1
+  local state = {}
+  for i, sc in ipairs(scopes) do
+    local st = {}
+    if sc[2] and countReq then
+      local n, b = window(sc[1] .. ':r')
+      st.r = {n, b}
+      if n >= sc[2] then refuse('requests', waitFor(b, n - sc[2] + 1)) end
     end
-    local reset = resetOf(st.r[2])
-    if reset == 0 and admitted then reset = 60000 end
-    tighter(1, sc[2], sc[2] - n, reset)
+    if sc[3] and (countReq or tokens > 0) then
+      local n, b = window(sc[1] .. ':t')
+      st.t = {n, b}
+      if n >= sc[3] then refuse('tokens', waitFor(b, n - sc[3] + 1)) end
+    end
+    if sc[4] and holdSlot then
+      redis.call('ZREMRANGEBYSCORE', sc[1] .. ':c', '-inf', ms)
+      local n = redis.call('ZCARD', sc[1] .. ':c')
+      st.c = n
+      if n >= sc[4] then refuse('concurrency', 1000) end
+    end
+    state[i] = st
   end
-  if st.t then
-    local n = st.t[1]
-    if admitted then
-      if tokens > 0 then
-        redis.call('HINCRBY', sc[1] .. ':t', sec, tokens)
-        redis.call('EXPIRE', sc[1] .. ':t', 61)
+  local admitted = refused == ''
+  local flags = {'0', '0', '0', '0'}
+  local dims = {{-1, -1, -1}, {-1, -1, -1}, {-1, -1, -1}}
+  local function tighter(d, limit, remaining, reset)
+    if remaining < 0 then remaining = 0 end
+    if dims[d][1] == -1 or remaining < dims[d][2] then dims[d] = {limit, remaining, reset} end
+  end
+  for i, sc in ipairs(scopes) do
+    local st = state[i]
+    if st.r then
+      local n = st.r[1]
+      if admitted then
+        redis.call('HINCRBY', sc[1] .. ':r', sec, 1)
+        redis.call('EXPIRE', sc[1] .. ':r', 61)
+        n = n + 1
       end
-      n = n + tokens
-      flags[i * 2 - 1] = '1'
+      local reset = resetOf(st.r[2])
+      if reset == 0 and admitted then reset = 60000 end
+      tighter(1, sc[2], sc[2] - n, reset)
     end
-    local reset = resetOf(st.t[2])
-    if reset == 0 and admitted and tokens > 0 then reset = 60000 end
-    tighter(2, sc[3], sc[3] - n, reset)
-  end
-  if st.c then
-    local n = st.c
-    if admitted then
-      redis.call('ZADD', sc[1] .. ':c', ms + leaseMs, lease)
-      redis.call('PEXPIRE', sc[1] .. ':c', leaseMs * 2)
-      n = n + 1
-      flags[i * 2] = '1'
+    if st.t then
+      local n = st.t[1]
+      if admitted then
+        if tokens > 0 then
+          redis.call('HINCRBY', sc[1] .. ':t', sec, tokens)
+          redis.call('EXPIRE', sc[1] .. ':t', 61)
+        end
+        n = n + tokens
+        flags[i * 2 - 1] = '1'
+      end
+      local reset = resetOf(st.t[2])
+      if reset == 0 and admitted and tokens > 0 then reset = 60000 end
+      tighter(2, sc[3], sc[3] - n, reset)
     end
-    tighter(3, sc[4], sc[4] - n, 1000)
+    if st.c then
+      local n = st.c
+      if admitted then
+        redis.call('ZADD', sc[1] .. ':c', ms + leaseMs, lease)
+        redis.call('PEXPIRE', sc[1] .. ':c', leaseMs * 2)
+        n = n + 1
+        flags[i * 2] = '1'
+      end
+      tighter(3, sc[4], sc[4] - n, 1000)
+    end
   end
+  local r = {admitted and 1 or 0, refused, retry, sec, table.concat(flags),
+    dims[1][1], dims[1][2], dims[1][3], dims[2][1], dims[2][2], dims[2][3], dims[3][1], dims[3][2], dims[3][3]}
+  for _, v in ipairs(r) do out[#out + 1] = v end
 end
-return {admitted and 1 or 0, refused, retry, sec, table.concat(flags),
-  dims[1][1], dims[1][2], dims[1][3], dims[2][1], dims[2][2], dims[2][3], dims[3][1], dims[3][2], dims[3][3]}
+return out
 `;
 
-// ARGV: clock, lease, second (-1: this one), token delta, key name, flags (subject tokens, subject slot,
-// key tokens, key slot). Releases the slots and replaces the provisional tokens while their second is in
-// the window.
+// A turn's settlements of one subject in one call. ARGV: clock, then per settlement 5 fields: lease,
+// second (-1: this one), token delta, key name, flags (subject tokens, subject slot, key tokens, key
+// slot). Releases the slots and replaces the provisional tokens while their second is in the window.
 const FINISH_LUA = `${CLOCK_LUA}
-local lease, second, delta, flags = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[6]
-if second < 0 then second = sec end
-local function settle(prefix, tok, slot)
+local function settle(prefix, lease, second, delta, tok, slot)
   if slot == '1' then redis.call('ZREM', prefix .. ':c', lease) end
   if tok == '1' and delta ~= 0 and second > sec - 60 then
     local k = prefix .. ':t'
@@ -163,8 +170,14 @@ local function settle(prefix, tok, slot)
     if redis.call('TTL', k) < 0 then redis.call('EXPIRE', k, 61) end
   end
 end
-settle(base .. ':s', string.sub(flags, 1, 1), string.sub(flags, 2, 2))
-if ARGV[5] ~= '' then settle(base .. ':k:' .. ARGV[5], string.sub(flags, 3, 3), string.sub(flags, 4, 4)) end
+for at = 2, #ARGV, 5 do
+  local lease, second, delta, flags = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), ARGV[at + 4]
+  if second < 0 then second = sec end
+  settle(base .. ':s', lease, second, delta, string.sub(flags, 1, 1), string.sub(flags, 2, 2))
+  if ARGV[at + 3] ~= '' then
+    settle(base .. ':k:' .. ARGV[at + 3], lease, second, delta, string.sub(flags, 3, 3), string.sub(flags, 4, 4))
+  end
+end
 return 1
 `;
 
@@ -199,6 +212,89 @@ function dimension(reply: unknown[], at: number): DimensionState | undefined {
   return { limit, remaining: Number(reply[at + 1]), resetMs: Math.max(0, Number(reply[at + 2])) };
 }
 
+/** Admissions or settlements of one subject waiting for the end of this event-loop turn. */
+interface Group<T, R> {
+  readonly key: string;
+  readonly head: string[];
+  readonly items: { readonly item: T; resolve(r: R): void; reject(e: unknown): void }[];
+}
+
+/** Most admissions or settlements in one script call (a turn's beyond it take further calls). */
+const MAX_PER_CALL = 128;
+
+/**
+ * Items added in one turn, grouped by subject and sent at the turn's end, one script call per subject:
+ * under load many requests of one key arrive per turn, and a command each cost more than the script.
+ */
+function perTurn<T, R>(
+  send: (key: string, head: string[], items: readonly T[]) => Promise<R[]>,
+): (key: string, head: string[], item: T) => Promise<R> {
+  let groups = new Map<string, Group<T, R>>();
+  let scheduled = false;
+  const flush = () => {
+    const batch = groups;
+    groups = new Map();
+    scheduled = false;
+    for (const g of batch.values()) {
+      for (let at = 0; at < g.items.length; at += MAX_PER_CALL) {
+        const part = g.items.slice(at, at + MAX_PER_CALL);
+        send(
+          g.key,
+          g.head,
+          part.map((p) => p.item),
+        ).then(
+          (results) => {
+            for (const [k, p] of part.entries()) p.resolve(results[k]!);
+          },
+          (err: unknown) => {
+            for (const p of part) p.reject(err);
+          },
+        );
+      }
+    }
+  };
+  return (key, head, item) => {
+    // One group per key and head: a reload may change the head while a turn's group waits.
+    const id = head.length === 0 ? key : `${key}\n${head.join(',')}`;
+    let g = groups.get(id);
+    if (g === undefined) {
+      g = { key, head, items: [] };
+      groups.set(id, g);
+    }
+    const { promise, resolve, reject } = Promise.withResolvers<R>();
+    g.items.push({ item, resolve, reject });
+    if (!scheduled) {
+      scheduled = true;
+      void endOfTurn().then(flush);
+    }
+    return promise;
+  };
+}
+
+function admitResult(reply: unknown[], at: number): AdmitResult {
+  const refused = String(reply[at + 1]);
+  const flags = String(reply[at + 4]);
+  const result: { -readonly [K in keyof AdmitResult]: AdmitResult[K] } = {
+    admitted: Number(reply[at]) === 1,
+    retryAfterMs: Number(reply[at + 2]),
+    second: Number(reply[at + 3]),
+    counted: {
+      subjectTokens: flags[0] === '1',
+      subjectSlot: flags[1] === '1',
+      keyTokens: flags[2] === '1',
+      keySlot: flags[3] === '1',
+    },
+  };
+  if (refused !== '') result.refusedBy = refused as LimitDimension;
+  DIMENSIONS.forEach((d, i) => {
+    const state = dimension(reply, at + 5 + i * 3);
+    if (state !== undefined) result[d] = state;
+  });
+  return result;
+}
+
+const ADMIT_FIELDS = 14;
+
 export function createRedisRateLimits(
   client: Redis,
   layout: Pick<KeyLayout, 'rateLimit'>,
@@ -207,56 +303,46 @@ export function createRedisRateLimits(
 ): RateLimitCounters {
   const now = () => (clock === undefined ? '' : String(clock()));
   const limitsKey = (type: string, id: string) => `${layout.rateLimit(type, id)}:limits`;
-  return {
-    async admit(a: Admission, leaseMs: number): Promise<AdmitResult> {
-      const key = a.key;
-      const reply = (await ADMIT.run(
-        client,
-        [limitsKey(a.subject.type, a.subject.id)],
-        [
-          now(),
-          a.lease,
-          String(a.tokens),
-          a.countRequest ? '1' : '0',
-          a.holdSlot ? '1' : '0',
-          String(leaseMs),
-          opt(a.subjectLimits.requestsPerMinute),
-          opt(a.subjectLimits.tokensPerMinute),
-          opt(a.subjectLimits.maxConcurrent),
-          key?.name ?? '',
-          opt(key?.limits.requestsPerMinute),
-          opt(key?.limits.tokensPerMinute),
-          opt(key?.limits.maxConcurrent),
-        ],
-      )) as unknown[];
-      const refused = String(reply[1]);
-      const flags = String(reply[4]);
-      const result: { -readonly [K in keyof AdmitResult]: AdmitResult[K] } = {
-        admitted: Number(reply[0]) === 1,
-        retryAfterMs: Number(reply[2]),
-        second: Number(reply[3]),
-        counted: {
-          subjectTokens: flags[0] === '1',
-          subjectSlot: flags[1] === '1',
-          keyTokens: flags[2] === '1',
-          keySlot: flags[3] === '1',
-        },
-      };
-      if (refused !== '') result.refusedBy = refused as LimitDimension;
-      DIMENSIONS.forEach((d, i) => {
-        const state = dimension(reply, 5 + i * 3);
-        if (state !== undefined) result[d] = state;
-      });
-      return result;
-    },
-    async finish(s: Settlement): Promise<void> {
+  const admit = perTurn<Admission, AdmitResult>(async (key, head, items) => {
+    const args = [now(), ...head];
+    for (const a of items) {
+      const k = a.key;
+      args.push(
+        a.lease,
+        String(a.tokens),
+        a.countRequest ? '1' : '0',
+        a.holdSlot ? '1' : '0',
+        k?.name ?? '',
+        opt(k?.limits.requestsPerMinute),
+        opt(k?.limits.tokensPerMinute),
+        opt(k?.limits.maxConcurrent),
+      );
+    }
+    const reply = (await ADMIT.run(client, [key], args)) as unknown[];
+    return items.map((_, i) => admitResult(reply, i * ADMIT_FIELDS));
+  });
+  const finish = perTurn<Settlement, void>(async (key, _head, items) => {
+    const args = [now()];
+    for (const s of items) {
       const c = s.counted;
       const flags = [c.subjectTokens, c.subjectSlot, c.keyTokens, c.keySlot].map((f) => (f ? '1' : '0'));
-      await FINISH.run(
-        client,
-        [limitsKey(s.subject.type, s.subject.id)],
-        [now(), s.lease, String(s.second), String(s.tokenDelta), s.key ?? '', flags.join('')],
-      );
+      args.push(s.lease, String(s.second), String(s.tokenDelta), s.key ?? '', flags.join(''));
+    }
+    await FINISH.run(client, [key], args);
+    return items.map(() => undefined);
+  });
+  return {
+    admit(a: Admission, leaseMs: number): Promise<AdmitResult> {
+      const head = [
+        String(leaseMs),
+        opt(a.subjectLimits.requestsPerMinute),
+        opt(a.subjectLimits.tokensPerMinute),
+        opt(a.subjectLimits.maxConcurrent),
+      ];
+      return admit(limitsKey(a.subject.type, a.subject.id), head, a);
+    },
+    finish(s: Settlement): Promise<void> {
+      return finish(limitsKey(s.subject.type, s.subject.id), [], s);
     },
     async renew(slots: readonly HeldSlot[], leaseMs: number): Promise<void> {
       const bySubject = new Map<string, { key: string; args: string[] }>();

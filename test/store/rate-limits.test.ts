@@ -240,3 +240,30 @@ test('property: random admissions, completions, aborts, renewals and deaths neve
     { numRuns: 60, seed: 42 },
   );
 });
+
+test('the admissions of one subject in one turn go in one script call, in order, exactly', async () => {
+  const store = createRedisRateLimits(
+    client,
+    createKeyLayout({ keyPrefix: 'rl6:', billingStream: 'b' }),
+    () => T0,
+  );
+  const calls = async () =>
+    Number(/cmdstat_evalsha:calls=(\d+)/.exec(await client.info('commandstats'))?.[1] ?? 0);
+  await store.admit(admission('warm', { subjectLimits: { requestsPerMinute: 100 }, holdSlot: false }), 1000);
+  const before = await calls();
+  const results = await Promise.all(
+    Array.from({ length: 10 }, (_, i) =>
+      store.admit(admission(`b${i}`, { keyLimits: { requestsPerMinute: 3 }, holdSlot: false }), 1000),
+    ),
+  );
+  assert.deepEqual(
+    results.map((r) => r.admitted),
+    [true, true, true, false, false, false, false, false, false, false],
+  );
+  assert.deepEqual(
+    results.slice(0, 3).map((r) => r.requests?.remaining),
+    [2, 1, 0],
+  );
+  // The INFO call itself is not an EVALSHA.
+  assert.equal((await calls()) - before, 1);
+});
