@@ -220,7 +220,7 @@ async function main(): Promise<void> {
                 '--separate-threads=yes',
                 `--callgrind-out-file=${join(dumps, 'callgrind.out')}`,
               ],
-              startTimeoutMs: 600_000,
+              startTimeoutMs: 1_800_000,
             },
       );
       const fsync = values['fsync-interval-ms'];
