@@ -164,11 +164,35 @@ export interface UpstreamKey {
   readonly value: string;
 }
 
+/** AWS credentials for SigV4 (`providers.<name>.aws`, or AWS_ACCESS_KEY_ID ...). */
+export interface AwsCredentials {
+  readonly accessKeyId: string;
+  readonly secretAccessKey: string;
+  readonly sessionToken?: string | undefined;
+}
+
+/** A Microsoft Entra ID application (client-credentials grant). */
+export interface EntraCredentials {
+  readonly tenantId: string;
+  readonly clientId: string;
+  readonly clientSecret: string;
+}
+
+/** The cloud credentials the keys file gives one provider (the environment's are merged per provider). */
+export interface CloudCredentials {
+  readonly aws?: AwsCredentials | undefined;
+  /** Absolute path of a Google service account key file. */
+  readonly serviceAccountFile?: string | undefined;
+  readonly entra?: EntraCredentials | undefined;
+}
+
 export interface KeysConfig {
   readonly file: string | undefined;
   readonly accessKeys: readonly AccessKeyEntry[];
   /** provider name -> its upstream keys (round robin). Includes ROUTER_PROVIDER_<NAME>_API_KEY. */
   readonly providerKeys: ReadonlyMap<string, readonly UpstreamKey[]>;
+  /** provider name -> the keys file's cloud credentials (never the environment's: cloudCredentialsOf). */
+  readonly cloudCredentials?: ReadonlyMap<string, CloudCredentials>;
 }
 
 export interface ModelRoute {

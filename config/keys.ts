@@ -5,9 +5,16 @@
 // Environment wins over the file, as everywhere in the configuration. Diagnostics name keys by name
 // and position, never by secret.
 
+import { dirname, resolve } from 'node:path';
 import type { FromSchema } from 'json-schema-to-ts';
 import { childPointer, displayPath } from '../common/config-diagnostics.ts';
-import type { AccessKeyEntry, ConfigDiagnostic, KeysConfig, UpstreamKey } from '../common/config-types.ts';
+import type {
+  AccessKeyEntry,
+  CloudCredentials,
+  ConfigDiagnostic,
+  KeysConfig,
+  UpstreamKey,
+} from '../common/config-types.ts';
 import { providerKeyEnvName } from '../common/provider-key-env.ts';
 import { isPlainObject, parseYaml, readYaml, type YamlFile } from '../common/yaml-source.ts';
 import { type Env, interpolateDocument } from './interpolate.ts';
@@ -199,6 +206,33 @@ function checkAccessKeys(
   }
 }
 
+/** The cloud credentials of the file's provider entries; a relative service_account_file is the file's. */
+function fileCloudCredentials(file: string | undefined, data: KeysData): Map<string, CloudCredentials> {
+  const out = new Map<string, CloudCredentials>();
+  for (const [provider, raw] of Object.entries(data.providers ?? {})) {
+    if (!PROVIDER_NAME.test(provider)) continue;
+    const { aws, entra, service_account_file: saFile } = raw;
+    if (aws === undefined && entra === undefined && saFile === undefined) continue;
+    out.set(provider, {
+      aws:
+        aws === undefined
+          ? undefined
+          : {
+              accessKeyId: aws.access_key_id,
+              secretAccessKey: aws.secret_access_key,
+              sessionToken: aws.session_token,
+            },
+      serviceAccountFile:
+        saFile === undefined ? undefined : resolve(file === undefined ? '.' : dirname(file), saFile),
+      entra:
+        entra === undefined
+          ? undefined
+          : { tenantId: entra.tenant_id, clientId: entra.client_id, clientSecret: entra.client_secret },
+    });
+  }
+  return out;
+}
+
 function fileProviderKeys(
   yaml: YamlFile,
   data: KeysData,
@@ -213,10 +247,23 @@ function fileProviderKeys(
       );
       continue;
     }
-    if ((raw.api_key === undefined) === (raw.keys === undefined)) {
+    const cloud = raw.aws !== undefined || raw.entra !== undefined || raw.service_account_file !== undefined;
+    if (raw.api_key !== undefined && raw.keys !== undefined) {
       diagnostics.push(
         yaml.at(pointer, `${displayPath(pointer)} needs exactly one of "api_key" or "keys"`, 'key'),
       );
+      continue;
+    }
+    if (raw.api_key === undefined && raw.keys === undefined) {
+      if (!cloud) {
+        diagnostics.push(
+          yaml.at(
+            pointer,
+            `${displayPath(pointer)} needs "api_key" or "keys" (or cloud credentials: "aws", "service_account_file", "entra")`,
+            'key',
+          ),
+        );
+      }
       continue;
     }
     if (raw.api_key !== undefined) {
@@ -286,7 +333,13 @@ function keysFrom(
   const providerKeys =
     yaml === undefined ? new Map<string, UpstreamKey[]>() : fileProviderKeys(yaml, data, diagnostics);
   applyProviderKeyEnv(providerKeys, env);
-  return { file, accessKeys: accessKeys.map((located) => located.entry), providerKeys };
+  const cloudCredentials = fileCloudCredentials(file, data);
+  return {
+    file,
+    accessKeys: accessKeys.map((located) => located.entry),
+    providerKeys,
+    ...(cloudCredentials.size > 0 ? { cloudCredentials } : {}),
+  };
 }
 
 /** Parses keys file text (tests, `router-admin access-key migrate`). */

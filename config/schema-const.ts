@@ -1005,9 +1005,67 @@ export const KEYS_SCHEMA = {
       "default": {},
       "additionalProperties": {
         "type": "object",
-        "description": "Credentials of one provider: either api_key or keys.",
+        "description": "Credentials of one provider: api_key or keys, and/or the cloud credentials its provider file's auth block names (aws, service_account_file, entra).",
         "additionalProperties": false,
         "properties": {
+          "aws": {
+            "type": "object",
+            "description": "AWS credentials for `auth_sigv4` (Bedrock). AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN win over them.",
+            "additionalProperties": false,
+            "required": [
+              "access_key_id",
+              "secret_access_key"
+            ],
+            "properties": {
+              "access_key_id": {
+                "type": "string",
+                "description": "The access key id.",
+                "minLength": 1
+              },
+              "secret_access_key": {
+                "type": "string",
+                "description": "The secret access key.",
+                "minLength": 1
+              },
+              "session_token": {
+                "type": "string",
+                "description": "The session token of temporary credentials.",
+                "minLength": 1
+              }
+            }
+          },
+          "service_account_file": {
+            "type": "string",
+            "description": "A Google service account key file (JSON) for `auth_google` (Vertex AI), relative to this file's folder. GOOGLE_APPLICATION_CREDENTIALS wins over it.",
+            "minLength": 1
+          },
+          "entra": {
+            "type": "object",
+            "description": "A Microsoft Entra ID application for `auth_entra` (Azure OpenAI), client-credentials grant. AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET win over it.",
+            "additionalProperties": false,
+            "required": [
+              "tenant_id",
+              "client_id",
+              "client_secret"
+            ],
+            "properties": {
+              "tenant_id": {
+                "type": "string",
+                "description": "The directory (tenant) id.",
+                "minLength": 1
+              },
+              "client_id": {
+                "type": "string",
+                "description": "The application (client) id.",
+                "minLength": 1
+              },
+              "client_secret": {
+                "type": "string",
+                "description": "The client secret.",
+                "minLength": 1
+              }
+            }
+          },
           "api_key": {
             "type": "string",
             "description": "The provider's single key (channel name `default`).",

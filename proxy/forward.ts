@@ -4,7 +4,7 @@
 import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { splitBaseUrl } from '../common/base-url.ts';
-import { errorText, GatewayError } from '../common/errors.ts';
+import { errorText, GatewayError, toGatewayError } from '../common/errors.ts';
 import type { RequestContext, UpstreamRequest } from '../common/types.ts';
 import type { CompiledRule } from '../hooks/dsl/types.ts';
 import { FORWARDED_REQUEST_HEADERS, tokenCountOf, upstreamQuery } from '../hooks/families/index.ts';
@@ -54,6 +54,19 @@ export async function forward(
     ctx.upstreamModel = candidate.upstreamModel;
     const hooks = rt.ruleHooks(candidate.provider, rule);
     const upstreamReq = await runRewriteBody(hooks.rewrite, ctx, baseRequest(ctx, rule));
+    // Last, so that a signature covers the request as sent.
+    if (hooks.authorizer !== undefined) {
+      try {
+        const pending = hooks.authorizer.authorize(ctx, upstreamReq);
+        if (pending !== undefined) await pending;
+      } catch (err) {
+        // A refused or unreachable token endpoint is this provider's: the next candidate may serve.
+        lastError = toGatewayError(err);
+        if (i === attempts - 1) throw lastError;
+        continue;
+      }
+      ctx.channel = hooks.authorizer.channel;
+    }
     const trace = ctx.trace;
     const t0 = performance.now();
     trace?.attempt(ctx, candidate.provider, upstreamReq, t0);

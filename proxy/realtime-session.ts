@@ -349,6 +349,10 @@ async function connectUpstream(rt: Runtime, ctx: Context, protocols: readonly st
     body: undefined,
   };
   const up = await runRewriteBody(hooks.rewrite, ctx, base);
+  if (hooks.authorizer !== undefined) {
+    await hooks.authorizer.authorize(ctx, up);
+    ctx.channel = hooks.authorizer.channel;
+  }
   const target = new URL(up.path, up.origin);
   target.protocol = target.protocol === 'https:' ? 'wss:' : 'ws:';
   target.search = up.query.toString();

@@ -5,6 +5,11 @@ import type { RouterConfig } from '../common/config-types.ts';
 import type { Hook } from '../common/types.ts';
 import { createRuleHook } from '../hooks/builtin/provider-rule.ts';
 import { createUsageMeterHook, rulePreset } from '../hooks/builtin/usage-meter.ts';
+import {
+  type ProviderCredentials,
+  ruleAuthorizer,
+  type UpstreamAuthorizer,
+} from '../hooks/credentials/index.ts';
 import type { CompiledProvider, CompiledRule, HookRef } from '../hooks/dsl/types.ts';
 import { TRANSFORMS, TRANSLATORS, USAGE_PRESETS } from '../hooks/families/index.ts';
 import { createPathExtractor } from '../hooks/usage/path-extractor.ts';
@@ -23,6 +28,8 @@ export interface RuleHooks {
   /** Keep delivered output for usage estimation (billing on). */
   readonly keepDelivered: boolean;
   readonly timeouts: UpstreamTimeouts;
+  /** The rule's cloud credential, applied to the request after every rewrite (hooks/credentials). */
+  readonly authorizer: UpstreamAuthorizer | undefined;
 }
 
 export interface RuleHookSources {
@@ -34,6 +41,8 @@ export interface RuleHookSources {
   readonly billingComplete: readonly Hook[];
   /** The rate limiter: its headers on the reply, its settlement once billing has the usage. */
   readonly limiter?: Hook;
+  /** Each provider's cloud credentials and settings (proxy/runtime-compile.ts). */
+  readonly credentials?: ReadonlyMap<string, ProviderCredentials>;
 }
 
 const isResponseHook = (h: Hook) =>
@@ -52,12 +61,16 @@ export function compileRuleHooks(
   const perRule = new Map<CompiledRule, RuleHooks>();
   for (const [name, provider] of providers) {
     const keys = config.keys.providerKeys.get(name) ?? [];
+    const creds = sources.credentials?.get(name);
     for (const rule of provider.rules) {
+      const authorizer = ruleAuthorizer(rule.auth, creds);
       const ruleHook = createRuleHook(rule, {
         provider: name,
         translators: TRANSLATORS,
         transforms: TRANSFORMS,
         keys,
+        cloudAuth: authorizer !== undefined,
+        settings: creds?.settings,
       });
       const custom = rule.hooks.map((ref) => ruleCustom.get(ref)!);
       const preset = rulePreset(rule, { presets: USAGE_PRESETS, pathExtractor: createPathExtractor });
@@ -82,6 +95,7 @@ export function compileRuleHooks(
           headersTimeoutMs: rule.upstreamConfig.headersTimeoutMs ?? config.limits.upstreamHeadersTimeoutMs,
           bodyTimeoutMs: rule.upstreamConfig.bodyTimeoutMs ?? config.limits.upstreamBodyTimeoutMs,
         },
+        authorizer,
       });
     }
   }

@@ -11,6 +11,11 @@ import { compileRegistry, type ModelRegistry } from '../config/models.ts';
 import { type Authenticator, createAuthenticator } from '../hooks/builtin/auth.ts';
 import type { ProviderOffer } from '../hooks/builtin/select-target.ts';
 import {
+  type ProviderCredentials,
+  resolveProviderCredentials,
+  ruleHasCredential,
+} from '../hooks/credentials/index.ts';
+import {
   baseUrlEnvName,
   formatDiagnostic,
   loadProviderDir,
@@ -43,6 +48,8 @@ export interface Compiled {
   readonly warnings: string[];
   /** What `x-router-provider` may name (providerOffers). */
   readonly offers: ReadonlyMap<string, ProviderOffer>;
+  /** Each provider's cloud credentials and settings (hooks/credentials). */
+  readonly credentials: ReadonlyMap<string, ProviderCredentials>;
 }
 
 /**
@@ -82,8 +89,38 @@ function sendsCredential(provider: CompiledProvider): boolean {
  * Whether the gateway holds the credentials the provider's rules send (true when they send none). The one
  * place that decides it: an upstream key today; cloud credentials (Bedrock, Vertex, Entra) belong here.
  */
-export function holdsCredentials(config: RouterConfig, provider: CompiledProvider): boolean {
-  return !sendsCredential(provider) || (config.keys.providerKeys.get(provider.name)?.length ?? 0) > 0;
+export function holdsCredentials(
+  config: RouterConfig,
+  provider: CompiledProvider,
+  credentials?: ReadonlyMap<string, ProviderCredentials>,
+): boolean {
+  const creds = credentials?.get(provider.name);
+  // Cloud credentials that are set but unusable (router -t names them): not offered.
+  if (creds !== undefined && creds.problems.length > 0) return false;
+  const keys = config.keys.providerKeys.get(provider.name) ?? [];
+  return provider.rules.every((rule) => ruleHasCredential(rule.auth, creds, keys));
+}
+
+/** Each provider's cloud credentials, from the keys file and the environment (nothing is fetched). */
+export function providerCredentials(
+  config: RouterConfig,
+  providers: ReadonlyMap<string, CompiledProvider>,
+  env: Record<string, string | undefined>,
+): Map<string, ProviderCredentials> {
+  const out = new Map<string, ProviderCredentials>();
+  for (const [name, provider] of providers) {
+    out.set(
+      name,
+      resolveProviderCredentials({
+        provider,
+        keys: config.keys.providerKeys.get(name) ?? [],
+        file: config.keys.cloudCredentials?.get(name),
+        env,
+        connectTimeoutMs: config.limits.upstreamConnectTimeoutMs,
+      }),
+    );
+  }
+  return out;
 }
 
 /**
@@ -96,12 +133,13 @@ export function providerOffers(
   config: RouterConfig,
   providers: ReadonlyMap<string, CompiledProvider>,
   env: Record<string, string | undefined>,
+  credentials?: ReadonlyMap<string, ProviderCredentials>,
 ): Map<string, ProviderOffer> {
   const routed = new Set(config.models.entries.flatMap((entry) => entry.routes.map((r) => r.provider)));
   const offers = new Map<string, ProviderOffer>();
   for (const [name, provider] of providers) {
     let offer: ProviderOffer = 'offered';
-    if (!holdsCredentials(config, provider)) offer = 'no_credentials';
+    if (!holdsCredentials(config, provider, credentials)) offer = 'no_credentials';
     else if (!sendsCredential(provider) && !routed.has(name) && (env[baseUrlEnvName(name)] ?? '') === '')
       offer = 'not_set_up';
     offers.set(name, offer);
@@ -118,6 +156,7 @@ export function providerOffers(
 export function missingProviderKeys(
   config: RouterConfig,
   providers: ReadonlyMap<string, CompiledProvider>,
+  credentials?: ReadonlyMap<string, ProviderCredentials>,
 ): MissingProviderKey[] {
   const routed = new Map<string, string[]>();
   for (const entry of config.models.entries) {
@@ -132,7 +171,9 @@ export function missingProviderKeys(
     const provider = providers.get(name);
     // An unknown provider is a diagnostic of its own.
     if (provider === undefined) continue;
-    if (holdsCredentials(config, provider)) continue;
+    if (holdsCredentials(config, provider, credentials)) continue;
+    // Set but unusable cloud credentials have their own warning.
+    if ((credentials?.get(name)?.problems.length ?? 0) > 0) continue;
     const variable = providerKeyEnvName(name);
     // The keys loader gives the variable to the provider of this spelling when the keys file names none.
     const reaches = variable
@@ -237,8 +278,16 @@ export async function compileRuntime(config: RouterConfig, opts: CompileOptions)
     }
   }
   const warnings: string[] = [];
+  const credentials = providerCredentials(config, providers, env);
   if (diagnostics.length === 0) {
-    for (const missing of missingProviderKeys(config, providers)) {
+    for (const [provider, creds] of credentials) {
+      for (const problem of creds.problems) {
+        const warning = `${problem}; the provider is not offered until this is fixed`;
+        warnings.push(warning);
+        warn({ provider }, warning);
+      }
+    }
+    for (const missing of missingProviderKeys(config, providers, credentials)) {
       const warning = missingProviderKeyWarning(missing);
       warnings.push(warning);
       warn(
@@ -253,6 +302,16 @@ export async function compileRuntime(config: RouterConfig, opts: CompileOptions)
       );
     }
   }
-  const offers = providerOffers(config, providers, env);
-  return { diagnostics, providers, registry, authenticator, globalCustom, ruleCustom, warnings, offers };
+  const offers = providerOffers(config, providers, env, credentials);
+  return {
+    diagnostics,
+    providers,
+    registry,
+    authenticator,
+    globalCustom,
+    ruleCustom,
+    warnings,
+    offers,
+    credentials,
+  };
 }

@@ -172,6 +172,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     globalCustom,
     billingComplete,
     limiter: limiter.hook,
+    credentials: compiled.credentials,
   });
   const models = createModelListing(registry, (name, api) => {
     const provider = providers.get(name);

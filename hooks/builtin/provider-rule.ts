@@ -17,7 +17,7 @@ import {
   type UpstreamRequest,
 } from '../../common/types.ts';
 import { jsonDeleteCopy, jsonSetCopy } from '../dsl/json-path.ts';
-import { renderHeaderTemplate, renderTemplate } from '../dsl/template.ts';
+import { type ProviderSettings, renderHeaderTemplate, renderTemplate } from '../dsl/template.ts';
 import type { CompiledRule, CompiledTemplate } from '../dsl/types.ts';
 import type { StreamTransformFactory } from '../transforms/types.ts';
 import { TranslationError, type TranslatorFactory } from '../translators/types.ts';
@@ -31,6 +31,13 @@ export interface RuleHookDeps {
   readonly transforms: ReadonlyMap<string, StreamTransformFactory>;
   /** Upstream keys of this provider (round robin); empty when none is configured. */
   readonly keys: readonly UpstreamKey[];
+  /**
+   * The rule's cloud credential (hooks/credentials), applied after every rewrite: the rule's key
+   * directives then are not applied. Undefined: they are.
+   */
+  readonly cloudAuth?: boolean;
+  /** `${provider.region}`, `${provider.project}`, `${provider.location}`. */
+  readonly settings?: ProviderSettings;
 }
 
 export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
@@ -91,6 +98,7 @@ function requestRewriter(
       requestId: ctx.id,
       api: ctx.api,
       provider: deps.provider,
+      settings: deps.settings,
     };
     for (const op of requestOps) {
       switch (op.op) {
@@ -154,9 +162,23 @@ function authApplier(
 ): (ctx: RequestContext, req: UpstreamRequest) => void {
   let keyCursor = 0;
   let warnedNoKey = false;
+  if (deps.cloudAuth === true) return () => undefined;
   return (ctx, req) => {
     for (const op of rule.auth) {
       if (op.op === 'auth_none') continue;
+      if (op.op === 'auth_sigv4' || op.op === 'auth_google' || op.op === 'auth_entra') {
+        // Not configured: the key directives of the block are the fallback; without any, no credential.
+        if (
+          rule.auth.some(
+            (o) => o.op === 'auth_bearer' || o.op === 'auth_header_key' || o.op === 'auth_query_key',
+          )
+        )
+          continue;
+        throw new GatewayError(
+          'provider_key_missing',
+          `The provider '${deps.provider}' is not available: the gateway has no credentials for it`,
+        );
+      }
       if (deps.keys.length === 0) {
         if (!warnedNoKey) {
           warnedNoKey = true;

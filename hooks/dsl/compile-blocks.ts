@@ -108,14 +108,22 @@ export function keyValue(cx: CompileContext, d: DirectiveNode): ArgNode | undefi
   return undefined;
 }
 
+/** An AWS service name as SigV4 signs it (`bedrock`, `execute-api`, `s3`). */
+const SIGV4_SERVICE = /^[a-z0-9][a-z0-9-]*$/;
+
 export function compileAuth(cx: CompileContext, d: DirectiveNode, body: BodyParts): void {
   let noneAt: Pos | undefined;
+  const cloudAt = new Map<string, Pos>();
   const ops = cx.blockOps(
     d,
     body,
     (item) => authOp(cx, item),
     (op, item) => {
       if (op.op === 'auth_none') noneAt = item.loc;
+      if (op.op === 'auth_sigv4' || op.op === 'auth_google' || op.op === 'auth_entra') {
+        if (!cx.once(cloudAt.get(op.op), op.op, item.loc)) return false;
+        cloudAt.set(op.op, item.loc);
+      }
       return true;
     },
   );
@@ -129,7 +137,19 @@ function authOp(cx: CompileContext, d: DirectiveNode): AuthOp | undefined {
   switch (d.name) {
     case 'auth_bearer':
     case 'auth_none':
+    case 'auth_google':
+    case 'auth_entra':
       return cx.noBlock(d) && cx.arity(d, []) ? { op: d.name } : undefined;
+    case 'auth_sigv4': {
+      const args = cx.noBlock(d) ? cx.arity(d, ['service']) : undefined;
+      if (!args) return undefined;
+      const s = cx.str(args[0], 'the AWS service name');
+      if (s && !SIGV4_SERVICE.test(s.value)) {
+        cx.error(s.loc, `invalid AWS service name ${JSON.stringify(s.value)} (for example "bedrock")`);
+        return undefined;
+      }
+      return s ? { op: 'auth_sigv4', service: s.value } : undefined;
+    }
     case 'auth_header_key': {
       const args = cx.noBlock(d) ? cx.arity(d, ['header name']) : undefined;
       if (!args) return undefined;

@@ -26,7 +26,15 @@ export type BlockName = 'upstream_config' | 'auth' | 'request' | 'upstream' | 'r
 /** Directives of each block, used for "expected ..." lists and for "belongs in the X block" hints. */
 export const BLOCK_DIRECTIVES: Readonly<Record<BlockName, readonly string[]>> = {
   upstream_config: ['base_url', 'connect_timeout_ms', 'headers_timeout_ms', 'body_timeout_ms'],
-  auth: ['auth_bearer', 'auth_header_key', 'auth_query_key', 'auth_none'],
+  auth: [
+    'auth_bearer',
+    'auth_header_key',
+    'auth_query_key',
+    'auth_none',
+    'auth_sigv4',
+    'auth_google',
+    'auth_entra',
+  ],
   request: ['set_header', 'pass_header', 'del_header', 'json_set', 'json_del', 'req_map'],
   upstream: ['set_path', 'set_query', 'del_query'],
   response: ['resp_passthrough', 'resp_map', 'sse_parse'],

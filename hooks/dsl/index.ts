@@ -20,6 +20,8 @@ export { print } from './printer.ts';
 export {
   compileTemplate,
   constantTemplate,
+  type ProviderSettings,
+  providerSettingEnvName,
   renderTemplate,
   TEMPLATE_VARIABLES,
   type TemplateVars,

@@ -11,7 +11,25 @@ export const TEMPLATE_VARIABLES: readonly TemplateVariable[] = [
   'request.id',
   'request.api',
   'provider.name',
+  'provider.region',
+  'provider.project',
+  'provider.location',
 ];
+
+/**
+ * Where a provider's cloud settings come from: ROUTER_PROVIDER_<NAME>_REGION, _PROJECT and _LOCATION
+ * (the name upper-cased, `-` and `.` written `_`), read when the configuration is loaded.
+ */
+export function providerSettingEnvName(provider: string, setting: 'region' | 'project' | 'location'): string {
+  return `ROUTER_PROVIDER_${provider.toUpperCase().replace(/[-.]/g, '_')}_${setting.toUpperCase()}`;
+}
+
+/** A provider's cloud settings (`${provider.region}` ...); unset ones render as ''. */
+export interface ProviderSettings {
+  readonly region?: string | undefined;
+  readonly project?: string | undefined;
+  readonly location?: string | undefined;
+}
 
 export interface TemplateVars {
   /** Model as the client named it. */
@@ -21,6 +39,7 @@ export interface TemplateVars {
   readonly requestId: string;
   readonly api: string;
   readonly provider: string;
+  readonly settings?: ProviderSettings;
 }
 
 export interface TemplateError {
@@ -101,6 +120,12 @@ function variableValue(v: TemplateVariable, vars: TemplateVars): string {
       return vars.api;
     case 'provider.name':
       return vars.provider;
+    case 'provider.region':
+      return vars.settings?.region ?? '';
+    case 'provider.project':
+      return vars.settings?.project ?? '';
+    case 'provider.location':
+      return vars.settings?.location ?? '';
   }
 }
 

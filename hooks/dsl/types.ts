@@ -20,8 +20,8 @@ export interface DslDiagnostic extends SourceLoc {
 
 /**
  * A string template: literal text and `${...}` variables, compiled once.
- * Variables: request.model, request.model_mapped, request.id, request.api, provider.name, env.NAME
- * (env is read at compile time).
+ * Variables: request.model, request.model_mapped, request.id, request.api, provider.name,
+ * provider.region, provider.project, provider.location, env.NAME (env is read at compile time).
  */
 export type TemplatePart = { readonly text: string } | { readonly variable: TemplateVariable };
 export type TemplateVariable =
@@ -29,7 +29,10 @@ export type TemplateVariable =
   | 'request.model_mapped'
   | 'request.id'
   | 'request.api'
-  | 'provider.name';
+  | 'provider.name'
+  | 'provider.region'
+  | 'provider.project'
+  | 'provider.location';
 export interface CompiledTemplate {
   readonly source: string;
   readonly parts: readonly TemplatePart[];
@@ -44,7 +47,14 @@ export type AuthOp =
   | { readonly op: 'auth_bearer' }
   | { readonly op: 'auth_header_key'; readonly header: string }
   | { readonly op: 'auth_query_key'; readonly param: string }
-  | { readonly op: 'auth_none' };
+  | { readonly op: 'auth_none' }
+  /** Cloud credentials (hooks/credentials): tried in written order, the first one configured is used. */
+  | { readonly op: 'auth_sigv4'; readonly service: string }
+  | { readonly op: 'auth_google' }
+  | { readonly op: 'auth_entra' };
+
+/** The auth directives whose credentials come from the keys file or the cloud's own variables. */
+export type CloudAuthOp = Extract<AuthOp, { op: 'auth_sigv4' | 'auth_google' | 'auth_entra' }>;
 
 export type RequestOp =
   | { readonly op: 'set_header'; readonly name: string; readonly value: CompiledTemplate }

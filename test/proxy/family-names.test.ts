@@ -14,6 +14,12 @@ const CORE = ['proxy', 'common', 'store', 'billing', 'hooks/builtin', 'hooks/dsl
 
 const FAMILY_WORDS = /anthropic|gemini|openai|google|usageMetadata|x-goog|x-api-key/i;
 
+/**
+ * DSL directive names that name a cloud's credential scheme, not a wire family: the DSL compiles them
+ * and the rule hook knows them like auth_bearer (docs/dsl.md "Cloud credentials").
+ */
+const CREDENTIAL_DIRECTIVES = /\bauth_google\b/g;
+
 /** Generated from the JSON Schemas, whose descriptions name families as examples for the operator. */
 const GENERATED = new Set(['config/schema-const.ts']);
 
@@ -43,7 +49,7 @@ function familyNames(): string[] {
       const rel = relative(ROOT, path);
       if (GENERATED.has(rel)) continue;
       codeOf(path, readFileSync(path, 'utf8')).forEach((line, i) => {
-        const m = FAMILY_WORDS.exec(line);
+        const m = FAMILY_WORDS.exec(line.replace(CREDENTIAL_DIRECTIVES, ''));
         if (m !== null) found.push(`${rel}:${i + 1}: ${m[0]}`);
       });
     }

@@ -368,7 +368,7 @@ const DIAGNOSTIC_CASES: [string, string, string[]][] = [
     'unknown auth directive',
     '    auth { auth_basic; }',
     [
-      '5:12: unknown directive "auth_basic" in auth (expected auth_bearer, auth_header_key, auth_query_key, auth_none)',
+      '5:12: unknown directive "auth_basic" in auth (expected auth_bearer, auth_header_key, auth_query_key, auth_none, auth_sigv4, auth_google, auth_entra)',
     ],
   ],
   ['bad header name', '    auth { auth_header_key "x key"; }', ['5:28: invalid header name "x key"']],
@@ -422,7 +422,7 @@ const DIAGNOSTIC_CASES: [string, string, string[]][] = [
     'unknown template variable points inside the string',
     '    request { set_header "x" template("a-${request.modle}"); }',
     [
-      '5:42: unknown template variable "request.modle" (known: request.model, request.model_mapped, request.id, request.api, provider.name, env.NAME)',
+      '5:42: unknown template variable "request.modle" (known: request.model, request.model_mapped, request.id, request.api, provider.name, provider.region, provider.project, provider.location, env.NAME)',
     ],
   ],
   [

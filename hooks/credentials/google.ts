@@ -1,0 +1,115 @@
+// Google service accounts (Vertex AI): OAuth2 access tokens for the cloud-platform scope, minted by
+// google-auth-library's JWT client (it builds and signs the assertion and reads the answer).
+// google-auth-library 10 sends every grant to https://oauth2.googleapis.com/token and puts that URL in
+// the assertion's `aud`, whatever the key file's `token_uri` says; private clouds and tests point
+// token_uri elsewhere. So the client's own transport is given a request interceptor that sends the grant
+// to token_uri, and `aud` is set to token_uri through the client's additionalClaims (they are spread
+// over the payload last). The interceptor also turns the library's retries off: TokenCache retries.
+
+import { readFileSync } from 'node:fs';
+import { type Credentials, JWT } from 'google-auth-library';
+import { errorText } from '../../common/errors.ts';
+import { isRefusal } from './token-endpoint.ts';
+import { type TokenFetch, TokenRefused, TokenUnavailable } from './types.ts';
+
+export const GOOGLE_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
+/** Where google-auth-library sends grants, whatever the key file says. */
+const LIBRARY_TOKEN_URL = 'https://oauth2.googleapis.com/token';
+
+export interface ServiceAccount {
+  readonly clientEmail: string;
+  readonly privateKey: string;
+  readonly privateKeyId: string | undefined;
+  readonly tokenUri: string;
+  readonly projectId: string | undefined;
+}
+
+/** The key file's service account, or what is wrong with it (never quoting its content). */
+export function readServiceAccount(
+  file: string,
+): { ok: true; account: ServiceAccount } | { ok: false; problem: string } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return {
+      ok: false,
+      problem: `cannot read the service account file ${file} (${code ?? (err instanceof SyntaxError ? 'not JSON' : errorText(err))})`,
+    };
+  }
+  const o = raw !== null && typeof raw === 'object' ? (raw as Record<string, unknown>) : {};
+  if (o.type !== 'service_account') {
+    return {
+      ok: false,
+      problem: `${file} is not a service account key file (its "type" is not "service_account")`,
+    };
+  }
+  const missing = ['client_email', 'private_key'].filter((f) => typeof o[f] !== 'string' || o[f] === '');
+  if (missing.length > 0) return { ok: false, problem: `${file} has no ${missing.join(' or ')}` };
+  const tokenUri = typeof o.token_uri === 'string' && o.token_uri !== '' ? o.token_uri : LIBRARY_TOKEN_URL;
+  try {
+    const u = new URL(tokenUri);
+    if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error('scheme');
+  } catch {
+    return { ok: false, problem: `${file}: token_uri is not an http(s) URL` };
+  }
+  return {
+    ok: true,
+    account: {
+      clientEmail: o.client_email as string,
+      privateKey: o.private_key as string,
+      privateKeyId: typeof o.private_key_id === 'string' ? o.private_key_id : undefined,
+      tokenUri,
+      projectId: typeof o.project_id === 'string' && o.project_id !== '' ? o.project_id : undefined,
+    },
+  };
+}
+
+interface GaxiosLikeError {
+  status?: number;
+  response?: { status?: number; data?: unknown };
+}
+
+export function googleTokenFetch(account: ServiceAccount): TokenFetch {
+  return async (timeoutMs) => {
+    // A fresh client per grant: TokenCache keeps the token, so the library's own caches stay out of it.
+    const client = new JWT({
+      email: account.clientEmail,
+      key: account.privateKey,
+      keyId: account.privateKeyId,
+      scopes: [GOOGLE_SCOPE],
+      additionalClaims: { aud: account.tokenUri },
+    });
+    client.transporter.interceptors.request.add({
+      resolved: async (config) => {
+        if (String(config.url) === LIBRARY_TOKEN_URL) config.url = new URL(account.tokenUri);
+        config.retry = false;
+        config.retryConfig = { retry: 0, noResponseRetries: 0 };
+        config.signal = AbortSignal.timeout(Math.max(1, timeoutMs));
+        return config;
+      },
+    });
+    let tokens: Credentials;
+    try {
+      tokens = await client.authorize();
+    } catch (err) {
+      const e = err as GaxiosLikeError;
+      const status = e.response?.status ?? e.status;
+      if (status !== undefined && isRefusal(status)) {
+        const data = e.response?.data as { error?: unknown } | undefined;
+        throw new TokenRefused(status, typeof data?.error === 'string' ? data.error.slice(0, 64) : undefined);
+      }
+      throw new TokenUnavailable(
+        status === undefined
+          ? 'token endpoint could not be reached'
+          : `token endpoint answered HTTP ${status}`,
+        err,
+      );
+    }
+    if (typeof tokens.access_token !== 'string' || typeof tokens.expiry_date !== 'number') {
+      throw new TokenUnavailable('token endpoint answered without access_token and expires_in');
+    }
+    return { token: tokens.access_token, expiresAt: tokens.expiry_date };
+  };
+}

@@ -1,0 +1,262 @@
+// The credentials framework: from a provider's auth directives, the keys file and the environment, the
+// authorizer each cloud directive uses (docs/dsl.md "Cloud credentials"). Credentials come from the keys file and the
+// cloud's own variables, the environment winning; never from a provider file. Built once per
+// configuration load; a token is fetched on first use, never at load.
+
+import { resolve } from 'node:path';
+import type {
+  AwsCredentials,
+  CloudCredentials,
+  EntraCredentials,
+  UpstreamKey,
+} from '../../common/config-types.ts';
+import type { RequestContext, UpstreamRequest } from '../../common/types.ts';
+import { type ProviderSettings, providerSettingEnvName } from '../dsl/template.ts';
+import type { AuthOp, CloudAuthOp, CompiledProvider, CompiledTemplate } from '../dsl/types.ts';
+import { entraTokenFetch, entraTokenUrl } from './entra.ts';
+import { googleTokenFetch, readServiceAccount, type ServiceAccount } from './google.ts';
+import { createBearerAuthorizer, createSigV4Authorizer } from './sigv4.ts';
+import { TokenCache } from './token-cache.ts';
+import type { UpstreamAuthorizer } from './types.ts';
+
+export type { UpstreamAuthorizer } from './types.ts';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+export interface ProviderCredentialInput {
+  readonly provider: CompiledProvider;
+  /** The provider's upstream keys (keys file, ROUTER_PROVIDER_<NAME>_API_KEY): a Bedrock API key. */
+  readonly keys: readonly UpstreamKey[];
+  /** The keys file's cloud credentials of this provider. */
+  readonly file: CloudCredentials | undefined;
+  readonly env: Env;
+  /** limits.upstream_connect_timeout_ms: how long a token request may take, retries included. */
+  readonly connectTimeoutMs: number;
+}
+
+export interface ProviderCredentials {
+  readonly settings: ProviderSettings;
+  /** The authorizer of each cloud directive whose credentials are configured and usable. */
+  readonly authorizers: ReadonlyMap<CloudAuthOp['op'], UpstreamAuthorizer>;
+  /**
+   * What keeps the provider from being used, for `router -t` and the log: credentials that are set but
+   * unusable (an unreadable service account file, half of a variable group), a setting its rules need.
+   */
+  readonly problems: readonly string[];
+}
+
+const CLOUD_OPS = new Set(['auth_sigv4', 'auth_google', 'auth_entra']);
+
+export function isCloudAuthOp(op: AuthOp): op is CloudAuthOp {
+  return CLOUD_OPS.has(op.op);
+}
+
+/**
+ * The authorizer a rule uses: its first cloud directive, in written order, whose credentials are
+ * configured. undefined: the rule's key directives (auth_bearer, auth_header_key, ...) apply.
+ */
+export function ruleAuthorizer(
+  auth: readonly AuthOp[],
+  creds: ProviderCredentials | undefined,
+): UpstreamAuthorizer | undefined {
+  for (const op of auth) {
+    if (!isCloudAuthOp(op)) continue;
+    const found = creds?.authorizers.get(op.op);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+/** Whether a rule can send a credential: it sends none, a cloud one is configured, or it has keys. */
+export function ruleHasCredential(
+  auth: readonly AuthOp[],
+  creds: ProviderCredentials | undefined,
+  keys: readonly UpstreamKey[],
+): boolean {
+  if (auth.every((op) => op.op === 'auth_none')) return true;
+  if (ruleAuthorizer(auth, creds) !== undefined) return true;
+  return keys.length > 0 && auth.some((op) => !isCloudAuthOp(op) && op.op !== 'auth_none');
+}
+
+export function resolveProviderCredentials(input: ProviderCredentialInput): ProviderCredentials {
+  const { provider, env } = input;
+  const name = provider.name;
+  const problems: string[] = [];
+  const authorizers = new Map<CloudAuthOp['op'], UpstreamAuthorizer>();
+  const ops = new Map<CloudAuthOp['op'], CloudAuthOp>();
+  for (const rule of provider.rules) for (const op of rule.auth) if (isCloudAuthOp(op)) ops.set(op.op, op);
+
+  let account: ServiceAccount | undefined;
+  const google = ops.get('auth_google');
+  if (google !== undefined) {
+    const envFile = nonEmpty(env.GOOGLE_APPLICATION_CREDENTIALS);
+    const file = envFile !== undefined ? resolve(envFile) : input.file?.serviceAccountFile;
+    if (file !== undefined) {
+      const read = readServiceAccount(file);
+      if (!read.ok) problems.push(`provider '${name}': ${read.problem}`);
+      else {
+        account = read.account;
+        const cache = new TokenCache({
+          provider: name,
+          scheme: 'google',
+          check: `check the service account ${account.clientEmail} of ${file} (a deleted or disabled key, the account's access to the project) and that its token_uri ${account.tokenUri} is the token endpoint to use`,
+          fetch: googleTokenFetch(account),
+          deadlineMs: input.connectTimeoutMs,
+        });
+        authorizers.set('auth_google', tokenAuthorizer('google', 'service-account', cache));
+      }
+    }
+  }
+
+  const settings: ProviderSettings = {
+    region: nonEmpty(env[providerSettingEnvName(name, 'region')]) ?? nonEmpty(env.AWS_REGION),
+    project: nonEmpty(env[providerSettingEnvName(name, 'project')]) ?? account?.projectId,
+    location: nonEmpty(env[providerSettingEnvName(name, 'location')]),
+  };
+
+  const sigv4 = ops.get('auth_sigv4');
+  if (sigv4?.op === 'auth_sigv4') {
+    const key = input.keys[0];
+    const bedrockKey = sigv4.service === 'bedrock' ? nonEmpty(env.AWS_BEARER_TOKEN_BEDROCK) : undefined;
+    const aws = envGroup<AwsCredentials>(
+      env,
+      ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY'],
+      (v) => ({
+        accessKeyId: v[0]!,
+        secretAccessKey: v[1]!,
+        sessionToken: nonEmpty(env.AWS_SESSION_TOKEN),
+      }),
+      input.file?.aws,
+      problems,
+      name,
+    );
+    // An API key wins over signing credentials (issue 43: as the AWS SDKs do with both set).
+    if (key !== undefined) authorizers.set('auth_sigv4', createBearerAuthorizer(key.value, key.name));
+    else if (bedrockKey !== undefined)
+      authorizers.set('auth_sigv4', createBearerAuthorizer(bedrockKey, 'env'));
+    else if (aws !== undefined) {
+      if (settings.region === undefined) {
+        problems.push(
+          `provider '${name}': SigV4 needs a region: set ${providerSettingEnvName(name, 'region')} or AWS_REGION`,
+        );
+      } else {
+        authorizers.set(
+          'auth_sigv4',
+          createSigV4Authorizer({
+            service: sigv4.service,
+            region: settings.region,
+            credentials: aws,
+            channel: 'aws',
+          }),
+        );
+      }
+    }
+  }
+
+  if (ops.has('auth_entra')) {
+    const entra = envGroup<EntraCredentials>(
+      env,
+      ['AZURE_TENANT_ID', 'AZURE_CLIENT_ID', 'AZURE_CLIENT_SECRET'],
+      (v) => ({ tenantId: v[0]!, clientId: v[1]!, clientSecret: v[2]! }),
+      input.file?.entra,
+      problems,
+      name,
+    );
+    if (entra !== undefined) {
+      const url = entraTokenUrl(entra.tenantId, nonEmpty(env.AZURE_AUTHORITY_HOST));
+      const cache = new TokenCache({
+        provider: name,
+        scheme: 'entra',
+        check: `check the Entra application ${entra.clientId} of tenant ${entra.tenantId} (an expired or wrong client secret, a deleted application, its role on the Azure OpenAI resource) and the token endpoint ${url}`,
+        fetch: entraTokenFetch(entra, nonEmpty(env.AZURE_AUTHORITY_HOST)),
+        deadlineMs: input.connectTimeoutMs,
+      });
+      authorizers.set('auth_entra', tokenAuthorizer('entra', 'entra', cache));
+    }
+  }
+
+  for (const setting of settingsUsed(provider)) {
+    if (settings[setting] === undefined) {
+      const fallback =
+        setting === 'region'
+          ? ' or AWS_REGION'
+          : setting === 'project'
+            ? ' (or a service account file with project_id)'
+            : '';
+      problems.push(
+        `provider '${name}': its rules use $` +
+          `{provider.${setting}}: set ${providerSettingEnvName(name, setting)}${fallback}`,
+      );
+    }
+  }
+  return { settings, authorizers, problems };
+}
+
+/** Which of provider.region, provider.project and provider.location the provider's templates use. */
+export function settingsUsed(provider: CompiledProvider): Set<'region' | 'project' | 'location'> {
+  const used = new Set<'region' | 'project' | 'location'>();
+  const scan = (t: CompiledTemplate) => {
+    for (const part of t.parts) {
+      if ('variable' in part && part.variable.startsWith('provider.') && part.variable !== 'provider.name') {
+        used.add(part.variable.slice('provider.'.length) as 'region' | 'project' | 'location');
+      }
+    }
+  };
+  for (const rule of provider.rules) {
+    for (const op of rule.upstream) if (op.op !== 'del_query') scan(op.value);
+    for (const op of rule.request) {
+      if (op.op === 'set_header') scan(op.value);
+      else if (op.op === 'json_set' && isTemplate(op.value)) scan(op.value);
+    }
+  }
+  return used;
+}
+
+function isTemplate(v: unknown): v is CompiledTemplate {
+  return v !== null && typeof v === 'object' && 'parts' in v && 'source' in v;
+}
+
+/**
+ * A group of variables that wins over the keys file as a whole when any of them is set; one set without
+ * the others is a problem (never a silent mix of the file's and the environment's).
+ */
+function envGroup<T>(
+  env: Env,
+  names: readonly string[],
+  make: (values: string[]) => T,
+  file: T | undefined,
+  problems: string[],
+  provider: string,
+): T | undefined {
+  const values = names.map((n) => nonEmpty(env[n]));
+  if (values.every((v) => v === undefined)) return file;
+  const unset = names.filter((_, i) => values[i] === undefined);
+  if (unset.length > 0) {
+    problems.push(
+      `provider '${provider}': ${names.filter((n) => !unset.includes(n)).join(', ')} set but ${unset.join(', ')} not`,
+    );
+    return undefined;
+  }
+  return make(values as string[]);
+}
+
+function nonEmpty(v: string | undefined): string | undefined {
+  return v === undefined || v === '' ? undefined : v;
+}
+
+function tokenAuthorizer(scheme: string, channel: string, cache: TokenCache): UpstreamAuthorizer {
+  return {
+    scheme,
+    channel,
+    authorize(ctx: RequestContext, req: UpstreamRequest) {
+      const token = cache.token(ctx.log);
+      if (typeof token === 'string') {
+        req.headers.authorization = `Bearer ${token}`;
+        return;
+      }
+      return token.then((t) => {
+        req.headers.authorization = `Bearer ${t}`;
+      });
+    },
+  };
+}

@@ -1,0 +1,129 @@
+// One provider's access token: cached, refreshed before it expires while requests keep using it, one
+// refresh in flight at a time. A refused grant (4xx) answers upstream_auth_failed at once and is not
+// asked again for REFUSED_HOLD_MS; an endpoint that is down is retried with backoff within the
+// connect timeout, then upstream_unreachable. Each provider has its own cache, so neither blocks another.
+
+import type { Logger } from 'pino';
+import { jitteredDelay } from '../../common/backoff.ts';
+import { errorText, GatewayError } from '../../common/errors.ts';
+import { type FetchedToken, type TokenFetch, TokenRefused } from './types.ts';
+
+export const REFUSED_HOLD_MS = 30_000;
+/** A token is renewed this long before it expires (at most half its lifetime). */
+const REFRESH_MARGIN_MS = 5 * 60_000;
+const BACKOFF_BASE_MS = 100;
+const BACKOFF_CAP_MS = 2_000;
+
+export interface TokenCacheOptions {
+  readonly provider: string;
+  /** `entra`, `google`: for the log. */
+  readonly scheme: string;
+  /** What the operator checks when the grant is refused (logged, never sent to a client). */
+  readonly check: string;
+  readonly fetch: TokenFetch;
+  /** How long one token request may take, retries included (limits.upstream_connect_timeout_ms). */
+  readonly deadlineMs: number;
+  readonly now?: () => number;
+  readonly sleep?: (ms: number) => Promise<void>;
+}
+
+interface Held {
+  readonly token: string;
+  readonly expiresAt: number;
+  readonly refreshAt: number;
+}
+
+export class TokenCache {
+  readonly #o: TokenCacheOptions;
+  readonly #now: () => number;
+  readonly #sleep: (ms: number) => Promise<void>;
+  #held: Held | undefined;
+  #inFlight: Promise<Held> | undefined;
+  #refusedUntil = 0;
+  /** How many token requests were sent (tests, and the log). */
+  requests = 0;
+
+  constructor(opts: TokenCacheOptions) {
+    this.#o = opts;
+    this.#now = opts.now ?? Date.now;
+    this.#sleep = opts.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+  }
+
+  /** A token that is valid now; fetched (once for all waiting callers) when none is. */
+  token(log: Logger): string | Promise<string> {
+    const now = this.#now();
+    const held = this.#held;
+    if (held !== undefined && now < held.expiresAt) {
+      // Past its refresh point the token is still good: renew in the background, keep serving it.
+      if (now >= held.refreshAt && this.#inFlight === undefined && now >= this.#refusedUntil) {
+        this.#refresh(log).catch(() => undefined);
+      }
+      return held.token;
+    }
+    if (this.#inFlight !== undefined) return this.#inFlight.then((h) => h.token);
+    if (now < this.#refusedUntil) return Promise.reject(this.#refused());
+    return this.#refresh(log).then((h) => h.token);
+  }
+
+  #refresh(log: Logger): Promise<Held> {
+    const p = this.#fetchWithRetry(log).finally(() => {
+      if (this.#inFlight === p) this.#inFlight = undefined;
+    });
+    this.#inFlight = p;
+    return p;
+  }
+
+  async #fetchWithRetry(log: Logger): Promise<Held> {
+    const { provider, scheme, deadlineMs } = this.#o;
+    const start = this.#now();
+    let lastError: unknown;
+    for (let attempt = 1; ; attempt++) {
+      const left = start + deadlineMs - this.#now();
+      if (left <= 0) break;
+      let fetched: FetchedToken;
+      try {
+        this.requests++;
+        fetched = await this.#o.fetch(left);
+      } catch (err) {
+        if (err instanceof TokenRefused) {
+          this.#refusedUntil = this.#now() + REFUSED_HOLD_MS;
+          log.error(
+            { provider, scheme, status: err.status, reason: err.reason, holdMs: REFUSED_HOLD_MS },
+            `the token endpoint refused provider '${provider}''s credentials: ${this.#o.check}`,
+          );
+          throw this.#refused();
+        }
+        lastError = err;
+        const delay = jitteredDelay(attempt, BACKOFF_BASE_MS, BACKOFF_CAP_MS);
+        if (this.#now() + delay >= start + deadlineMs) break;
+        await this.#sleep(delay);
+        continue;
+      }
+      const now = this.#now();
+      const lifetime = Math.max(0, fetched.expiresAt - now);
+      const held: Held = {
+        token: fetched.token,
+        expiresAt: fetched.expiresAt,
+        refreshAt: fetched.expiresAt - Math.min(REFRESH_MARGIN_MS, lifetime / 2),
+      };
+      this.#held = held;
+      this.#refusedUntil = 0;
+      return held;
+    }
+    log.warn(
+      { provider, scheme, err: errorText(lastError), deadlineMs },
+      `the token endpoint of provider '${provider}' is unreachable`,
+    );
+    throw new GatewayError(
+      'upstream_unreachable',
+      `The provider '${provider}' is unreachable: its token endpoint did not answer`,
+    );
+  }
+
+  #refused(): GatewayError {
+    return new GatewayError(
+      'upstream_auth_failed',
+      `The provider '${this.#o.provider}' refused the gateway's credentials (its token endpoint refused the grant); the operator must check them`,
+    );
+  }
+}

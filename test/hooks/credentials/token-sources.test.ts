@@ -1,0 +1,317 @@
+// The token sources against a real token endpoint on a local port: Entra's client-credentials grant
+// and a Google service account (its grant sent to the key file's token_uri), cached, refreshed before
+// expiry, one grant in flight, a refused grant held for 30 s, an endpoint that fails retried.
+
+import assert from 'node:assert/strict';
+import { generateKeyPairSync, verify } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { after, before, test } from 'node:test';
+import pino from 'pino';
+import { GatewayError } from '../../../common/errors.ts';
+import { entraTokenFetch, entraTokenUrl } from '../../../hooks/credentials/entra.ts';
+import { GOOGLE_SCOPE, googleTokenFetch, readServiceAccount } from '../../../hooks/credentials/google.ts';
+import { REFUSED_HOLD_MS, TokenCache } from '../../../hooks/credentials/token-cache.ts';
+import { startTokenEndpoint, type TokenEndpoint } from '../../support/token-endpoint.ts';
+
+const SECRET = 'entra-client-secret-do-not-log';
+const creds = { tenantId: 'tenant-1', clientId: 'client-1', clientSecret: SECRET };
+
+let ep: TokenEndpoint;
+let dir: string;
+before(async () => {
+  ep = await startTokenEndpoint();
+  dir = await mkdtemp(join(tmpdir(), 'creds-test-'));
+});
+after(async () => {
+  await ep.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+function reset(): void {
+  ep.grants.length = 0;
+  ep.status = 200;
+  ep.expiresIn = 3600;
+  ep.delayMs = 0;
+  ep.check = undefined;
+}
+
+function capture(): { log: pino.Logger; lines: string[] } {
+  const lines: string[] = [];
+  const log = pino(
+    { level: 'debug' },
+    new Writable({
+      write(chunk, _enc, cb) {
+        lines.push(String(chunk));
+        cb();
+      },
+    }),
+  );
+  return { log, lines };
+}
+
+function entraCache(opts: { deadlineMs?: number; now?: () => number } = {}): TokenCache {
+  return new TokenCache({
+    provider: 'azure-openai',
+    scheme: 'entra',
+    check: 'check the Entra application client-1 of tenant tenant-1',
+    fetch: entraTokenFetch(creds, ep.url),
+    deadlineMs: opts.deadlineMs ?? 2000,
+    ...(opts.now === undefined ? {} : { now: opts.now }),
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+test('entra: the grant goes to <authority>/<tenant>/oauth2/v2.0/token with the Cognitive Services scope', async () => {
+  reset();
+  assert.equal(entraTokenUrl('t', undefined), 'https://login.microsoftonline.com/t/oauth2/v2.0/token');
+  const cache = entraCache();
+  const { log } = capture();
+  assert.equal(await cache.token(log), 'tok-1');
+  assert.equal(ep.grants.length, 1);
+  const g = ep.grants[0]!;
+  assert.equal(g.path, '/tenant-1/oauth2/v2.0/token');
+  assert.equal(g.form.get('grant_type'), 'client_credentials');
+  assert.equal(g.form.get('client_id'), 'client-1');
+  assert.equal(g.form.get('client_secret'), SECRET);
+  assert.equal(g.form.get('scope'), 'https://cognitiveservices.azure.com/.default');
+  // Cached: a valid token is answered without a promise and without a grant.
+  assert.equal(cache.token(log), 'tok-1');
+  assert.equal(ep.grants.length, 1);
+});
+
+test('a short-lived token is renewed in the background before it expires, and again after expiry', async () => {
+  reset();
+  ep.expiresIn = 1;
+  const cache = entraCache();
+  const { log } = capture();
+  const first = await cache.token(log);
+  // Past half its life: still served, a new grant starts behind it.
+  await sleep(600);
+  assert.equal(cache.token(log), first);
+  await sleep(100);
+  assert.equal(ep.grants.length, 2);
+  const second = await cache.token(log);
+  assert.notEqual(second, first);
+  assert.ok(ep.isValid(second));
+  // Nobody asked for over a lifetime: the expired token is never served, a grant is awaited.
+  await sleep(1100);
+  assert.equal(ep.isValid(second), false);
+  const third = await cache.token(log);
+  assert.ok(ep.isValid(third));
+  assert.equal(ep.grants.length, 3);
+});
+
+test('one grant in flight: 200 concurrent callers share it', async () => {
+  reset();
+  ep.delayMs = 150;
+  const cache = entraCache();
+  const { log } = capture();
+  const tokens = await Promise.all(Array.from({ length: 200 }, () => cache.token(log)));
+  assert.equal(new Set(tokens).size, 1);
+  assert.equal(ep.grants.length, 1);
+});
+
+test('a refused grant (4xx): upstream_auth_failed naming the provider, not asked again for 30 s', async () => {
+  reset();
+  ep.status = 401;
+  let now = Date.now();
+  const cache = entraCache({ now: () => now });
+  const { log, lines } = capture();
+  await assert.rejects(
+    async () => cache.token(log),
+    (err: unknown) =>
+      err instanceof GatewayError &&
+      err.code === 'upstream_auth_failed' &&
+      err.status === 502 &&
+      err.message.includes("'azure-openai'"),
+  );
+  assert.equal(ep.grants.length, 1, 'a refusal is not retried');
+  const logged = lines.join('');
+  assert.match(logged, /check the Entra application client-1 of tenant tenant-1/);
+  assert.match(logged, /invalid_client/);
+  assert.equal(logged.includes(SECRET), false, 'the secret is never logged');
+  // Held: the endpoint is not asked again...
+  ep.status = 200;
+  now += REFUSED_HOLD_MS - 1000;
+  await assert.rejects(async () => cache.token(log), { code: 'upstream_auth_failed' });
+  assert.equal(ep.grants.length, 1);
+  // ...until the hold is over.
+  now += 2000;
+  assert.ok(ep.isValid(await cache.token(log)));
+  assert.equal(ep.grants.length, 2);
+});
+
+test('an endpoint answering 5xx is retried with backoff until it answers', async () => {
+  reset();
+  ep.status = (_g, i) => (i < 2 ? 503 : 200);
+  const cache = entraCache();
+  const { log } = capture();
+  const token = await cache.token(log);
+  assert.ok(ep.isValid(token));
+  assert.equal(ep.grants.length, 3);
+});
+
+test('an endpoint that keeps failing: retried within the connect timeout, then upstream_unreachable', async () => {
+  reset();
+  ep.status = 500;
+  const cache = entraCache({ deadlineMs: 600 });
+  const { log, lines } = capture();
+  const t0 = Date.now();
+  await assert.rejects(
+    async () => cache.token(log),
+    (err: unknown) =>
+      err instanceof GatewayError &&
+      err.code === 'upstream_unreachable' &&
+      err.message.includes("'azure-openai'"),
+  );
+  const took = Date.now() - t0;
+  assert.ok(ep.grants.length >= 2, `retried (${ep.grants.length} grants)`);
+  assert.ok(took < 1500, `within the deadline (${took} ms)`);
+  assert.equal(lines.join('').includes(SECRET), false);
+  // Not held: the next request asks again.
+  ep.status = 200;
+  assert.ok(ep.isValid(await cache.token(log)));
+});
+
+test('an endpoint that is not listening: upstream_unreachable', async () => {
+  const closed = await startTokenEndpoint();
+  const url = closed.url;
+  await closed.close();
+  const cache = new TokenCache({
+    provider: 'azure-openai',
+    scheme: 'entra',
+    check: 'x',
+    fetch: entraTokenFetch(creds, url),
+    deadlineMs: 400,
+  });
+  await assert.rejects(async () => cache.token(capture().log), { code: 'upstream_unreachable' });
+});
+
+test("a provider whose token endpoint hangs does not hold up another provider's", async () => {
+  reset();
+  const hanging = new TokenCache({
+    provider: 'slow',
+    scheme: 'entra',
+    check: 'x',
+    fetch: () => new Promise(() => undefined),
+    deadlineMs: 60_000,
+  });
+  const { log } = capture();
+  void hanging.token(log);
+  const t0 = Date.now();
+  assert.ok(ep.isValid(await entraCache().token(log)));
+  assert.ok(Date.now() - t0 < 1000);
+});
+
+async function serviceAccountFile(
+  tokenUri: string | undefined,
+): Promise<{ file: string; publicKey: string }> {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+  });
+  const file = join(dir, `sa-${Math.random().toString(36).slice(2)}.json`);
+  await writeFile(
+    file,
+    JSON.stringify({
+      type: 'service_account',
+      project_id: 'proj-1',
+      private_key_id: 'kid-1',
+      private_key: privateKey,
+      client_email: 'gw@proj-1.iam.gserviceaccount.com',
+      ...(tokenUri === undefined ? {} : { token_uri: tokenUri }),
+    }),
+  );
+  return { file, publicKey };
+}
+
+test("google: the signed grant goes to the key file's token_uri, with that aud and the cloud-platform scope", async () => {
+  reset();
+  const tokenUri = `${ep.url}/private-cloud/token`;
+  const { file, publicKey } = await serviceAccountFile(tokenUri);
+  const read = readServiceAccount(file);
+  assert.ok(read.ok);
+  assert.equal(read.account.projectId, 'proj-1');
+  ep.check = (grant) => {
+    if (grant.form.get('grant_type') !== 'urn:ietf:params:oauth:grant-type:jwt-bearer')
+      return 'unsupported_grant_type';
+    const [h, p, s] = (grant.form.get('assertion') ?? '').split('.');
+    const signed = verify(
+      'RSA-SHA256',
+      Buffer.from(`${h}.${p}`),
+      publicKey,
+      Buffer.from(s ?? '', 'base64url'),
+    );
+    if (!signed) return 'invalid_grant';
+    const claims = JSON.parse(Buffer.from(p!, 'base64url').toString('utf8'));
+    if (claims.aud !== tokenUri || claims.scope !== GOOGLE_SCOPE) return 'invalid_scope';
+    if (claims.iss !== 'gw@proj-1.iam.gserviceaccount.com') return 'invalid_client';
+    return undefined;
+  };
+  ep.expiresIn = 120;
+  const cache = new TokenCache({
+    provider: 'vertex',
+    scheme: 'google',
+    check: 'check the service account',
+    fetch: googleTokenFetch(read.account),
+    deadlineMs: 3000,
+  });
+  const { log } = capture();
+  const token = await cache.token(log);
+  assert.ok(ep.isValid(token));
+  assert.equal(ep.grants.length, 1);
+  assert.equal(ep.grants[0]!.path, '/private-cloud/token');
+  assert.equal(cache.token(log), token);
+});
+
+test('google: a refused grant is upstream_auth_failed; a 5xx is retried by the cache, not the library', async () => {
+  reset();
+  const { file } = await serviceAccountFile(`${ep.url}/token`);
+  const read = readServiceAccount(file);
+  assert.ok(read.ok);
+  ep.status = 400;
+  const cache = new TokenCache({
+    provider: 'vertex',
+    scheme: 'google',
+    check: 'check the service account',
+    fetch: googleTokenFetch(read.account),
+    deadlineMs: 3000,
+  });
+  await assert.rejects(async () => cache.token(capture().log), { code: 'upstream_auth_failed' });
+  assert.equal(ep.grants.length, 1);
+
+  reset();
+  ep.status = (_g, i) => (i < 1 ? 503 : 200);
+  const again = new TokenCache({
+    provider: 'vertex',
+    scheme: 'google',
+    check: 'x',
+    fetch: googleTokenFetch(read.account),
+    deadlineMs: 3000,
+  });
+  assert.ok(ep.isValid(await again.token(capture().log)));
+  assert.equal(ep.grants.length, 2);
+});
+
+test('google: an unreadable or wrong key file is a problem that names the file, never its content', async () => {
+  const missing = readServiceAccount(join(dir, 'nope.json'));
+  assert.equal(missing.ok, false);
+  assert.match(
+    !missing.ok ? missing.problem : '',
+    /cannot read the service account file .*nope\.json \(ENOENT\)/,
+  );
+  const notSa = join(dir, 'user.json');
+  await writeFile(notSa, JSON.stringify({ type: 'authorized_user', refresh_token: 'secret-refresh' }));
+  const wrong = readServiceAccount(notSa);
+  assert.equal(wrong.ok, false);
+  assert.equal(!wrong.ok && wrong.problem.includes('secret-refresh'), false);
+  // No token_uri: Google's.
+  const { file } = await serviceAccountFile(undefined);
+  const r = readServiceAccount(file);
+  assert.ok(r.ok && r.account.tokenUri === 'https://oauth2.googleapis.com/token');
+});
