@@ -112,6 +112,13 @@ const SECRET_PATTERNS: readonly [RegExp, string][] = [
   [/\b((?:x-)?(?:api-key|goog-api-key|authorization)\s*[:=]\s*)\S+/gi, '$1[redacted]'],
   [/([?&;\s](?:key|api_?key|access_token|token|password|secret)=)[^&\s;]+/gi, '$1[redacted]'],
   [/\b(?:sk|ak|rk|pk)[-_][\w-]{12,}|\bAIza[\w-]{20,}/g, '[redacted]'],
+  // Cloud credentials: key files, form fields of token grants, signed-URL parameters, keys-file fields.
+  [/-----BEGIN [A-Z ]*PRIVATE KEY-----[^"]*/g, '[redacted]'],
+  [
+    /\b((?:client_secret|assertion|x-amz-security-token|x-amz-signature|secret_access_key|session_token|private_key)["']?\s*[:=]\s*["']?)[^\s"'&,;]+/gi,
+    '$1[redacted]',
+  ],
+  [/\b(?:AKIA|ASIA)[A-Z0-9]{16}\b/g, '[redacted]'],
 ];
 
 /**

@@ -108,6 +108,7 @@ export async function forward(
         },
         "upstream refused the gateway's credentials",
       );
+      hooks.authorizer?.refused?.();
       lastError = new GatewayError('upstream_auth_failed');
       trace?.attemptFailed('upstream_auth_failed', status);
       if (last) throw lastError;

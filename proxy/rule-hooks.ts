@@ -71,6 +71,7 @@ export function compileRuleHooks(
         keys,
         cloudAuth: authorizer !== undefined,
         settings: creds?.settings,
+        unavailable: (creds?.problems.length ?? 0) > 0,
       });
       const custom = rule.hooks.map((ref) => ruleCustom.get(ref)!);
       const preset = rulePreset(rule, { presets: USAGE_PRESETS, pathExtractor: createPathExtractor });

@@ -38,6 +38,8 @@ export interface RuleHookDeps {
   readonly cloudAuth?: boolean;
   /** `${provider.region}`, `${provider.project}`, `${provider.location}`. */
   readonly settings?: ProviderSettings;
+  /** Its credentials or settings are set but unusable (logged at load): every request is refused. */
+  readonly unavailable?: boolean;
 }
 
 export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
@@ -162,6 +164,14 @@ function authApplier(
 ): (ctx: RequestContext, req: UpstreamRequest) => void {
   let keyCursor = 0;
   let warnedNoKey = false;
+  if (deps.unavailable === true) {
+    return () => {
+      throw new GatewayError(
+        'provider_key_missing',
+        `The provider '${deps.provider}' is not available: its credentials or settings are incomplete`,
+      );
+    };
+  }
   if (deps.cloudAuth === true) return () => undefined;
   return (ctx, req) => {
     for (const op of rule.auth) {

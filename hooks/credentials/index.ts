@@ -11,7 +11,7 @@ import type {
   UpstreamKey,
 } from '../../common/config-types.ts';
 import type { RequestContext, UpstreamRequest } from '../../common/types.ts';
-import { type ProviderSettings, providerSettingEnvName } from '../dsl/template.ts';
+import { type ProviderSettings, providerSettingEnvName, providerSettingFromEnv } from '../dsl/template.ts';
 import type { AuthOp, CloudAuthOp, CompiledProvider, CompiledTemplate } from '../dsl/types.ts';
 import { entraTokenFetch, entraTokenUrl } from './entra.ts';
 import { googleTokenFetch, readServiceAccount, type ServiceAccount } from './google.ts';
@@ -109,9 +109,9 @@ export function resolveProviderCredentials(input: ProviderCredentialInput): Prov
   }
 
   const settings: ProviderSettings = {
-    region: nonEmpty(env[providerSettingEnvName(name, 'region')]) ?? nonEmpty(env.AWS_REGION),
-    project: nonEmpty(env[providerSettingEnvName(name, 'project')]) ?? account?.projectId,
-    location: nonEmpty(env[providerSettingEnvName(name, 'location')]),
+    region: providerSettingFromEnv(name, 'region', env),
+    project: providerSettingFromEnv(name, 'project', env) ?? account?.projectId,
+    location: providerSettingFromEnv(name, 'location', env),
   };
 
   const sigv4 = ops.get('auth_sigv4');
@@ -194,7 +194,7 @@ export function resolveProviderCredentials(input: ProviderCredentialInput): Prov
 
 /** Which of provider.region, provider.project and provider.location the provider's templates use. */
 export function settingsUsed(provider: CompiledProvider): Set<'region' | 'project' | 'location'> {
-  const used = new Set<'region' | 'project' | 'location'>();
+  const used = new Set<'region' | 'project' | 'location'>(provider.baseUrlSettings ?? []);
   const scan = (t: CompiledTemplate) => {
     for (const part of t.parts) {
       if ('variable' in part && part.variable.startsWith('provider.') && part.variable !== 'provider.name') {
@@ -257,6 +257,9 @@ function tokenAuthorizer(scheme: string, channel: string, cache: TokenCache): Up
       return token.then((t) => {
         req.headers.authorization = `Bearer ${t}`;
       });
+    },
+    refused() {
+      cache.refused();
     },
   };
 }

@@ -31,6 +31,7 @@ interface Held {
   readonly token: string;
   readonly expiresAt: number;
   readonly refreshAt: number;
+  readonly fetchedAt: number;
 }
 
 export class TokenCache {
@@ -63,6 +64,16 @@ export class TokenCache {
     if (this.#inFlight !== undefined) return this.#inFlight.then((h) => h.token);
     if (now < this.#refusedUntil) return Promise.reject(this.#refused());
     return this.#refresh(log).then((h) => h.token);
+  }
+
+  /**
+   * The upstream refused the token (revoked, or its roles changed): the next request fetches another.
+   * A token fetched within REFUSED_HOLD_MS is kept: a new one would be refused the same way, and dropping
+   * it would send a grant per request to the token endpoint.
+   */
+  refused(): void {
+    const held = this.#held;
+    if (held !== undefined && this.#now() - held.fetchedAt >= REFUSED_HOLD_MS) this.#held = undefined;
   }
 
   #refresh(log: Logger): Promise<Held> {
@@ -105,6 +116,7 @@ export class TokenCache {
         token: fetched.token,
         expiresAt: fetched.expiresAt,
         refreshAt: fetched.expiresAt - Math.min(REFRESH_MARGIN_MS, lifetime / 2),
+        fetchedAt: now,
       };
       this.#held = held;
       this.#refusedUntil = 0;

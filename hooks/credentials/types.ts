@@ -14,6 +14,8 @@ export interface UpstreamAuthorizer {
    * GatewayError `upstream_auth_failed` or `upstream_unreachable` when no credential can be had.
    */
   authorize(ctx: RequestContext, req: UpstreamRequest): void | Promise<void>;
+  /** The upstream refused the credential (401, 403): a token source may drop its token. */
+  refused?(): void;
 }
 
 /** A token from a token endpoint, with the instant (epoch ms) it stops being accepted. */

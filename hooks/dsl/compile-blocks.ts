@@ -2,7 +2,8 @@
 
 import { BLOCK_DIRECTIVES, type BodyParts, type CompileContext } from './compile-context.ts';
 import type { ArgNode, DirectiveNode, Pos } from './parser.ts';
-import type { AuthOp, RequestOp, UpstreamOp } from './types.ts';
+import { providerSettingFromEnv } from './template.ts';
+import type { AuthOp, CompiledTemplate, RequestOp, UpstreamOp } from './types.ts';
 
 /** Environment variable that replaces a provider's base_url: ROUTER_PROVIDER_<NAME>_BASE_URL. */
 export function baseUrlEnvName(provider: string): string {
@@ -72,12 +73,19 @@ export function compileUpstreamConfig(cx: CompileContext, d: DirectiveNode, body
     if (item.name === 'base_url') {
       body.baseUrlInvalid = true;
       const t = cx.stringOrTemplate(v, 'base_url');
+      const text = t === undefined ? undefined : baseUrlText(cx, t);
       if (!t) body.failed = true;
-      else if (!t.constant) {
-        cx.error(v.loc, 'base_url may use $' + '{env.NAME} but no request variables');
+      else if (text === undefined) {
+        cx.error(
+          v.loc,
+          'base_url may use $' +
+            '{env.NAME}, $' +
+            '{provider.region} and $' +
+            '{provider.location}, no request variables',
+        );
         body.failed = true;
       } else {
-        const r = normalizeBaseUrl(t.parts.map((p) => ('text' in p ? p.text : '')).join(''));
+        const r = normalizeBaseUrl(text);
         if (r.ok) {
           cfg.baseUrl = r.url;
           body.baseUrlInvalid = false;
@@ -97,6 +105,29 @@ export function compileUpstreamConfig(cx: CompileContext, d: DirectiveNode, body
     cfg[TIMEOUT_KEYS[item.name]!] = v.value;
   }
   body.upstreamConfig = cfg;
+}
+
+/**
+ * A base_url template's text: `${provider.region}` and `${provider.location}` filled in from the
+ * environment now (a host is fixed per load); undefined when it uses another variable. An unset setting
+ * leaves a placeholder and is recorded, so the provider is reported and not offered, while a file that
+ * names a region nobody uses still loads.
+ */
+function baseUrlText(cx: CompileContext, t: CompiledTemplate): string | undefined {
+  let out = '';
+  for (const p of t.parts) {
+    if ('text' in p) {
+      out += p.text;
+      continue;
+    }
+    if (p.variable !== 'provider.region' && p.variable !== 'provider.location') return undefined;
+    const setting = p.variable === 'provider.region' ? 'region' : 'location';
+    cx.baseUrlSettings.add(setting);
+    const value =
+      cx.providerName === undefined ? undefined : providerSettingFromEnv(cx.providerName, setting, cx.env);
+    out += value ?? `unset-${setting}`;
+  }
+  return out;
 }
 
 /** `key = value;`: the value, or undefined when the directive has another shape (reported). */

@@ -80,6 +80,13 @@ export class CompileContext {
   /** Names `req_map` accepts: HTTP translators and realtime ones (which rule takes which: mergeRule). */
   readonly requestTranslators: ReadonlySet<string>;
 
+  /** The provider's name once read (base_url's provider settings need it). */
+  providerName: string | undefined;
+  /** ROUTER_PROVIDER_<NAME>_BASE_URL is set: the file's base_url is not used. */
+  baseUrlOverridden = false;
+  /** Provider settings the file's base_url templates use. */
+  readonly baseUrlSettings = new Set<'region' | 'location'>();
+
   constructor(file: string, registries: DslRegistries, env: Readonly<Record<string, string | undefined>>) {
     this.file = file;
     this.registries = registries;

@@ -94,12 +94,14 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
   }
   cx.needBlock(pd);
 
+  cx.providerName = providerName;
   let envBaseUrl: string | undefined;
   if (providerName) {
     const envName = baseUrlEnvName(providerName);
     const raw = cx.env[envName];
     if (raw !== undefined && raw !== '') {
       const r = normalizeBaseUrl(raw);
+      cx.baseUrlOverridden = true;
       if (r.ok) envBaseUrl = r.url;
       else cx.error(providerNameAt, `${envName}: ${r.message}`);
     }
@@ -156,5 +158,15 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
 
   if (diagnostics.length > 0 || !providerName || syntax === undefined)
     return { provider: undefined, diagnostics };
-  return { provider: { name: providerName, file, syntax, rules }, diagnostics };
+  const baseUrlSettings = cx.baseUrlOverridden ? [] : [...cx.baseUrlSettings];
+  return {
+    provider: {
+      name: providerName,
+      file,
+      syntax,
+      rules,
+      ...(baseUrlSettings.length > 0 ? { baseUrlSettings } : {}),
+    },
+    diagnostics,
+  };
 }

@@ -20,8 +20,25 @@ export const TEMPLATE_VARIABLES: readonly TemplateVariable[] = [
  * Where a provider's cloud settings come from: ROUTER_PROVIDER_<NAME>_REGION, _PROJECT and _LOCATION
  * (the name upper-cased, `-` and `.` written `_`), read when the configuration is loaded.
  */
-export function providerSettingEnvName(provider: string, setting: 'region' | 'project' | 'location'): string {
+export function providerSettingEnvName(provider: string, setting: ProviderSettingName): string {
   return `ROUTER_PROVIDER_${provider.toUpperCase().replace(/[-.]/g, '_')}_${setting.toUpperCase()}`;
+}
+
+export type ProviderSettingName = 'region' | 'project' | 'location';
+
+/**
+ * A setting as the environment gives it: ROUTER_PROVIDER_<NAME>_<SETTING>, for the region else
+ * AWS_REGION. (The project may also come from a service account file: hooks/credentials.)
+ */
+export function providerSettingFromEnv(
+  provider: string,
+  setting: ProviderSettingName,
+  env: Readonly<Record<string, string | undefined>>,
+): string | undefined {
+  const own = env[providerSettingEnvName(provider, setting)];
+  if (own !== undefined && own !== '') return own;
+  const aws = setting === 'region' ? env.AWS_REGION : undefined;
+  return aws === undefined || aws === '' ? undefined : aws;
 }
 
 /** A provider's cloud settings (`${provider.region}` ...); unset ones render as ''. */

@@ -132,6 +132,11 @@ export interface CompiledProvider {
   readonly syntax: string;
   /** Rules in file order; the first whose api (and stream, when given) matches wins. */
   readonly rules: readonly CompiledRule[];
+  /**
+   * `${provider.region}` / `${provider.location}` written in a base_url, filled in at load time (an
+   * unset one leaves the provider not offered: hooks/credentials).
+   */
+  readonly baseUrlSettings?: readonly ('region' | 'location')[];
 }
 
 /** Names the compiler accepts; anything else is a diagnostic at the directive's location. */

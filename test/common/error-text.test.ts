@@ -72,3 +72,32 @@ test('credentials are masked', () => {
 test('bounded', () => {
   assert.ok(errorText(new Error('x'.repeat(100_000))).length <= 1001);
 });
+
+test('cloud credentials are masked: grant form fields, signed-URL parameters, key files, AWS key ids', () => {
+  const cases: [string, string][] = [
+    ['grant_type=client_credentials&client_secret=abc~DEF.123&scope=x', 'client_secret=[redacted]'],
+    ['assertion=eyJhbGciOi.eyJpc3Mi.sig&grant_type=jwt', 'assertion=[redacted]'],
+    ['GET /x?X-Amz-Security-Token=FQoGZXIvYXdzE&X-Amz-Signature=abcdef', 'X-Amz-Security-Token=[redacted]'],
+    ['bad field secret_access_key: wJalrXUtnFEMI/K7MDENG', 'secret_access_key: [redacted]'],
+    [
+      '{"private_key":"-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADAN\\n-----END PRIVATE KEY-----\\n"}',
+      '[redacted]',
+    ],
+    ['credential AKIAIOSFODNN7EXAMPLE refused', 'credential [redacted] refused'],
+  ];
+  for (const [text, kept] of cases) {
+    const out = errorText(new Error(text));
+    assert.ok(out.includes(kept), `${out} keeps ${kept}`);
+    for (const secret of [
+      'abc~DEF',
+      'eyJhbGciOi',
+      'FQoGZXIvYXdzE',
+      'abcdef',
+      'wJalrXUtnFEMI',
+      'MIIEvQIBADAN',
+      'AKIAIOSFODNN7EXAMPLE',
+    ]) {
+      assert.equal(out.includes(secret), false, `${out} hides ${secret}`);
+    }
+  }
+});

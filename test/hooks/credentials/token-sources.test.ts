@@ -315,3 +315,18 @@ test('google: an unreadable or wrong key file is a problem that names the file, 
   const r = readServiceAccount(file);
   assert.ok(r.ok && r.account.tokenUri === 'https://oauth2.googleapis.com/token');
 });
+
+test('a token the upstream refuses is dropped once it is older than the hold; a fresh one is kept', async () => {
+  reset();
+  let now = Date.now();
+  const cache = entraCache({ now: () => now });
+  const { log } = capture();
+  const first = await cache.token(log);
+  cache.refused();
+  assert.equal(cache.token(log), first, 'just fetched: kept, no grant per refused request');
+  now += REFUSED_HOLD_MS;
+  cache.refused();
+  const second = await cache.token(log);
+  assert.notEqual(second, first);
+  assert.equal(ep.grants.length, 2);
+});

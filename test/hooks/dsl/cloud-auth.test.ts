@@ -170,3 +170,77 @@ test('a cloud directive alone, not configured: the request is refused, nothing u
     (err: unknown) => err instanceof GatewayError && err.code === 'provider_key_missing',
   );
 });
+
+function regional(env: Record<string, string>, host = 'bedrock-runtime.${provider.region}.amazonaws.com') {
+  const src = `syntax "next-router/0.1";
+provider "bedrock-eu" {
+  defaults {
+    upstream_config { base_url = template("https://${host}"); }
+    auth { auth_sigv4 "bedrock"; }
+  }
+  match api = "native.messages" { upstream { set_path "/x"; } }
+}
+`;
+  return compileProviderSource('bedrock-eu.conf', src, { registries: defaultRegistries(), env });
+}
+
+test('base_url may use ${provider.region} and ${provider.location}, filled in at load time', () => {
+  const own = regional({ ROUTER_PROVIDER_BEDROCK_EU_REGION: 'eu-central-1', AWS_REGION: 'us-east-1' });
+  assert.deepEqual(own.diagnostics, []);
+  assert.equal(
+    own.provider!.rules[0]!.upstreamConfig.baseUrl,
+    'https://bedrock-runtime.eu-central-1.amazonaws.com',
+  );
+  assert.deepEqual(own.provider!.baseUrlSettings, ['region']);
+  const fallback = regional({ AWS_REGION: 'us-west-2' });
+  assert.equal(
+    fallback.provider!.rules[0]!.upstreamConfig.baseUrl,
+    'https://bedrock-runtime.us-west-2.amazonaws.com',
+  );
+  const loc = regional(
+    { ROUTER_PROVIDER_BEDROCK_EU_LOCATION: 'us-east5' },
+    '${provider.location}-aiplatform.googleapis.com',
+  );
+  assert.equal(loc.provider!.rules[0]!.upstreamConfig.baseUrl, 'https://us-east5-aiplatform.googleapis.com');
+  // The base URL variable replaces the file's base_url, settings and all.
+  const overridden = regional({ ROUTER_PROVIDER_BEDROCK_EU_BASE_URL: 'http://127.0.0.1:9' });
+  assert.equal(overridden.provider!.rules[0]!.upstreamConfig.baseUrl, 'http://127.0.0.1:9');
+  assert.equal(overridden.provider!.baseUrlSettings, undefined);
+  // A request variable, or the project (which may come from a key file), is not a host.
+  const bad = regional({}, '${provider.project}.example.com');
+  assert.deepEqual(
+    bad.diagnostics.map((d) => d.message),
+    ['base_url may use ${env.NAME}, ${provider.region} and ${provider.location}, no request variables'],
+  );
+});
+
+test('an unset region in base_url loads the file, but the provider is reported and every request refused', () => {
+  const r = regional({});
+  assert.deepEqual(r.diagnostics, []);
+  const provider = r.provider!;
+  const creds = resolveProviderCredentials({
+    provider,
+    keys: [],
+    file: { aws: { accessKeyId: 'AKID', secretAccessKey: 's' } },
+    env: {},
+    connectTimeoutMs: 1000,
+  });
+  assert.match(
+    creds.problems.join('\n'),
+    /\$\{provider\.region\}: set ROUTER_PROVIDER_BEDROCK_EU_REGION or AWS_REGION/,
+  );
+  const hook = createRuleHook(provider.rules[0]!, {
+    provider: 'bedrock-eu',
+    translators: TRANSLATORS,
+    transforms: TRANSFORMS,
+    keys: [],
+    unavailable: creds.problems.length > 0,
+  });
+  assert.throws(
+    () => hook.rewriteBody!(ctx, upstreamReq()),
+    (err: unknown) =>
+      err instanceof GatewayError &&
+      err.code === 'provider_key_missing' &&
+      err.message.includes("'bedrock-eu'"),
+  );
+});

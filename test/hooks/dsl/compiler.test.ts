@@ -331,7 +331,7 @@ const DIAGNOSTIC_CASES: [string, string, string[]][] = [
   [
     'request variable in base_url',
     '    upstream_config { base_url = template("http://${request.model}"); }',
-    ['5:34: base_url may use ${env.NAME} but no request variables'],
+    ['5:34: base_url may use ${env.NAME}, ${provider.region} and ${provider.location}, no request variables'],
   ],
   [
     'unknown upstream_config key',
