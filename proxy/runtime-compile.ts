@@ -11,6 +11,8 @@ import { compileRegistry, type ModelRegistry } from '../config/models.ts';
 import { type Authenticator, createAuthenticator } from '../hooks/builtin/auth.ts';
 import type { ProviderOffer } from '../hooks/builtin/select-target.ts';
 import {
+  credentialSources,
+  isCloudAuthOp,
   type ProviderCredentials,
   resolveProviderCredentials,
   ruleHasCredential,
@@ -75,6 +77,10 @@ export interface MissingProviderKey {
   readonly keysFile: string | undefined;
   /** Registry ids routed to it, in the registry's order. */
   readonly models: readonly string[];
+  /** Where its cloud credentials would come from, when its auth blocks name a cloud directive. */
+  readonly cloud?: readonly string[];
+  /** Its auth blocks also send a key (the cloud credentials' fallback). */
+  readonly keyFallback?: boolean;
 }
 
 /** How many model ids a warning names before "and N more". */
@@ -180,11 +186,22 @@ export function missingProviderKeys(
       .slice('ROUTER_PROVIDER_'.length, -'_API_KEY'.length)
       .toLowerCase()
       .replaceAll('_', '-');
+    const cloud = new Map<string, string>();
+    for (const rule of provider.rules)
+      for (const op of rule.auth) if (isCloudAuthOp(op)) cloud.set(op.op, credentialSources(op, name));
     missing.push({
       provider: name,
       variable: reaches === name ? variable : undefined,
       keysFile: config.keys.file,
       models,
+      ...(cloud.size > 0
+        ? {
+            cloud: [...cloud.values()],
+            keyFallback: provider.rules.some((rule) =>
+              rule.auth.some((op) => !isCloudAuthOp(op) && op.op !== 'auth_none'),
+            ),
+          }
+        : {}),
     });
   }
   return missing;
@@ -200,6 +217,10 @@ export function missingProviderKeyWarning(m: MissingProviderKey): string {
       ? `providers.${m.provider}.api_key to a keys file (\`keys:\` of the main file)`
       : `providers.${m.provider}.api_key to the keys file ${m.keysFile}`;
   const fix = m.variable === undefined ? `add ${entry}` : `set ${m.variable} or add ${entry}`;
+  if (m.cloud !== undefined) {
+    const key = m.keyFallback === true ? `; or ${fix}` : '';
+    return `provider '${m.provider}' has no credentials: requests for ${models} will be refused with 503 provider_key_missing; set ${m.cloud.join('; or ')}${key}`;
+  }
   return `provider '${m.provider}' has no upstream API key: requests for ${models} will be refused with 503 provider_key_missing; ${fix}`;
 }
 

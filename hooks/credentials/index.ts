@@ -192,6 +192,18 @@ export function resolveProviderCredentials(input: ProviderCredentialInput): Prov
   return { settings, authorizers, problems };
 }
 
+/** Where the credentials of a cloud directive come from, for the warning about a provider without any. */
+export function credentialSources(op: CloudAuthOp, provider: string): string {
+  switch (op.op) {
+    case 'auth_sigv4':
+      return `AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or providers.${provider}.aws)${op.service === 'bedrock' ? ', or a Bedrock API key in AWS_BEARER_TOKEN_BEDROCK' : ''}`;
+    case 'auth_google':
+      return `GOOGLE_APPLICATION_CREDENTIALS (or providers.${provider}.service_account_file)`;
+    case 'auth_entra':
+      return `AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (or providers.${provider}.entra)`;
+  }
+}
+
 /** Which of provider.region, provider.project and provider.location the provider's templates use. */
 export function settingsUsed(provider: CompiledProvider): Set<'region' | 'project' | 'location'> {
   const used = new Set<'region' | 'project' | 'location'>(provider.baseUrlSettings ?? []);

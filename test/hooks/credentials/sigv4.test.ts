@@ -8,9 +8,14 @@ import { test } from 'node:test';
 import aws4 from 'aws4';
 import pino from 'pino';
 import type { RequestContext, UpstreamRequest } from '../../../common/types.ts';
-import { resolveProviderCredentials, ruleAuthorizer } from '../../../hooks/credentials/index.ts';
+import {
+  credentialSources,
+  resolveProviderCredentials,
+  ruleAuthorizer,
+} from '../../../hooks/credentials/index.ts';
 import { createSigV4Authorizer } from '../../../hooks/credentials/sigv4.ts';
 import { compileProviderSource, defaultRegistries } from '../../../hooks/dsl/index.ts';
+import { missingProviderKeyWarning } from '../../../proxy/runtime-compile.ts';
 
 const AWS = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY' };
 const ctx = { log: pino({ level: 'silent' }) } as unknown as RequestContext;
@@ -165,4 +170,20 @@ test('auth_sigv4: the environment wins as a group; half a group and a missing re
   const none = resolveProviderCredentials({ ...base, file: undefined, env: { AWS_REGION: 'r' } });
   assert.deepEqual(none.problems, []);
   assert.equal(ruleAuthorizer(provider.rules[0]!.auth, none), undefined);
+});
+
+test('a routed provider without cloud credentials: the warning names the variables and keys-file entries', () => {
+  const text = missingProviderKeyWarning({
+    provider: 'azure-openai',
+    variable: 'ROUTER_PROVIDER_AZURE_OPENAI_API_KEY',
+    keysFile: '/etc/router/keys.yaml',
+    models: ['azure-gpt'],
+    cloud: [credentialSources({ op: 'auth_entra' }, 'azure-openai')],
+    keyFallback: true,
+  });
+  assert.equal(
+    text,
+    "provider 'azure-openai' has no credentials: requests for azure-gpt will be refused with 503 provider_key_missing; set AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (or providers.azure-openai.entra); or set ROUTER_PROVIDER_AZURE_OPENAI_API_KEY or add providers.azure-openai.api_key to the keys file /etc/router/keys.yaml",
+  );
+  assert.match(credentialSources({ op: 'auth_sigv4', service: 'bedrock' }, 'b'), /AWS_BEARER_TOKEN_BEDROCK/);
 });
