@@ -17,7 +17,7 @@ import { openRedisStores, type RedisStores } from '../../store/redis-store.ts';
 import { type HeldStreamUpstream, startHeldStreamUpstream } from '../support/held-stream.ts';
 import { RealtimeClient } from '../support/realtime-client.ts';
 import { type RedisServer, startRedis, testKeyRecord, testStoreConfig } from '../support/redis.ts';
-import { MODELS_FILE, PROVIDERS_DIR, simProviderEnv } from '../support/stack.ts';
+import { MODELS_FILE, PROVIDERS_DIR, simProviderEnv, TRUST_LOOPBACK_IDS } from '../support/stack.ts';
 
 const PREFIX = 'rl:';
 
@@ -42,6 +42,7 @@ before(async () => {
       `providers_dir: ${PROVIDERS_DIR}`,
       `models: ${MODELS_FILE}`,
       'log: { level: silent }',
+      TRUST_LOOPBACK_IDS,
       'store:',
       '  enabled: true',
       `  addr: ${redis.url}`,
@@ -235,6 +236,33 @@ test('each SDK raises its own rate-limit error on the 429', async () => {
       return true;
     },
   );
+});
+
+test('a request id repeated by a trusted caller does not let two requests share one slot', async () => {
+  const secret = await newKey({ limits: { maxConcurrent: 1 } });
+  const abort = new AbortController();
+  const send = (g: RunningGateway) =>
+    fetch(`${g.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${secret}`,
+        'content-type': 'application/json',
+        'x-router-provider': 'groq',
+        'x-router-request-id': 'same-id-twice',
+      },
+      body: JSON.stringify({
+        model: 'gpt-5.4-mini',
+        messages: [{ role: 'user', content: 'hi' }],
+        stream: true,
+      }),
+    });
+  const first = await send(gateways[0]!);
+  assert.equal(first.status, 200);
+  const second = await send(gateways[1]!);
+  assert.equal(second.status, 429);
+  assert.equal(((await second.json()) as { error: { code: string } }).error.code, 'concurrency_limit');
+  // Held until the client leaves (the held upstream is released by a later test).
+  abort.abort();
 });
 
 test('max_concurrent 2: two of five streams admitted; a third once one ends by its client aborting', async () => {
