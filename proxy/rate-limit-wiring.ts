@@ -9,6 +9,15 @@ import { createRateLimiter, type RateLimiter } from '../hooks/builtin/rate-limit
 import { MemoryRateLimits } from '../store/memory-rate-limits.ts';
 import type { ClusterLink } from './workers/worker-link.ts';
 
+/** Whether router.yaml or the keys file sets any rate limit or model list. */
+export function limitsConfigured(config: RouterConfig): boolean {
+  return (
+    rateLimitsConfigured(config) ||
+    config.rateLimits.perKey.models !== undefined ||
+    config.keys.accessKeys.some((k) => k.limits !== undefined)
+  );
+}
+
 /** Whether router.yaml sets any rate limit (then every request with a subject is admitted). */
 export function rateLimitsConfigured(config: RouterConfig): boolean {
   const r = config.rateLimits;

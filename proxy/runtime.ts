@@ -34,7 +34,7 @@ import { watchKeysFile } from './keys-watch.ts';
 import { settleUsage } from './metering.ts';
 import { createGatewayMetrics } from './metrics.ts';
 import { createModelListing } from './model-list.ts';
-import { openRateLimiter } from './rate-limit-wiring.ts';
+import { limitsConfigured, openRateLimiter } from './rate-limit-wiring.ts';
 import { compileRuleHooks, type RuleHooks } from './rule-hooks.ts';
 import { checkRuntime, compileRuntime, fileAuthenticator } from './runtime-compile.ts';
 import { createEndpoints, type ReadyReport } from './runtime-endpoints.ts';
@@ -145,10 +145,13 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
   const upstream =
     opts.upstream ?? new UpstreamClient({ connectTimeoutMs: config.limits.upstreamConnectTimeoutMs });
   const keys = await openAccessKeys(config, opts, compiled.authenticator, metrics);
-  // file_only keys with a shared store: the counters are still the store's.
+  // file_only keys with a shared store: the counters are still the store's, opened only when some limit
+  // is configured (a connection, and a wait for it at every start, that nothing else needs).
   const limitStore =
     keys.store ??
-    (config.store.enabled ? await openStateStore(config, { role: 'gateway', logger: log }) : undefined);
+    (config.store.enabled && limitsConfigured(config)
+      ? await openStateStore(config, { role: 'gateway', logger: log })
+      : undefined);
   const limiter = openRateLimiter(config, limitStore, opts.cluster, metrics);
 
   const requestHooks: Hook[] = [

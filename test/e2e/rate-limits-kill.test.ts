@@ -147,7 +147,7 @@ test('a live gateway renews its slot: a stream held for over two leases keeps it
   assert.equal(holding.status, 200);
   const heldSince = Date.now();
   // The one slot held: its lease is the admission's own id.
-  const [lease = '', first = '0'] = await redis.admin.zrange(slotsKey(key.name), 0, -1, 'WITHSCORES');
+  const [lease = '', first = '0'] = await redis.admin.zrange(slotsKey(key.name), '0', '-1', 'WITHSCORES');
   const firstExpiry = Number(first);
   assert.ok(firstExpiry > 0, 'the slot is held');
   let refusals = 0;
