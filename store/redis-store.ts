@@ -155,25 +155,7 @@ export async function openRedisStores(
     await closeRedisClient(client);
   }
 
-  const subjectLimits: SubjectLimitStore = {
-    getSubjectLimits: (subject) =>
-      guard('getSubjectLimits', async () =>
-        parseSubjectLimits(await client.hgetall(subjectLimitsKey(k, subject))),
-      ),
-    setSubjectLimits: (subject, limits) =>
-      guard('setSubjectLimits', async () => {
-        const key = subjectLimitsKey(k, subject);
-        const fields: string[] = [];
-        for (const [field, wire] of Object.entries(RATE_LIMIT_FIELDS)) {
-          const value = limits?.[field as keyof RateLimits];
-          if (value !== undefined) fields.push(wire, String(value));
-        }
-        // Replaced whole, in one step: the admission script never sees half of an update.
-        const tx = client.multi().del(key);
-        if (fields.length > 0) tx.hset(key, ...fields);
-        for (const [err] of (await tx.exec()) ?? []) if (err) throw err;
-      }),
-  };
+  const subjectLimits = redisSubjectLimits(client, k);
 
   const state: StateStore = {
     kind: 'redis',
@@ -280,7 +262,46 @@ export async function openRedisStores(
     close,
   } satisfies StateStore;
 
-  const accessKeys: AccessKeyStore = {
+  const accessKeys = redisAccessKeys(client, k, wrote);
+
+  return {
+    state,
+    accessKeys,
+    subjectLimits,
+    client,
+    keys: k,
+    viewCache: cache,
+    connected,
+    close,
+  };
+}
+
+/** Subjects' own limits: replaced whole, so the admission script never sees half an update. */
+function redisSubjectLimits(client: Redis, k: KeyLayout): SubjectLimitStore {
+  return {
+    getSubjectLimits: (subject) =>
+      guard('getSubjectLimits', async () =>
+        parseSubjectLimits(await client.hgetall(subjectLimitsKey(k, subject))),
+      ),
+    setSubjectLimits: (subject, limits) =>
+      guard('setSubjectLimits', async () => {
+        const key = subjectLimitsKey(k, subject);
+        const fields: string[] = [];
+        for (const [field, wire] of Object.entries(RATE_LIMIT_FIELDS)) {
+          const value = limits?.[field as keyof RateLimits];
+          if (value !== undefined) fields.push(wire, String(value));
+        }
+        // Replaced whole, in one step: the admission script never sees half of an update.
+        const tx = client.multi().del(key);
+        if (fields.length > 0) tx.hset(key, ...fields);
+        for (const [err] of (await tx.exec()) ?? []) if (err) throw err;
+      }),
+  };
+}
+
+/** Access-key records: each change in one script, dropped from this process's view cache around it. */
+function redisAccessKeys(client: Redis, k: KeyLayout, wrote: (...keys: string[]) => void): AccessKeyStore {
+  return {
     create: (key) =>
       guard('createAccessKey', async () => {
         const result = await CREATE.run(
@@ -330,16 +351,5 @@ export async function openRedisStores(
         wrote(key);
         return result;
       }),
-  } satisfies AccessKeyStore;
-
-  return {
-    state,
-    accessKeys,
-    subjectLimits,
-    client,
-    keys: k,
-    viewCache: cache,
-    connected,
-    close,
   };
 }
