@@ -159,6 +159,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
   const leasePrefix = `${randomBytes(6).toString('base64url')}:`;
   let leases = 0;
   const allowed = createModelCheck(config);
+  const defaultsSet = hasLimits(config.perKey) || hasLimits(config.perSubject) || config.subjects.size > 0;
   const leaseMs = config.leaseMs;
   const timer = setInterval(
     () => {
@@ -226,6 +227,8 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
     // A realtime session's re-check: the session was counted once, at its upgrade.
     if (p === undefined || p.isMaster || ctx.sessionId !== undefined) return CONTINUE;
     if (ctx.model !== undefined) checkModel(p, ctx.model);
+    // Nothing to count: no limit of its own, no defaults, no subject limits in the store.
+    if (p.limits === undefined && !defaultsSet && !opts.storedSubjectLimits) return CONTINUE;
     // Token counts are not model calls: they neither count nor take a slot.
     if (tokenCountOf(ctx.api) !== undefined) return CONTINUE;
     const keyLimits = p.keyName === undefined ? undefined : withDefaults(p.limits, config.perKey);
