@@ -204,6 +204,12 @@ test('each SDK raises its own rate-limit error on the 429', async () => {
     openai.chat.completions.create({ model: 'gpt-5.4-mini', messages: [{ role: 'user', content: 'hi' }] }),
     (err: unknown) => err instanceof OpenAI.RateLimitError && err.status === 429,
   );
+  // The Responses client too, with the OpenAI-style headers.
+  await assert.rejects(openai.responses.create({ model: 'gpt-5.4-mini', input: 'hi' }), (err: unknown) => {
+    assert.ok(err instanceof OpenAI.RateLimitError, String(err));
+    assert.equal(err.headers?.get('x-ratelimit-limit-requests'), '1');
+    return true;
+  });
   const anthropic = new Anthropic({ apiKey: secret, baseURL: gateways[1]!.url, maxRetries: 0 });
   await assert.rejects(
     anthropic.messages.create({
@@ -372,4 +378,31 @@ test('a realtime session holds its slot until it closes and counts its tokens re
   assert.equal(Number(next.upgradeHeaders['x-ratelimit-remaining-tokens']), remainingBefore - used);
   next.ws.close();
   await next.closed;
+});
+
+test('a model outside the key list: Anthropic PermissionDeniedError, genai 403 PERMISSION_DENIED', async () => {
+  const secret = await newKey({ models: ['gpt-*'] });
+  const anthropic = new Anthropic({ apiKey: secret, baseURL: gateways[0]!.url, maxRetries: 0 });
+  await assert.rejects(
+    anthropic.messages.create({
+      model: 'claude-sonnet-5',
+      max_tokens: 16,
+      messages: [{ role: 'user', content: 'hi' }],
+    }),
+    (err: unknown) => {
+      assert.ok(err instanceof Anthropic.PermissionDeniedError, String(err));
+      assert.match(err.message, /claude-sonnet-5/);
+      return true;
+    },
+  );
+  const genai = new GoogleGenAI({ apiKey: secret, httpOptions: { baseUrl: gateways[1]!.url } });
+  await assert.rejects(
+    genai.models.generateContent({ model: 'gemini-3.8-flash', contents: 'hi' }),
+    (err: unknown) => {
+      const e = err as { status?: number; message?: string };
+      assert.equal(e.status, 403);
+      assert.match(String(e.message), /PERMISSION_DENIED/);
+      return true;
+    },
+  );
 });
