@@ -34,7 +34,7 @@ export async function forward(
       lastError = new GatewayError('unknown_provider', `Unknown provider '${candidate.provider}'`);
       continue;
     }
-    const rule = rt.matchRule(provider, ctx.api, ctx.stream);
+    const rule = rt.matchRule(provider, ctx.api, ctx.stream, candidate.upstreamModel ?? ctx.model);
     const count = rule === undefined ? tokenCountOf(ctx.api) : undefined;
     if (count !== undefined) {
       ctx.upstreamModel = candidate.upstreamModel;

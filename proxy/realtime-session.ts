@@ -328,7 +328,7 @@ async function connectUpstream(rt: Runtime, ctx: Context, protocols: readonly st
   const provider = rt.providers.get(candidate.provider);
   if (provider === undefined)
     throw new GatewayError('unknown_provider', `Unknown provider '${candidate.provider}'`);
-  const rule = rt.matchRule(provider, ctx.api, true);
+  const rule = rt.matchRule(provider, ctx.api, true, candidate.upstreamModel ?? ctx.model);
   if (rule === undefined) {
     throw new GatewayError(
       'no_matching_rule',

@@ -69,7 +69,12 @@ export interface Runtime {
   readonly requestHooks: readonly Hook[];
   /** onComplete hooks of requests that never reached a rule. */
   readonly completeHooks: readonly Hook[];
-  matchRule(provider: CompiledProvider, api: ApiName, stream: boolean): CompiledRule | undefined;
+  matchRule(
+    provider: CompiledProvider,
+    api: ApiName,
+    stream: boolean,
+    model?: string,
+  ): CompiledRule | undefined;
   ruleHooks(provider: string, rule: CompiledRule): RuleHooks;
   /** Authenticate a request outside the proxy pipeline (GET /v1/models), with the same key sources. */
   authenticate(headers: IncomingHttpHeaders, query: URLSearchParams): Promise<Principal>;
@@ -179,10 +184,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
   });
   const models = createModelListing(registry, (name, api) => {
     const provider = providers.get(name);
-    return (
-      provider !== undefined &&
-      (matchRule(provider, api, false) ?? matchRule(provider, api, true)) !== undefined
-    );
+    return provider !== undefined && provider.rules.some((r) => r.api === api);
   });
   // The GenAI metrics label a request's model only by an id listed exactly (clients choose the rest).
   const modelIds: ReadonlySet<string> = new Set(

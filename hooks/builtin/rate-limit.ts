@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { RateLimitsConfig } from '../../common/config-types.ts';
 import { errorText, GatewayError } from '../../common/errors.ts';
+import { globMatcher } from '../../common/glob.ts';
 import {
   type Admission,
   type AdmitResult,
@@ -89,20 +90,6 @@ export interface RateLimiter {
   modelsFor(principal: Principal | undefined): ((model: string) => boolean) | undefined;
   /** Stops renewing leases (the runtime is closing; requests still held are released by their completion). */
   close(): void;
-}
-
-function globMatcher(patterns: readonly string[]): (model: string) => boolean {
-  const res = patterns.map(
-    (p) =>
-      new RegExp(
-        `^${p
-          .replace(/[.+^${}()|[\]\\]/g, '\\$&')
-          .replaceAll('*', '.*')
-          .replaceAll('?', '.')}$`,
-        's',
-      ),
-  );
-  return (model) => res.some((re) => re.test(model));
 }
 
 /** Whether a principal may use a model (its list, else the default list; the master key: always). */

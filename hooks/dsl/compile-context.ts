@@ -63,6 +63,7 @@ export interface BodyParts {
 export interface MatchHead {
   readonly api: ApiName | undefined;
   readonly stream: boolean | undefined;
+  readonly model: string | undefined;
   readonly ok: boolean;
 }
 

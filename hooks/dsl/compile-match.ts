@@ -1,6 +1,7 @@
 // A match block's head (api = "...", stream = true|false) and the rule it yields once its body is
 // merged with the provider's defaults.
 
+import { globToRegExp } from '../../common/glob.ts';
 import { API_NAMES, type ApiName, REALTIME_APIS } from '../../common/types.ts';
 import type { BodyParts, CompileContext, MatchHead } from './compile-context.ts';
 import type { DirectiveNode } from './parser.ts';
@@ -9,21 +10,22 @@ import type { CompiledRule, DslRegistries, RequestOp } from './types.ts';
 export function compileMatchHead(cx: CompileContext, d: DirectiveNode): MatchHead {
   let api: ApiName | undefined;
   let stream: boolean | undefined;
+  let model: string | undefined;
   let ok = true;
   const seen = new Set<string>();
   const args = d.args;
   let k = 0;
   while (k < args.length) {
     const key = args[k]!;
-    if (key.kind !== 'word' || (key.value !== 'api' && key.value !== 'stream')) {
-      cx.error(key.loc, 'expected api = "<api>" or stream = true|false');
-      return { api, stream, ok: false };
+    if (key.kind !== 'word' || (key.value !== 'api' && key.value !== 'stream' && key.value !== 'model')) {
+      cx.error(key.loc, 'expected api = "<api>", stream = true|false or model = "<glob>"');
+      return { api, stream, model, ok: false };
     }
     const eq = args[k + 1];
     const v = args[k + 2];
     if (eq?.kind !== 'equals' || v === undefined) {
       cx.error(eq?.loc ?? key.loc, `expected ${key.value} = <value>`);
-      return { api, stream, ok: false };
+      return { api, stream, model, ok: false };
     }
     if (seen.has(key.value)) {
       cx.error(key.loc, `duplicate "${key.value}" in match`);
@@ -38,6 +40,11 @@ export function compileMatchHead(cx: CompileContext, d: DirectiveNode): MatchHea
         cx.error(v.loc, `unknown api ${JSON.stringify(v.value)} (known: ${API_NAMES.join(', ')})`);
         ok = false;
       } else api = v.value as ApiName;
+    } else if (key.value === 'model') {
+      if (v.kind !== 'string' || v.value === '') {
+        cx.error(v.loc, 'model must be a non-empty glob in double quotes (e.g. "anthropic.*")');
+        ok = false;
+      } else model = v.value;
     } else if (v.kind === 'word' && (v.value === 'true' || v.value === 'false')) {
       stream = v.value === 'true';
     } else {
@@ -50,7 +57,7 @@ export function compileMatchHead(cx: CompileContext, d: DirectiveNode): MatchHea
     cx.error(d.loc, 'match needs api = "<api>"');
     ok = false;
   }
-  return { api, stream, ok };
+  return { api, stream, model, ok };
 }
 
 export function mergeRule(
@@ -91,6 +98,7 @@ export function mergeRule(
   return {
     api: head.api,
     stream: head.stream,
+    ...(head.model === undefined ? {} : { model: head.model, modelMatch: globToRegExp(head.model) }),
     loc: cx.loc(d.loc),
     upstreamConfig: { ...def?.upstreamConfig, ...body.upstreamConfig, baseUrl },
     auth: body.auth ?? def?.auth ?? [],

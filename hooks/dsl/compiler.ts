@@ -142,7 +142,8 @@ export function compileAst(file: string, ast: FileNode, opts: CompileOptions): C
             (m) =>
               m.head.ok &&
               m.head.api === head.api &&
-              (m.head.stream === undefined || m.head.stream === head.stream),
+              (m.head.stream === undefined || m.head.stream === head.stream) &&
+              (m.head.model === undefined || m.head.model === head.model),
           )
       : undefined;
     if (shadow) {

@@ -112,16 +112,20 @@ export async function loadProviderDir(
 }
 
 /**
- * The rule for a request: the first, top to bottom, whose api equals `api` and whose stream flag (when
- * the rule has one) equals `stream`. undefined means the request gets HTTP 400 no_matching_rule.
+ * The rule for a request: the first, top to bottom, whose api equals `api`, whose stream flag (when
+ * the rule has one) equals `stream` and whose model glob (when it has one) matches the upstream model.
+ * undefined means the request gets HTTP 400 no_matching_rule.
  */
 export function matchRule(
   provider: CompiledProvider,
   api: ApiName,
   stream: boolean,
+  model?: string,
 ): CompiledRule | undefined {
   for (const rule of provider.rules) {
-    if (rule.api === api && (rule.stream === undefined || rule.stream === stream)) return rule;
+    if (rule.api !== api || (rule.stream !== undefined && rule.stream !== stream)) continue;
+    if (rule.modelMatch !== undefined && (model === undefined || !rule.modelMatch.test(model))) continue;
+    return rule;
   }
   return undefined;
 }

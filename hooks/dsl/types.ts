@@ -116,6 +116,9 @@ export interface CompiledRule {
   readonly api: ApiName;
   /** undefined = the rule does not test `stream`. */
   readonly stream: boolean | undefined;
+  /** `match model = "<glob>"`: the rule applies only to upstream model ids matching it. */
+  readonly model?: string;
+  readonly modelMatch?: RegExp;
   readonly loc: SourceLoc;
   readonly upstreamConfig: UpstreamConfig;
   readonly auth: readonly AuthOp[];
@@ -130,7 +133,7 @@ export interface CompiledProvider {
   readonly name: string;
   readonly file: string;
   readonly syntax: string;
-  /** Rules in file order; the first whose api (and stream, when given) matches wins. */
+  /** Rules in file order; the first whose api (and stream and model, when given) matches wins. */
   readonly rules: readonly CompiledRule[];
   /**
    * `${provider.region}` / `${provider.location}` written in a base_url, filled in at load time (an

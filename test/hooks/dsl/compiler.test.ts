@@ -260,6 +260,61 @@ provider "p" {
   assert.equal(path('responses', false), undefined);
 });
 
+test('match model = "<glob>": the rule applies to upstream models matching it; one without a model is the fallback', () => {
+  const r = compile(`syntax "next-router/0.1";
+provider "p" {
+  defaults { upstream_config { base_url = "http://h"; } }
+  match api = "chat.completions" model = "*anthropic.*" { upstream { set_path "/invoke"; } }
+  match api = "chat.completions" stream = true model = "claude*" { upstream { set_path "/claude-stream"; } }
+  match api = "chat.completions" { upstream { set_path "/converse"; } }
+}
+`);
+  const p = r.provider;
+  assert.ok(p, r.diagnostics.map(formatDiagnostic).join('\n'));
+  const path = (stream: boolean, model: string | undefined) => {
+    const op = matchRule(p, 'chat.completions', stream, model)?.upstream[0];
+    return op?.op === 'set_path' ? op.value.source : undefined;
+  };
+  assert.equal(path(false, 'anthropic.claude-3-haiku'), '/invoke');
+  assert.equal(path(true, 'us.anthropic.claude-sonnet-4'), '/invoke');
+  assert.equal(path(false, 'arn:aws:bedrock:us-east-1:1:inference-profile/eu.anthropic.claude'), '/invoke');
+  assert.equal(path(true, 'claude-sonnet-4@20250514'), '/claude-stream');
+  assert.equal(path(false, 'claude-sonnet-4@20250514'), '/converse');
+  assert.equal(path(false, 'meta.llama3'), '/converse');
+  assert.equal(path(false, undefined), '/converse', 'a rule with a model never matches a request without one');
+  assert.equal(path(false, 'ANTHROPIC.claude'), '/converse', 'globs are case-sensitive');
+});
+
+test('match model: a bad value is an error, and a rule with a model does not shadow a later one', () => {
+  assert.deepEqual(
+    errs(`syntax "next-router/0.1";
+provider "p" {
+  defaults { upstream_config { base_url = "http://h"; } }
+  match api = "embeddings" model = claude { }
+}
+`),
+    ['4:36: model must be a non-empty glob in double quotes (e.g. "anthropic.*")'],
+  );
+  assert.deepEqual(
+    errs(`syntax "next-router/0.1";
+provider "p" {
+  defaults { upstream_config { base_url = "http://h"; } }
+  match api = "embeddings" { }
+  match api = "embeddings" model = "x*" { }
+}
+`),
+    ['5:3: rule is unreachable: the rule at 4:3 already matches everything it matches'],
+  );
+  const ok = compile(`syntax "next-router/0.1";
+provider "p" {
+  defaults { upstream_config { base_url = "http://h"; } }
+  match api = "embeddings" model = "x*" { }
+  match api = "embeddings" { }
+}
+`);
+  assert.deepEqual(ok.diagnostics, []);
+});
+
 test('ROUTER_PROVIDER_<NAME>_BASE_URL replaces base_url in every rule', () => {
   const src = `syntax "next-router/0.1";
 provider "azure-openai" {
@@ -621,7 +676,7 @@ provider "p" {
       '8:28: duplicate "api" in match',
       '9:3: match needs api = "<api>"',
       '10:13: expected api = <value>',
-      '11:9: expected api = "<api>" or stream = true|false',
+      '11:9: expected api = "<api>", stream = true|false or model = "<glob>"',
       '12:15: api must be a string in double quotes',
       '13:3: "match" needs a block { ... }',
     ],
