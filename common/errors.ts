@@ -64,6 +64,9 @@ export const ERROR_CATALOGUE = {
     422,
   ),
   upstream_timeout: upstream(504, 'The upstream provider timed out'),
+  // The provider throttles the gateway's credentials (Bedrock ThrottlingException, Vertex
+  // RESOURCE_EXHAUSTED): not the gateway's own rate_limit_* codes, which are about the client's key.
+  upstream_rate_limited: rateLimit(429, 'The upstream provider is throttling requests; retry later'),
   shutting_down: server(503, 'The gateway is shutting down'),
   sidecar_unavailable: server(
     503,
