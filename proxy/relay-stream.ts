@@ -1,12 +1,14 @@
 // Relaying an upstream event stream: raw bytes when every response hook only observes, the hooks'
 // events otherwise (a chunk they passed on unchanged still goes out as received), and an error event
-// in the client's shape when the upstream fails mid-stream.
+// in the client's shape when the upstream fails mid-stream. A binary stream (a registered framing's
+// content type) is decoded into the same events and always serialized as SSE.
 
 import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { errorText, GatewayError } from '../common/errors.ts';
 import type { JsonValue, RequestContext, ResponseHead, ResponsePart } from '../common/types.ts';
 import { errorEvent, REPLY_TEXT_FIELDS } from '../hooks/families/index.ts';
+import type { StreamFraming, StreamFramingDecoder } from '../hooks/families/types.ts';
 import { DELIVERED_TEXT_LIMIT, recordDelivered } from './metering.ts';
 import { runResponseChunk, runResponseEnd } from './pipeline.ts';
 import type { RequestCompletion } from './request-completion.ts';
@@ -39,15 +41,24 @@ function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^$|()[\]{}\\]/g, '\\$&');
 }
 
-export async function relayStream(job: RelayJob): Promise<void> {
+/**
+ * Relays an SSE stream, or with `framing` a binary event stream: its decoder turns each network chunk
+ * into events, which go through the same hooks and reach the client serialized as SSE (there are no
+ * bytes a client could take as they came).
+ */
+export async function relayStream(job: RelayJob, framing?: StreamFraming): Promise<void> {
   const { ctx, hooks, up, res, head, completion } = job;
-  head.headers['content-type'] ??= 'text/event-stream';
+  if (framing === undefined) head.headers['content-type'] ??= 'text/event-stream';
+  else {
+    head.headers['content-type'] = 'text/event-stream; charset=utf-8';
+    delete head.headers['content-length'];
+  }
   head.headers['cache-control'] = 'no-cache';
   head.headers['x-accel-buffering'] = 'no';
   res.writeHead(head.status, head.headers);
   res.flushHeaders();
   ctx.responseStarted = true;
-  const passthrough = hooks.observeOnly;
+  const passthrough = hooks.observeOnly && framing === undefined;
   const keep = { bytes: hooks.keepDelivered ? 0 : DELIVERED_TEXT_LIMIT };
   // Transform mode: the events the hooks gave out for the current chunk; serialized only when the chunk
   // cannot go out as received (see the loop).
@@ -68,7 +79,7 @@ export async function relayStream(job: RelayJob): Promise<void> {
     held.length = 0;
     return text;
   };
-  const reader = new SseReader((ev) => {
+  const onEvent = (ev: SseEvent) => {
     if (ctx.firstTokenMs === undefined && GENERATED_TEXT.test(ev.data)) {
       ctx.firstTokenMs = performance.now() - ctx.startedAt;
     }
@@ -77,7 +88,8 @@ export async function relayStream(job: RelayJob): Promise<void> {
     // Hooks hand an event on unchanged as its own part object (provider-rule.ts, observers).
     if (parts.length !== 1 || parts[0] !== part) unchanged = false;
     emit(parts);
-  });
+  };
+  const reader = framing === undefined ? new SseReader(onEvent) : new FramedReader(framing, onEvent);
   // In transform mode a chunk still goes out as the bytes received when serializing could not change
   // it: the stream was at an event boundary before the chunk and is again at its end (it ends with a
   // blank line), so its bytes are exactly the events it completed, and the hooks passed every one of
@@ -97,7 +109,7 @@ export async function relayStream(job: RelayJob): Promise<void> {
         const fromBoundary = atBoundary;
         unchanged = true;
         reader.push(chunk);
-        atBoundary = endsWithBlankLine(chunk);
+        atBoundary = framing === undefined && endsWithBlankLine(chunk);
         let data: Uint8Array | string;
         if (fromBoundary && atBoundary && unchanged) {
           held.length = 0;
@@ -134,6 +146,35 @@ export async function relayStream(job: RelayJob): Promise<void> {
   if (out !== '') res.write(out);
   // Clients (and SDKs) see the stream as over only when the response ends: complete first.
   await completion.endReply(res);
+}
+
+/** A binary stream's decoder behind the SSE reader's two calls. */
+class FramedReader {
+  readonly #decoder: StreamFramingDecoder;
+  readonly #onEvent: (ev: SseEvent) => void;
+
+  constructor(framing: StreamFraming, onEvent: (ev: SseEvent) => void) {
+    this.#decoder = framing.create();
+    this.#onEvent = onEvent;
+  }
+
+  push(chunk: Uint8Array): void {
+    this.#deliver(this.#decoder.decode(chunk));
+  }
+
+  end(): void {
+    this.#deliver(this.#decoder.end());
+  }
+
+  #deliver(parts: readonly ResponsePart[]): void {
+    for (const part of parts) {
+      if (part.type === 'event') {
+        this.#onEvent(
+          part.event === undefined ? { data: part.data } : { event: part.event, data: part.data },
+        );
+      }
+    }
+  }
 }
 
 function streamFailure(ctx: RequestContext): GatewayError {

@@ -1,10 +1,11 @@
 // Relaying the upstream reply to the client: the choice between the three relays, a JSON reply
 // (observed before its last byte leaves, or transformed whole) and raw bytes (audio, images). SSE
-// streams are in relay-stream.ts.
+// streams, and binary event streams a registered framing decodes, are in relay-stream.ts.
 
 import type { ServerResponse } from 'node:http';
 import { errorText, GatewayError } from '../common/errors.ts';
 import type { JsonValue, ResponseHead } from '../common/types.ts';
+import { framingOf } from '../hooks/families/index.ts';
 import { recordDelivered } from './metering.ts';
 import { runResponseChunk, runResponseHead } from './pipeline.ts';
 import { type RelayJob, relayStream } from './relay-stream.ts';
@@ -37,10 +38,12 @@ export async function relay(
   head.headers['x-router-request-id'] = ctx.id;
   const job: RelayJob = { ctx, hooks, up, res, head, completion };
   const contentType = head.headers['content-type'] ?? '';
-  if (contentType.startsWith('text/event-stream') && head.status < 400) {
+  // A binary event stream (AWS's) is decoded by its framing and goes to the client as SSE.
+  const framing = head.status < 400 ? framingOf(contentType) : undefined;
+  if ((contentType.startsWith('text/event-stream') || framing !== undefined) && head.status < 400) {
     activeStreams.inc();
     try {
-      return await relayStream(job);
+      return await relayStream(job, framing);
     } finally {
       activeStreams.dec();
     }

@@ -19,6 +19,7 @@ import {
 import { jsonDeleteCopy, jsonSetCopy } from '../dsl/json-path.ts';
 import { type ProviderSettings, renderHeaderTemplate, renderTemplate } from '../dsl/template.ts';
 import type { CompiledRule, CompiledTemplate } from '../dsl/types.ts';
+import { framingOf } from '../families/index.ts';
 import type { StreamTransformFactory } from '../transforms/types.ts';
 import { TranslationError, type TranslatorFactory } from '../translators/types.ts';
 import { RuleTranslators, type StreamEvent } from './rule-translators.ts';
@@ -218,7 +219,10 @@ function responseHeadRewriter(
 ): NonNullable<Hook['onResponseHead']> {
   return (ctx, head) => {
     if (ctx.status < 400 || errorMapper !== undefined) {
-      const isStream = head.headers['content-type']?.startsWith('text/event-stream') === true;
+      const contentType = head.headers['content-type'] ?? '';
+      // A binary event stream keeps its type: the relay picks its framing by it and answers SSE.
+      if (ctx.status < 400 && framingOf(contentType) !== undefined) return head;
+      const isStream = contentType.startsWith('text/event-stream');
       if (isStream ? streamSteps.length > 0 : jsonMappers.length > 0) {
         head.headers['content-type'] = isStream ? 'text/event-stream; charset=utf-8' : 'application/json';
       }

@@ -73,6 +73,12 @@ const framings = new Map<string, StreamFraming>();
 /** Binary stream framings by the reply content type they decode (the relay's alternative to SSE). */
 export const STREAM_FRAMINGS: ReadonlyMap<string, StreamFraming> = framings;
 
+/** The framing of a reply's `content-type` header (parameters and case ignored), when one is registered. */
+export function framingOf(contentType: string | undefined): StreamFraming | undefined {
+  if (contentType === undefined || framings.size === 0) return undefined;
+  return framings.get(contentType.split(';', 1)[0]!.trim().toLowerCase());
+}
+
 const usageFields = new Set<string>();
 /** Top-level reply fields that carry usage counts in some family (never generated text). */
 export const USAGE_FIELDS: ReadonlySet<string> = usageFields;
