@@ -112,10 +112,16 @@ export function compileUpstreamConfig(cx: CompileContext, d: DirectiveNode, body
  * environment now (a host is fixed per load); undefined when it uses another variable. An unset setting
  * leaves a placeholder and is recorded, so the provider is reported and not offered, while a file that
  * names a region nobody uses still loads.
+ *
+ * Google names regional hosts `<location>-<service>.googleapis.com` and the global one
+ * `<service>.googleapis.com`, so a host that starts with `${provider.location}-` loses that label when
+ * the location is `global` (one provider file serves both).
  */
 function baseUrlText(cx: CompileContext, t: CompiledTemplate): string | undefined {
   let out = '';
-  for (const p of t.parts) {
+  const parts = t.parts;
+  for (let i = 0; i < parts.length; i++) {
+    const p = parts[i]!;
     if ('text' in p) {
       out += p.text;
       continue;
@@ -125,6 +131,14 @@ function baseUrlText(cx: CompileContext, t: CompiledTemplate): string | undefine
     cx.baseUrlSettings.add(setting);
     const value =
       cx.providerName === undefined ? undefined : providerSettingFromEnv(cx.providerName, setting, cx.env);
+    const next = parts[i + 1];
+    if (value === 'global' && setting === 'location' && out.endsWith('://') && next !== undefined) {
+      if ('text' in next && next.text.startsWith('-')) {
+        out += next.text.slice(1);
+        i++;
+        continue;
+      }
+    }
     out += value ?? `unset-${setting}`;
   }
   return out;

@@ -26,6 +26,7 @@ import type {
   TokenCount,
   WireFamily,
 } from './types.ts';
+import { vertexWire } from './vertex/index.ts';
 
 // The tables below are filled by registerFamily and read by the core when it compiles (routes, body
 // schemas, DSL names): a family is registered before the gateway's modules load, as the built-ins are.
@@ -303,6 +304,7 @@ registerFamily(anthropicFamily);
 registerFamily(geminiFamily);
 registerFamily(responsesFamily);
 registerProviderWire(bedrockWire);
+registerProviderWire(vertexWire);
 
 /** The family that answers requests no family claims (and raw parser errors). */
 export const DEFAULT_FAMILY: WireFamily = families[0]!;

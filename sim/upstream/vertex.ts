@@ -60,9 +60,29 @@ function countTokens(req: SimRequest): SimReply {
   return { kind: 'json', status: 200, body: JSON.stringify({ input_tokens: anthropicInputTokens(body) }) };
 }
 
+/** Vertex's CountTokensRequest has the generation fields at the top level, no Gemini API wrapper. */
+function geminiCountTokens(req: SimRequest): ReturnType<RouteHandler> {
+  const unknown = Object.keys(req.json ?? {}).find((k) => !VERTEX_COUNT_FIELDS.has(k));
+  if (unknown !== undefined)
+    return geminiDialect.errorReply(
+      400,
+      `Invalid JSON payload received. Unknown name "${unknown}": Cannot find field.`,
+    );
+  return geminiMethods.countTokens!(req);
+}
+
+const VERTEX_COUNT_FIELDS = new Set([
+  'model',
+  'instances',
+  'contents',
+  'systemInstruction',
+  'tools',
+  'generationConfig',
+]);
+
 /** The handler for a Vertex path's publisher, model and method, or undefined. */
 export function vertexHandler(publisher: string, model: string, method: string): RouteHandler | undefined {
-  if (publisher === 'google') return geminiMethods[method];
+  if (publisher === 'google') return method === 'countTokens' ? geminiCountTokens : geminiMethods[method];
   if (method !== 'rawPredict' && method !== 'streamRawPredict') return undefined;
   if (model === 'count-tokens') return method === 'rawPredict' ? countTokens : undefined;
   return rawPredict;

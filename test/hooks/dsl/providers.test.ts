@@ -25,6 +25,7 @@ const EXPECTED = [
   'openai',
   'openrouter',
   'together',
+  'vertex',
   'vllm',
   'xai',
 ];

@@ -89,6 +89,12 @@ describe('Google service-account grant', () => {
       })
     ).json()) as Json;
     assert.equal(counted.totalTokens, body.usageMetadata.promptTokenCount);
+    // Vertex's countTokens has no generateContentRequest wrapper (the Gemini API's form).
+    const wrapped = await post(vertex('google', 'gemini-2.5-flash', 'countTokens'), token, {
+      generateContentRequest: { contents: [{ role: 'user', parts: [{ text: 'Hello Vertex' }] }] },
+    });
+    assert.equal(wrapped.status, 400);
+    assert.match(((await wrapped.json()) as Json).error.message, /Unknown name "generateContentRequest"/);
   });
 
   test('an unknown account, a forged signature, a wrong grant type: 400 as Google answers', async () => {
