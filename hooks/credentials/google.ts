@@ -5,9 +5,12 @@
 // token_uri elsewhere. So the client's own transport is given a request interceptor that sends the grant
 // to token_uri, and `aud` is set to token_uri through the client's additionalClaims (they are spread
 // over the payload last). The interceptor also turns the library's retries off: TokenCache retries.
+// Without a key file, on Google Cloud (or with GCE_METADATA_HOST set) the token comes from the metadata
+// server through the library's Compute client, as application default credentials do.
 
 import { readFileSync } from 'node:fs';
-import { type Credentials, JWT } from 'google-auth-library';
+import { detectGCPResidency } from 'gcp-metadata';
+import { Compute, type Credentials, JWT } from 'google-auth-library';
 import { errorText } from '../../common/errors.ts';
 import { isRefusal } from './token-endpoint.ts';
 import { type TokenFetch, TokenRefused, TokenUnavailable } from './types.ts';
@@ -111,5 +114,63 @@ export function googleTokenFetch(account: ServiceAccount): TokenFetch {
       throw new TokenUnavailable('token endpoint answered without access_token and expires_in');
     }
     return { token: tokens.access_token, expiresAt: tokens.expiry_date };
+  };
+}
+
+/**
+ * Whether application default credentials would use the metadata server: GCE_METADATA_HOST or
+ * GCE_METADATA_IP is set, or this host runs on Google Cloud, and METADATA_SERVER_DETECTION is not `none`.
+ */
+export function metadataServerConfigured(
+  env: Readonly<Record<string, string | undefined>>,
+  onGoogleCloud: () => boolean = detectGCPResidency,
+): boolean {
+  if ((env.METADATA_SERVER_DETECTION ?? '').trim().toLowerCase() === 'none') return false;
+  if ((env.GCE_METADATA_HOST ?? '') !== '' || (env.GCE_METADATA_IP ?? '') !== '') return true;
+  return onGoogleCloud();
+}
+
+/** The metadata server's address, for the log (gcp-metadata reads the same variables). */
+export function metadataServerHost(env: Readonly<Record<string, string | undefined>>): string {
+  return env.GCE_METADATA_IP || env.GCE_METADATA_HOST || '169.254.169.254';
+}
+
+/** An access token of the instance's (or workload's) default service account, from the metadata server. */
+export function metadataTokenFetch(): TokenFetch {
+  return async (timeoutMs) => {
+    const client = new Compute({ scopes: [GOOGLE_SCOPE] });
+    let timer: NodeJS.Timeout | undefined;
+    let token: string | null | undefined;
+    try {
+      // gcp-metadata retries a request without answer on its own: the race keeps the deadline.
+      ({ token } = await Promise.race([
+        client.getAccessToken(),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new TokenUnavailable(`no answer within ${Math.round(timeoutMs)} ms`)),
+            Math.max(1, timeoutMs),
+          );
+        }),
+      ]));
+    } catch (err) {
+      if (err instanceof TokenUnavailable) throw err;
+      const e = err as GaxiosLikeError;
+      const status = e.response?.status ?? e.status;
+      // 404: no service account on this instance; 403: its scopes do not include cloud-platform.
+      if (status !== undefined && isRefusal(status)) throw new TokenRefused(status, undefined);
+      throw new TokenUnavailable(
+        status === undefined
+          ? `the metadata server could not be reached (${errorText(err)})`
+          : `the metadata server answered HTTP ${status}`,
+        err,
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+    const expiry = client.credentials.expiry_date;
+    if (typeof token !== 'string' || token === '' || typeof expiry !== 'number') {
+      throw new TokenUnavailable('the metadata server answered without access_token and expires_in');
+    }
+    return { token, expiresAt: expiry };
   };
 }

@@ -1,7 +1,9 @@
 // The credentials framework: from a provider's auth directives, the keys file and the environment, the
 // authorizer each cloud directive uses (docs/dsl.md "Cloud credentials"). Credentials come from the keys file and the
-// cloud's own variables, the environment winning; never from a provider file. Built once per
-// configuration load; a token is fetched on first use, never at load.
+// cloud's own variables, the environment winning; never from a provider file. Without static
+// credentials, the standard chains: AWS web identity, container and instance credentials, Google's
+// metadata server, Entra workload identity. Built once per configuration load; a token is fetched on
+// first use, never at load.
 
 import { resolve } from 'node:path';
 import type {
@@ -13,8 +15,16 @@ import type {
 import type { RequestContext, UpstreamRequest } from '../../common/types.ts';
 import { type ProviderSettings, providerSettingEnvName, providerSettingFromEnv } from '../dsl/template.ts';
 import type { AuthOp, CloudAuthOp, CompiledProvider, CompiledTemplate } from '../dsl/types.ts';
-import { entraTokenFetch, entraTokenUrl } from './entra.ts';
-import { googleTokenFetch, readServiceAccount, type ServiceAccount } from './google.ts';
+import { type AwsHost, awsTemporarySource, detectEc2, unreadableFile } from './aws-chain.ts';
+import { entraTokenFetch, entraTokenUrl, entraWorkloadTokenFetch } from './entra.ts';
+import {
+  googleTokenFetch,
+  metadataServerConfigured,
+  metadataServerHost,
+  metadataTokenFetch,
+  readServiceAccount,
+  type ServiceAccount,
+} from './google.ts';
 import { createBearerAuthorizer, createSigV4Authorizer } from './sigv4.ts';
 import { TokenCache } from './token-cache.ts';
 import type { UpstreamAuthorizer } from './types.ts';
@@ -32,7 +42,24 @@ export interface ProviderCredentialInput {
   readonly env: Env;
   /** limits.upstream_connect_timeout_ms: how long a token request may take, retries included. */
   readonly connectTimeoutMs: number;
+  /** Where the gateway runs, for the metadata services (tests set it; by default read from the host). */
+  readonly host?: Partial<HostProbe>;
 }
+
+/** Whether this host is an EC2 instance and whether it runs on Google Cloud (read once, no network). */
+export interface HostProbe {
+  readonly ec2: () => boolean;
+  readonly gcp: () => boolean;
+}
+
+let ec2Seen: boolean | undefined;
+const defaultHost: HostProbe = {
+  ec2: () => {
+    ec2Seen ??= detectEc2();
+    return ec2Seen;
+  },
+  gcp: () => metadataServerConfigured({}),
+};
 
 export interface ProviderCredentials {
   readonly settings: ProviderSettings;
@@ -105,12 +132,28 @@ export function resolveProviderCredentials(input: ProviderCredentialInput): Prov
         });
         authorizers.set('auth_google', tokenAuthorizer('google', 'service-account', cache));
       }
+    } else if (metadataServerConfigured(env, input.host?.gcp ?? defaultHost.gcp)) {
+      const host = metadataServerHost(env);
+      const cache = new TokenCache({
+        provider: name,
+        scheme: 'google-metadata',
+        check:
+          'check the service account attached to this instance or workload (one is attached, its access scopes include cloud-platform) and its role in the project',
+        reach: `check that the metadata server ${host} answers from this host`,
+        fetch: metadataTokenFetch(),
+        deadlineMs: input.connectTimeoutMs,
+      });
+      authorizers.set('auth_google', tokenAuthorizer('google', 'google-metadata', cache));
     }
   }
 
   const settings: ProviderSettings = {
     region: providerSettingFromEnv(name, 'region', env),
-    project: providerSettingFromEnv(name, 'project', env) ?? account?.projectId,
+    project:
+      providerSettingFromEnv(name, 'project', env) ??
+      account?.projectId ??
+      nonEmpty(env.GOOGLE_CLOUD_PROJECT) ??
+      nonEmpty(env.GCLOUD_PROJECT),
     location: providerSettingFromEnv(name, 'location', env),
   };
 
@@ -135,11 +178,8 @@ export function resolveProviderCredentials(input: ProviderCredentialInput): Prov
     else if (bedrockKey !== undefined)
       authorizers.set('auth_sigv4', createBearerAuthorizer(bedrockKey, 'env'));
     else if (aws !== undefined) {
-      if (settings.region === undefined) {
-        problems.push(
-          `provider '${name}': SigV4 needs a region: set ${providerSettingEnvName(name, 'region')} or AWS_REGION`,
-        );
-      } else {
+      if (settings.region === undefined) problems.push(needsRegion(name));
+      else {
         authorizers.set(
           'auth_sigv4',
           createSigV4Authorizer({
@@ -150,18 +190,76 @@ export function resolveProviderCredentials(input: ProviderCredentialInput): Prov
           }),
         );
       }
+    } else {
+      const host: AwsHost = { ec2: (input.host?.ec2 ?? defaultHost.ec2)() };
+      const source = awsTemporarySource(env, settings.region, host, name, problems);
+      if (source !== undefined) {
+        if (settings.region === undefined) problems.push(needsRegion(name));
+        else {
+          const cache = new TokenCache({
+            provider: name,
+            scheme: source.scheme,
+            check: source.check,
+            reach: source.reach,
+            fetch: source.fetch,
+            deadlineMs: input.connectTimeoutMs,
+          });
+          authorizers.set(
+            'auth_sigv4',
+            createSigV4Authorizer({
+              service: sigv4.service,
+              region: settings.region,
+              credentials: cache,
+              channel: source.channel,
+            }),
+          );
+        }
+      }
     }
   }
 
   if (ops.has('auth_entra')) {
-    const entra = envGroup<EntraCredentials>(
-      env,
-      ['AZURE_TENANT_ID', 'AZURE_CLIENT_ID', 'AZURE_CLIENT_SECRET'],
-      (v) => ({ tenantId: v[0]!, clientId: v[1]!, clientSecret: v[2]! }),
-      input.file?.entra,
-      problems,
-      name,
-    );
+    const federatedFile = nonEmpty(env.AZURE_FEDERATED_TOKEN_FILE);
+    // Workload identity sets AZURE_TENANT_ID and AZURE_CLIENT_ID without a secret: not half a group.
+    const entra =
+      federatedFile !== undefined && nonEmpty(env.AZURE_CLIENT_SECRET) === undefined
+        ? input.file?.entra
+        : envGroup<EntraCredentials>(
+            env,
+            ['AZURE_TENANT_ID', 'AZURE_CLIENT_ID', 'AZURE_CLIENT_SECRET'],
+            (v) => ({ tenantId: v[0]!, clientId: v[1]!, clientSecret: v[2]! }),
+            input.file?.entra,
+            problems,
+            name,
+          );
+    if (entra === undefined && federatedFile !== undefined) {
+      const tenantId = nonEmpty(env.AZURE_TENANT_ID);
+      const clientId = nonEmpty(env.AZURE_CLIENT_ID);
+      const unreadable = unreadableFile(federatedFile);
+      if (tenantId === undefined || clientId === undefined) {
+        problems.push(
+          `provider '${name}': AZURE_FEDERATED_TOKEN_FILE set but ${[tenantId === undefined ? 'AZURE_TENANT_ID' : '', clientId === undefined ? 'AZURE_CLIENT_ID' : ''].filter((v) => v !== '').join(', ')} not`,
+        );
+      } else if (unreadable !== undefined) {
+        problems.push(
+          `provider '${name}': cannot read the federated token file ${federatedFile} (${unreadable})`,
+        );
+      } else {
+        const url = entraTokenUrl(tenantId, nonEmpty(env.AZURE_AUTHORITY_HOST));
+        const cache = new TokenCache({
+          provider: name,
+          scheme: 'entra-workload-identity',
+          check: `check the federated credential of the Entra application ${clientId} of tenant ${tenantId} (its issuer and subject match this cluster's service account), the token file ${federatedFile}, and the application's role on the Azure OpenAI resource`,
+          reach: `check that this host reaches the token endpoint ${url}`,
+          fetch: entraWorkloadTokenFetch(
+            { tenantId, clientId, tokenFile: federatedFile },
+            nonEmpty(env.AZURE_AUTHORITY_HOST),
+          ),
+          deadlineMs: input.connectTimeoutMs,
+        });
+        authorizers.set('auth_entra', tokenAuthorizer('entra', 'entra-workload-identity', cache));
+      }
+    }
     if (entra !== undefined) {
       const url = entraTokenUrl(entra.tenantId, nonEmpty(env.AZURE_AUTHORITY_HOST));
       const cache = new TokenCache({
@@ -196,12 +294,16 @@ export function resolveProviderCredentials(input: ProviderCredentialInput): Prov
 export function credentialSources(op: CloudAuthOp, provider: string): string {
   switch (op.op) {
     case 'auth_sigv4':
-      return `AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or providers.${provider}.aws)${op.service === 'bedrock' ? ', or a Bedrock API key in AWS_BEARER_TOKEN_BEDROCK' : ''}`;
+      return `AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or providers.${provider}.aws)${op.service === 'bedrock' ? ', or a Bedrock API key in AWS_BEARER_TOKEN_BEDROCK' : ''}, or AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE, or AWS_CONTAINER_CREDENTIALS_FULL_URI (or _RELATIVE_URI), or AWS_EC2_METADATA_SERVICE_ENDPOINT (found by itself on EC2)`;
     case 'auth_google':
-      return `GOOGLE_APPLICATION_CREDENTIALS (or providers.${provider}.service_account_file)`;
+      return `GOOGLE_APPLICATION_CREDENTIALS (or providers.${provider}.service_account_file), or GCE_METADATA_HOST (found by itself on Google Cloud)`;
     case 'auth_entra':
-      return `AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (or providers.${provider}.entra)`;
+      return `AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (or providers.${provider}.entra), or AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_FEDERATED_TOKEN_FILE`;
   }
+}
+
+function needsRegion(provider: string): string {
+  return `provider '${provider}': SigV4 needs a region: set ${providerSettingEnvName(provider, 'region')} or AWS_REGION`;
 }
 
 /** Which of provider.region, provider.project and provider.location the provider's templates use. */
@@ -256,7 +358,7 @@ function nonEmpty(v: string | undefined): string | undefined {
   return v === undefined || v === '' ? undefined : v;
 }
 
-function tokenAuthorizer(scheme: string, channel: string, cache: TokenCache): UpstreamAuthorizer {
+function tokenAuthorizer(scheme: string, channel: string, cache: TokenCache<string>): UpstreamAuthorizer {
   return {
     scheme,
     channel,

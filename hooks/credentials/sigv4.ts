@@ -2,36 +2,51 @@
 // signing key once per day, region and service and keeps it. The signature covers the request as it is
 // sent (method, path, query, headers and the body's bytes), so this runs after every rewrite, and the
 // JSON body is serialized here once and sent as those bytes. The path is given already percent-encoded
-// and the signer encodes it once more, as the SDK does for every service but S3.
+// and the signer encodes it once more, as the SDK does for every service but S3. Temporary credentials
+// (web identity, container, instance) come from a TokenCache; a signer is made per credential set.
 
 import { Hash } from '@smithy/hash-node';
 import { SignatureV4 } from '@smithy/signature-v4';
 import type { AwsCredentials } from '../../common/config-types.ts';
 import type { RequestContext, UpstreamRequest } from '../../common/types.ts';
+import { TokenCache } from './token-cache.ts';
 import type { UpstreamAuthorizer } from './types.ts';
 
 export interface SigV4Options {
   readonly service: string;
   readonly region: string;
-  readonly credentials: AwsCredentials;
+  /** Static credentials, or the cache of a source of temporary ones. */
+  readonly credentials: AwsCredentials | TokenCache<AwsCredentials>;
   readonly channel: string;
 }
 
 export function createSigV4Authorizer(opts: SigV4Options): UpstreamAuthorizer {
-  const signer = new SignatureV4({
-    service: opts.service,
-    region: opts.region,
-    credentials: {
-      accessKeyId: opts.credentials.accessKeyId,
-      secretAccessKey: opts.credentials.secretAccessKey,
-      ...(opts.credentials.sessionToken === undefined ? {} : { sessionToken: opts.credentials.sessionToken }),
-    },
-    sha256: Hash.bind(null, 'sha256'),
-  });
+  const make = (c: AwsCredentials) =>
+    new SignatureV4({
+      service: opts.service,
+      region: opts.region,
+      credentials: {
+        accessKeyId: c.accessKeyId,
+        secretAccessKey: c.secretAccessKey,
+        ...(c.sessionToken === undefined ? {} : { sessionToken: c.sessionToken }),
+      },
+      sha256: Hash.bind(null, 'sha256'),
+    });
+  const cache = opts.credentials instanceof TokenCache ? opts.credentials : undefined;
+  let signedWith = cache === undefined ? (opts.credentials as AwsCredentials) : undefined;
+  let signer = signedWith === undefined ? undefined : make(signedWith);
   return {
     scheme: 'sigv4',
     channel: opts.channel,
-    async authorize(_ctx: RequestContext, req: UpstreamRequest): Promise<void> {
+    async authorize(ctx: RequestContext, req: UpstreamRequest): Promise<void> {
+      if (cache !== undefined) {
+        const pending = cache.token(ctx.log);
+        const creds = pending instanceof Promise ? await pending : pending;
+        if (creds !== signedWith) {
+          signedWith = creds;
+          signer = make(creds);
+        }
+      }
       const body =
         req.body === undefined
           ? undefined
@@ -52,7 +67,7 @@ export function createSigV4Authorizer(opts: SigV4Options): UpstreamAuthorizer {
       // Signed as the SDK signs it; undici sends the same value for these bytes.
       if (body !== undefined) req.headers['content-length'] = String(body.length);
       else delete req.headers['content-length'];
-      const signed = await signer.sign({
+      const signed = await signer!.sign({
         method: req.method,
         protocol: url.protocol,
         hostname: url.hostname,
@@ -66,6 +81,7 @@ export function createSigV4Authorizer(opts: SigV4Options): UpstreamAuthorizer {
       for (const [name, value] of Object.entries(signed.headers)) headers[name.toLowerCase()] = value;
       req.headers = headers;
     },
+    ...(cache === undefined ? {} : { refused: () => cache.refused() }),
   };
 }
 

@@ -1,4 +1,4 @@
-// One provider's access token: cached, refreshed before it expires while requests keep using it, one
+// One provider's access token (or temporary credential set): cached, refreshed before it expires while requests keep using it, one
 // refresh in flight at a time. A refused grant (4xx) answers upstream_auth_failed at once and is not
 // asked again for REFUSED_HOLD_MS; an endpoint that is down is retried with backoff within the
 // connect timeout, then upstream_unreachable. Each provider has its own cache, so neither blocks another.
@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import { jitteredDelay } from '../../common/backoff.ts';
 import { errorText, GatewayError } from '../../common/errors.ts';
-import { type FetchedToken, type TokenFetch, TokenRefused } from './types.ts';
+import { CredentialUnusable, type FetchedToken, type TokenFetch, TokenRefused } from './types.ts';
 
 export const REFUSED_HOLD_MS = 30_000;
 /** A token is renewed this long before it expires (at most half its lifetime). */
@@ -14,44 +14,47 @@ const REFRESH_MARGIN_MS = 5 * 60_000;
 const BACKOFF_BASE_MS = 100;
 const BACKOFF_CAP_MS = 2_000;
 
-export interface TokenCacheOptions {
+export interface TokenCacheOptions<T = string> {
   readonly provider: string;
-  /** `entra`, `google`: for the log. */
+  /** `entra`, `google`, `aws-web-identity`, ...: for the log. */
   readonly scheme: string;
   /** What the operator checks when the grant is refused (logged, never sent to a client). */
   readonly check: string;
-  readonly fetch: TokenFetch;
+  /** What the operator checks when the endpoint does not answer (its address, a hop limit). */
+  readonly reach?: string;
+  readonly fetch: TokenFetch<T>;
   /** How long one token request may take, retries included (limits.upstream_connect_timeout_ms). */
   readonly deadlineMs: number;
   readonly now?: () => number;
   readonly sleep?: (ms: number) => Promise<void>;
 }
 
-interface Held {
-  readonly token: string;
+interface Held<T> {
+  readonly token: T;
   readonly expiresAt: number;
   readonly refreshAt: number;
   readonly fetchedAt: number;
 }
 
-export class TokenCache {
-  readonly #o: TokenCacheOptions;
+export class TokenCache<T = string> {
+  readonly #o: TokenCacheOptions<T>;
   readonly #now: () => number;
   readonly #sleep: (ms: number) => Promise<void>;
-  #held: Held | undefined;
-  #inFlight: Promise<Held> | undefined;
+  #held: Held<T> | undefined;
+  #inFlight: Promise<Held<T>> | undefined;
   #refusedUntil = 0;
+  #unusable = false;
   /** How many token requests were sent (tests, and the log). */
   requests = 0;
 
-  constructor(opts: TokenCacheOptions) {
+  constructor(opts: TokenCacheOptions<T>) {
     this.#o = opts;
     this.#now = opts.now ?? Date.now;
     this.#sleep = opts.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
   }
 
   /** A token that is valid now; fetched (once for all waiting callers) when none is. */
-  token(log: Logger): string | Promise<string> {
+  token(log: Logger): T | Promise<T> {
     const now = this.#now();
     const held = this.#held;
     if (held !== undefined && now < held.expiresAt) {
@@ -76,7 +79,7 @@ export class TokenCache {
     if (held !== undefined && this.#now() - held.fetchedAt >= REFUSED_HOLD_MS) this.#held = undefined;
   }
 
-  #refresh(log: Logger): Promise<Held> {
+  #refresh(log: Logger): Promise<Held<T>> {
     const p = this.#fetchWithRetry(log).finally(() => {
       if (this.#inFlight === p) this.#inFlight = undefined;
     });
@@ -84,23 +87,38 @@ export class TokenCache {
     return p;
   }
 
-  async #fetchWithRetry(log: Logger): Promise<Held> {
+  async #fetchWithRetry(log: Logger): Promise<Held<T>> {
     const { provider, scheme, deadlineMs } = this.#o;
     const start = this.#now();
     let lastError: unknown;
     for (let attempt = 1; ; attempt++) {
       const left = start + deadlineMs - this.#now();
       if (left <= 0) break;
-      let fetched: FetchedToken;
+      let fetched: FetchedToken<T>;
       try {
         this.requests++;
         fetched = await this.#o.fetch(left);
+        if (fetched.expiresAt <= this.#now()) {
+          throw new CredentialUnusable(
+            `the credentials given are already expired (${new Date(fetched.expiresAt).toISOString()}): check this host's clock`,
+          );
+        }
       } catch (err) {
         if (err instanceof TokenRefused) {
           this.#refusedUntil = this.#now() + REFUSED_HOLD_MS;
+          this.#unusable = false;
           log.error(
             { provider, scheme, status: err.status, reason: err.reason, holdMs: REFUSED_HOLD_MS },
             `the token endpoint refused provider '${provider}''s credentials: ${this.#o.check}`,
+          );
+          throw this.#refused();
+        }
+        if (err instanceof CredentialUnusable) {
+          this.#refusedUntil = this.#now() + REFUSED_HOLD_MS;
+          this.#unusable = true;
+          log.error(
+            { provider, scheme, holdMs: REFUSED_HOLD_MS },
+            `provider '${provider}''s credentials cannot be used: ${err.detail}; ${this.#o.check}`,
           );
           throw this.#refused();
         }
@@ -112,7 +130,7 @@ export class TokenCache {
       }
       const now = this.#now();
       const lifetime = Math.max(0, fetched.expiresAt - now);
-      const held: Held = {
+      const held: Held<T> = {
         token: fetched.token,
         expiresAt: fetched.expiresAt,
         refreshAt: fetched.expiresAt - Math.min(REFRESH_MARGIN_MS, lifetime / 2),
@@ -124,18 +142,20 @@ export class TokenCache {
     }
     log.warn(
       { provider, scheme, err: errorText(lastError), deadlineMs },
-      `the token endpoint of provider '${provider}' is unreachable`,
+      `the token endpoint of provider '${provider}' is unreachable${this.#o.reach === undefined ? '' : `: ${this.#o.reach}`}`,
     );
     throw new GatewayError(
       'upstream_unreachable',
-      `The provider '${provider}' is unreachable: its token endpoint did not answer`,
+      `The provider '${provider}' is unreachable: its token endpoint or credential service did not answer`,
     );
   }
 
   #refused(): GatewayError {
     return new GatewayError(
       'upstream_auth_failed',
-      `The provider '${this.#o.provider}' refused the gateway's credentials (its token endpoint refused the grant); the operator must check them`,
+      this.#unusable
+        ? `The gateway's credentials for the provider '${this.#o.provider}' cannot be used; the operator must check them`
+        : `The provider '${this.#o.provider}' refused the gateway's credentials (its token endpoint refused the grant); the operator must check them`,
     );
   }
 }

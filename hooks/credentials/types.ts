@@ -18,9 +18,12 @@ export interface UpstreamAuthorizer {
   refused?(): void;
 }
 
-/** A token from a token endpoint, with the instant (epoch ms) it stops being accepted. */
-export interface FetchedToken {
-  readonly token: string;
+/**
+ * A token from a token endpoint (or temporary credentials from a credential service: `T` is then the
+ * credential set), with the instant (epoch ms) it stops being accepted.
+ */
+export interface FetchedToken<T = string> {
+  readonly token: T;
   readonly expiresAt: number;
 }
 
@@ -39,6 +42,20 @@ export class TokenRefused extends Error {
   }
 }
 
+/**
+ * The credential cannot be used before the operator acts, though no endpoint refused it: a token file
+ * that cannot be read, a credential service that hands out credentials already expired. Held like a
+ * refusal. `detail` names what to look at and never quotes a secret.
+ */
+export class CredentialUnusable extends Error {
+  readonly detail: string;
+  constructor(detail: string) {
+    super(detail);
+    this.name = 'CredentialUnusable';
+    this.detail = detail;
+  }
+}
+
 /** The token endpoint could not be reached or failed (5xx, 408, 429, a network error): retried. */
 export class TokenUnavailable extends Error {
   constructor(message: string, cause?: unknown) {
@@ -48,4 +65,4 @@ export class TokenUnavailable extends Error {
 }
 
 /** Fetches one token, giving up after `timeoutMs`. */
-export type TokenFetch = (timeoutMs: number) => Promise<FetchedToken>;
+export type TokenFetch<T = string> = (timeoutMs: number) => Promise<FetchedToken<T>>;

@@ -19,6 +19,8 @@ import { missingProviderKeyWarning } from '../../../proxy/runtime-compile.ts';
 
 const AWS = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY' };
 const ctx = { log: pino({ level: 'silent' }) } as unknown as RequestContext;
+/** Not an EC2 instance, not on Google Cloud, whatever machine runs the tests. */
+const OFF_CLOUD = { ec2: () => false, gcp: () => false };
 
 function request(): UpstreamRequest {
   const model = encodeURIComponent(
@@ -158,7 +160,7 @@ test('auth_sigv4: an API key wins over signing credentials; AWS_BEARER_TOKEN_BED
 
 test('auth_sigv4: the environment wins as a group; half a group and a missing region are problems', () => {
   const provider = bedrock();
-  const base = { provider, keys: [], file: { aws: AWS }, connectTimeoutMs: 1000 };
+  const base = { provider, keys: [], file: { aws: AWS }, connectTimeoutMs: 1000, host: OFF_CLOUD };
   const half = resolveProviderCredentials({ ...base, env: { AWS_ACCESS_KEY_ID: 'AKID2', AWS_REGION: 'r' } });
   assert.equal(half.authorizers.size, 0);
   assert.match(half.problems.join('\n'), /AWS_ACCESS_KEY_ID set but AWS_SECRET_ACCESS_KEY not/);
@@ -183,7 +185,7 @@ test('a routed provider without cloud credentials: the warning names the variabl
   });
   assert.equal(
     text,
-    "provider 'azure-openai' has no credentials: requests for azure-gpt will be refused with 503 provider_key_missing; set AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (or providers.azure-openai.entra); or set ROUTER_PROVIDER_AZURE_OPENAI_API_KEY or add providers.azure-openai.api_key to the keys file /etc/router/keys.yaml",
+    "provider 'azure-openai' has no credentials: requests for azure-gpt will be refused with 503 provider_key_missing; set AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (or providers.azure-openai.entra), or AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_FEDERATED_TOKEN_FILE; or set ROUTER_PROVIDER_AZURE_OPENAI_API_KEY or add providers.azure-openai.api_key to the keys file /etc/router/keys.yaml",
   );
   assert.match(credentialSources({ op: 'auth_sigv4', service: 'bedrock' }, 'b'), /AWS_BEARER_TOKEN_BEDROCK/);
 });

@@ -193,7 +193,7 @@ test('an endpoint that is not listening: upstream_unreachable', async () => {
 
 test("a provider whose token endpoint hangs does not hold up another provider's", async () => {
   reset();
-  const hanging = new TokenCache({
+  const hanging = new TokenCache<string>({
     provider: 'slow',
     scheme: 'entra',
     check: 'x',
