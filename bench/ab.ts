@@ -15,6 +15,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
+import { Redis } from 'ioredis';
 import { throughput } from './lib/load.ts';
 import { billed, MODES, type Mode, modeVariant, startModeStores } from './lib/modes.ts';
 import { startOtlpSink } from './lib/otlp-sink.ts';
@@ -158,6 +159,19 @@ async function main(): Promise<void> {
     let tracesUrl: string | undefined;
     if (modes.includes('traced')) tracesUrl = `${(await startOtlpSink()).url}/v1/traces`;
     const stores = await startModeStores(shared, modes, stops);
+    // The store's commands per request (the gateways run one at a time, so each round's are its own).
+    const monitor = stores.redisUrl === undefined ? undefined : new Redis(stores.redisUrl);
+    if (monitor !== undefined) stops.push(async () => void monitor.disconnect());
+    const storeCalls = async (): Promise<number> => {
+      if (monitor === undefined) return 0;
+      const info = await monitor.info('commandstats');
+      let calls = 0;
+      for (const m of info.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm))
+        if (m[1] !== 'info') calls += Number(m[2]);
+      if (process.env.AB_STORE_DEBUG) console.log(info.replaceAll(/,usec.*$/gm, ''));
+      return calls;
+    };
+    const commands: [number[], number[]] = [[], []];
     const running = new Set<Peer>();
     stops.push(async () => {
       for (const peer of running) await peer.service.stop();
@@ -218,8 +232,10 @@ async function main(): Promise<void> {
       const measure = async (i: 0 | 1, connections: number): Promise<void> => {
         const pid = gateways[i].service.pid;
         const [before, threadsBefore] = [await cpuTicks(pid), await threadTicks(pid)];
+        const callsBefore = await storeCalls();
         const r = await throughput(targets[i], connections, seconds);
         const [after, threadsAfter] = [await cpuTicks(pid), await threadTicks(pid)];
+        commands[i].push(((await storeCalls()) - callsBefore) / Math.max(1, r.total2xx));
         for (const [kind, ticks] of threadsAfter) {
           const list = threads[i].get(kind) ?? [];
           list.push(((ticks - (threadsBefore.get(kind) ?? 0)) * 10_000) / Math.max(1, r.total2xx));
@@ -252,6 +268,10 @@ async function main(): Promise<void> {
         `median CPU B/A of each pair of processes: ${pairRatios.map((r, pair) => `${median(r).toFixed(3)}${swapped(pair) ? ' (swapped)' : ''}`).join(', ')}`,
       );
     console.log(`requests served: A ${served[0]}, B ${served[1]}`);
+    if (monitor !== undefined && !values.together)
+      console.log(
+        `store commands per request (median): A ${median(commands[0]).toFixed(3)}, B ${median(commands[1]).toFixed(3)}`,
+      );
     console.log(`median µs per request by thread: A ${split(0)}; B ${split(1)}`);
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);

@@ -184,7 +184,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
   });
   const models = createModelListing(registry, (name, api) => {
     const provider = providers.get(name);
-    return provider !== undefined && provider.rules.some((r) => r.api === api);
+    return provider?.rules.some((r) => r.api === api) === true;
   });
   // The GenAI metrics label a request's model only by an id listed exactly (clients choose the rest).
   const modelIds: ReadonlySet<string> = new Set(

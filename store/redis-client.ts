@@ -408,6 +408,11 @@ export function isConnectionError(err: unknown): boolean {
 /** A Lua script run by EVALSHA; loaded on first use and again after a server restart (NOSCRIPT). */
 export interface LuaScript {
   run(client: Redis, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown>;
+  /**
+   * Run on one key whose slot the caller computed (keySlot), written at once: auto-pipelining would
+   * wrap a caller that already batches in a pipeline of one.
+   */
+  send(client: Redis, key: string, slot: number, args: readonly string[]): Promise<unknown>;
 }
 
 export function defineScript(lua: string): LuaScript {
@@ -420,6 +425,16 @@ export function defineScript(lua: string): LuaScript {
         if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
         // EVAL runs it and caches it server-side: the next call is an EVALSHA hit again.
         return await client.eval(lua, keys.length, ...keys, ...args);
+      }
+    },
+    async send(client, key, slot, args) {
+      const command = new SlotCommand('evalsha', [sha, 1, key, ...args], slot);
+      client.sendCommand(command);
+      try {
+        return await command.promise;
+      } catch (err) {
+        if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
+        return await client.eval(lua, 1, key, ...args);
       }
     },
   };

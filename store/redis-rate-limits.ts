@@ -11,10 +11,11 @@ import type {
   HeldSlot,
   LimitDimension,
   RateLimitCounters,
+  RateLimits,
   Settlement,
 } from '../common/rate-limit-types.ts';
 import { endOfTurn } from '../common/turn-batch.ts';
-import { defineScript, type KeyLayout, type Redis } from './redis-client.ts';
+import { defineScript, type KeyLayout, keySlot, type Redis } from './redis-client.ts';
 
 // Shared head: the base of the subject's keys (KEYS[1] is `<base>:limits`) and the clock (ARGV[1], ms;
 // '' = the server's TIME: tests give their own).
@@ -28,13 +29,35 @@ end
 local sec = math.floor(ms / 1000)
 `;
 
-// A turn's admissions of one subject in one call, in order (each sees the ones before it). ARGV: clock,
+// One call per subject carries what its lane holds (see createRedisRateLimits): settlements first, then
+// admissions in order (each sees the ones before it, and the slots settled before them). ARGV: clock,
 // lease ms, the subject's rpm, tpm and concurrency ('' = none; its own `:limits` hash overrides each),
-// then per admission 8 fields: lease, tokens, count request (1/0), hold slot (1/0), key name ('' =
-// none), key rpm, tpm, concurrency. Returns per admission 14 values: admitted, refused dimension, retry
-// ms, second, the scopes' flags (subject tokens, subject slot, key tokens, key slot), then limit,
-// remaining and reset ms for requests, tokens and concurrency (-1 when no limit).
-const ADMIT_LUA = `${CLOCK_LUA}
+// the number of settlements, then per settlement 5 fields: lease, second (-1: this one), token delta,
+// key name, flags (subject tokens, subject slot, key tokens, key slot); then per admission 8 fields:
+// lease, tokens, count request (1/0), hold slot (1/0), key name ('' = none), key rpm, tpm, concurrency.
+// Returns per admission 14 values: admitted, refused dimension, retry ms, second, the scopes' flags
+// (subject tokens, subject slot, key tokens, key slot), then limit, remaining and reset ms for
+// requests, tokens and concurrency (-1 when no limit).
+const TURN_LUA = `${CLOCK_LUA}
+local function settle(prefix, lease, second, delta, tok, slot)
+  if slot == '1' then redis.call('ZREM', prefix .. ':c', lease) end
+  if tok == '1' and delta ~= 0 and second > sec - 60 then
+    local k = prefix .. ':t'
+    redis.call('HINCRBY', k, second, delta)
+    if redis.call('TTL', k) < 0 then redis.call('EXPIRE', k, 61) end
+  end
+end
+local settled = tonumber(ARGV[6])
+for at = 7, 6 + settled * 5, 5 do
+  local lease, second, delta, flags = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), ARGV[at + 4]
+  if second < 0 then second = sec end
+  settle(base .. ':s', lease, second, delta, string.sub(flags, 1, 1), string.sub(flags, 2, 2))
+  if ARGV[at + 3] ~= '' then
+    settle(base .. ':k:' .. ARGV[at + 3], lease, second, delta, string.sub(flags, 3, 3), string.sub(flags, 4, 4))
+  end
+end
+local out = {}
+if 6 + settled * 5 >= #ARGV then return out end
 local leaseMs = tonumber(ARGV[2])
 local function num(v)
   local n = tonumber(v)
@@ -72,8 +95,7 @@ local function resetOf(buckets)
   if #buckets == 0 then return 0 end
   return (buckets[1][1] + 60) * 1000 - ms
 end
-local out = {}
-for at = 6, #ARGV, 8 do
+for at = 7 + settled * 5, #ARGV, 8 do
   local lease, tokens = ARGV[at], tonumber(ARGV[at + 1])
   local countReq, holdSlot = ARGV[at + 2] == '1', ARGV[at + 3] == '1'
   local scopes = {{base .. ':s', srpm, stpm, sconc}}
@@ -158,29 +180,6 @@ end
 return out
 `;
 
-// A turn's settlements of one subject in one call. ARGV: clock, then per settlement 5 fields: lease,
-// second (-1: this one), token delta, key name, flags (subject tokens, subject slot, key tokens, key
-// slot). Releases the slots and replaces the provisional tokens while their second is in the window.
-const FINISH_LUA = `${CLOCK_LUA}
-local function settle(prefix, lease, second, delta, tok, slot)
-  if slot == '1' then redis.call('ZREM', prefix .. ':c', lease) end
-  if tok == '1' and delta ~= 0 and second > sec - 60 then
-    local k = prefix .. ':t'
-    redis.call('HINCRBY', k, second, delta)
-    if redis.call('TTL', k) < 0 then redis.call('EXPIRE', k, 61) end
-  end
-end
-for at = 2, #ARGV, 5 do
-  local lease, second, delta, flags = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), ARGV[at + 4]
-  if second < 0 then second = sec end
-  settle(base .. ':s', lease, second, delta, string.sub(flags, 1, 1), string.sub(flags, 2, 2))
-  if ARGV[at + 3] ~= '' then
-    settle(base .. ':k:' .. ARGV[at + 3], lease, second, delta, string.sub(flags, 3, 3), string.sub(flags, 4, 4))
-  end
-end
-return 1
-`;
-
 // ARGV: clock, lease ms, then pairs (scope suffix ':s' or ':k:<name>', lease). A slot already past its
 // expiry stays free: renewing it would let a paused instance take back a slot others may hold now.
 const RENEW_LUA = `${CLOCK_LUA}
@@ -196,8 +195,7 @@ end
 return 1
 `;
 
-const ADMIT = defineScript(ADMIT_LUA);
-const FINISH = defineScript(FINISH_LUA);
+const TURN = defineScript(TURN_LUA);
 const RENEW = defineScript(RENEW_LUA);
 
 const DIMENSIONS: readonly LimitDimension[] = ['requests', 'tokens', 'concurrency'];
@@ -210,65 +208,6 @@ function dimension(reply: unknown[], at: number): DimensionState | undefined {
   const limit = Number(reply[at]);
   if (limit < 0) return undefined;
   return { limit, remaining: Number(reply[at + 1]), resetMs: Math.max(0, Number(reply[at + 2])) };
-}
-
-/** Admissions or settlements of one subject waiting for the end of this event-loop turn. */
-interface Group<T, R> {
-  readonly key: string;
-  readonly head: string[];
-  readonly items: { readonly item: T; resolve(r: R): void; reject(e: unknown): void }[];
-}
-
-/** Most admissions or settlements in one script call (a turn's beyond it take further calls). */
-const MAX_PER_CALL = 128;
-
-/**
- * Items added in one turn, grouped by subject and sent at the turn's end, one script call per subject:
- * under load many requests of one key arrive per turn, and a command each cost more than the script.
- */
-function perTurn<T, R>(
-  send: (key: string, head: string[], items: readonly T[]) => Promise<R[]>,
-): (key: string, head: string[], item: T) => Promise<R> {
-  let groups = new Map<string, Group<T, R>>();
-  let scheduled = false;
-  const flush = () => {
-    const batch = groups;
-    groups = new Map();
-    scheduled = false;
-    for (const g of batch.values()) {
-      for (let at = 0; at < g.items.length; at += MAX_PER_CALL) {
-        const part = g.items.slice(at, at + MAX_PER_CALL);
-        send(
-          g.key,
-          g.head,
-          part.map((p) => p.item),
-        ).then(
-          (results) => {
-            for (const [k, p] of part.entries()) p.resolve(results[k]!);
-          },
-          (err: unknown) => {
-            for (const p of part) p.reject(err);
-          },
-        );
-      }
-    }
-  };
-  return (key, head, item) => {
-    // One group per key and head: a reload may change the head while a turn's group waits.
-    const id = head.length === 0 ? key : `${key}\n${head.join(',')}`;
-    let g = groups.get(id);
-    if (g === undefined) {
-      g = { key, head, items: [] };
-      groups.set(id, g);
-    }
-    const { promise, resolve, reject } = Promise.withResolvers<R>();
-    g.items.push({ item, resolve, reject });
-    if (!scheduled) {
-      scheduled = true;
-      void endOfTurn().then(flush);
-    }
-    return promise;
-  };
 }
 
 function admitResult(reply: unknown[], at: number): AdmitResult {
@@ -286,26 +225,130 @@ function admitResult(reply: unknown[], at: number): AdmitResult {
     },
   };
   if (refused !== '') result.refusedBy = refused as LimitDimension;
-  DIMENSIONS.forEach((d, i) => {
+  for (let i = 0; i < DIMENSIONS.length; i++) {
     const state = dimension(reply, at + 5 + i * 3);
-    if (state !== undefined) result[d] = state;
-  });
+    if (state !== undefined) result[DIMENSIONS[i]!] = state;
+  }
   return result;
 }
 
 const ADMIT_FIELDS = 14;
 
+/** Most admissions in one call (a lane's others go in the next). */
+const MAX_PER_CALL = 128;
+
+interface Waiting<T, R> {
+  readonly item: T;
+  resolve(r: R): void;
+  reject(e: unknown): void;
+}
+
+/** The script head of an admission: lease ms and the subject's limits from configuration. */
+interface Head {
+  readonly id: string;
+  readonly args: readonly string[];
+}
+
+/**
+ * One subject's traffic to its counters. At most one call is in flight per subject: what arrives
+ * meanwhile waits for its answer and goes in the next call, together; what arrives while none is in
+ * flight goes at the end of the event-loop turn. Under load one call then carries many requests'
+ * settlements and admissions instead of one call each: a command cost the gateway more than the script
+ * costs Redis.
+ */
+interface Lane {
+  readonly key: string;
+  readonly slot: number;
+  settlements: Waiting<Settlement, void>[];
+  admissions: { head: Head; waiting: Waiting<Admission, AdmitResult> }[];
+  busy: boolean;
+  scheduled: boolean;
+}
+
+const NO_HEAD: readonly string[] = ['', '', '', ''];
+
 export function createRedisRateLimits(
   client: Redis,
   layout: Pick<KeyLayout, 'rateLimit'>,
-  /** Tests only: the clock in ms instead of the server's. */
-  clock?: () => number,
+  opts: {
+    /** Tests only: the clock in ms instead of the server's. */
+    clock?: () => number;
+    /** Maps a failed call's error (the store's connection errors to its own kind). */
+    failure?: (err: unknown) => unknown;
+  } = {},
 ): RateLimitCounters {
+  const { clock, failure } = opts;
   const now = () => (clock === undefined ? '' : String(clock()));
   const limitsKey = (type: string, id: string) => `${layout.rateLimit(type, id)}:limits`;
-  const admit = perTurn<Admission, AdmitResult>(async (key, head, items) => {
-    const args = [now(), ...head];
-    for (const a of items) {
+  const lanes = new Map<string, Lane>();
+  // The head arrays per configured limits object: the same object comes back for every request.
+  const heads = new WeakMap<RateLimits, Map<number, Head>>();
+
+  function headOf(limits: RateLimits, leaseMs: number): Head {
+    let byLease = heads.get(limits);
+    if (byLease === undefined) {
+      byLease = new Map();
+      heads.set(limits, byLease);
+    }
+    let head = byLease.get(leaseMs);
+    if (head === undefined) {
+      const args = [
+        String(leaseMs),
+        opt(limits.requestsPerMinute),
+        opt(limits.tokensPerMinute),
+        opt(limits.maxConcurrent),
+      ];
+      head = { id: args.join(','), args };
+      byLease.set(leaseMs, head);
+    }
+    return head;
+  }
+
+  function laneOf(type: string, id: string): Lane {
+    const key = limitsKey(type, id);
+    let lane = lanes.get(key);
+    if (lane === undefined) {
+      lane = { key, slot: keySlot(key), settlements: [], admissions: [], busy: false, scheduled: false };
+      lanes.set(key, lane);
+    }
+    return lane;
+  }
+
+  function wake(lane: Lane): void {
+    if (lane.busy || lane.scheduled) return;
+    lane.scheduled = true;
+    void endOfTurn().then(() => {
+      lane.scheduled = false;
+      send(lane);
+    });
+  }
+
+  /** Sends what the lane holds (admissions of one head, the first's), or forgets an idle lane. */
+  function send(lane: Lane): void {
+    if (lane.busy) return;
+    if (lane.settlements.length === 0 && lane.admissions.length === 0) {
+      lanes.delete(lane.key);
+      return;
+    }
+    const settlements = lane.settlements;
+    lane.settlements = [];
+    const head = lane.admissions[0]?.head;
+    const admissions: Waiting<Admission, AdmitResult>[] = [];
+    if (head !== undefined) {
+      const rest: Lane['admissions'] = [];
+      for (const a of lane.admissions) {
+        if (a.head.id === head.id && admissions.length < MAX_PER_CALL) admissions.push(a.waiting);
+        else rest.push(a);
+      }
+      lane.admissions = rest;
+    }
+    const args = [now(), ...(head?.args ?? NO_HEAD), String(settlements.length)];
+    for (const { item: s } of settlements) {
+      const c = s.counted;
+      const flags = `${c.subjectTokens ? 1 : 0}${c.subjectSlot ? 1 : 0}${c.keyTokens ? 1 : 0}${c.keySlot ? 1 : 0}`;
+      args.push(s.lease, String(s.second), String(s.tokenDelta), s.key ?? '', flags);
+    }
+    for (const { item: a } of admissions) {
       const k = a.key;
       args.push(
         a.lease,
@@ -318,31 +361,39 @@ export function createRedisRateLimits(
         opt(k?.limits.maxConcurrent),
       );
     }
-    const reply = (await ADMIT.run(client, [key], args)) as unknown[];
-    return items.map((_, i) => admitResult(reply, i * ADMIT_FIELDS));
-  });
-  const finish = perTurn<Settlement, void>(async (key, _head, items) => {
-    const args = [now()];
-    for (const s of items) {
-      const c = s.counted;
-      const flags = [c.subjectTokens, c.subjectSlot, c.keyTokens, c.keySlot].map((f) => (f ? '1' : '0'));
-      args.push(s.lease, String(s.second), String(s.tokenDelta), s.key ?? '', flags.join(''));
-    }
-    await FINISH.run(client, [key], args);
-    return items.map(() => undefined);
-  });
+    lane.busy = true;
+    TURN.send(client, lane.key, lane.slot, args).then(
+      (reply) => {
+        for (const s of settlements) s.resolve();
+        for (let i = 0; i < admissions.length; i++)
+          admissions[i]!.resolve(admitResult(reply as unknown[], i * ADMIT_FIELDS));
+        lane.busy = false;
+        send(lane);
+      },
+      (err: unknown) => {
+        const e = failure === undefined ? err : failure(err);
+        for (const s of settlements) s.reject(e);
+        for (const a of admissions) a.reject(e);
+        lane.busy = false;
+        send(lane);
+      },
+    );
+  }
+
   return {
     admit(a: Admission, leaseMs: number): Promise<AdmitResult> {
-      const head = [
-        String(leaseMs),
-        opt(a.subjectLimits.requestsPerMinute),
-        opt(a.subjectLimits.tokensPerMinute),
-        opt(a.subjectLimits.maxConcurrent),
-      ];
-      return admit(limitsKey(a.subject.type, a.subject.id), head, a);
+      const lane = laneOf(a.subject.type, a.subject.id);
+      const { promise, resolve, reject } = Promise.withResolvers<AdmitResult>();
+      lane.admissions.push({ head: headOf(a.subjectLimits, leaseMs), waiting: { item: a, resolve, reject } });
+      wake(lane);
+      return promise;
     },
     finish(s: Settlement): Promise<void> {
-      return finish(limitsKey(s.subject.type, s.subject.id), [], s);
+      const lane = laneOf(s.subject.type, s.subject.id);
+      const { promise, resolve, reject } = Promise.withResolvers<void>();
+      lane.settlements.push({ item: s, resolve, reject });
+      wake(lane);
+      return promise;
     },
     async renew(slots: readonly HeldSlot[], leaseMs: number): Promise<void> {
       const bySubject = new Map<string, { key: string; args: string[] }>();
@@ -356,7 +407,11 @@ export function createRedisRateLimits(
         if (slot.counted.subjectSlot) group.args.push(':s', slot.lease);
         if (slot.counted.keySlot && slot.key !== undefined) group.args.push(`:k:${slot.key}`, slot.lease);
       }
-      await Promise.all([...bySubject.values()].map((g) => RENEW.run(client, [g.key], g.args)));
+      try {
+        await Promise.all([...bySubject.values()].map((g) => RENEW.run(client, [g.key], g.args)));
+      } catch (err) {
+        throw failure === undefined ? err : failure(err);
+      }
     },
   };
 }

@@ -10,7 +10,6 @@ import type { Logger } from 'pino';
 import type { StoreConfig } from '../common/config-types.ts';
 import {
   RATE_LIMIT_FIELDS,
-  type RateLimitCounters,
   type RateLimits,
   type SubjectLimitStore,
   type SubjectRef,
@@ -113,12 +112,9 @@ async function guard<T>(operation: string, fn: () => Promise<T>): Promise<T> {
   }
 }
 
-function guarded(c: RateLimitCounters): RateLimitCounters {
-  return {
-    admit: (a, leaseMs) => guard('rateLimitAdmit', () => c.admit(a, leaseMs)),
-    finish: (s) => guard('rateLimitFinish', () => c.finish(s)),
-    renew: (slots, leaseMs) => guard('rateLimitRenew', () => c.renew(slots, leaseMs)),
-  };
+/** The guard's mapping for a caller that batches its own calls (the rate limiter's lanes). */
+function storeFailure(operation: string): (err: unknown) => unknown {
+  return (err) => (isConnectionError(err) ? new StoreUnavailableError(operation, err) : err);
 }
 
 export async function openRedisStores(
@@ -167,7 +163,7 @@ export async function openRedisStores(
     },
     peekView: (query) => cachedView(cache, query),
     subjectLimits,
-    rateLimits: guarded(createRedisRateLimits(client, k)),
+    rateLimits: createRedisRateLimits(client, k, { failure: storeFailure('rateLimits') }),
     getSubject: (subject) =>
       guard('getSubject', async () => {
         const text = await client.get(k.subject(subject.type, subject.id));

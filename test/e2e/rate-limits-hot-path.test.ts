@@ -145,19 +145,21 @@ function slotsOf(name: string): Promise<number> {
 }
 
 /**
- * A command by what it is; MONITOR shows a script as `evalsha <sha> <numkeys> <key> ...argv`. The
- * limiter's scripts are told apart by their arguments: ADMIT has 13, FINISH 6 (a lease, then a second),
- * RENEW the lease time then (scope, lease) pairs.
+ * A command by what it is; MONITOR shows a script as `evalsha <sha> <numkeys> <key> ...argv`. RENEW's
+ * argv is the clock, the lease time, then (scope, lease) pairs; the lane script's is the clock, a head
+ * of four, the number of settlements, 5 fields per settlement and 8 per admission: `finish` settles
+ * only, `admit` admits only, `finish+admit` does both.
  */
 function kindOf(cmd: readonly string[]): string {
   if (cmd[0] !== 'evalsha') return cmd[0]!;
   const key = cmd[3] ?? '';
   if (!key.includes('{rl:')) return `evalsha ${key.slice(PREFIX.length)}`;
   const argv = cmd.slice(4);
-  if (argv.length === 13) return 'admit';
   if (argv[2] === ':s' || argv[2]?.startsWith(':k:')) return 'renew';
-  if (argv.length === 6) return 'finish';
-  return `evalsha ${key}`;
+  const settled = Number(argv[5]);
+  const admitted = (argv.length - 6 - settled * 5) / 8;
+  if (settled > 0) return admitted > 0 ? 'finish+admit' : 'finish';
+  return admitted > 0 ? 'admit' : `evalsha ${key}`;
 }
 
 /** Until the gateway has sent nothing for 200 ms (every completion of the warm-up is in). */

@@ -38,11 +38,9 @@ function admission(lease: string, opts: Partial<Admission> & { keyLimits?: RateL
 function pair(prefix: string) {
   let now = T0;
   const memory = new MemoryRateLimits(() => now);
-  const store = createRedisRateLimits(
-    client,
-    createKeyLayout({ keyPrefix: prefix, billingStream: 'b' }),
-    () => now,
-  );
+  const store = createRedisRateLimits(client, createKeyLayout({ keyPrefix: prefix, billingStream: 'b' }), {
+    clock: () => now,
+  });
   return {
     advance(ms: number) {
       now += ms;
@@ -145,7 +143,7 @@ test('key and subject limits together: the tighter one is reported and refuses',
 test('a subject limit stored in Redis overrides the default there', async () => {
   const layout = createKeyLayout({ keyPrefix: 'rl5:', billingStream: 'b' });
   await client.hset(`${layout.rateLimit('org', 'acme')}:limits`, 'requests_per_minute', '1');
-  const store = createRedisRateLimits(client, layout, () => T0);
+  const store = createRedisRateLimits(client, layout, { clock: () => T0 });
   const opts = { subjectLimits: { requestsPerMinute: 100 }, holdSlot: false };
   assert.equal((await store.admit(admission('a', opts), 1000)).admitted, true);
   assert.equal((await store.admit(admission('b', opts), 1000)).refusedBy, 'requests');
@@ -242,11 +240,9 @@ test('property: random admissions, completions, aborts, renewals and deaths neve
 });
 
 test('the admissions of one subject in one turn go in one script call, in order, exactly', async () => {
-  const store = createRedisRateLimits(
-    client,
-    createKeyLayout({ keyPrefix: 'rl6:', billingStream: 'b' }),
-    () => T0,
-  );
+  const store = createRedisRateLimits(client, createKeyLayout({ keyPrefix: 'rl6:', billingStream: 'b' }), {
+    clock: () => T0,
+  });
   const calls = async () =>
     Number(/cmdstat_evalsha:calls=(\d+)/.exec(await client.info('commandstats'))?.[1] ?? 0);
   await store.admit(admission('warm', { subjectLimits: { requestsPerMinute: 100 }, holdSlot: false }), 1000);
@@ -266,4 +262,38 @@ test('the admissions of one subject in one turn go in one script call, in order,
   );
   // The INFO call itself is not an EVALSHA.
   assert.equal((await calls()) - before, 1);
+});
+
+test("a subject's settlements and admissions of one turn go in one call, settlements first; those added while it is in flight in one more", async () => {
+  const store = createRedisRateLimits(client, createKeyLayout({ keyPrefix: 'rl7:', billingStream: 'b' }), {
+    clock: () => T0,
+  });
+  const keyLimits = { maxConcurrent: 1 };
+  const calls = async () =>
+    Number(/cmdstat_evalsha:calls=(\d+)/.exec(await client.info('commandstats'))?.[1] ?? 0);
+  const first = await store.admit(admission('c0', { keyLimits }), 30_000);
+  assert.equal(first.admitted, true);
+  const before = await calls();
+  // One turn: the holder's settlement and two admissions; the settlement goes first and frees the slot.
+  const settled = store.finish({
+    key: 'k1',
+    subject,
+    lease: 'c0',
+    second: first.second,
+    tokenDelta: 0,
+    counted: first.counted,
+  });
+  const one = store.admit(admission('c1', { keyLimits }), 30_000);
+  const two = store.admit(admission('c2', { keyLimits }), 30_000);
+  // This turn's call is written at its check phase; this callback runs right after it, before any
+  // reply can be read: what is added now waits for that call's answer.
+  await new Promise((r) => setImmediate(r));
+  const three = store.admit(admission('c3', { keyLimits }), 30_000);
+  const four = store.admit(admission('c4', { keyLimits }), 30_000);
+  await settled;
+  assert.deepEqual(
+    (await Promise.all([one, two, three, four])).map((r) => r.admitted),
+    [true, false, false, false],
+  );
+  assert.equal((await calls()) - before, 2);
 });
