@@ -19,7 +19,7 @@ import {
 import { jsonDeleteCopy, jsonSetCopy } from '../dsl/json-path.ts';
 import { type ProviderSettings, renderHeaderTemplate, renderTemplate } from '../dsl/template.ts';
 import type { CompiledRule, CompiledTemplate } from '../dsl/types.ts';
-import { framingOf } from '../families/index.ts';
+import { framingOf, upstreamErrorStatus } from '../families/index.ts';
 import type { StreamTransformFactory } from '../transforms/types.ts';
 import { TranslationError, type TranslatorFactory } from '../translators/types.ts';
 import { RuleTranslators, type StreamEvent } from './rule-translators.ts';
@@ -53,6 +53,8 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
   // The translator that shapes error bodies: the rule's first resp_map, else its first translating
   // sse_parse (a streaming rule's errors arrive as JSON and must reach the client in its own shape).
   const errorMapper = jsonMappers[0] ?? streamSteps.find((name) => deps.translators.has(name));
+  const errorFormat = errorMapper === undefined ? undefined : deps.translators.get(errorMapper)?.to;
+  const errorStatus = errorFormat === undefined ? undefined : upstreamErrorStatus(errorFormat);
 
   for (const name of [...jsonMappers, ...streamSteps]) {
     if (!deps.translators.has(name) && !deps.transforms.has(name)) {
@@ -76,7 +78,7 @@ export function createRuleHook(rule: CompiledRule, deps: RuleHookDeps): Hook {
     rewriteBody: requestRewriter(rule, deps, requestOps, pathPrefix, translators),
   };
   if (transformsResponse) {
-    hook.onResponseHead = responseHeadRewriter(jsonMappers, streamSteps, errorMapper);
+    hook.onResponseHead = responseHeadRewriter(jsonMappers, streamSteps, errorMapper, errorStatus);
     hook.onResponseChunk = responseChunkMapper(translators, jsonMappers, errorMapper);
     hook.onResponseEnd = responseEndMapper(translators, streamSteps);
   }
@@ -216,8 +218,14 @@ function responseHeadRewriter(
   jsonMappers: readonly string[],
   streamSteps: readonly string[],
   errorMapper: string | undefined,
+  errorStatus: ((status: number, headers: Readonly<Record<string, string>>) => number) | undefined,
 ): NonNullable<Hook['onResponseHead']> {
   return (ctx, head) => {
+    if (ctx.status >= 400 && errorStatus !== undefined) {
+      // The status the upstream's error name stands for; the error mapping below reads it.
+      head.status = errorStatus(ctx.status, head.headers);
+      ctx.status = head.status;
+    }
     if (ctx.status < 400 || errorMapper !== undefined) {
       const contentType = head.headers['content-type'] ?? '';
       // A binary event stream keeps its type: the relay picks its framing by it and answers SSE.

@@ -24,6 +24,7 @@ import type {
   RealtimeTranslatorFactory,
   StreamFraming,
   TokenCount,
+  UpstreamErrorStatus,
   WireFamily,
 } from './types.ts';
 import { vertexWire } from './vertex/index.ts';
@@ -73,6 +74,15 @@ export const REALTIME_TRANSLATORS: ReadonlyMap<string, RealtimeTranslatorFactory
 const framings = new Map<string, StreamFraming>();
 /** Binary stream framings by the reply content type they decode (the relay's alternative to SSE). */
 export const STREAM_FRAMINGS: ReadonlyMap<string, StreamFraming> = framings;
+
+const errorStatuses = new Map<string, UpstreamErrorStatus['status']>();
+/**
+ * The status the client gets for an upstream error reply of an upstream format (a translator's `to`),
+ * when its provider wire names errors beside the status; undefined: the upstream's status stands.
+ */
+export function upstreamErrorStatus(format: string): UpstreamErrorStatus['status'] | undefined {
+  return errorStatuses.get(format);
+}
 
 /** The framing of a reply's `content-type` header (parameters and case ignored), when one is registered. */
 export function framingOf(contentType: string | undefined): StreamFraming | undefined {
@@ -160,6 +170,7 @@ export function registerProviderWire(wire: ProviderWire): void {
       throw new Error(`stream framing ${framing.contentType} is declared twice`);
     framings.set(framing.contentType, framing);
   }
+  for (const format of wire.errorStatus?.formats ?? []) errorStatuses.set(format, wire.errorStatus!.status);
   wires.push(wire);
   rebuildTranslators();
 }

@@ -357,4 +357,14 @@ export interface ProviderWire {
   readonly transforms?: readonly StreamTransformFactory[];
   readonly usagePresets: readonly UsagePreset[];
   readonly framings?: readonly StreamFraming[];
+  /**
+   * For upstreams that name an error beside its status (Bedrock's `x-amzn-errortype`): the status the
+   * client gets for an error reply of one of `formats` (the `to` of the translators that call it).
+   */
+  readonly errorStatus?: UpstreamErrorStatus;
+}
+
+export interface UpstreamErrorStatus {
+  readonly formats: readonly string[];
+  status(status: number, headers: Readonly<Record<string, string>>): number;
 }

@@ -42,7 +42,11 @@ export interface Translator {
    * upstream ended before its final event: return an error event the client's SDK understands.
    */
   streamEnd(complete: boolean): SseOut[];
-  /** Map an upstream error body (status >= 400) to the client's error shape; status is kept. */
+  /**
+   * Map an upstream error body (status >= 400) to the client's error shape; status is kept. Throws a
+   * GatewayError instead when the gateway answers that error with a code of its own catalogue (a
+   * provider's throttling: `upstream_rate_limited`), which the client gets in its family's shape.
+   */
   error(status: number, body: JsonValue | string): JsonValue;
 }
 

@@ -11,7 +11,7 @@ import { isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { parseJsonObject } from '../../translators/json.ts';
 import type { Translator, TranslatorFactory, TranslatorInit } from '../../translators/types.ts';
-import { bedrockErrorAsAnthropic } from './errors.ts';
+import { bedrockErrorAsAnthropic, throwIfThrottled } from './errors.ts';
 
 export type AnthropicCloud = 'bedrock' | 'vertex';
 
@@ -85,7 +85,10 @@ function nativeTranslator(cloud: AnthropicCloud): TranslatorFactory {
           const message = `upstream stream ended before the message was complete (request id: ${init.requestId})`;
           return [{ event: 'error', data: JSON.stringify(anthropicError(502, { message })) }];
         },
-        error: (status, body) => anthropicError(status, body),
+        error(status, body) {
+          if (cloud === 'bedrock') throwIfThrottled(status, body);
+          return anthropicError(status, body);
+        },
       };
     },
   };
@@ -104,7 +107,10 @@ function onCloud(toAnthropic: TranslatorFactory, cloud: AnthropicCloud): Transla
         response: (body) => inner.response(body),
         streamEvent: (event, data) => inner.streamEvent(event, data),
         streamEnd: (complete) => inner.streamEnd(complete),
-        error: (status, body) => inner.error(status, anthropicError(status, body)),
+        error(status, body) {
+          if (cloud === 'bedrock') throwIfThrottled(status, body);
+          return inner.error(status, anthropicError(status, body));
+        },
       };
     },
   };

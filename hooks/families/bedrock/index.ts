@@ -8,6 +8,7 @@ import {
   anthropicToVertexAnthropic,
   cloudAnthropicTranslators,
 } from './anthropic-body.ts';
+import { bedrockErrorStatus } from './errors.ts';
 import { bedrockEventStream } from './event-stream.ts';
 import { openaiToBedrockConverse } from './openai-to-bedrock-converse.ts';
 import { bedrockConverse, bedrockInvoke } from './usage.ts';
@@ -18,6 +19,7 @@ export const bedrockWire: ProviderWire = {
   derive: cloudAnthropicTranslators,
   usagePresets: [bedrockConverse, bedrockInvoke],
   framings: [bedrockEventStream],
+  errorStatus: bedrockErrorStatus,
 };
 
 export { ANTHROPIC_CLOUD_VERSION, cloudAnthropicBody } from './anthropic-body.ts';

@@ -20,7 +20,7 @@ import type { Translator, TranslatorFactory, TranslatorInit } from '../../transl
 import { anthropicErrorType } from '../anthropic/errors.ts';
 import { openaiErrorForAnthropicType } from '../anthropic/translator-shared.ts';
 import { translateConverseRequest } from './converse-request.ts';
-import { readBedrockError } from './errors.ts';
+import { readBedrockError, throwIfThrottled } from './errors.ts';
 
 export function finishReasonOf(stopReason: JsonValue | undefined): string {
   switch (stopReason) {
@@ -196,7 +196,7 @@ class OpenaiToBedrockConverse implements Translator {
       case 'error': {
         const error = isObject(payload.error) ? payload.error : {};
         const status = asCount(error.status) ?? 500;
-        return this.#fail(status, asString(error.message) ?? 'upstream stream error');
+        return this.#fail(status, asString(error.message) ?? 'upstream stream error', asString(error.code));
       }
       default:
         break;
@@ -212,6 +212,7 @@ class OpenaiToBedrockConverse implements Translator {
   }
 
   error(status: number, body: JsonValue | string): JsonValue {
+    throwIfThrottled(status, body);
     return errorPayload(status, readBedrockError(status, body));
   }
 
@@ -253,11 +254,12 @@ class OpenaiToBedrockConverse implements Translator {
     return out;
   }
 
-  #fail(status: number, message: string): SseOut[] {
+  #fail(status: number, message: string, code?: string): SseOut[] {
     this.#finished = true;
-    return [
-      { data: JSON.stringify(errorPayload(status, `${message} (request id: ${this.#init.requestId})`)) },
-    ];
+    const payload = errorPayload(status, `${message} (request id: ${this.#init.requestId})`);
+    // A throttled stream keeps the catalogue's code (bedrockExceptionEvent).
+    if (code === 'upstream_rate_limited' && isObject(payload.error)) payload.error.code = code;
+    return [{ data: JSON.stringify(payload) }];
   }
 }
 

@@ -329,12 +329,9 @@ test('Bedrock error bodies keep their message in the client family shape', () =>
       },
     },
   );
-  assert.deepEqual(t.error(429, { message: 'Too many requests, please wait before trying again.' }), {
-    error: {
-      message: 'Too many requests, please wait before trying again.',
-      type: 'rate_limit_error',
-      code: 'rate_limit_exceeded',
-    },
+  // Throttling is the gateway's own upstream_rate_limited (errors.test.ts).
+  assert.throws(() => t.error(429, { message: 'Too many requests, please wait before trying again.' }), {
+    code: 'upstream_rate_limited',
   });
   assert.deepEqual(t.error(503, '<html>'), {
     error: { message: 'upstream returned HTTP 503', type: 'server_error', code: 'overloaded' },

@@ -75,7 +75,7 @@ test('an exception frame becomes an Anthropic error event naming the exception a
     error: {
       type: 'rate_limit_error',
       message: 'Too many tokens, please wait before trying again.',
-      code: 'throttlingException',
+      code: 'upstream_rate_limited',
       status: 429,
     },
   });
