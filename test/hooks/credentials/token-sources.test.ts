@@ -1,6 +1,7 @@
 // The token sources against a real token endpoint on a local port: Entra's client-credentials grant
 // and a Google service account (its grant sent to the key file's token_uri), cached, refreshed before
-// expiry, one grant in flight, a refused grant held for 30 s, an endpoint that fails retried.
+// expiry, one grant in flight, a refused grant held for 30 s, an endpoint that fails retried. Also the
+// chains without a secret: Google's metadata server (the metadata simulator) and Entra workload identity.
 
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, verify } from 'node:crypto';
@@ -11,9 +12,18 @@ import { Writable } from 'node:stream';
 import { after, before, test } from 'node:test';
 import pino from 'pino';
 import { GatewayError } from '../../../common/errors.ts';
-import { entraTokenFetch, entraTokenUrl } from '../../../hooks/credentials/entra.ts';
-import { GOOGLE_SCOPE, googleTokenFetch, readServiceAccount } from '../../../hooks/credentials/google.ts';
+import { entraTokenFetch, entraTokenUrl, entraWorkloadTokenFetch } from '../../../hooks/credentials/entra.ts';
+import {
+  GOOGLE_SCOPE,
+  googleTokenFetch,
+  metadataServerConfigured,
+  metadataTokenFetch,
+  readServiceAccount,
+} from '../../../hooks/credentials/google.ts';
+import { resolveProviderCredentials, ruleAuthorizer } from '../../../hooks/credentials/index.ts';
 import { REFUSED_HOLD_MS, TokenCache } from '../../../hooks/credentials/token-cache.ts';
+import { compileProviderSource, defaultRegistries } from '../../../hooks/dsl/index.ts';
+import { startCloudMetadata } from '../../../sim/upstream/cloud-metadata.ts';
 import { startTokenEndpoint, type TokenEndpoint } from '../../support/token-endpoint.ts';
 
 const SECRET = 'entra-client-secret-do-not-log';
@@ -329,4 +339,176 @@ test('a token the upstream refuses is dropped once it is older than the hold; a 
   const second = await cache.token(log);
   assert.notEqual(second, first);
   assert.equal(ep.grants.length, 2);
+});
+
+test("google: without a key file, the metadata server's token (GCE_METADATA_HOST, or found on Google Cloud)", async () => {
+  const meta = await startCloudMetadata({ lifetimeS: 1200 });
+  const saved = process.env.GCE_METADATA_HOST;
+  // gcp-metadata reads the host from the process environment only.
+  process.env.GCE_METADATA_HOST = new URL(meta.url).host;
+  try {
+    const env = { GCE_METADATA_HOST: new URL(meta.url).host };
+    assert.equal(
+      metadataServerConfigured(env, () => false),
+      true,
+    );
+    assert.equal(
+      metadataServerConfigured({}, () => true),
+      true,
+    );
+    assert.equal(
+      metadataServerConfigured({}, () => false),
+      false,
+    );
+    assert.equal(
+      metadataServerConfigured({ ...env, METADATA_SERVER_DETECTION: 'none' }, () => true),
+      false,
+    );
+    const cache = new TokenCache({
+      provider: 'vertex',
+      scheme: 'google-metadata',
+      check: 'check the attached service account',
+      fetch: metadataTokenFetch(),
+      deadlineMs: 3000,
+    });
+    const { log } = capture();
+    const token = await cache.token(log);
+    assert.ok(meta.googleTokenValid(token));
+    assert.equal(cache.token(log), token, 'cached');
+    assert.equal(meta.stats.gce, 1);
+
+    meta.fail('gce', 404, 1);
+    const refused = new TokenCache({
+      provider: 'vertex',
+      scheme: 'google-metadata',
+      check: 'check the attached service account',
+      fetch: metadataTokenFetch(),
+      deadlineMs: 3000,
+    });
+    const { log: log2, lines } = capture();
+    await assert.rejects(async () => refused.token(log2), { code: 'upstream_auth_failed' });
+    assert.match(lines.join(''), /check the attached service account/);
+
+    meta.fail('gce', 503, 2);
+    const retried = new TokenCache({
+      provider: 'vertex',
+      scheme: 'google-metadata',
+      check: 'x',
+      fetch: metadataTokenFetch(),
+      deadlineMs: 5000,
+    });
+    assert.ok(meta.googleTokenValid(await retried.token(log)));
+  } finally {
+    if (saved === undefined) delete process.env.GCE_METADATA_HOST;
+    else process.env.GCE_METADATA_HOST = saved;
+    await meta.close();
+  }
+});
+
+test('google: a provider resolves to the metadata server only without a key file; project from GOOGLE_CLOUD_PROJECT', () => {
+  const r = compileProviderSource(
+    'vertex-x.conf',
+    `syntax "next-router/0.1";
+provider "vertex-x" {
+  defaults {
+    upstream_config { base_url = "http://127.0.0.1:1"; }
+    auth { auth_google; }
+  }
+  match api = "chat.completions" { upstream { set_path template("/v1/projects/\${provider.project}/x"); } }
+}
+`,
+    { registries: defaultRegistries(), env: {} },
+  );
+  assert.deepEqual(r.diagnostics, []);
+  const provider = r.provider!;
+  const resolve = (env: Record<string, string>, gcp: boolean) =>
+    resolveProviderCredentials({
+      provider,
+      keys: [],
+      file: undefined,
+      env,
+      connectTimeoutMs: 1000,
+      host: { ec2: () => false, gcp: () => gcp },
+    });
+  const onGcp = resolve({ GOOGLE_CLOUD_PROJECT: 'proj-9' }, true);
+  assert.equal(ruleAuthorizer(provider.rules[0]!.auth, onGcp)?.channel, 'google-metadata');
+  assert.equal(onGcp.settings.project, 'proj-9');
+  assert.deepEqual(onGcp.problems, []);
+  const offGcp = resolve({}, false);
+  assert.equal(ruleAuthorizer(provider.rules[0]!.auth, offGcp), undefined);
+  assert.match(offGcp.problems.join('\n'), /\$\{provider\.project\}: set ROUTER_PROVIDER_VERTEX_X_PROJECT/);
+});
+
+test('entra workload identity: the federated token file is the client assertion, read at every grant', async () => {
+  reset();
+  const file = join(dir, 'azure-identity-token');
+  await writeFile(file, 'federated-jwt-1\n');
+  ep.check = (g) =>
+    g.form.get('client_assertion_type') === 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer' &&
+    g.form.get('client_assertion')?.startsWith('federated-jwt-') &&
+    g.form.get('client_secret') === null
+      ? undefined
+      : 'invalid_client';
+  const cache = new TokenCache({
+    provider: 'azure-openai',
+    scheme: 'entra-workload-identity',
+    check: 'check the federated credential',
+    fetch: entraWorkloadTokenFetch({ tenantId: 'tenant-1', clientId: 'client-1', tokenFile: file }, ep.url),
+    deadlineMs: 2000,
+  });
+  const { log, lines } = capture();
+  assert.ok(ep.isValid(await cache.token(log)));
+  const g = ep.grants[0]!;
+  assert.equal(g.path, '/tenant-1/oauth2/v2.0/token');
+  assert.equal(g.form.get('client_id'), 'client-1');
+  assert.equal(g.form.get('client_assertion'), 'federated-jwt-1');
+  assert.equal(g.form.get('scope'), 'https://cognitiveservices.azure.com/.default');
+
+  // A rotated file is read at the next grant; a refused assertion is upstream_auth_failed.
+  await writeFile(file, 'rotated-but-refused\n');
+  const next = new TokenCache({
+    provider: 'azure-openai',
+    scheme: 'entra-workload-identity',
+    check: 'check the federated credential',
+    fetch: entraWorkloadTokenFetch({ tenantId: 'tenant-1', clientId: 'client-1', tokenFile: file }, ep.url),
+    deadlineMs: 2000,
+  });
+  await assert.rejects(async () => next.token(log), { code: 'upstream_auth_failed' });
+  assert.equal(ep.grants.at(-1)!.form.get('client_assertion'), 'rotated-but-refused');
+  assert.equal(lines.join('').includes('federated-jwt-1'), false, 'the assertion is never logged');
+});
+
+test('entra: a secret wins over workload identity; workload identity needs its tenant and client; unreadable file', async () => {
+  const r = compileProviderSource(
+    'az.conf',
+    `syntax "next-router/0.1";
+provider "az" {
+  defaults { upstream_config { base_url = "http://127.0.0.1:1"; } auth { auth_entra; } }
+  match api = "chat.completions" { upstream { set_path "/x"; } }
+}
+`,
+    { registries: defaultRegistries(), env: {} },
+  );
+  assert.deepEqual(r.diagnostics, []);
+  const provider = r.provider!;
+  const file = join(dir, 'fed-token');
+  await writeFile(file, 'jwt');
+  const resolve = (env: Record<string, string>, fileCreds?: { entra: typeof creds }) =>
+    resolveProviderCredentials({ provider, keys: [], file: fileCreds, env, connectTimeoutMs: 1000 });
+  const channel = (c: ReturnType<typeof resolve>) => ruleAuthorizer(provider.rules[0]!.auth, c)?.channel;
+  const workload = { AZURE_TENANT_ID: 't', AZURE_CLIENT_ID: 'c', AZURE_FEDERATED_TOKEN_FILE: file };
+  assert.equal(channel(resolve(workload)), 'entra-workload-identity');
+  assert.deepEqual(resolve(workload).problems, []);
+  assert.equal(channel(resolve({ ...workload, AZURE_CLIENT_SECRET: 's' })), 'entra');
+  assert.equal(channel(resolve(workload, { entra: creds })), 'entra');
+  assert.match(
+    resolve({ AZURE_FEDERATED_TOKEN_FILE: file, AZURE_TENANT_ID: 't' }).problems.join('\n'),
+    /AZURE_FEDERATED_TOKEN_FILE set but AZURE_CLIENT_ID not/,
+  );
+  const unreadable = resolve({ ...workload, AZURE_FEDERATED_TOKEN_FILE: '/nonexistent/azure-token' });
+  assert.equal(channel(unreadable), undefined);
+  assert.match(
+    unreadable.problems.join('\n'),
+    /cannot read the federated token file \/nonexistent\/azure-token \(ENOENT\)/,
+  );
 });
