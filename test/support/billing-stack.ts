@@ -52,6 +52,10 @@ export interface BillingStackOptions {
   readonly trustCallerIds?: boolean;
   /** More top-level keys of the main configuration, as YAML lines (e.g. a `hooks:` list). */
   readonly extraYaml?: string;
+  /** Replace the model registry (YAML text). */
+  readonly modelsYaml?: string;
+  /** More environment made once the upstream simulator runs (stack.ts `simEnv`). */
+  readonly simEnv?: (sim: UpstreamSim, dir: string) => Promise<Readonly<Record<string, string>>>;
 }
 
 export interface LogLine {
@@ -134,13 +138,18 @@ export async function startBillingStack(opts: BillingStackOptions = {}): Promise
     request_timeout_ms: 1000,
     ...opts.billing,
   };
+  let modelsFile = MODELS_FILE;
+  if (opts.modelsYaml !== undefined) {
+    modelsFile = join(dir, 'models.yaml');
+    await writeFile(modelsFile, opts.modelsYaml);
+  }
   const configFile = join(dir, 'router.yaml');
   await writeFile(
     configFile,
     [
       'listen: 127.0.0.1:0',
       `providers_dir: ${providersDir}`,
-      `models: ${MODELS_FILE}`,
+      `models: ${modelsFile}`,
       `pricing: ${PRICING_FILE}`,
       'log: { level: info }',
       opts.trustCallerIds === false ? '' : TRUST_LOOPBACK_IDS,
@@ -152,6 +161,7 @@ export async function startBillingStack(opts: BillingStackOptions = {}): Promise
   );
   const env = simProviderEnv(upstream.url, Object.keys(opts.providers ?? {}));
   Object.assign(env, opts.env);
+  if (opts.simEnv !== undefined) Object.assign(env, await opts.simEnv(upstream, dir));
 
   const logs: LogLine[] = [];
   const logger = capturingLogger(logs);

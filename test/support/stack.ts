@@ -57,6 +57,11 @@ export interface StackOptions {
   readonly trustCallerIds?: boolean;
   /** The gateway's logger (default: silent). */
   readonly logger?: Logger;
+  /**
+   * More environment made once the simulator runs (a service account file whose token_uri is the
+   * simulator's), in the stack's temporary directory.
+   */
+  readonly simEnv?: (sim: UpstreamSim, dir: string) => Promise<Readonly<Record<string, string>>>;
 }
 
 export interface Stack {
@@ -133,6 +138,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   Object.assign(env, opts.env);
   let gateway: RunningGateway;
   try {
+    if (opts.simEnv !== undefined) Object.assign(env, await opts.simEnv(sim, dir));
     gateway = await startGateway(configFile, {
       env,
       sidecar: false,
