@@ -10,7 +10,7 @@ import type { TokenCount } from './types.ts';
 export function countTranslator(
   client: TokenCount & { readonly family: string },
   generation: TranslatorFactory,
-  provider: TokenCount & { readonly family: string },
+  provider: Pick<TokenCount, 'requestFor' | 'read'> & { readonly family: string },
 ): TranslatorFactory {
   const requestFor = provider.requestFor;
   if (requestFor === undefined) throw new Error(`${provider.family} has no counting request`);

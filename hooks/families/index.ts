@@ -270,6 +270,16 @@ function countTranslators(generation: ReadonlyMap<string, TranslatorFactory>): T
         }),
       );
     }
+    for (const count of wires.flatMap((w) => w.tokenCounts ?? [])) {
+      const via = generation.get(`${client.name}_to_${count.format}`);
+      if (client.tokenCount === undefined || via === undefined) continue;
+      out.push(
+        countTranslator({ ...client.tokenCount, family: client.name }, via, {
+          ...count,
+          family: count.format,
+        }),
+      );
+    }
   }
   return out;
 }

@@ -362,9 +362,19 @@ export interface ProviderWire {
    * client gets for an error reply of one of `formats` (the `to` of the translators that call it).
    */
   readonly errorStatus?: UpstreamErrorStatus;
+  /** Its counting endpoints, one per upstream format: `<client>_count_to_<format>` for every client family. */
+  readonly tokenCounts?: readonly WireTokenCount[];
 }
 
 export interface UpstreamErrorStatus {
   readonly formats: readonly string[];
   status(status: number, headers: Readonly<Record<string, string>>): number;
+}
+
+/** A provider wire's counting endpoint for the bodies of one of its formats (`bedrock_invoke`). */
+export interface WireTokenCount {
+  /** The upstream format of the generation translators whose bodies it counts (`<client>_to_<format>`). */
+  readonly format: string;
+  requestFor(generation: JsonObject, upstreamModel: string | undefined): JsonObject;
+  read(reply: JsonValue): number | undefined;
 }

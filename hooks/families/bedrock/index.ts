@@ -1,6 +1,6 @@
 // AWS Bedrock's wire: no client speaks it, so it is a provider wire (types.ts `ProviderWire`), not a
 // wire family: translators from the pivot to Converse, the Anthropic body Bedrock's InvokeModel (and
-// Vertex's rawPredict) take, usage presets and the event-stream framing of both stream APIs.
+// Vertex's rawPredict) take, usage presets, the event-stream framing of both stream APIs and CountTokens.
 
 import type { ProviderWire } from '../types.ts';
 import {
@@ -8,6 +8,7 @@ import {
   anthropicToVertexAnthropic,
   cloudAnthropicTranslators,
 } from './anthropic-body.ts';
+import { bedrockCounts } from './count-tokens.ts';
 import { bedrockErrorStatus } from './errors.ts';
 import { bedrockEventStream } from './event-stream.ts';
 import { openaiToBedrockConverse } from './openai-to-bedrock-converse.ts';
@@ -19,6 +20,7 @@ export const bedrockWire: ProviderWire = {
   derive: cloudAnthropicTranslators,
   usagePresets: [bedrockConverse, bedrockInvoke],
   framings: [bedrockEventStream],
+  tokenCounts: bedrockCounts,
   errorStatus: bedrockErrorStatus,
 };
 

@@ -17,6 +17,8 @@ const DIR = fileURLToPath(new URL('../../../deploy/config/providers/', import.me
 const EXPECTED = [
   'anthropic',
   'azure-openai',
+  'bedrock',
+  'bedrock-converse',
   'deepseek',
   'gemini',
   'groq',
