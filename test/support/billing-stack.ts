@@ -16,7 +16,7 @@ import { loadConfig } from '../../config/load.ts';
 import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
 import { type Sidecar, type SidecarOptions, startSidecar } from '../../sidecar/sidecar.ts';
 import { type BillingSim, type BillingSimOptions, startBillingSim } from '../../sim/billing/server.ts';
-import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
+import { startUpstreamSim, type UpstreamSim, type UpstreamSimOptions } from '../../sim/upstream/server.ts';
 import {
   MODELS_FILE,
   PRICING_FILE,
@@ -54,6 +54,8 @@ export interface BillingStackOptions {
   readonly extraYaml?: string;
   /** Replace the model registry (YAML text). */
   readonly modelsYaml?: string;
+  /** Options of the upstream simulator (the cloud credentials it checks). */
+  readonly sim?: UpstreamSimOptions;
   /** More environment made once the upstream simulator runs (stack.ts `simEnv`). */
   readonly simEnv?: (sim: UpstreamSim, dir: string) => Promise<Readonly<Record<string, string>>>;
 }
@@ -106,7 +108,7 @@ export function capturingLogger(lines: LogLine[], level = 'info'): Logger {
 }
 
 export async function startBillingStack(opts: BillingStackOptions = {}): Promise<BillingStack> {
-  const upstream = await startUpstreamSim();
+  const upstream = await startUpstreamSim(opts.sim);
   const billing = await startBillingSim({
     apiKey: BILLING_API_KEY,
     projectId: BILLING_PROJECT,
