@@ -575,6 +575,18 @@ describe('a wrong secret', () => {
   });
 });
 
+test("throttling counts in router_requests_total under the provider (RouterUpstreamThrottled's series)", async () => {
+  const text = await (await fetch(`${stack.url}/metrics`)).text();
+  for (const route of Object.keys(ROUTES)) {
+    const throttled = text
+      .split('\n')
+      .filter((l) => l.startsWith(`router_requests_total{provider="${route}",`) && l.includes('status="429"'))
+      .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+    // Two per client (plain and streamed) in the error tests above.
+    assert.equal(throttled, 2 * Object.keys(CLIENTS).length, route);
+  }
+});
+
 test('no secret or signature material in the logs', () => {
   const text = JSON.stringify(stack.logs);
   assert.doesNotMatch(text, new RegExp(AWS.secretAccessKey));
