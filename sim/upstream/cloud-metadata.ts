@@ -64,6 +64,8 @@ export interface CloudMetadata {
   ): SigningRefusal | undefined;
   /** Whether a bearer token is one the Google metadata server issued and still valid. */
   googleTokenValid(token: string): boolean;
+  /** Every secret handed out so far (secret keys, session tokens, access tokens), for leak checks. */
+  issuedSecrets(): string[];
   /** Expire everything issued so far. */
   expireAll(): void;
   close(): Promise<void>;
@@ -330,6 +332,13 @@ export async function startCloudMetadata(opts: CloudMetadataOptions = {}): Promi
     },
     googleTokenValid(token) {
       return (google.get(token) ?? 0) > Date.now();
+    },
+    issuedSecrets() {
+      return [
+        ...[...aws.values()].flatMap((c) => [c.secretAccessKey, c.sessionToken ?? '']),
+        ...google.keys(),
+        ...imdsSessions.keys(),
+      ].filter((v) => v !== '');
     },
     expireAll() {
       for (const c of aws.values()) c.expiresAt = 0;
