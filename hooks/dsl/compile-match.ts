@@ -42,7 +42,7 @@ export function compileMatchHead(cx: CompileContext, d: DirectiveNode): MatchHea
       } else api = v.value as ApiName;
     } else if (key.value === 'model') {
       if (v.kind !== 'string' || v.value === '') {
-        cx.error(v.loc, 'model must be a non-empty glob in double quotes (e.g. "anthropic.*")');
+        cx.error(v.loc, 'model must be a non-empty glob in double quotes (e.g. "*claude*")');
         ok = false;
       } else model = v.value;
     } else if (v.kind === 'word' && (v.value === 'true' || v.value === 'false')) {

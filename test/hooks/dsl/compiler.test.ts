@@ -281,7 +281,11 @@ provider "p" {
   assert.equal(path(true, 'claude-sonnet-4@20250514'), '/claude-stream');
   assert.equal(path(false, 'claude-sonnet-4@20250514'), '/converse');
   assert.equal(path(false, 'meta.llama3'), '/converse');
-  assert.equal(path(false, undefined), '/converse', 'a rule with a model never matches a request without one');
+  assert.equal(
+    path(false, undefined),
+    '/converse',
+    'a rule with a model never matches a request without one',
+  );
   assert.equal(path(false, 'ANTHROPIC.claude'), '/converse', 'globs are case-sensitive');
 });
 
@@ -293,7 +297,7 @@ provider "p" {
   match api = "embeddings" model = claude { }
 }
 `),
-    ['4:36: model must be a non-empty glob in double quotes (e.g. "anthropic.*")'],
+    ['4:36: model must be a non-empty glob in double quotes (e.g. "*claude*")'],
   );
   assert.deepEqual(
     errs(`syntax "next-router/0.1";
