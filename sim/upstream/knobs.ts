@@ -9,7 +9,7 @@ export const DEFAULT_WORDS = 16;
 
 const FAIL_WORDS = new Set(['reset', 'midstream', 'midstream-reset', 'hang']);
 const MODEL_FAIL_RE = /(?:^|[-_+/])fail-(midstream-reset|midstream|reset|hang|[45]\d\d)(?=$|[-_+])/;
-const MODEL_NUM_RE = /(?:^|[-_+/])(chunks|delay|latency|words)-(\d+)(?=$|[-_+])/g;
+const MODEL_NUM_RE = /(?:^|[-_+/])(chunks|delay|latency|words|cached|cachewrite)-(\d+)(?=$|[-_+])/g;
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {
   const v = headers[name];
@@ -70,6 +70,9 @@ function applyModelKnobs(knobs: Knobs, model: string, headers: IncomingHttpHeade
     else if (m[1] === 'delay' && headers['x-sim-chunk-delay-ms'] === undefined) knobs.chunkDelayMs = n;
     else if (m[1] === 'latency' && headers['x-sim-latency-ms'] === undefined) knobs.latencyMs = n;
     else if (m[1] === 'words' && headers['x-sim-words'] === undefined) knobs.words = n;
+    else if (m[1] === 'cached' && headers['x-sim-cached-tokens'] === undefined) knobs.cachedTokens = n;
+    else if (m[1] === 'cachewrite' && headers['x-sim-cache-write-tokens'] === undefined)
+      knobs.cacheWriteTokens = n;
   }
   if (model.includes('no-usage')) knobs.noUsage = true;
   if (model.includes('unicode')) knobs.unicode = true;

@@ -314,6 +314,8 @@ const CLIENTS: Record<string, () => BedrockClient> = {
 interface Counts {
   input: number;
   output: number;
+  cacheRead: number;
+  cacheWrite: number;
 }
 type Json = Record<string, unknown>;
 
@@ -344,18 +346,26 @@ function reportedCounts(bytes: Buffer, contentType: string): Counts {
   const docs = contentType.includes('eventstream')
     ? eventStreamPayloads(bytes)
     : [rec(JSON.parse(bytes.toString('utf8')))];
-  const c: Counts = { input: 0, output: 0 };
+  const c: Counts = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
   for (const doc of docs) {
     const metrics = rec(doc['amazon-bedrock-invocationMetrics']);
     const usage = doc.type === 'message_start' ? rec(rec(doc.message).usage) : rec(doc.usage);
     if ('inputTokenCount' in metrics) {
       c.input = num(metrics.inputTokenCount);
       c.output = num(metrics.outputTokenCount);
+      c.cacheRead = num(metrics.cacheReadInputTokenCount);
+      c.cacheWrite = num(metrics.cacheWriteInputTokenCount);
     } else if ('inputTokens' in usage) {
       c.input = num(usage.inputTokens);
       c.output = num(usage.outputTokens);
+      c.cacheRead = num(usage.cacheReadInputTokens);
+      c.cacheWrite = num(usage.cacheWriteInputTokens);
     } else {
-      if ('input_tokens' in usage) c.input = num(usage.input_tokens);
+      if ('input_tokens' in usage) {
+        c.input = num(usage.input_tokens);
+        c.cacheRead = num(usage.cache_read_input_tokens);
+        c.cacheWrite = num(usage.cache_creation_input_tokens);
+      }
       if ('output_tokens' in usage) c.output = num(usage.output_tokens);
     }
   }
@@ -382,7 +392,7 @@ async function replay(recorded: RecordedRequest): Promise<Response> {
   });
 }
 
-async function assertBilledAsReported(rid: string, route: Route, recorded: RecordedRequest): Promise<void> {
+async function assertBilledAsReported(rid: string, route: Route, recorded: RecordedRequest): Promise<Counts> {
   const res = await replay(recorded);
   assert.equal(res.status, 200);
   const counts = reportedCounts(Buffer.from(await res.arrayBuffer()), res.headers.get('content-type') ?? '');
@@ -391,8 +401,16 @@ async function assertBilledAsReported(rid: string, route: Route, recorded: Recor
   assert.equal(event.raw_json.provider, route);
   assert.equal(event.raw_json.usage_stage, 'upstream');
   const usage = event.raw_json.usage as unknown as Record<string, number | undefined>;
-  assert.equal(usage.input_tokens, counts.input, 'input tokens as the upstream reported');
+  // Bedrock's input count leaves the prompt cache out, as Anthropic's does; the event's input is all of it.
+  assert.equal(
+    usage.input_tokens,
+    counts.input + counts.cacheRead + counts.cacheWrite,
+    'input tokens as the upstream reported',
+  );
   assert.equal(usage.output_tokens, counts.output, 'output tokens as the upstream reported');
+  assert.equal(usage.cache_read_tokens ?? 0, counts.cacheRead, 'cache reads');
+  assert.equal(usage.cache_creation_tokens ?? 0, counts.cacheWrite, 'cache writes');
+  return counts;
 }
 
 // --- the matrix --------------------------------------------------------------------------------------
@@ -450,6 +468,31 @@ for (const [clientName, makeClient] of Object.entries(CLIENTS)) {
     }
   });
 }
+
+describe('prompt cache reads and writes', () => {
+  test('billed as Bedrock reported them, on both APIs, plain and streamed', async () => {
+    const model = 'us.anthropic.claude-sonnet-5-cached-7-cachewrite-5-v1:0';
+    for (const route of Object.keys(ROUTES) as Route[]) {
+      for (const mode of ['plain', 'stream'] as const) {
+        const rid = nextId();
+        const prompt = 'a prompt long enough for a cache read and a cache write of a few tokens each';
+        const c = openai({ route, rid });
+        if (mode === 'plain')
+          await c.chat.completions.create({ model, messages: [{ role: 'user', content: prompt }] });
+        else
+          await c.chat.completions
+            .stream({
+              model,
+              messages: [{ role: 'user', content: prompt }],
+              stream_options: { include_usage: true },
+            })
+            .finalChatCompletion();
+        const counts = await assertBilledAsReported(rid, route, lastBedrockRequest());
+        assert.deepEqual([counts.cacheRead, counts.cacheWrite], [7, 5], `${route} ${mode}`);
+      }
+    }
+  });
+});
 
 describe('mid-stream exceptions and native requests', () => {
   test('an exception frame ends each client stream with its error and is billed as estimated', async () => {

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { after, before, beforeEach, test } from 'node:test';
+import { readKnobs } from '../../../sim/upstream/knobs.ts';
 import { startUpstreamSim, type UpstreamSim } from '../../../sim/upstream/server.ts';
 import { UNICODE_SAMPLE } from '../../../sim/upstream/text.ts';
 
@@ -343,4 +344,11 @@ test('recording is bounded and can be turned off', async () => {
     await small.close();
     await off.close();
   }
+});
+
+test('cached-N and cachewrite-N in the model name set the cache knobs; headers win', () => {
+  const k = readKnobs({}, 'us.anthropic.claude-cached-7-cachewrite-5-v1:0', 0);
+  assert.deepEqual([k.cachedTokens, k.cacheWriteTokens], [7, 5]);
+  const h = readKnobs({ 'x-sim-cached-tokens': '2' }, 'claude-cached-7', 0);
+  assert.equal(h.cachedTokens, 2);
 });
