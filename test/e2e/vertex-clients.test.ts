@@ -86,8 +86,8 @@ const PROMPT: Record<Mode, string> = {
 interface VertexClient {
   run(mode: Mode, model: string, rid: string): Promise<Outcome>;
   count(model: string, rid: string): Promise<number>;
-  /** The error's status and that it is in this client's own shape. */
-  failed(err: unknown): number;
+  /** The error's status and the gateway's code when it has one, checking the client's own shape. */
+  failed(err: unknown): { status: number; code: unknown };
 }
 
 function chatClient(): VertexClient {
@@ -138,7 +138,7 @@ function chatClient(): VertexClient {
     failed(err) {
       assert.ok(err instanceof OpenAI.APIError, String(err));
       assert.equal(typeof (err.error as { message?: unknown }).message, 'string');
-      return err.status ?? 0;
+      return { status: err.status ?? 0, code: err.code };
     },
   };
 }
@@ -195,7 +195,7 @@ function responsesClient(): VertexClient {
     failed(err) {
       assert.ok(err instanceof OpenAI.APIError, String(err));
       assert.equal(typeof (err.error as { message?: unknown }).message, 'string');
-      return err.status ?? 0;
+      return { status: err.status ?? 0, code: err.code };
     },
   };
 }
@@ -246,8 +246,9 @@ function anthropicClient(): VertexClient {
     },
     failed(err) {
       assert.ok(err instanceof Anthropic.APIError, String(err));
-      assert.equal((err.error as { type?: unknown }).type, 'error');
-      return err.status ?? 0;
+      const body = err.error as { type?: unknown; error?: { code?: unknown } };
+      assert.equal(body.type, 'error');
+      return { status: err.status ?? 0, code: body.error?.code };
     },
   };
 }
@@ -307,9 +308,11 @@ function geminiClient(): VertexClient {
     },
     failed(err) {
       assert.ok(err instanceof ApiError, String(err));
-      const body = JSON.parse(err.message) as { error?: { status?: unknown } };
+      const body = JSON.parse(err.message) as {
+        error?: { status?: unknown; details?: { reason?: unknown }[] };
+      };
       assert.equal(typeof body.error?.status, 'string');
-      return err.status;
+      return { status: err.status, code: body.error?.details?.[0]?.reason };
     },
   };
 }
@@ -431,17 +434,20 @@ for (const [clientName, makeClient] of Object.entries(CLIENTS)) {
         }
       });
 
-      test(`${model}: upstream 400, 500 and 503 in the client's own error shape, with the upstream's message`, async () => {
+      test(`${model}: upstream 400, 429, 500 and 503 in the client's own error shape, with the upstream's message`, async () => {
         const client = makeClient();
         const failing = model === 'vertex-claude' ? 'claude-sonnet-4-5' : GEMINI;
-        for (const status of [400, 500, 503]) {
+        for (const status of [400, 429, 500, 503]) {
           for (const mode of ['plain', 'stream'] as const) {
             const err = await client.run(mode, `${failing}-fail-${status}`, nextId()).then(
               () => assert.fail(`fail-${status} ${mode} succeeded`),
               (e: unknown) => e,
             );
-            assert.equal(client.failed(err), status, `${mode} ${status}`);
+            const failed = client.failed(err);
+            assert.equal(failed.status, status, `${mode} ${status}`);
             assert.match(String((err as Error).message), /Simulated/);
+            // Vertex's RESOURCE_EXHAUSTED is the provider throttling, told apart from the gateway's limits.
+            if (status === 429) assert.equal(failed.code, 'upstream_rate_limited', mode);
           }
         }
       });

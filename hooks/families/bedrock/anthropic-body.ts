@@ -11,6 +11,7 @@ import { isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { parseJsonObject } from '../../translators/json.ts';
 import type { Translator, TranslatorFactory, TranslatorInit } from '../../translators/types.ts';
+import { googleThrottling } from '../gemini/errors.ts';
 import { bedrockErrorAsAnthropic, throwIfThrottled } from './errors.ts';
 
 export type AnthropicCloud = 'bedrock' | 'vertex';
@@ -54,6 +55,15 @@ export function cloudAnthropicBody(
   return out;
 }
 
+/** A cloud's throttling is the catalogue's upstream_rate_limited (Vertex: 429 RESOURCE_EXHAUSTED). */
+function throwIfCloudThrottled(cloud: AnthropicCloud, status: number, body: JsonValue | string): void {
+  if (cloud === 'bedrock') throwIfThrottled(status, body);
+  else {
+    const throttled = googleThrottling(status, body);
+    if (throttled !== undefined) throw throttled;
+  }
+}
+
 /** A cloud's error body (Bedrock `{message}`, Google `{error:{message,status}}`) in the Anthropic shape. */
 function anthropicError(status: number, body: JsonValue | string): JsonObject {
   if (isObject(body) && isObject(body.error) && body.type !== 'error') {
@@ -86,7 +96,7 @@ function nativeTranslator(cloud: AnthropicCloud): TranslatorFactory {
           return [{ event: 'error', data: JSON.stringify(anthropicError(502, { message })) }];
         },
         error(status, body) {
-          if (cloud === 'bedrock') throwIfThrottled(status, body);
+          throwIfCloudThrottled(cloud, status, body);
           return anthropicError(status, body);
         },
       };
@@ -108,7 +118,7 @@ function onCloud(toAnthropic: TranslatorFactory, cloud: AnthropicCloud): Transla
         streamEvent: (event, data) => inner.streamEvent(event, data),
         streamEnd: (complete) => inner.streamEnd(complete),
         error(status, body) {
-          if (cloud === 'bedrock') throwIfThrottled(status, body);
+          throwIfCloudThrottled(cloud, status, body);
           return inner.error(status, anthropicError(status, body));
         },
       };

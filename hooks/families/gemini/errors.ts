@@ -1,8 +1,9 @@
 // Errors in the Gemini shape: `{error:{code,message,status,details}}` with a google.rpc.Code name in
 // `status`, and mid-stream the same object as a nameless SSE event.
 
-import type { GatewayError } from '../../../common/errors.ts';
-import type { JsonObject, SseOut } from '../../../common/types.ts';
+import { clip, GatewayError } from '../../../common/errors.ts';
+import { isObject } from '../../../common/json-guards.ts';
+import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
 
 /**
  * google.rpc.Code names by HTTP status, as the Gemini API reports them in `error.status`. Statuses
@@ -58,4 +59,18 @@ export function geminiErrorBody(err: GatewayError, requestId: string): JsonObjec
 
 export function geminiErrorEvent(err: GatewayError, requestId: string): SseOut {
   return { data: JSON.stringify(geminiErrorBody(err, requestId)) };
+}
+
+/**
+ * A Google Cloud API's throttling (429 RESOURCE_EXHAUSTED: a quota or the shared capacity) as the
+ * catalogue's `upstream_rate_limited`, with Google's message; undefined for any other error.
+ */
+export function googleThrottling(status: number, body: JsonValue | string): GatewayError | undefined {
+  if (status !== 429) return undefined;
+  const error = isObject(body) ? body.error : undefined;
+  const message = isObject(error) && typeof error.message === 'string' ? error.message : undefined;
+  return new GatewayError(
+    'upstream_rate_limited',
+    message === undefined ? undefined : `The upstream provider is throttling requests: ${clip(message, 200)}`,
+  );
 }

@@ -1,14 +1,24 @@
-// Google Vertex AI's wire: no client speaks it. Generation needs nothing of its own: Gemini models take
-// Gemini bodies (the Gemini family's translators) and Claude models the Anthropic body the clouds take
-// (`<client>_to_vertex_anthropic`, beside Bedrock's in hooks/families/bedrock/anthropic-body.ts). What
-// differs is counting (token-count.ts).
+// Google Vertex AI's wire: no client speaks it. Gemini models take the Gemini API's bodies
+// (`<client>_to_vertex_gemini`: the client's translator to Gemini, throttling as the catalogue's code) and
+// Claude models the Anthropic body the clouds take (`<client>_to_vertex_anthropic`, beside Bedrock's in
+// hooks/families/bedrock/anthropic-body.ts, which the registry derives first). Counting has endpoints of
+// its own (token-count.ts).
 
+import type { TranslatorFactory } from '../../translators/types.ts';
 import type { ProviderWire } from '../types.ts';
+import { vertexGeminiTranslators } from './gemini-publisher.ts';
 import { vertexCountTranslators } from './token-count.ts';
+
+function derive(translators: ReadonlyMap<string, TranslatorFactory>): TranslatorFactory[] {
+  const gemini = vertexGeminiTranslators(translators);
+  const all = new Map(translators);
+  for (const t of gemini) all.set(t.name, t);
+  return [...gemini, ...vertexCountTranslators(all)];
+}
 
 export const vertexWire: ProviderWire = {
   name: 'vertex',
   translators: [],
-  derive: vertexCountTranslators,
+  derive,
   usagePresets: [],
 };

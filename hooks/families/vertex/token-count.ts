@@ -5,8 +5,8 @@
 // `generateContentRequest` wrapper, which the Gemini API's counting request uses).
 //
 // `<client>_count_to_vertex_anthropic` and `<client>_count_to_vertex_gemini` are made for each family
-// with a counting endpoint, over the generation translator of the same pair (the client's own body, for
-// a Gemini client on Gemini), as the registry makes the other counting translators.
+// with a counting endpoint, over the generation translator of the same pair, as the registry makes the
+// other counting translators.
 
 import type { JsonObject } from '../../../common/types.ts';
 import type { TranslatorFactory } from '../../translators/types.ts';
@@ -46,20 +46,6 @@ function vertexGeminiCount(gemini: TokenCount): TokenCount {
   };
 }
 
-/** A Gemini client's body on Vertex's Google publisher: the same wire, nothing to map. */
-const geminiAsIs: TranslatorFactory = {
-  name: 'gemini_to_vertex_gemini',
-  from: 'gemini',
-  to: 'vertex_gemini',
-  create: () => ({
-    request: (body) => body,
-    response: (body) => body,
-    streamEvent: (event, data) => [{ event, data }],
-    streamEnd: () => [],
-    error: (_status, body) => body,
-  }),
-};
-
 /** The families with a counting endpoint, as clients. */
 const CLIENTS: readonly (TokenCount & { readonly family: string })[] = [
   { ...anthropicTokenCount, family: 'anthropic' },
@@ -77,7 +63,7 @@ export function vertexCountTranslators(
   for (const client of CLIENTS) {
     const toClaude = translators.get(`${client.family}_to_vertex_anthropic`);
     if (toClaude !== undefined) out.push(countTranslator(client, toClaude, CLAUDE));
-    const toGemini = client.family === 'gemini' ? geminiAsIs : translators.get(`${client.family}_to_gemini`);
+    const toGemini = translators.get(`${client.family}_to_vertex_gemini`);
     if (toGemini !== undefined) out.push(countTranslator(client, toGemini, GEMINI));
   }
   return out;

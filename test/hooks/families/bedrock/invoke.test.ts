@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import test from 'node:test';
+import { GatewayError } from '../../../../common/errors.ts';
 import type { JsonObject, SseOut } from '../../../../common/types.ts';
 import { bedrockEventStream } from '../../../../hooks/families/bedrock/event-stream.ts';
 import {
@@ -187,12 +188,17 @@ test('Vertex Claude: anthropic_to_vertex_anthropic keeps the stream flag and the
     messages: [],
     anthropic_version: 'vertex-2023-10-16',
   });
-  assert.deepEqual(
-    t.error(429, { error: { code: 429, message: 'Quota exceeded', status: 'RESOURCE_EXHAUSTED' } }),
-    {
-      type: 'error',
-      error: { type: 'rate_limit_error', message: 'Quota exceeded' },
-    },
+  assert.deepEqual(t.error(503, { error: { code: 503, message: 'Overloaded', status: 'UNAVAILABLE' } }), {
+    type: 'error',
+    error: { type: 'overloaded_error', message: 'Overloaded' },
+  });
+  // Vertex's throttling is the gateway's upstream_rate_limited, in the client's shape.
+  assert.throws(
+    () => t.error(429, { error: { code: 429, message: 'Quota exceeded', status: 'RESOURCE_EXHAUSTED' } }),
+    (err: unknown) =>
+      err instanceof GatewayError &&
+      err.code === 'upstream_rate_limited' &&
+      /Quota exceeded/.test(err.message),
   );
   assert.ok(TRANSLATORS.has('openai_to_vertex_anthropic'));
 });
