@@ -5,12 +5,16 @@
 // token_uri elsewhere. So the client's own transport is given a request interceptor that sends the grant
 // to token_uri, and `aud` is set to token_uri through the client's additionalClaims (they are spread
 // over the payload last). The interceptor also turns the library's retries off: TokenCache retries.
-// Without a key file, on Google Cloud (or with GCE_METADATA_HOST set) the token comes from the metadata
-// server through the library's Compute client, as application default credentials do.
+// Application default credentials of the other types (a user's `gcloud auth application-default login`
+// file, workload identity federation's external_account, impersonation) go through GoogleAuth.fromJSON
+// with the same interceptor. Without a key file, gcloud's well-known file is used when it exists, else,
+// on Google Cloud (or with GCE_METADATA_HOST set), the metadata server through the Compute client.
 
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { detectGCPResidency } from 'gcp-metadata';
-import { Compute, type Credentials, JWT } from 'google-auth-library';
+import { Compute, type Credentials, GoogleAuth, JWT, type JWTInput } from 'google-auth-library';
 import { errorText } from '../../common/errors.ts';
 import { isRefusal } from './token-endpoint.ts';
 import { type TokenFetch, TokenRefused, TokenUnavailable } from './types.ts';
@@ -97,18 +101,7 @@ export function googleTokenFetch(account: ServiceAccount): TokenFetch {
     try {
       tokens = await client.authorize();
     } catch (err) {
-      const e = err as GaxiosLikeError;
-      const status = e.response?.status ?? e.status;
-      if (status !== undefined && isRefusal(status)) {
-        const data = e.response?.data as { error?: unknown } | undefined;
-        throw new TokenRefused(status, typeof data?.error === 'string' ? data.error.slice(0, 64) : undefined);
-      }
-      throw new TokenUnavailable(
-        status === undefined
-          ? 'token endpoint could not be reached'
-          : `token endpoint answered HTTP ${status}`,
-        err,
-      );
+      throw googleError(err);
     }
     if (typeof tokens.access_token !== 'string' || typeof tokens.expiry_date !== 'number') {
       throw new TokenUnavailable('token endpoint answered without access_token and expires_in');
@@ -173,4 +166,132 @@ export function metadataTokenFetch(): TokenFetch {
     }
     return { token, expiresAt: expiry };
   };
+}
+
+/** The credential file types application default credentials accept besides service accounts. */
+const ADC_TYPES: Record<string, string> = {
+  authorized_user: 'google-authorized-user',
+  external_account: 'google-external-account',
+  external_account_authorized_user: 'google-external-account',
+  impersonated_service_account: 'google-impersonated',
+};
+
+/** A credentials file of another type than service_account: what to give GoogleAuth, and what to log. */
+export interface AdcFile {
+  readonly type: string;
+  /** The pricing channel: one per type, not secret. */
+  readonly channel: string;
+  readonly json: JWTInput;
+  readonly projectId: string | undefined;
+  /** Where its grants go when the file says (authorized_user's token_uri), for the interceptor. */
+  readonly tokenUri: string | undefined;
+  /** What the operator checks when its grant is refused (never a secret). */
+  readonly check: string;
+}
+
+/** A Google credentials file: a service account key, another type ADC accepts, or what is wrong. */
+export function readGoogleCredentialsFile(
+  file: string,
+):
+  | { ok: true; account: ServiceAccount; adc?: undefined }
+  | { ok: true; adc: AdcFile; account?: undefined }
+  | { ok: false; problem: string } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch {
+    // readServiceAccount says what is wrong with a file that cannot be read or parsed.
+    return readServiceAccount(file) as { ok: false; problem: string };
+  }
+  const o = raw !== null && typeof raw === 'object' ? (raw as Record<string, unknown>) : {};
+  const type = typeof o.type === 'string' ? o.type : '';
+  const channel = ADC_TYPES[type];
+  if (channel === undefined) {
+    const read = readServiceAccount(file);
+    if (read.ok || type === 'service_account') return read;
+    return {
+      ok: false,
+      problem: `${file} is not a Google credentials file of a type the gateway takes (service_account, ${Object.keys(ADC_TYPES).join(', ')})`,
+    };
+  }
+  const str = (k: string) => (typeof o[k] === 'string' && o[k] !== '' ? (o[k] as string) : undefined);
+  const tokenUri = type === 'authorized_user' ? str('token_uri') : undefined;
+  const check =
+    type === 'authorized_user'
+      ? `check the user credentials of ${file} (client ${str('client_id') ?? '?'}): a revoked or expired refresh token is renewed by \`gcloud auth application-default login\``
+      : type === 'impersonated_service_account'
+        ? `check the impersonation file ${file}: its source credentials and their roles/iam.serviceAccountTokenCreator on ${str('service_account_impersonation_url') ?? 'the target account'}`
+        : `check the workload identity federation file ${file} (audience ${str('audience') ?? '?'}): its credential source and the pool provider's attribute conditions${str('service_account_impersonation_url') === undefined ? '' : ', and the impersonated service account'}`;
+  return {
+    ok: true,
+    adc: { type, channel, json: o as JWTInput, projectId: str('project_id'), tokenUri, check },
+  };
+}
+
+/** gcloud's application default credentials file, when it exists (CLOUDSDK_CONFIG, APPDATA, HOME). */
+export function wellKnownCredentialsFile(
+  env: Readonly<Record<string, string | undefined>>,
+): string | undefined {
+  const dir =
+    env.CLOUDSDK_CONFIG ||
+    (process.platform === 'win32'
+      ? env.APPDATA && join(env.APPDATA, 'gcloud')
+      : join(env.HOME || homedir(), '.config', 'gcloud'));
+  if (!dir) return undefined;
+  const file = join(dir, 'application_default_credentials.json');
+  return existsSync(file) ? file : undefined;
+}
+
+/** A token from an application default credentials file of another type than service_account. */
+export function adcTokenFetch(adc: AdcFile): TokenFetch {
+  return async (timeoutMs) => {
+    // A fresh client per grant, as for service accounts: TokenCache keeps the token.
+    const client = new GoogleAuth({ scopes: [GOOGLE_SCOPE] }).fromJSON(adc.json);
+    client.transporter.interceptors.request.add({
+      resolved: async (config) => {
+        if (adc.tokenUri !== undefined && String(config.url) === LIBRARY_TOKEN_URL)
+          config.url = new URL(adc.tokenUri);
+        config.retry = false;
+        config.retryConfig = { retry: 0, noResponseRetries: 0 };
+        config.signal = AbortSignal.timeout(Math.max(1, timeoutMs));
+        return config;
+      },
+    });
+    let token: string | null | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      ({ token } = await Promise.race([
+        client.getAccessToken(),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new TokenUnavailable(`no answer within ${Math.round(timeoutMs)} ms`)),
+            Math.max(1, timeoutMs),
+          );
+        }),
+      ]));
+    } catch (err) {
+      if (err instanceof TokenUnavailable) throw err;
+      throw googleError(err);
+    } finally {
+      clearTimeout(timer);
+    }
+    const expiry = client.credentials.expiry_date;
+    if (typeof token !== 'string' || token === '' || typeof expiry !== 'number') {
+      throw new TokenUnavailable('token endpoint answered without access_token and expires_in');
+    }
+    return { token, expiresAt: expiry };
+  };
+}
+
+function googleError(err: unknown): Error {
+  const e = err as GaxiosLikeError;
+  const status = e.response?.status ?? e.status;
+  if (status !== undefined && isRefusal(status)) {
+    const data = e.response?.data as { error?: unknown } | undefined;
+    return new TokenRefused(status, typeof data?.error === 'string' ? data.error.slice(0, 64) : undefined);
+  }
+  return new TokenUnavailable(
+    status === undefined ? 'token endpoint could not be reached' : `token endpoint answered HTTP ${status}`,
+    err,
+  );
 }

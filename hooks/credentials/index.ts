@@ -18,12 +18,14 @@ import type { AuthOp, CloudAuthOp, CompiledProvider, CompiledTemplate } from '..
 import { type AwsHost, awsTemporarySource, detectEc2, unreadableFile } from './aws-chain.ts';
 import { entraTokenFetch, entraTokenUrl, entraWorkloadTokenFetch } from './entra.ts';
 import {
+  adcTokenFetch,
   googleTokenFetch,
   metadataServerConfigured,
   metadataServerHost,
   metadataTokenFetch,
-  readServiceAccount,
+  readGoogleCredentialsFile,
   type ServiceAccount,
+  wellKnownCredentialsFile,
 } from './google.ts';
 import { createBearerAuthorizer, createSigV4Authorizer } from './sigv4.ts';
 import { TokenCache } from './token-cache.ts';
@@ -114,14 +116,18 @@ export function resolveProviderCredentials(input: ProviderCredentialInput): Prov
   for (const rule of provider.rules) for (const op of rule.auth) if (isCloudAuthOp(op)) ops.set(op.op, op);
 
   let account: ServiceAccount | undefined;
+  let adcProject: string | undefined;
   const google = ops.get('auth_google');
   if (google !== undefined) {
     const envFile = nonEmpty(env.GOOGLE_APPLICATION_CREDENTIALS);
-    const file = envFile !== undefined ? resolve(envFile) : input.file?.serviceAccountFile;
+    const file =
+      envFile !== undefined
+        ? resolve(envFile)
+        : (input.file?.serviceAccountFile ?? wellKnownCredentialsFile(env));
     if (file !== undefined) {
-      const read = readServiceAccount(file);
+      const read = readGoogleCredentialsFile(file);
       if (!read.ok) problems.push(`provider '${name}': ${read.problem}`);
-      else {
+      else if (read.account !== undefined) {
         account = read.account;
         const cache = new TokenCache({
           provider: name,
@@ -131,6 +137,16 @@ export function resolveProviderCredentials(input: ProviderCredentialInput): Prov
           deadlineMs: input.connectTimeoutMs,
         });
         authorizers.set('auth_google', tokenAuthorizer('google', 'service-account', cache));
+      } else {
+        adcProject = read.adc.projectId;
+        const cache = new TokenCache({
+          provider: name,
+          scheme: read.adc.channel,
+          check: read.adc.check,
+          fetch: adcTokenFetch(read.adc),
+          deadlineMs: input.connectTimeoutMs,
+        });
+        authorizers.set('auth_google', tokenAuthorizer('google', read.adc.channel, cache));
       }
     } else if (metadataServerConfigured(env, input.host?.gcp ?? defaultHost.gcp)) {
       const host = metadataServerHost(env);
@@ -152,6 +168,7 @@ export function resolveProviderCredentials(input: ProviderCredentialInput): Prov
     project:
       providerSettingFromEnv(name, 'project', env) ??
       account?.projectId ??
+      adcProject ??
       nonEmpty(env.GOOGLE_CLOUD_PROJECT) ??
       nonEmpty(env.GCLOUD_PROJECT),
     location: providerSettingFromEnv(name, 'location', env),
@@ -296,7 +313,7 @@ export function credentialSources(op: CloudAuthOp, provider: string): string {
     case 'auth_sigv4':
       return `AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or providers.${provider}.aws)${op.service === 'bedrock' ? ', or a Bedrock API key in AWS_BEARER_TOKEN_BEDROCK' : ''}, or AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE, or AWS_CONTAINER_CREDENTIALS_FULL_URI (or _RELATIVE_URI), or AWS_EC2_METADATA_SERVICE_ENDPOINT (found by itself on EC2)`;
     case 'auth_google':
-      return `GOOGLE_APPLICATION_CREDENTIALS (or providers.${provider}.service_account_file), or GCE_METADATA_HOST (found by itself on Google Cloud)`;
+      return `GOOGLE_APPLICATION_CREDENTIALS (or providers.${provider}.service_account_file, or gcloud's application_default_credentials.json), or GCE_METADATA_HOST (found by itself on Google Cloud)`;
     case 'auth_entra':
       return `AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (or providers.${provider}.entra), or AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_FEDERATED_TOKEN_FILE`;
   }

@@ -14,10 +14,12 @@ import pino from 'pino';
 import { GatewayError } from '../../../common/errors.ts';
 import { entraTokenFetch, entraTokenUrl, entraWorkloadTokenFetch } from '../../../hooks/credentials/entra.ts';
 import {
+  adcTokenFetch,
   GOOGLE_SCOPE,
   googleTokenFetch,
   metadataServerConfigured,
   metadataTokenFetch,
+  readGoogleCredentialsFile,
   readServiceAccount,
 } from '../../../hooks/credentials/google.ts';
 import { resolveProviderCredentials, ruleAuthorizer } from '../../../hooks/credentials/index.ts';
@@ -511,4 +513,103 @@ provider "az" {
     unreadable.problems.join('\n'),
     /cannot read the federated token file \/nonexistent\/azure-token \(ENOENT\)/,
   );
+});
+
+test("google ADC: a user's credentials file (authorized_user) refreshes its token at the file's token_uri", async () => {
+  reset();
+  const file = join(dir, 'adc-user.json');
+  const REFRESH = 'refresh-token-never-logged';
+  await writeFile(
+    file,
+    JSON.stringify({
+      type: 'authorized_user',
+      client_id: 'user-client.apps.googleusercontent.com',
+      client_secret: 'user-client-secret-never-logged',
+      refresh_token: REFRESH,
+      token_uri: `${ep.url}/user-token`,
+    }),
+  );
+  const read = readGoogleCredentialsFile(file);
+  assert.ok(read.ok && read.adc !== undefined);
+  assert.equal(read.adc.channel, 'google-authorized-user');
+  ep.check = (g) =>
+    g.form.get('grant_type') === 'refresh_token' && g.form.get('refresh_token') === REFRESH
+      ? undefined
+      : 'invalid_grant';
+  const cache = new TokenCache({
+    provider: 'vertex',
+    scheme: read.adc.channel,
+    check: read.adc.check,
+    fetch: adcTokenFetch(read.adc),
+    deadlineMs: 3000,
+  });
+  const { log, lines } = capture();
+  assert.ok(ep.isValid(await cache.token(log)));
+  assert.equal(ep.grants.at(-1)!.path, '/user-token');
+
+  ep.check = () => 'invalid_grant';
+  const revoked = new TokenCache({
+    provider: 'vertex',
+    scheme: read.adc.channel,
+    check: read.adc.check,
+    fetch: adcTokenFetch(read.adc),
+    deadlineMs: 3000,
+  });
+  await assert.rejects(async () => revoked.token(log), { code: 'upstream_auth_failed' });
+  const logged = lines.join('');
+  assert.match(logged, /gcloud auth application-default login/);
+  assert.equal(logged.includes(REFRESH) || logged.includes('user-client-secret-never-logged'), false);
+});
+
+test("google ADC: gcloud's well-known file when nothing else is set; external_account files; other types refused", async () => {
+  const gcloud = join(dir, 'gcloud');
+  const { mkdir } = await import('node:fs/promises');
+  await mkdir(gcloud, { recursive: true });
+  await writeFile(
+    join(gcloud, 'application_default_credentials.json'),
+    JSON.stringify({ type: 'authorized_user', client_id: 'c', client_secret: 's', refresh_token: 'r' }),
+  );
+  const r = compileProviderSource(
+    'vertex-y.conf',
+    `syntax "next-router/0.1";
+provider "vertex-y" {
+  defaults { upstream_config { base_url = "http://127.0.0.1:1"; } auth { auth_google; } }
+  match api = "chat.completions" { upstream { set_path "/x"; } }
+}
+`,
+    { registries: defaultRegistries(), env: {} },
+  );
+  const provider = r.provider!;
+  const resolve = (env: Record<string, string>) =>
+    resolveProviderCredentials({
+      provider,
+      keys: [],
+      file: undefined,
+      env,
+      connectTimeoutMs: 1000,
+      host: { ec2: () => false, gcp: () => true },
+    });
+  const channel = (env: Record<string, string>) =>
+    ruleAuthorizer(provider.rules[0]!.auth, resolve(env))?.channel;
+  assert.equal(channel({ CLOUDSDK_CONFIG: gcloud }), 'google-authorized-user');
+  assert.equal(channel({ CLOUDSDK_CONFIG: join(dir, 'no-gcloud') }), 'google-metadata');
+
+  const external = join(dir, 'wif.json');
+  await writeFile(
+    external,
+    JSON.stringify({
+      type: 'external_account',
+      audience: '//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/q',
+      subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
+      token_url: 'https://sts.googleapis.com/v1/token',
+      credential_source: { file: '/var/run/token' },
+    }),
+  );
+  assert.equal(channel({ GOOGLE_APPLICATION_CREDENTIALS: external }), 'google-external-account');
+
+  const odd = join(dir, 'odd.json');
+  await writeFile(odd, JSON.stringify({ type: 'gdch_service_account', private_key: 'x' }));
+  const bad = resolve({ GOOGLE_APPLICATION_CREDENTIALS: odd });
+  assert.equal(ruleAuthorizer(provider.rules[0]!.auth, bad), undefined);
+  assert.match(bad.problems.join('\n'), /is not a Google credentials file of a type the gateway takes/);
 });
