@@ -109,7 +109,10 @@ export async function forward(
         "upstream refused the gateway's credentials",
       );
       hooks.authorizer?.refused?.();
-      lastError = new GatewayError('upstream_auth_failed');
+      lastError = new GatewayError(
+        'upstream_auth_failed',
+        `The provider '${candidate.provider}' refused the gateway's credentials; the operator must check the provider key`,
+      );
       trace?.attemptFailed('upstream_auth_failed', status);
       if (last) throw lastError;
       continue;

@@ -436,7 +436,7 @@ for (const [clientName, makeClient] of Object.entries(CLIENTS)) {
 
       test(`${model}: upstream 400, 429, 500 and 503 in the client's own error shape, with the upstream's message`, async () => {
         const client = makeClient();
-        const failing = model === 'vertex-claude' ? 'claude-sonnet-4-5' : GEMINI;
+        const failing = model === 'vertex-claude' ? 'claude-sonnet-5' : GEMINI;
         for (const status of [400, 429, 500, 503]) {
           for (const mode of ['plain', 'stream'] as const) {
             const err = await client.run(mode, `${failing}-fail-${status}`, nextId()).then(
