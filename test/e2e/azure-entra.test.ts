@@ -2,9 +2,11 @@
 // Azure-shaped upstream that accepts only bearer tokens its token endpoint issued (both real servers on
 // local ports). Requests keep working across the expiry of a short-lived token; a wrong client secret is
 // 502 upstream_auth_failed naming the provider; a provider whose service account file cannot be read is
-// reported by `router -t` and not offered.
+// reported by `router -t` and not offered. Workload identity: the federated token file's content is the
+// client assertion, and a file that cannot be read keeps the provider from being offered.
 
 import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -16,6 +18,7 @@ import { ACCESS_KEY, postJson, type Stack, startStack } from '../support/stack.t
 import { startTokenEndpoint, type TokenEndpoint } from '../support/token-endpoint.ts';
 
 const SECRET = 'entra-secret-e2e-never-logged';
+const FEDERATED = 'eyJhbGciOiJSUzI1NiJ9.federated-e2e-never-logged.sig';
 const MODELS = `models:
   azure-gpt:
     providers:
@@ -117,7 +120,10 @@ let azure: AzureUpstream;
 before(async () => {
   tokens = await startTokenEndpoint();
   tokens.check = (g) =>
-    g.form.get('client_id') === 'app-1' && g.form.get('client_secret') === SECRET
+    g.form.get('client_id') === 'app-1' &&
+    (g.form.get('client_secret') === SECRET ||
+      (g.form.get('client_assertion') === FEDERATED &&
+        g.form.get('client_assertion_type') === 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer'))
       ? undefined
       : 'invalid_client';
   azure = await startAzure(tokens);
@@ -252,5 +258,53 @@ describe('with a wrong client secret', () => {
     assert.ok(refusal);
     assert.match(String(refusal.msg), /check the Entra application app-1 of tenant tenant-1/);
     assert.equal(JSON.stringify(logs).includes('wrong-secret-value'), false);
+  });
+});
+
+describe('with workload identity (AZURE_FEDERATED_TOKEN_FILE, no secret)', () => {
+  let stack: Stack;
+  const logs: LogLine[] = [];
+  before(async () => {
+    tokens.expiresIn = 3600;
+    stack = await startStack({
+      modelsYaml: MODELS,
+      baseUrls: { 'azure-openai': azure.url },
+      env: { AZURE_AUTHORITY_HOST: tokens.url },
+      logger: capturingLogger(logs, 'debug'),
+      simEnv: async (_sim, dir) => {
+        const file = join(dir, 'azure-identity-token');
+        await writeFile(file, `${FEDERATED}\n`);
+        return { AZURE_TENANT_ID: 'tenant-1', AZURE_CLIENT_ID: 'app-1', AZURE_FEDERATED_TOKEN_FILE: file };
+      },
+    });
+  });
+  after(() => stack.close());
+
+  test('the federated token is the client assertion; the upstream gets an Entra token', async () => {
+    const client = new OpenAI({ apiKey: ACCESS_KEY, baseURL: `${stack.url}/v1`, maxRetries: 0 });
+    const res = await client.chat.completions.create({
+      model: 'azure-gpt',
+      messages: [{ role: 'user', content: 'federated' }],
+    });
+    assert.equal(res.choices[0]!.message.content, 'Azure says: federated');
+    const grant = tokens.grants.at(-1)!;
+    assert.equal(grant.form.get('client_assertion'), FEDERATED);
+    assert.equal(grant.form.get('client_secret'), null);
+    assert.match(azure.seen.at(-1)!.authorization ?? '', /^Bearer tok-\d+$/);
+    assert.equal(JSON.stringify(logs).includes(FEDERATED), false, 'the federated token is never logged');
+  });
+
+  test('a token file that cannot be read: router -t names it and the provider is not offered', async () => {
+    const env = { ...stack.env, AZURE_FEDERATED_TOKEN_FILE: '/nonexistent/azure-identity-token' };
+    const warnings: string[] = [];
+    assert.deepEqual(await checkConfig(join(stack.dir, 'router.yaml'), { env, warnings }), []);
+    assert.ok(
+      warnings.some((w) =>
+        /provider 'azure-openai': cannot read the federated token file \/nonexistent\/azure-identity-token \(ENOENT\); the provider is not offered/.test(
+          w,
+        ),
+      ),
+      warnings.join('\n'),
+    );
   });
 });
