@@ -6,8 +6,10 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { loadPricing } from '../../../billing/pricing.ts';
+import { compileRegistry, loadModelsFile } from '../../../config/models.ts';
 import { compileProviderSource, defaultRegistries, matchRule } from '../../../hooks/dsl/index.ts';
-import { PROVIDERS_DIR } from '../../support/stack.ts';
+import { MODELS_FILE, PRICING_FILE, PROVIDERS_DIR } from '../../support/stack.ts';
 
 const SOURCE = readFileSync(join(PROVIDERS_DIR, 'vertex.conf'), 'utf8');
 
@@ -77,4 +79,15 @@ test('claude* ids reach the Anthropic publisher, every other id the Google publi
     assert.match(pathOf(api, false, claude), /publishers\/anthropic\/models\/count-tokens:rawPredict$/);
     assert.match(pathOf(api, false, 'gemini-2.5-flash'), /publishers\/google\/.*:countTokens$/);
   }
+});
+
+test("the shipped registry sends Vertex's Claude ids (<model>@<version>) to vertex, priced with cache reads and writes", async () => {
+  const { models } = await loadModelsFile(MODELS_FILE);
+  const registry = compileRegistry(models.entries);
+  assert.equal(registry.resolve('claude-sonnet-5@20261001')?.routes[0]?.provider, 'vertex');
+  assert.equal(registry.resolve('claude-sonnet-5')?.routes[0]?.provider, 'anthropic');
+  const { pricing } = await loadPricing([PRICING_FILE]);
+  const cost = pricing.lookup('vertex', 'claude-sonnet-5@20261001')?.unitPrices;
+  assert.ok(cost?.cache_read !== undefined && cost.cache_creation !== undefined, JSON.stringify(cost));
+  assert.ok(pricing.lookup('vertex', 'gemini-3.8-flash-002') !== undefined);
 });
