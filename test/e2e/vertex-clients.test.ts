@@ -17,8 +17,8 @@ import { ACCESS_KEY } from '../support/stack.ts';
 
 const PROJECT = 'sim-project';
 const LOCATION = 'us-east5';
-const CLAUDE = 'claude-sonnet-4-5@20250929';
-const GEMINI = 'gemini-2.5-flash';
+const CLAUDE = 'claude-sonnet-5@20261001';
+const GEMINI = 'gemini-3.8-flash';
 const MODELS_YAML = `models:
   vertex-claude: { providers: [{ provider: vertex, model: "${CLAUDE}" }] }
   vertex-gemini: { providers: [{ provider: vertex, model: ${GEMINI} }] }
@@ -397,6 +397,7 @@ async function assertBilledAsReported(rid: string, model: string, recorded: Reco
   assert.equal(usage.input_tokens, counts.input, 'input tokens as the upstream reported');
   assert.equal(usage.output_tokens, counts.output, 'output tokens as the upstream reported');
   assert.equal(usage.cache_read_tokens ?? 0, counts.cacheRead);
+  assert.ok(event['x-billing']?.pricing_hints, 'priced by the shipped pricing file');
 }
 
 // --- the matrix --------------------------------------------------------------------------------------
