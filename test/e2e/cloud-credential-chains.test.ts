@@ -5,7 +5,8 @@
 // `aws-web-identity`; a refused token is 502 upstream_auth_failed at once and asked once; an STS outage
 // is 502 upstream_unreachable within the connect timeout and holds up no other provider; an unreadable
 // token file is reported by `router -t` and the provider is not offered. No secret reaches a log line
-// or an error body.
+// or an error body. On a "cloud host" (the metadata addresses set), Bedrock is signed with the instance
+// role through IMDSv2 and Vertex gets the Google metadata server's token, each with its channel.
 
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
@@ -36,10 +37,26 @@ provider "bedrock-wi" {
   }
 }
 `;
+const GOOGLE_PROVIDER = `syntax "next-router/0.1";
+provider "vertex-md" {
+  defaults {
+    upstream_config { base_url = "http://127.0.0.1:1"; }
+    auth { auth_google; }
+  }
+  match api = "chat.completions" {
+    upstream { set_path template("/v1/projects/\${provider.project}/chat/completions"); }
+    metrics { usage_extract openai_chat_completions; }
+    hook "./channel-recorder-hook.ts";
+  }
+}
+`;
 const MODELS = `models:
   claude-wi:
     providers:
       - { provider: bedrock-wi, model: anthropic.claude-test }
+  gemini-md:
+    providers:
+      - { provider: vertex-md, model: gemini-test }
 `;
 
 let meta: CloudMetadata;
@@ -52,6 +69,34 @@ before(async () => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
+      const auth = String(req.headers.authorization ?? '');
+      if (auth.startsWith('Bearer ')) {
+        res.setHeader('content-type', 'application/json');
+        if (!meta.googleTokenValid(auth.slice(7)) || !(req.url ?? '').startsWith('/v1/projects/proj-md/')) {
+          res.statusCode = 401;
+          res.end(
+            JSON.stringify({ error: { code: 401, status: 'UNAUTHENTICATED', message: 'invalid token' } }),
+          );
+          return;
+        }
+        res.end(
+          JSON.stringify({
+            id: 'c1',
+            object: 'chat.completion',
+            created: 1,
+            model: 'm',
+            choices: [
+              {
+                index: 0,
+                message: { role: 'assistant', content: 'from the metadata token' },
+                finish_reason: 'stop',
+              },
+            ],
+            usage: { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 },
+          }),
+        );
+        return;
+      }
       const refusal = meta.verifyAws(
         req.method ?? 'POST',
         req.url ?? '/',
@@ -95,7 +140,7 @@ async function stackWith(
   extraYaml = '',
 ): Promise<Stack> {
   return startStack({
-    providers: { 'bedrock-wi': PROVIDER },
+    providers: { 'bedrock-wi': PROVIDER, 'vertex-md': GOOGLE_PROVIDER },
     providerFiles: [join(ROOT, 'test/fixtures/credentials/channel-recorder-hook.ts')],
     baseUrls: { 'bedrock-wi': upstreamUrl },
     modelsYaml: MODELS,
@@ -112,6 +157,27 @@ async function stackWith(
         AWS_ENDPOINT_URL_STS: meta.url,
         AWS_REGION: 'us-east-1',
       };
+    },
+  });
+}
+
+/** A gateway whose only cloud credentials are the metadata services (an EC2 instance, a GCE VM). */
+function metadataStack(logs: LogLine[]): Promise<Stack> {
+  return startStack({
+    providers: { 'bedrock-wi': PROVIDER, 'vertex-md': GOOGLE_PROVIDER },
+    providerFiles: [join(ROOT, 'test/fixtures/credentials/channel-recorder-hook.ts')],
+    baseUrls: { 'bedrock-wi': upstreamUrl, 'vertex-md': upstreamUrl },
+    modelsYaml: MODELS,
+    logger: capturingLogger(logs, 'debug'),
+    env: {
+      ROUTER_PROVIDER_BEDROCK_WI_API_KEY: '',
+      ROUTER_PROVIDER_VERTEX_MD_API_KEY: '',
+      AWS_EC2_METADATA_SERVICE_ENDPOINT: meta.url,
+      AWS_REGION: 'us-east-1',
+      GCE_METADATA_HOST: new URL(meta.url).host,
+      GOOGLE_CLOUD_PROJECT: 'proj-md',
+      // No gcloud user credentials of the machine running the tests.
+      CLOUDSDK_CONFIG: join(ROOT, 'test/fixtures/credentials'),
     },
   });
 }
@@ -262,5 +328,51 @@ describe('with a token file that cannot be read', () => {
     const res = await postJson(`${stack.url}/v1/messages`, message, { 'x-router-provider': 'bedrock-wi' });
     assert.equal(res.status, 400, res.text);
     assert.match(res.text, /provider_not_offered/);
+  });
+});
+
+describe('on a cloud host: the instance metadata service and the Google metadata server', () => {
+  let stack: Stack;
+  const logs: LogLine[] = [];
+  const saved = { aws: process.env.AWS_EC2_METADATA_SERVICE_ENDPOINT, gce: process.env.GCE_METADATA_HOST };
+  before(async () => {
+    meta.lifetimeS = 3600;
+    // The libraries read these addresses from the process's environment only.
+    process.env.AWS_EC2_METADATA_SERVICE_ENDPOINT = meta.url;
+    process.env.GCE_METADATA_HOST = new URL(meta.url).host;
+    stack = await metadataStack(logs);
+  });
+  after(async () => {
+    await stack.close();
+    for (const [name, value] of [
+      ['AWS_EC2_METADATA_SERVICE_ENDPOINT', saved.aws],
+      ['GCE_METADATA_HOST', saved.gce],
+    ] as const) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  });
+
+  test('Bedrock signed with the instance role (IMDSv2), channel aws-instance', async () => {
+    const sessions = meta.stats.imdsSessions;
+    const before = recordedChannels().length;
+    const res = await postJson(`${stack.url}/v1/messages`, message);
+    assert.equal(res.status, 200, res.text);
+    assert.ok(meta.stats.imdsSessions > sessions, 'an IMDSv2 session token was asked for');
+    await waitUntil(() => recordedChannels().length > before, 'the channel recorded');
+    assert.equal(recordedChannels().at(-1), 'aws-instance');
+  });
+
+  test("Vertex with the metadata server's token, channel google-metadata, project from GOOGLE_CLOUD_PROJECT", async () => {
+    const before = recordedChannels().length;
+    const res = await postJson(`${stack.url}/v1/chat/completions`, {
+      model: 'gemini-md',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    assert.equal(res.status, 200, res.text);
+    assert.match(res.text, /from the metadata token/);
+    await waitUntil(() => recordedChannels().length > before, 'the channel recorded');
+    assert.equal(recordedChannels().at(-1), 'google-metadata');
+    assertNoSecret(JSON.stringify(logs));
   });
 });
