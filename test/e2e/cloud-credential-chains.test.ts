@@ -4,8 +4,8 @@
 // expired. Requests keep succeeding across the expiry of short-lived credentials; the pricing channel is
 // `aws-web-identity`; a refused token is 502 upstream_auth_failed at once and asked once; an STS outage
 // is 502 upstream_unreachable within the connect timeout and holds up no other provider; an unreadable
-// token file is reported by `router -t` and the provider is not offered. No secret reaches a log line
-// or an error body. On a "cloud host" (the metadata addresses set), Bedrock is signed with the instance
+// token file is reported by `router -t` and the provider is not offered. No secret reaches a log line,
+// an error body or an exported span. On a "cloud host" (the metadata addresses set), Bedrock is signed with the instance
 // role through IMDSv2 and Vertex gets the Google metadata server's token, each with its channel.
 
 import assert from 'node:assert/strict';
@@ -18,6 +18,7 @@ import { checkConfig } from '../../proxy/gateway.ts';
 import { type CloudMetadata, startCloudMetadata } from '../../sim/upstream/cloud-metadata.ts';
 import { recordedChannels } from '../fixtures/credentials/channel-recorder-hook.ts';
 import { capturingLogger, type LogLine, waitUntil } from '../support/billing-stack.ts';
+import { type OtlpReceiver, startOtlpReceiver } from '../support/otlp-receiver.ts';
 import { postJson, ROOT, type Stack, startStack } from '../support/stack.ts';
 
 const WEB_TOKEN = 'eyJhbGciOiJSUzI1NiJ9.e2e-web-identity-token-never-logged.sig';
@@ -138,6 +139,7 @@ async function stackWith(
   tokenFileContent: string | undefined,
   logs: LogLine[],
   extraYaml = '',
+  extraEnv: Record<string, string> = {},
 ): Promise<Stack> {
   return startStack({
     providers: { 'bedrock-wi': PROVIDER, 'vertex-md': GOOGLE_PROVIDER },
@@ -156,6 +158,7 @@ async function stackWith(
         AWS_WEB_IDENTITY_TOKEN_FILE: file,
         AWS_ENDPOINT_URL_STS: meta.url,
         AWS_REGION: 'us-east-1',
+        ...extraEnv,
       };
     },
   });
@@ -193,13 +196,22 @@ function assertNoSecret(text: string): void {
 
 describe('with a web identity the role trusts', () => {
   let stack: Stack;
+  let receiver: OtlpReceiver;
   const logs: LogLine[] = [];
   const bodies: string[] = [];
   before(async () => {
     meta.lifetimeS = 2;
-    stack = await stackWith(`${WEB_TOKEN}\n`, logs, 'limits: { upstream_connect_timeout_ms: 1500 }');
+    receiver = await startOtlpReceiver();
+    stack = await stackWith(`${WEB_TOKEN}\n`, logs, 'limits: { upstream_connect_timeout_ms: 1500 }', {
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_BSP_SCHEDULE_DELAY: '20',
+    });
   });
-  after(() => stack.close());
+  after(async () => {
+    await stack.close();
+    await receiver.close();
+  });
 
   test('a Messages request is signed with the role credentials STS issued; the channel is aws-web-identity', async () => {
     const stsBefore = meta.stats.sts;
@@ -271,9 +283,13 @@ describe('with a web identity the role trusts', () => {
     assert.match(String(line.msg), /check that this host reaches STS at http:\/\/127\.0\.0\.1/);
   });
 
-  test('no credential in any log line or reply', () => {
+  test('no credential in any log line, reply or exported span', async () => {
+    await receiver.waitFor((spans) =>
+      spans.some((sp) => sp.attributes['gen_ai.provider.name'] === 'bedrock-wi'),
+    );
     assertNoSecret(JSON.stringify(logs));
     assertNoSecret(bodies.join('\n'));
+    assertNoSecret(receiver.exports.map((e) => e.body.toString('utf8')).join('\n'));
   });
 });
 
