@@ -4,7 +4,7 @@
 // after for one change; `--modes off,billing` (or any two modes) pairs two modes instead, of this
 // checkout or of --base against this one: what billing or the store costs per request. The gateway of another checkout (A, e.g. `git worktree add ../base HEAD~1` with
 // node_modules linked) and this checkout's (B) run side by side in front of one upstream simulator, in
-// interleaved rounds of chat throughput at c=64 (the order flips every round). Per round: requests/s of
+// interleaved rounds of chat throughput at c=64 (`--connections`; the order flips every round). Per round: requests/s of
 // each, the ratio B/A, and each gateway's CPU time per request (utime + stime of its process from /proc,
 // so less sensitive than requests/s to what else the VM's cores are doing). Prints the medians.
 // Nothing is written to docs/: this answers "did this change help", `npm run bench` the targets.
@@ -105,6 +105,8 @@ async function main(): Promise<void> {
       // Seconds of load on each new gateway before its rounds: its compiled code settles over the first
       // seconds, and a short warm-up leaves that trend in the first rounds.
       warmup: { type: 'string', default: '2' },
+      // Requests in flight: 64 saturates the gateway; 1 shows a request alone in its event-loop turn.
+      connections: { type: 'string', default: '64' },
       // In every other pair of processes the two trade places: the one started first, named `a`, runs
       // B's mode and checkout. Whichever place reads dearer (docs/benchmarks.md section 10: the second
       // gateway did, by a few percent) then weighs on both sides alike; use an even --processes.
@@ -126,6 +128,7 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const rounds = Number(values.rounds);
+  const connections = Number(values.connections);
   const seconds = Number(values.seconds);
   const tmp = await mkdtemp(join(tmpdir(), 'llm-router-ab-'));
   const workspace = async (repo: string, name: string): Promise<Workspace> => {
@@ -213,7 +216,7 @@ async function main(): Promise<void> {
       gateways = swapped(pair) ? [second, first] : [first, second];
       targets = [chatTarget(gateways[0], up.url), chatTarget(gateways[1], up.url)];
       for (const i of [0, 1] as const)
-        served[i] += (await throughput(targets[i], 64, Number(values.warmup))).total2xx;
+        served[i] += (await throughput(targets[i], connections, Number(values.warmup))).total2xx;
     };
     const ratios: number[] = [];
     const cpu: [number[], number[]] = [[], []];
@@ -246,7 +249,7 @@ async function main(): Promise<void> {
         sys[i].push(((after.system - before.system) * 10_000) / Math.max(1, r.total2xx));
       };
       if (values.together) await Promise.all([measure(0, 32), measure(1, 32)]);
-      else for (const i of order) await measure(i, 64);
+      else for (const i of order) await measure(i, connections);
       ratios.push(rps[1] / rps[0]);
       pairRatios[pairAt(round)]!.push(roundCpu[1] / roundCpu[0]);
       console.log(
