@@ -263,6 +263,14 @@ export interface RouterConfig {
   readonly models: ModelRegistryConfig;
   readonly pricing: PricingConfig;
   readonly rateLimits: RateLimitsConfig;
+  readonly responses: ResponsesConfig;
+}
+
+/** `responses` (docs/configuration.md): stored Responses API replies. */
+export interface ResponsesConfig {
+  /** 0: nothing is stored. */
+  readonly storeTtlS: number;
+  readonly storeMaxBytes: number;
 }
 
 /** `rate_limits` (docs/configuration.md): traffic limits per key and per subject. */

@@ -45,6 +45,11 @@ export const ERROR_CATALOGUE = {
   no_matching_rule: invalid('The provider has no configuration for this API'),
   model_not_found: invalid('The model does not exist', 404),
   not_found: invalid('Unknown endpoint', 404),
+  // Stored responses (docs/translation.md "Stored responses"): unknown, expired, not stored
+  // (`store: false`) or another subject's all read the same.
+  previous_response_not_found: invalid('The previous response was not found', 404),
+  item_not_found: invalid('The referenced item was not found', 404),
+  response_not_found: invalid('The response was not found', 404),
   method_not_allowed: invalid('Method not allowed', 405),
   request_too_large: invalid('The request body is too large', 413),
   malformed_request: invalid('The request is not valid HTTP'),

@@ -4,6 +4,7 @@
 // docs/operations.md "Keys in Redis".
 
 import type { RateLimitCounters, RateLimits, SubjectLimitStore } from './rate-limit-types.ts';
+import type { ResponseStore } from './response-store-types.ts';
 
 export interface SubjectRef {
   readonly type: string;
@@ -135,6 +136,8 @@ export interface StateStore {
   readonly subjectLimits?: SubjectLimitStore;
   /** Rate-limit counters shared by every instance (Redis); file mode counts in process. */
   readonly rateLimits?: RateLimitCounters;
+  /** Stored responses shared by every instance (Redis); file mode keeps them in memory. */
+  readonly responses?: ResponseStore;
   /** Store health for /readyz (Redis: with the state of the gateway's view cache when it has one). */
   health(): Promise<StoreHealth>;
   close(): Promise<void>;

@@ -194,6 +194,11 @@ export interface RequestContext {
   storeView?: unknown;
   /** Hooks' own per-request state, by slot (common/request-state.ts); created by the first slot set. */
   hookState?: Map<object, unknown> | undefined;
+  /**
+   * Work the reply's last byte waits for (a stored response the client's next request may name, which
+   * must be readable once the client has the reply). It must not reject.
+   */
+  replyHold?: Promise<void> | undefined;
   /** HTTP status sent to the client (0 until the head is written). */
   status: number;
   /** Usage as reported by the upstream (set by the usage hooks) or estimated at completion. */

@@ -200,6 +200,7 @@ export function toConfig(
     models,
     pricing: { files: pricing.map((path) => resolve(dir, path)) },
     rateLimits: toRateLimits(raw.rate_limits),
+    responses: { storeTtlS: raw.responses.store_ttl_s, storeMaxBytes: raw.responses.store_max_bytes },
   };
 }
 

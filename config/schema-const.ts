@@ -305,6 +305,26 @@ export const ROUTER_CONFIG_SCHEMA = {
         }
       }
     },
+    "responses": {
+      "type": "object",
+      "description": "Stored Responses API replies, which `previous_response_id` and `item_reference` resolve from for every provider (docs/translation.md \"Stored responses\"). A request with `store: false` is not stored; file mode keeps them in memory (the primary's with workers), shared-store mode in the store.",
+      "additionalProperties": false,
+      "default": {},
+      "properties": {
+        "store_ttl_s": {
+          "type": "integer",
+          "description": "How long a stored response (its input and output items) is kept, in seconds. 0 stores nothing (ids then resolve to nothing and are answered 404).",
+          "minimum": 0,
+          "default": 86400
+        },
+        "store_max_bytes": {
+          "type": "integer",
+          "description": "Largest stored response (input and output items as JSON); a larger one is served but not stored.",
+          "minimum": 1024,
+          "default": 1048576
+        }
+      }
+    },
     "log": {
       "type": "object",
       "description": "Logging.",

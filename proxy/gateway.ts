@@ -16,6 +16,7 @@ import {
   loadConfigFromString,
   readConfigSource,
 } from '../config/load.ts';
+import { MemoryResponses } from '../store/memory-response-store.ts';
 import { createBillingParts } from './billing-wiring.ts';
 import { withBalanceEnforcement } from './enforcement-wiring.ts';
 import { createLogger } from './logger.ts';
@@ -82,6 +83,7 @@ export async function compileConfig(
     metrics?: BuildOptions['metrics'];
     tracing?: BuildOptions['tracing'];
     sidecarStatus?: SidecarStatus;
+    responseStore?: BuildOptions['responseStore'];
   },
 ): Promise<{ runtime: Runtime | undefined; config: RouterConfig | undefined; diagnostics: string[] }> {
   const loadOptions = { env: opts.env, overrides: opts.overrides };
@@ -103,6 +105,7 @@ export async function compileConfig(
     extraHooks: opts.extraHooks,
     sidecar: opts.sidecarStatus,
     cluster: opts.cluster,
+    responseStore: opts.responseStore,
   });
   return {
     runtime: built.runtime,
@@ -160,7 +163,9 @@ export async function readMainFile(file: string): Promise<string> {
 export async function startGateway(file: string, opts: StartOptions = {}): Promise<RunningGateway> {
   // Runtimes of every reload share it: readiness and webhook forwarding follow the one sidecar.
   const sidecarStatus = opts.cluster?.sidecar ?? new SidecarTracker();
-  const first = await compileConfig(file, { ...opts, log: opts.logger, sidecarStatus });
+  // File mode's stored responses outlive reloads, as the upstream pools do.
+  const responseStore = new MemoryResponses();
+  const first = await compileConfig(file, { ...opts, log: opts.logger, sidecarStatus, responseStore });
   if (first.runtime === undefined || first.config === undefined) throw new ConfigError(first.diagnostics);
   let config = first.config;
   let runtime = first.runtime;
@@ -231,6 +236,7 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
         metrics,
         tracing,
         sidecarStatus,
+        responseStore,
       });
     } catch (err) {
       const message = errorText(err);

@@ -48,6 +48,8 @@ export class RequestCompletion {
    */
   async endReply(res: ServerResponse, last?: string | Buffer): Promise<void> {
     await (this.complete() ?? endOfTurn());
+    const hold = this.#ctx.replyHold;
+    if (hold !== undefined) await hold;
     res.end(last);
   }
 

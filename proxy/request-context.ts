@@ -46,6 +46,7 @@ export class Context implements RequestContext {
   trace: RequestTrace | undefined = undefined;
   storeView: unknown = undefined;
   hookState: Map<object, unknown> | undefined = undefined;
+  replyHold: Promise<void> | undefined = undefined;
   readonly #rootLog: RequestContext['log'];
   #log: RequestContext['log'] | undefined = undefined;
   #abort: AbortController | undefined = undefined;

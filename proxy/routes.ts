@@ -5,6 +5,7 @@
 import { SUBJECT_STATE_PATH } from '../common/internal-notify.ts';
 import type { ApiName, WireFormat } from '../common/types.ts';
 import { DEFAULT_FAMILY, FAMILIES } from '../hooks/families/index.ts';
+import { storedResponsePath } from '../hooks/families/response-state.ts';
 import { type BodyKind, decodePathPart, type WireFamily } from '../hooks/families/types.ts';
 
 export type { BodyKind };
@@ -32,6 +33,8 @@ export type Route =
   | { readonly kind: 'webhook' }
   | { readonly kind: 'subject_state' }
   | { readonly kind: 'client_secret'; readonly format: WireFormat }
+  /** GET or DELETE of a stored response (hooks/families/response-state.ts). */
+  | { readonly kind: 'stored_response'; readonly format: WireFormat; readonly id: string }
   | { readonly kind: 'not_found'; readonly format: WireFormat }
   | { readonly kind: 'bad_path'; readonly format: WireFormat }
   | { readonly kind: 'method_not_allowed'; readonly format: WireFormat; readonly allow: string };
@@ -138,6 +141,10 @@ export function resolveRoute(
     }
     const models = modelRoute(path, carrier);
     if (models !== undefined) return models;
+  }
+  if ((method === 'GET' || method === 'DELETE') && !POST_ROUTES.has(path)) {
+    const stored = storedResponsePath(path);
+    if (stored !== undefined) return { kind: 'stored_response', format: stored.spec.family, id: stored.id };
   }
   const format = pathFamily(path).name;
   if (

@@ -12,6 +12,7 @@ import {
 } from '../hooks/credentials/index.ts';
 import type { CompiledProvider, CompiledRule, HookRef } from '../hooks/dsl/types.ts';
 import { TRANSFORMS, TRANSLATORS, USAGE_PRESETS } from '../hooks/families/index.ts';
+import { storedResponsesOf } from '../hooks/families/response-state.ts';
 import { createPathExtractor } from '../hooks/usage/path-extractor.ts';
 import type { UpstreamTimeouts } from './upstream.ts';
 
@@ -43,6 +44,8 @@ export interface RuleHookSources {
   readonly limiter?: Hook;
   /** Each provider's cloud credentials and settings (proxy/runtime-compile.ts). */
   readonly credentials?: ReadonlyMap<string, ProviderCredentials>;
+  /** Stores the replies of apis whose clients name them later (the last response hook of their rules). */
+  readonly storedRecorder?: Hook;
 }
 
 const isResponseHook = (h: Hook) =>
@@ -80,6 +83,10 @@ export function compileRuleHooks(
       if (ruleHook.onResponseChunk !== undefined) response.push(ruleHook);
       response.push(...custom.filter(isResponseHook));
       response.push(...globalResponse);
+      // Last: it keeps the reply as the client got it, after every translation and transform.
+      if (sources.storedRecorder !== undefined && storedResponsesOf(rule.api) !== undefined) {
+        response.push(sources.storedRecorder);
+      }
       perRule.set(rule, {
         rewrite: [ruleHook, ...custom.filter((h) => h.rewriteBody !== undefined), ...globalRewrite],
         response,

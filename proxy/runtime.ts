@@ -8,6 +8,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { Logger } from 'pino';
 import type { RouterConfig } from '../common/config-types.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
+import type { ResponseStore } from '../common/response-store-types.ts';
 import type { StateStore, SubjectRef } from '../common/store-types.ts';
 import { openTracing, type Tracing } from '../common/tracing.ts';
 import type { ApiName, Hook, JsonValue, Principal, RequestContext, WireFormat } from '../common/types.ts';
@@ -24,12 +25,14 @@ import {
   createClientSecrets,
   withClientSecrets,
 } from '../hooks/builtin/client-secrets.ts';
+import { createStoredResponsesHooks } from '../hooks/builtin/response-state.ts';
 import { createSelectTargetHook } from '../hooks/builtin/select-target.ts';
 import { matchRule } from '../hooks/dsl/index.ts';
 import type { CompiledProvider, CompiledRule } from '../hooks/dsl/types.ts';
 import { tokenCountOf } from '../hooks/families/index.ts';
 import { estimateUsageSteps } from '../hooks/usage/estimate.ts';
 import { openStateStore } from '../store/index.ts';
+import { MemoryResponses } from '../store/memory-response-store.ts';
 import { watchKeysFile } from './keys-watch.ts';
 import { settleUsage } from './metering.ts';
 import { createGatewayMetrics } from './metrics.ts';
@@ -105,6 +108,11 @@ export interface Runtime {
   endSession(ctx: RequestContext): void;
   /** Throws model_not_allowed when the principal's model list does not allow the model. */
   checkModel(principal: Principal | undefined, model: string): void;
+  /**
+   * Stored responses (hooks/builtin/response-state.ts): the shared store's, or file mode's in-process
+   * one (the primary's with workers); undefined when responses.store_ttl_s is 0.
+   */
+  readonly responses: ResponseStore | undefined;
   close(): Promise<void>;
 }
 
@@ -128,6 +136,8 @@ export interface BuildOptions {
   readonly sidecar?: SidecarStatus;
   /** Set in a worker of `workers: n`: /metrics and /readyz speak for all workers. */
   readonly cluster?: ClusterLink;
+  /** File mode's stored responses of this process, kept across reloads (made when not given). */
+  readonly responseStore?: ResponseStore;
 }
 
 export interface BuildResult {
@@ -158,12 +168,25 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
       ? await openStateStore(config, { role: 'gateway', logger: log })
       : undefined);
   const limiter = openRateLimiter(config, limitStore, opts.cluster, metrics);
+  const responseState =
+    config.responses.storeTtlS > 0 && config.store.enabled
+      ? (keys.store ?? limitStore ?? (await openStateStore(config, { role: 'gateway', logger: log })))
+      : undefined;
+  const responses =
+    config.responses.storeTtlS <= 0
+      ? undefined
+      : config.store.enabled
+        ? responseState?.responses
+        : (opts.cluster?.responses ?? opts.responseStore ?? new MemoryResponses());
+  const stored = createStoredResponsesHooks({ store: responses, config: config.responses });
 
   const requestHooks: Hook[] = [
     keys.hook,
     limiter.hook,
     ...billingHooks.filter((h) => h.onRequest !== undefined),
     ...(opts.extraHooks ?? []),
+    // Before the configured hooks: they see the request as it will go upstream, references resolved.
+    stored.request,
     ...globalCustom,
     createSelectTargetHook(registry, compiled.offers),
   ];
@@ -181,6 +204,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     billingComplete,
     limiter: limiter.hook,
     credentials: compiled.credentials,
+    storedRecorder: stored.recorder,
   });
   const models = createModelListing(registry, (name, api) => {
     const provider = providers.get(name);
@@ -256,10 +280,12 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     },
     endSession: limiter.release,
     checkModel: limiter.checkModel,
+    responses,
     async close() {
       keys.close();
       limiter.close();
       if (limitStore !== keys.store) await limitStore?.close();
+      if (responseState !== keys.store && responseState !== limitStore) await responseState?.close();
       await billing?.close();
       await keys.store?.close();
     },

@@ -26,6 +26,7 @@ import { requestIdPolicy } from './request-id.ts';
 import { type Route, resolveRoute } from './routes.ts';
 import type { Runtime } from './runtime.ts';
 import { sendError, sendJson } from './send.ts';
+import { answerStoredResponse } from './stored-response-endpoint.ts';
 
 export interface GatewayServer {
   readonly server: Server;
@@ -277,6 +278,8 @@ async function handle(
     case 'models':
     case 'model':
       return listModels(rt, route, req, res, id, query);
+    case 'stored_response':
+      return answerStoredResponse(rt, route, req, res, id, path, query);
     case 'method_not_allowed':
       res.setHeader('allow', route.allow);
       return sendError(res, route.format, new GatewayError('method_not_allowed'), id);

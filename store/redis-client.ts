@@ -327,6 +327,11 @@ export interface KeyLayout {
    * (`:limits`), its counters and those of its keys, all in one hash slot of their own.
    */
   rateLimit(type: string, id: string): string;
+  /**
+   * What a subject's stored responses start with (`<key_prefix>{resp:<type>:<id>}`): records `:r:<id>`
+   * and the item index `:i:<item id>`, in one hash slot of their own (store/redis-response-store.ts).
+   */
+  responses(type: string, id: string): string;
 }
 
 export function createKeyLayout(
@@ -355,6 +360,7 @@ export function createKeyLayout(
     balanceLock: (type, id, currency) => `${p}balance:${type}:${id}:${currency}:lock`,
     shards,
     rateLimit: (type, id) => `${config.keyPrefix}{rl:${type}:${id}}`,
+    responses: (type, id) => `${config.keyPrefix}{resp:${type}:${id}}`,
   };
 }
 

@@ -40,6 +40,7 @@ import {
   type Redis,
 } from './redis-client.ts';
 import { createRedisRateLimits } from './redis-rate-limits.ts';
+import { createRedisResponses } from './redis-response-store.ts';
 import { cachedView, flatten, parseJson, view } from './redis-view.ts';
 import { invalidateLocally, openViewCache, type ViewCache } from './view-cache.ts';
 
@@ -164,6 +165,7 @@ export async function openRedisStores(
     peekView: (query) => cachedView(cache, query),
     subjectLimits,
     rateLimits: createRedisRateLimits(client, k, { failure: storeFailure('rateLimits') }),
+    responses: createRedisResponses(client, k, { failure: storeFailure('responses') }),
     getSubject: (subject) =>
       guard('getSubject', async () => {
         const text = await client.get(k.subject(subject.type, subject.id));

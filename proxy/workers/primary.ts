@@ -14,9 +14,11 @@ import type { ListenAddress, RouterConfig } from '../../common/config-types.ts';
 import { EXIT } from '../../common/exit-codes.ts';
 import { createNoticeHandler, GATEWAY_URL_ENV, SUBJECT_STATE_PATH } from '../../common/internal-notify.ts';
 import type { Admission, HeldSlot, Settlement } from '../../common/rate-limit-types.ts';
+import type { StoredResponse } from '../../common/response-store-types.ts';
 import { givesUp, keptCrashes, RESTART_POLICY, restartDelayMs } from '../../common/restart-policy.ts';
 import type { SubjectRef } from '../../common/store-types.ts';
 import { MemoryRateLimits } from '../../store/memory-rate-limits.ts';
+import { MemoryResponses } from '../../store/memory-response-store.ts';
 import { SidecarTracker } from '../sidecar-status.ts';
 import { superviseSidecar } from '../sidecar-supervisor.ts';
 import { Rpc } from './rpc.ts';
@@ -68,6 +70,8 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
   const count = config.workers;
   // File mode's rate-limit counters for every worker (Redis mode counts in the store instead).
   const rateLimits = new MemoryRateLimits();
+  // File mode's stored responses, for every worker: a conversation may continue on any of them.
+  const responses = new MemoryResponses();
   const slots: Slot[] = Array.from({ length: count }, (_, i) => ({
     id: i + 1,
     worker: undefined,
@@ -162,6 +166,7 @@ export async function startPrimary(opts: PrimaryOptions): Promise<RunningPrimary
       const { slots, leaseMs } = body as { slots: HeldSlot[]; leaseMs: number };
       rateLimits.renewNow(slots, leaseMs);
     });
+    serveResponses(rpc, responses);
     rpc.handle('draining', () => {
       slot.listening = false;
     });
@@ -300,4 +305,33 @@ async function listenForNotices(
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
+interface ResponseCall {
+  readonly subject: SubjectRef;
+  readonly id: string;
+}
+
+/** The workers' calls on the stored responses the primary holds (proxy/workers/worker-link.ts). */
+function serveResponses(rpc: Rpc, responses: MemoryResponses): void {
+  rpc.handle('stored-response-put', (body) => {
+    const { subject, response, ttlMs } = body as {
+      subject: SubjectRef;
+      response: StoredResponse;
+      ttlMs: number;
+    };
+    responses.putNow(subject, response, ttlMs);
+  });
+  rpc.handle('stored-response-get', (body) => {
+    const { subject, id } = body as ResponseCall;
+    return responses.getNow(subject, id);
+  });
+  rpc.handle('stored-response-get-item', (body) => {
+    const { subject, id } = body as ResponseCall;
+    return responses.getByItemNow(subject, id);
+  });
+  rpc.handle('stored-response-delete', (body) => {
+    const { subject, id } = body as ResponseCall;
+    return responses.deleteNow(subject, id);
+  });
 }

@@ -6,6 +6,7 @@
 import cluster from 'node:cluster';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { AdmitResult, RateLimitCounters } from '../../common/rate-limit-types.ts';
+import type { ResponseStore } from '../../common/response-store-types.ts';
 import type { SubjectRef } from '../../common/store-types.ts';
 import { type SidecarState, SidecarTracker } from '../sidecar-status.ts';
 import { Rpc } from './rpc.ts';
@@ -29,6 +30,8 @@ export interface ClusterLink {
   workers(): Promise<WorkersReport>;
   /** File mode's rate-limit counters, kept by the primary for every worker of the host. */
   readonly rateLimits: RateLimitCounters;
+  /** File mode's stored responses, kept by the primary for every worker of the host. */
+  readonly responses: ResponseStore;
   /** What this worker answers the primary: its metrics, and applying a subject's new state. */
   serve(handlers: {
     metricsJson(): Promise<MetricsJson>;
@@ -91,6 +94,21 @@ export function connectToPrimary(): ClusterLink {
       renew: async (slots, leaseMs) => {
         await rpc.call('rate-limit-renew', { slots, leaseMs }, PRIMARY_CALL_TIMEOUT_MS);
       },
+    },
+    responses: {
+      put: async (subject, response, ttlMs) => {
+        await rpc.call('stored-response-put', { subject, response, ttlMs }, PRIMARY_CALL_TIMEOUT_MS);
+      },
+      get: async (subject, id) =>
+        (await rpc.call('stored-response-get', { subject, id }, PRIMARY_CALL_TIMEOUT_MS)) as
+          | string
+          | undefined,
+      getByItem: async (subject, id) =>
+        (await rpc.call('stored-response-get-item', { subject, id }, PRIMARY_CALL_TIMEOUT_MS)) as
+          | string
+          | undefined,
+      delete: async (subject, id) =>
+        (await rpc.call('stored-response-delete', { subject, id }, PRIMARY_CALL_TIMEOUT_MS)) as boolean,
     },
     serve(handlers) {
       rpc.handle('metrics-json', () => handlers.metricsJson());

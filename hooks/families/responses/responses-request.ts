@@ -7,9 +7,10 @@ import { asString, isObject, refuseUnknownFields } from '../../translators/json.
 import { TranslationError, type TranslatorInit } from '../../translators/types.ts';
 import { streamWithUsage } from '../openai/request-fields.ts';
 
+// previous_response_id and item_reference items are resolved from the gateway's stored responses before
+// any rule runs (hooks/families/responses/stored.ts); one still here was not resolved.
 const REFUSED_FIELDS: Readonly<Record<string, string>> = {
-  previous_response_id:
-    'previous_response_id is not supported for this provider: the gateway keeps no responses; send the whole conversation in input',
+  previous_response_id: 'previous_response_id could not be resolved for this provider',
   conversation: 'conversation is not supported for this provider: send the whole conversation in input',
   background: 'background responses are not supported for this provider',
   prompt: 'stored prompts (prompt) are not supported for this provider',
@@ -190,12 +191,6 @@ export function translateRequest(body: JsonObject, init: TranslatorInit): JsonOb
   }
   for (const [field, message] of Object.entries(REFUSED_FIELDS)) {
     if (body[field] !== undefined && body[field] !== null && body[field] !== false) refuse(message, field);
-  }
-  if (body.store === true) {
-    refuse(
-      'store: true is not supported for this provider: the gateway keeps no responses; send store: false',
-      'store',
-    );
   }
   const messages: JsonObject[] = [];
   const instructions = asString(body.instructions);

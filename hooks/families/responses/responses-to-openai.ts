@@ -5,9 +5,10 @@
 // - `instructions` and system/developer items become system messages; function_call items join the
 //   assistant message before them (parallel calls stay one turn); function_call_output items become
 //   tool messages.
-// - State lives with OpenAI only: `previous_response_id`, `conversation`, `store: true`, `background` and
-//   `item_reference` items are refused with a 400 naming the field, never dropped. Reasoning items in the
-//   input are opaque to other providers and are not sent.
+// - State: the gateway stores every reply (unless `store: false`) and resolves `previous_response_id`
+//   and `item_reference` items before this translator runs (hooks/families/responses/stored.ts);
+//   `conversation` and `background` are refused with a 400 naming the field, never dropped. Reasoning
+//   items in the input are opaque to other providers and are not sent.
 // - Hosted tools (web_search, file_search, ...) have no chat counterpart: refused by name.
 // - Streams: chat chunks become the Responses event sequence. Unlike the other translators, this one
 //   keeps the output text of the reply: the `.done` events and `response.completed` repeat it whole.

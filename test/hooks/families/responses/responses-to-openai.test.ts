@@ -45,12 +45,11 @@ function create(request: JsonObject) {
   return responsesToOpenai.create(makeInit(request, UPSTREAM_MODEL));
 }
 
-test('state and hosted features are refused with the field named, never dropped', () => {
+test('state the gateway does not resolve and hosted features are refused with the field named, never dropped', () => {
   const input = 'hi';
   const cases: [JsonObject, string][] = [
     [{ model: 'm', input, previous_response_id: 'resp_1' }, 'previous_response_id'],
     [{ model: 'm', input, conversation: 'conv_1' }, 'conversation'],
-    [{ model: 'm', input, store: true }, 'store'],
     [{ model: 'm', input, background: true }, 'background'],
     [{ model: 'm', input: [{ type: 'item_reference', id: 'msg_1' }] }, 'input[0].type'],
     [{ model: 'm', input, tools: [{ type: 'web_search' }] }, 'tools[0].type'],
@@ -70,8 +69,10 @@ test('state and hosted features are refused with the field named, never dropped'
       `expected a refusal naming ${field}`,
     );
   }
-  // store: false is what a stateless gateway does anyway.
-  assert.doesNotThrow(() => create({ model: 'm', input }).request({ model: 'm', input, store: false }));
+  // Storing is the gateway's (hooks/builtin/response-state.ts): either value passes the translator.
+  for (const store of [true, false]) {
+    assert.doesNotThrow(() => create({ model: 'm', input }).request({ model: 'm', input, store }));
+  }
 });
 
 test('a stream event sequence numbers strictly increase and every event names its own type', () => {
