@@ -243,7 +243,7 @@ function generate(req: SimRequest, stream: boolean): SimReply {
   };
 }
 
-function embeddingDims(model: string | undefined, requested: unknown): number {
+export function embeddingDims(model: string | undefined, requested: unknown): number {
   return asNumber(requested) ?? (model?.includes('gemini-embedding') ? 3072 : 768);
 }
 

@@ -9,7 +9,8 @@ import {
   anthropicTurn,
   invalidMessagesBody,
 } from './anthropic.ts';
-import { geminiDialect, geminiMethods } from './gemini.ts';
+import { embeddingDims, geminiDialect, geminiMethods } from './gemini.ts';
+import { asArray, asObject, asString, embeddingVector, tokens, vectorToArray } from './text.ts';
 import type { Dialect, RouteHandler, SimReply, SimRequest } from './types.ts';
 
 export const VERTEX_ANTHROPIC_VERSION = 'vertex-2023-10-16';
@@ -80,9 +81,42 @@ const VERTEX_COUNT_FIELDS = new Set([
   'generationConfig',
 ]);
 
+/**
+ * Text embeddings, `:predict`: `{instances: [{content, task_type?, title?}], parameters?:
+ * {outputDimensionality?, autoTruncate?}}` → one prediction per instance with its vector and its token
+ * count, and the characters billed.
+ */
+function predict(req: SimRequest): SimReply {
+  const instances = asArray(req.json?.instances);
+  if (instances.length === 0) return geminiDialect.errorReply(400, 'instances: Field required');
+  const dims = embeddingDims(req.params.model, asObject(req.json?.parameters)?.outputDimensionality);
+  let characters = 0;
+  const predictions = [];
+  for (const [i, instance] of instances.entries()) {
+    const content = asString(asObject(instance)?.content);
+    if (content === undefined)
+      return geminiDialect.errorReply(400, `instances[${i}].content: Field required`);
+    characters += content.replace(/\s/g, '').length;
+    predictions.push({
+      embeddings: {
+        statistics: { truncated: false, token_count: tokens(content) },
+        values: vectorToArray(embeddingVector(content, dims)),
+      },
+    });
+  }
+  return {
+    kind: 'json',
+    status: 200,
+    body: JSON.stringify({ predictions, metadata: { billableCharacterCount: characters } }),
+  };
+}
+
 /** The handler for a Vertex path's publisher, model and method, or undefined. */
 export function vertexHandler(publisher: string, model: string, method: string): RouteHandler | undefined {
-  if (publisher === 'google') return method === 'countTokens' ? geminiCountTokens : geminiMethods[method];
+  if (publisher === 'google') {
+    if (method === 'countTokens') return geminiCountTokens;
+    return method === 'predict' ? predict : geminiMethods[method];
+  }
   if (method !== 'rawPredict' && method !== 'streamRawPredict') return undefined;
   if (model === 'count-tokens') return method === 'rawPredict' ? countTokens : undefined;
   return rawPredict;

@@ -22,6 +22,7 @@ const GEMINI = 'gemini-3.8-flash';
 const MODELS_YAML = `models:
   vertex-claude: { providers: [{ provider: vertex, model: "${CLAUDE}" }] }
   vertex-gemini: { providers: [{ provider: vertex, model: ${GEMINI} }] }
+  vertex-embedding: { providers: [{ provider: vertex, model: gemini-embedding-001 }] }
   "claude-*": { providers: [vertex] }
   "gemini-*": { providers: [vertex] }
 `;
@@ -511,6 +512,47 @@ describe('native pairs change only what Vertex needs', () => {
     delete served.responseId;
     assert.deepEqual(served, upstream);
   });
+});
+
+test('embeddings through :predict: vectors of the asked dimensions, billed with the token counts Vertex reported', async () => {
+  const rid = nextId();
+  const client = new OpenAI({
+    apiKey: ACCESS_KEY,
+    baseURL: `${stack.url}/v1`,
+    maxRetries: 0,
+    defaultHeaders: { 'x-router-request-id': rid },
+  });
+  const input = ['the first text to embed', 'a second one'];
+  // The SDK asks for base64 and decodes it.
+  const r = await client.embeddings.create({ model: 'vertex-embedding', input, dimensions: 8 });
+  assert.deepEqual(
+    r.data.map((d) => [d.index, d.embedding.length]),
+    [
+      [0, 8],
+      [1, 8],
+    ],
+  );
+  const recorded = lastVertexRequest();
+  assert.equal(
+    recorded.path,
+    `/v1/projects/${PROJECT}/locations/${LOCATION}/publishers/google/models/gemini-embedding-001:predict`,
+  );
+  assert.deepEqual(recorded.json, {
+    instances: input.map((content) => ({ content })),
+    parameters: { outputDimensionality: 8 },
+  });
+  const reply = (await (await replay(recorded)).json()) as {
+    predictions: { embeddings: { statistics: { token_count: number }; values: number[] } }[];
+  };
+  const tokens = reply.predictions.reduce((sum, p) => sum + p.embeddings.statistics.token_count, 0);
+  assert.ok(tokens > 0);
+  assert.equal(r.usage.prompt_tokens, tokens);
+  const first = new Float32Array(reply.predictions[0]!.embeddings.values);
+  assert.deepEqual(r.data[0]!.embedding, [...first], 'the vector Vertex sent');
+  const event = await stack.eventFor(rid);
+  assert.equal(event.raw_json.usage_stage, 'upstream');
+  assert.equal((event.raw_json.usage as unknown as Record<string, number>).input_tokens, tokens);
+  assert.ok(event['x-billing']?.pricing_hints, 'priced by the shipped pricing file');
 });
 
 describe("counting: Vertex's counting endpoints, never billed", () => {

@@ -15,7 +15,7 @@ import { defineTranslator, TranslationError } from '../../translators/types.ts';
 import { countTokens } from '../../usage/estimate.ts';
 import { asArray, asNumber, field, openaiErrorFromGemini } from './translator-shared.ts';
 
-function inputTexts(input: JsonValue | undefined): string[] {
+export function inputTexts(input: JsonValue | undefined): string[] {
   if (typeof input === 'string') return [input];
   if (!Array.isArray(input) || input.length === 0) {
     throw new TranslationError('input must be a non-empty string or array of strings', 'input');
@@ -28,7 +28,7 @@ function inputTexts(input: JsonValue | undefined): string[] {
 }
 
 /** float32 little-endian, base64: what `encoding_format: "base64"` clients (the openai SDK) decode. */
-function base64Floats(values: JsonValue[]): string {
+export function base64Floats(values: JsonValue[]): string {
   const buffer = Buffer.alloc(values.length * 4);
   values.forEach((value, index) => {
     buffer.writeFloatLE(typeof value === 'number' ? value : 0, index * 4);

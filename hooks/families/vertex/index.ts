@@ -2,11 +2,15 @@
 // (`<client>_to_vertex_gemini`: the client's translator to Gemini, throttling as the catalogue's code) and
 // Claude models the Anthropic body the clouds take (`<client>_to_vertex_anthropic`, beside Bedrock's in
 // hooks/families/bedrock/anthropic-body.ts, which the registry derives first). Counting has endpoints of
-// its own (token-count.ts).
+// its own (token-count.ts), and text embeddings are the Google publisher's `:predict`.
 
 import type { TranslatorFactory } from '../../translators/types.ts';
 import type { ProviderWire } from '../types.ts';
 import { vertexGeminiTranslators } from './gemini-publisher.ts';
+import {
+  openaiEmbeddingsToVertexPredict,
+  vertexPredictEmbeddings,
+} from './openai-embeddings-to-vertex-predict.ts';
 import { vertexCountTranslators } from './token-count.ts';
 
 function derive(translators: ReadonlyMap<string, TranslatorFactory>): TranslatorFactory[] {
@@ -18,7 +22,7 @@ function derive(translators: ReadonlyMap<string, TranslatorFactory>): Translator
 
 export const vertexWire: ProviderWire = {
   name: 'vertex',
-  translators: [],
+  translators: [openaiEmbeddingsToVertexPredict],
   derive,
-  usagePresets: [],
+  usagePresets: [vertexPredictEmbeddings],
 };

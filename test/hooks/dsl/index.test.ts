@@ -59,7 +59,7 @@ test('default registry names: transforms include every translator plus openai_us
   for (const t of DEFAULT_REGISTRY_NAMES.translators) assert.ok(r.transforms.has(t), t);
   assert.ok(r.transforms.has('openai_usage_strip'));
   assert.equal(r.translators.has('openai_usage_strip'), false);
-  assert.equal(r.usagePresets.size, 12);
+  assert.equal(r.usagePresets.size, 13);
 });
 
 test('baseUrlEnvName upper-cases and turns "-" into "_"', () => {
