@@ -16,6 +16,7 @@ import {
   loadConfigFromString,
   readConfigSource,
 } from '../config/load.ts';
+import { preloadEncodings } from '../hooks/usage/estimate.ts';
 import { MemoryResponses } from '../store/memory-response-store.ts';
 import { createBillingParts } from './billing-wiring.ts';
 import { withBalanceEnforcement } from './enforcement-wiring.ts';
@@ -179,6 +180,8 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
     applySubjectState: (subject) => runtime.applySubjectState(subject),
   });
 
+  // Before accepting connections: an encoding's load would otherwise stall the first estimate's turn.
+  preloadEncodings();
   await new Promise<void>((resolve, reject) => {
     gateway.server.once('error', reject);
     // A deep accept queue: a burst of new connections (a thousand clients opening streams at once)

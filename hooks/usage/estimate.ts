@@ -1,7 +1,7 @@
 // Usage estimation for replies that report none (some OpenAI-compatible servers, aborted streams,
-// Gemini embeddings). Counts tokens with gpt-tokenizer; its encodings load lazily on first use (each
-// takes a noticeable time to load, docs/billing.md), so start-up stays fast; the first estimate with an
-// encoding pays that load.
+// Gemini embeddings). Counts tokens with gpt-tokenizer. Loading an encoding is one synchronous step of
+// hundreds of milliseconds, so the gateway loads both before it listens (preloadEncodings): no request
+// ever waits on it, and no load stalls the event loop while it serves.
 //
 // Encoding by model family:
 // - cl100k_base: gpt-3.5*, gpt-4 / gpt-4-turbo / gpt-4-32k (not gpt-4o / gpt-4.1 / gpt-4.5),
@@ -42,6 +42,18 @@ function loadEncoding(name: EncodingName): EncodingModule {
   }
   return encoding;
 }
+
+/** Loads every encoding the estimate uses; the gateway calls it before it accepts connections. */
+export function preloadEncodings(): void {
+  for (const name of ENCODINGS) loadEncoding(name).countTokens('warm up', AS_PLAIN_TEXT);
+}
+
+/** Encodings loaded so far (tests check that none is loaded on the request path). */
+export function loadedEncodings(): readonly EncodingName[] {
+  return [...encodings.keys()];
+}
+
+const ENCODINGS: readonly EncodingName[] = ['o200k_base', 'cl100k_base'];
 
 const CL100K_MODEL =
   /^(gpt-3\.5|gpt-35|gpt-4(?![o.])|text-embedding-3|text-embedding-ada|davinci-002|babbage-002)/;
