@@ -150,6 +150,34 @@ function modeTests(name: string, setup: () => Promise<{ turns: Turns; gateways: 
       });
     }
 
+    test('one conversation over three provider families: Anthropic, OpenAI itself, Gemini', async () => {
+      const [first, second] = [turns.urls[0]!, turns.urls.at(-1)!];
+      const one = await postJson(`${first}/v1/responses`, { model: MODELS.anthropic, input: 'ping one' });
+      assert.equal(one.status, 200, one.text);
+      // OpenAI's own Responses API gets the conversation resolved too, without the gateway's ids.
+      const two = await postJson(`${second}/v1/responses`, {
+        model: 'gpt-5.4-mini',
+        previous_response_id: (one.json as { id: string }).id,
+        input: 'ping two',
+        stream: true,
+      });
+      assert.equal(two.status, 200, two.text);
+      const toOpenai = JSON.parse(upstreamBody(gateways, 'ping two')) as { input: unknown[] };
+      assert.equal((toOpenai as { previous_response_id?: unknown }).previous_response_id, undefined);
+      assert.equal(toOpenai.input.length, 3);
+      assert.doesNotMatch(JSON.stringify(toOpenai.input), /"id":|item_reference/);
+      // OpenAI's streamed reply was stored from its response.completed event: Gemini continues from it.
+      const twoId = /"type":"response.completed".*?"id":"([^"]+)"/.exec(two.text)?.[1];
+      assert.ok(twoId !== undefined, two.text);
+      const three = await postJson(`${first}/v1/responses`, {
+        model: MODELS.gemini,
+        previous_response_id: twoId,
+        input: 'ping three',
+      });
+      assert.equal(three.status, 200, three.text);
+      assert.match(upstreamBody(gateways, 'ping three'), /ping one[\s\S]*ping two[\s\S]*ping three/);
+    });
+
     test("another subject's response id and items are 404 in the Responses error shape", async () => {
       const url = turns.urls[0]!;
       const one = await postJson(`${url}/v1/responses`, { model: MODELS.anthropic, input: 'private' });
