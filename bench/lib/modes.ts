@@ -7,8 +7,19 @@ import { startRedisCluster } from './redis-cluster.ts';
 // `outbox`: billing on, no sidecar (events stay in the outbox): the serving path's own share of billing,
 // without the delivering process on the same cores.
 // `limited`: `redis` with every key limited (rate_limits.per_key) by limits the load never reaches.
-export type Mode = 'off' | 'billing' | 'outbox' | 'redis' | 'limited' | 'cluster' | 'traced';
-export const MODES: readonly Mode[] = ['off', 'billing', 'outbox', 'redis', 'limited', 'cluster', 'traced'];
+// `sigv4`: `off` with the chat provider's requests signed with AWS SigV4 (service bedrock) instead of
+// carrying its key: what cloud signing costs per request.
+export type Mode = 'off' | 'billing' | 'outbox' | 'redis' | 'limited' | 'cluster' | 'traced' | 'sigv4';
+export const MODES: readonly Mode[] = [
+  'off',
+  'billing',
+  'outbox',
+  'redis',
+  'limited',
+  'cluster',
+  'traced',
+  'sigv4',
+];
 
 export function billed(mode: Mode): boolean {
   return (
@@ -64,6 +75,7 @@ export function modeVariant(
     ...(mode === 'outbox' ? { noSidecar: true } : {}),
     ...(mode === 'redis' || mode === 'limited' ? { redisUrl: peers.redisUrl!, store: timeout } : {}),
     ...(mode === 'limited' ? { rateLimits: true } : {}),
+    ...(mode === 'sigv4' ? { sigv4: true } : {}),
     ...(mode === 'cluster'
       ? { redisUrl: peers.clusterSeeds!, store: { cluster: true, shards: 4, ...timeout } }
       : {}),

@@ -4,7 +4,7 @@
 
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -179,6 +179,8 @@ export interface GatewayVariant {
   store?: { cluster?: boolean; shards?: number; operationTimeoutMs?: number };
   /** Every key limited (rate_limits.per_key) by limits the load never reaches: the admission's cost. */
   rateLimits?: boolean;
+  /** The openai provider signs with SigV4 (auth_sigv4 "bedrock") instead of sending its key. */
+  sigv4?: boolean;
 }
 
 /** The main configuration as JSON (a YAML subset), every path absolute. */
@@ -198,15 +200,18 @@ export async function writeGatewayConfig(
     outboxFsyncIntervalMs?: number;
     workers?: number;
     rateLimits?: boolean;
+    sigv4?: boolean;
   },
 ): Promise<string> {
   const dir = join(ws.tmp, name);
   await mkdir(dir, { recursive: true });
+  let providersDir = join(ws.repo, 'deploy/config/providers');
+  if (opts.sigv4 === true) providersDir = await sigv4Providers(providersDir, join(dir, 'providers'));
   const config: Record<string, unknown> = {
     listen: `127.0.0.1:${opts.listenPort}`,
     // Left out unless given (the default is 1): checkouts older than the key refuse it.
     ...(opts.workers === undefined ? {} : { workers: opts.workers }),
-    providers_dir: join(ws.repo, 'deploy/config/providers'),
+    providers_dir: providersDir,
     models: join(ws.repo, 'deploy/config/models.yaml'),
     log: { level: opts.logLevel ?? 'warn' },
     sidecar: { enabled: opts.billingUrl !== undefined && opts.noSidecar !== true },
@@ -253,6 +258,18 @@ export async function writeGatewayConfig(
   return file;
 }
 
+/** The provider files with openai.conf signing its requests (AWS SigV4) in place of its bearer key. */
+async function sigv4Providers(from: string, to: string): Promise<string> {
+  await mkdir(to, { recursive: true });
+  for (const file of await readdir(from)) {
+    let text = await readFile(join(from, file), 'utf8');
+    if (file === 'openai.conf')
+      text = text.replace('auth { auth_bearer; }', 'auth { auth_sigv4 "bedrock"; }');
+    await writeFile(join(to, file), text);
+  }
+  return to;
+}
+
 export async function startGatewayProcess(
   ws: Workspace,
   upstreamUrl: string,
@@ -269,6 +286,7 @@ export async function startGatewayProcess(
     workers: variant.workers,
     store: variant.store,
     rateLimits: variant.rateLimits,
+    sigv4: variant.sigv4,
   });
   const env = cleanEnv();
   for (const provider of ['OPENAI', 'ANTHROPIC', 'GEMINI']) {
@@ -276,6 +294,13 @@ export async function startGatewayProcess(
     env[`ROUTER_PROVIDER_${provider}_API_KEY`] = SIM_KEY;
   }
   env.ROUTER_ACCESS_KEY_BENCH = BENCH_ACCESS_KEY;
+  if (variant.sigv4 === true) {
+    // A provider key would win over signing (a Bedrock API key): the signing credentials alone.
+    delete env.ROUTER_PROVIDER_OPENAI_API_KEY;
+    env.AWS_ACCESS_KEY_ID = 'AKIDBENCHSIGV4';
+    env.AWS_SECRET_ACCESS_KEY = 'bench-sigv4-secret';
+    env.AWS_REGION = 'us-east-1';
+  }
   if (variant.tracesUrl !== undefined) {
     env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = variant.tracesUrl;
     env.OTEL_TRACES_SAMPLER = variant.tracesSampler ?? 'always_on';
