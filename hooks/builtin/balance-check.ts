@@ -8,10 +8,13 @@
 //      shares one lookup; across instances StateStore.tryRefreshLock elects one refresher), compared
 //      exactly (decimal.js, balance > 0), bounded by request_timeout_ms.
 // A lookup failure is never cached: failure_mode closed answers 503 billing_unavailable, open serves
-// the request and logs a warning. "This subject has no wallet" is an answer, not a failure: it is
-// refused with 402 in both modes and cached like a denial (an SDK retries a 503 forever).
+// the request and logs a warning. "This subject has no wallet" (404 wallet_not_found) is the spec 4.3
+// reading of docs/billing.md: closed treats it as an empty wallet (402, not a 503 an SDK retries
+// forever), open as a lookup failure (served). Either way the answer is cached like a denial, so a
+// subject without a wallet costs one lookup per denied_cache_ttl_ms, not one per request.
 
 import { Decimal } from 'decimal.js';
+import { setBounded } from '../../common/bounded-map.ts';
 import type { BalanceEnforcementConfig } from '../../common/config-types.ts';
 import { errorText, GatewayError } from '../../common/errors.ts';
 import type { GatewayMetrics } from '../../common/gateway-metrics.ts';
@@ -41,6 +44,7 @@ export type BalanceCheckResult =
   | 'allowed'
   | 'denied'
   | 'no_wallet'
+  | 'no_wallet_open'
   | 'error_closed'
   | 'error_open';
 
@@ -68,8 +72,8 @@ function stateVersion(state: SubjectState | null | undefined): string {
   return state == null ? '-' : `${state.lastEventId}@${state.updatedAt}`;
 }
 
-const NO_WALLET_MESSAGE =
-  'This subject has no wallet at the billing service, so its requests cannot be paid for; ask the operator to set up the billing account';
+/** Subjects a no-wallet warning was logged for, at most this many remembered at once. */
+const MAX_WARNED_SUBJECTS = 10_000;
 
 class LookupTimeoutError extends Error {
   constructor(ms: number) {
@@ -93,9 +97,28 @@ export function createBalanceCheckHook(opts: BalanceCheckOptions): Hook {
     opts.metrics?.balanceChecks.inc({ result });
   }
 
-  function insufficient(decision?: BalanceDecision): GatewayError {
-    if (decision?.noWallet === true) return new GatewayError('insufficient_balance', NO_WALLET_MESSAGE);
+  /** When a no-wallet warning was last logged, per subject: once per denied_cache_ttl_ms. */
+  const warnedNoWallet = new Map<string, number>();
+
+  function insufficient(): GatewayError {
     return new GatewayError('insufficient_balance');
+  }
+
+  /** failure_mode open and a subject without a wallet: served, as after a failed lookup. */
+  function servedWithoutWallet(ctx: RequestContext, subject: SubjectRef): OnRequestResult {
+    count('no_wallet_open');
+    const key = JSON.stringify([subject.type, subject.id]);
+    const at = now();
+    const last = warnedNoWallet.get(key);
+    if (last === undefined || at - last >= config.deniedCacheTtlMs) {
+      warnedNoWallet.delete(key);
+      setBounded(warnedNoWallet, key, at, MAX_WARNED_SUBJECTS);
+      ctx.log.warn(
+        { subjectType: subject.type, subjectId: subject.id },
+        'the billing service has no wallet for this subject; serving the request (failure_mode open)',
+      );
+    }
+    return CONTINUE;
   }
 
   async function lookupOnce(subject: SubjectRef): Promise<BalanceDecision> {
@@ -191,9 +214,10 @@ export function createBalanceCheckHook(opts: BalanceCheckOptions): Hook {
       throw insufficient();
     }
     if (cached) {
+      if (cached.noWallet === true && config.failureMode === 'open') return servedWithoutWallet(ctx, subject);
       count(cached.allowed ? 'cached_allowed' : 'cached_denied');
       if (cached.allowed) return CONTINUE;
-      throw insufficient(cached);
+      throw insufficient();
     }
     return refreshed(ctx, subject, state);
   }
@@ -209,9 +233,10 @@ export function createBalanceCheckHook(opts: BalanceCheckOptions): Hook {
     } catch (err) {
       return onFailure(ctx, err, 'lookup');
     }
+    if (decision.noWallet === true && config.failureMode === 'open') return servedWithoutWallet(ctx, subject);
     count(decision.allowed ? 'allowed' : decision.noWallet === true ? 'no_wallet' : 'denied');
     if (decision.allowed) return CONTINUE;
-    throw insufficient(decision);
+    throw insufficient();
   }
 
   async function viewed(ctx: RequestContext, subject: SubjectRef): Promise<OnRequestResult> {

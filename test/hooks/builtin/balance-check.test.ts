@@ -292,28 +292,56 @@ test('a webhook that lands during a lookup is not overwritten by the stale answe
   assert.equal(calls, 2);
 });
 
-test('no wallet: 402 in both failure modes, cached for the denied TTL, then asked again', async (t) => {
+test('no wallet: closed refuses it as an empty wallet, open serves it; cached for the denied TTL', async (t) => {
   const r = await rig(t, '1.00');
   for (const failureMode of ['closed', 'open'] as const) {
     const hook = r.hook({ failureMode });
     const subject = `no-wallet-${failureMode}`;
     const lookups = r.sim.lookups;
-    let message = '';
-    try {
-      await hook.onRequest!(ctx(subject));
-      assert.fail('served a subject without a wallet');
-    } catch (err) {
-      assert.ok(err instanceof GatewayError);
-      assert.equal(err.status, 402);
-      assert.equal(err.code, 'insufficient_balance');
-      message = err.message;
+    const expected = failureMode === 'closed' ? '402 insufficient_balance' : 'continue';
+    if (failureMode === 'closed') {
+      await assert.rejects(
+        async () => hook.onRequest!(ctx(subject)),
+        (err: unknown) =>
+          err instanceof GatewayError &&
+          err.status === 402 &&
+          err.code === 'insufficient_balance' &&
+          err.message === new GatewayError('insufficient_balance').message,
+      );
+    } else {
+      assert.equal(await outcome(hook, ctx(subject)), 'continue');
     }
-    assert.match(message, /has no wallet/);
-    assert.equal(await outcome(hook, ctx(subject)), '402 insufficient_balance');
+    assert.equal(await outcome(hook, ctx(subject)), expected);
     assert.equal(r.sim.lookups, lookups + 1, `${failureMode}: cached like a denial`);
     r.sim.setWallet('api_key', subject, '3');
     r.clock.now += 300; // denied_cache_ttl_ms
     assert.equal(await outcome(hook, ctx(subject)), 'continue', 'a wallet created later is seen');
   }
-  assert.equal(r.counts.get('no_wallet'), 2);
+  assert.equal(r.counts.get('no_wallet'), 1);
+  assert.equal(r.counts.get('cached_denied'), 1);
+  assert.equal(r.counts.get('no_wallet_open'), 2);
+});
+
+test('no wallet, failure_mode open: one warning per subject per denied_cache_ttl_ms', async (t) => {
+  const r = await rig(t, '1.00');
+  const hook = r.hook({ failureMode: 'open', deniedCacheTtlMs: 300 });
+  const warnings: { subjectId?: string; msg: string }[] = [];
+  const logged = (subjectId: string): RequestContext => {
+    const log = pino(
+      { level: 'warn' },
+      { write: (line: string) => warnings.push(JSON.parse(line) as { subjectId?: string; msg: string }) },
+    );
+    return { ...ctx(subjectId), log } as RequestContext;
+  };
+  for (let i = 0; i < 3; i++) assert.equal(await outcome(hook, logged('nw-a')), 'continue');
+  assert.equal(await outcome(hook, logged('nw-b')), 'continue');
+  assert.deepEqual(
+    warnings.map((w) => w.subjectId),
+    ['nw-a', 'nw-b'],
+  );
+  assert.match(warnings[0]!.msg, /no wallet for this subject; serving the request \(failure_mode open\)/);
+  r.clock.now += 300;
+  assert.equal(await outcome(hook, logged('nw-a')), 'continue');
+  assert.equal(warnings.length, 3, 'warned again after the denied TTL');
+  assert.equal(r.counts.get('no_wallet_open'), 5);
 });
