@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { GatewayError } from '../../../../common/errors.ts';
-import type { JsonObject } from '../../../../common/types.ts';
+import type { JsonObject, JsonValue } from '../../../../common/types.ts';
 import type { StoredLookup } from '../../../../hooks/families/response-state.ts';
 import { responsesStored } from '../../../../hooks/families/responses/stored.ts';
 
@@ -150,7 +150,10 @@ test('a record: the response marked stored with its previous id, the input, and 
     previous_response_id: null,
     output: [{ type: 'message', id: 'msg_3', role: 'assistant', content: [] }],
   };
-  const input = [{ type: 'function_call_output', id: 'fco_1', call_id: 'c', output: 'ok' }, { role: 'user' }];
+  const input: JsonValue[] = [
+    { type: 'function_call_output', id: 'fco_1', call_id: 'c', output: 'ok' },
+    { role: 'user' },
+  ];
   const record = responsesStored.record({ body: {}, input, previousId: 'resp_2' }, response);
   assert.ok(record !== undefined);
   assert.equal(record.id, 'resp_3');
