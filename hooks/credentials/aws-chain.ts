@@ -11,6 +11,7 @@ import { AssumeRoleWithWebIdentityCommand, STSClient } from '@aws-sdk/nested-cli
 import { fromInstanceMetadata } from '@smithy/credential-provider-imds';
 import type { AwsCredentials } from '../../common/config-types.ts';
 import { errorText } from '../../common/errors.ts';
+import { withinDeadline } from './token-cache.ts';
 import { isRefusal } from './token-endpoint.ts';
 import {
   CredentialUnusable,
@@ -263,22 +264,14 @@ function fetched(c: SdkCredentials): FetchedToken<AwsCredentials> {
   };
 }
 
-/** Runs a provider within `ms` (a provider's own timeouts cover one request, not its whole exchange). */
+/** A provider's credentials within `ms`, its failure classified. */
 async function call<T>(run: () => Promise<T>, ms: number, classify: (err: unknown) => Error): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([
-      run(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new TokenUnavailable(`no answer within ${ms} ms`)), ms);
-      }),
-    ]);
+    return await withinDeadline(run(), ms);
   } catch (err) {
     if (err instanceof TokenUnavailable || err instanceof TokenRefused || err instanceof CredentialUnusable)
       throw err;
     throw classify(err);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

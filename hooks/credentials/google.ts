@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { detectGCPResidency } from 'gcp-metadata';
 import { Compute, type Credentials, GoogleAuth, JWT, type JWTInput } from 'google-auth-library';
 import { errorText } from '../../common/errors.ts';
+import { withinDeadline } from './token-cache.ts';
 import { isRefusal } from './token-endpoint.ts';
 import { type TokenFetch, TokenRefused, TokenUnavailable } from './types.ts';
 
@@ -132,19 +133,10 @@ export function metadataServerHost(env: Readonly<Record<string, string | undefin
 export function metadataTokenFetch(): TokenFetch {
   return async (timeoutMs) => {
     const client = new Compute({ scopes: [GOOGLE_SCOPE] });
-    let timer: NodeJS.Timeout | undefined;
     let token: string | null | undefined;
     try {
-      // gcp-metadata retries a request without answer on its own: the race keeps the deadline.
-      ({ token } = await Promise.race([
-        client.getAccessToken(),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new TokenUnavailable(`no answer within ${Math.round(timeoutMs)} ms`)),
-            Math.max(1, timeoutMs),
-          );
-        }),
-      ]));
+      // gcp-metadata retries a request without answer on its own: the deadline bounds it.
+      ({ token } = await withinDeadline(client.getAccessToken(), timeoutMs));
     } catch (err) {
       if (err instanceof TokenUnavailable) throw err;
       const e = err as GaxiosLikeError;
@@ -157,8 +149,6 @@ export function metadataTokenFetch(): TokenFetch {
           : `the metadata server answered HTTP ${status}`,
         err,
       );
-    } finally {
-      clearTimeout(timer);
     }
     const expiry = client.credentials.expiry_date;
     if (typeof token !== 'string' || token === '' || typeof expiry !== 'number') {
@@ -258,22 +248,11 @@ export function adcTokenFetch(adc: AdcFile): TokenFetch {
       },
     });
     let token: string | null | undefined;
-    let timer: NodeJS.Timeout | undefined;
     try {
-      ({ token } = await Promise.race([
-        client.getAccessToken(),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new TokenUnavailable(`no answer within ${Math.round(timeoutMs)} ms`)),
-            Math.max(1, timeoutMs),
-          );
-        }),
-      ]));
+      ({ token } = await withinDeadline(client.getAccessToken(), timeoutMs));
     } catch (err) {
       if (err instanceof TokenUnavailable) throw err;
       throw googleError(err);
-    } finally {
-      clearTimeout(timer);
     }
     const expiry = client.credentials.expiry_date;
     if (typeof token !== 'string' || token === '' || typeof expiry !== 'number') {

@@ -24,12 +24,11 @@ import {
   metadataServerHost,
   metadataTokenFetch,
   readGoogleCredentialsFile,
-  type ServiceAccount,
   wellKnownCredentialsFile,
 } from './google.ts';
 import { createBearerAuthorizer, createSigV4Authorizer } from './sigv4.ts';
 import { TokenCache } from './token-cache.ts';
-import type { UpstreamAuthorizer } from './types.ts';
+import type { TokenFetch, UpstreamAuthorizer } from './types.ts';
 
 export type { UpstreamAuthorizer } from './types.ts';
 
@@ -110,184 +109,30 @@ export function ruleHasCredential(
 export function resolveProviderCredentials(input: ProviderCredentialInput): ProviderCredentials {
   const { provider, env } = input;
   const name = provider.name;
-  const problems: string[] = [];
+  const r: Resolving = { input, name, env, problems: [] };
   const authorizers = new Map<CloudAuthOp['op'], UpstreamAuthorizer>();
   const ops = new Map<CloudAuthOp['op'], CloudAuthOp>();
   for (const rule of provider.rules) for (const op of rule.auth) if (isCloudAuthOp(op)) ops.set(op.op, op);
 
-  let account: ServiceAccount | undefined;
-  let adcProject: string | undefined;
-  const google = ops.get('auth_google');
-  if (google !== undefined) {
-    const envFile = nonEmpty(env.GOOGLE_APPLICATION_CREDENTIALS);
-    const file =
-      envFile !== undefined
-        ? resolve(envFile)
-        : (input.file?.serviceAccountFile ?? wellKnownCredentialsFile(env));
-    if (file !== undefined) {
-      const read = readGoogleCredentialsFile(file);
-      if (!read.ok) problems.push(`provider '${name}': ${read.problem}`);
-      else if (read.account !== undefined) {
-        account = read.account;
-        const cache = new TokenCache({
-          provider: name,
-          scheme: 'google',
-          check: `check the service account ${account.clientEmail} of ${file} (a deleted or disabled key, the account's access to the project) and that its token_uri ${account.tokenUri} is the token endpoint to use`,
-          fetch: googleTokenFetch(account),
-          deadlineMs: input.connectTimeoutMs,
-        });
-        authorizers.set('auth_google', tokenAuthorizer('google', 'service-account', cache));
-      } else {
-        adcProject = read.adc.projectId;
-        const cache = new TokenCache({
-          provider: name,
-          scheme: read.adc.channel,
-          check: read.adc.check,
-          fetch: adcTokenFetch(read.adc),
-          deadlineMs: input.connectTimeoutMs,
-        });
-        authorizers.set('auth_google', tokenAuthorizer('google', read.adc.channel, cache));
-      }
-    } else if (metadataServerConfigured(env, input.host?.gcp ?? defaultHost.gcp)) {
-      const host = metadataServerHost(env);
-      const cache = new TokenCache({
-        provider: name,
-        scheme: 'google-metadata',
-        check:
-          'check the service account attached to this instance or workload (one is attached, its access scopes include cloud-platform) and its role in the project',
-        reach: `check that the metadata server ${host} answers from this host`,
-        fetch: metadataTokenFetch(),
-        deadlineMs: input.connectTimeoutMs,
-      });
-      authorizers.set('auth_google', tokenAuthorizer('google', 'google-metadata', cache));
-    }
-  }
-
+  const google = ops.has('auth_google') ? googleCredentials(r) : undefined;
+  if (google?.authorizer !== undefined) authorizers.set('auth_google', google.authorizer);
   const settings: ProviderSettings = {
     region: providerSettingFromEnv(name, 'region', env),
     project:
       providerSettingFromEnv(name, 'project', env) ??
-      account?.projectId ??
-      adcProject ??
+      google?.project ??
       nonEmpty(env.GOOGLE_CLOUD_PROJECT) ??
       nonEmpty(env.GCLOUD_PROJECT),
     location: providerSettingFromEnv(name, 'location', env),
   };
-
   const sigv4 = ops.get('auth_sigv4');
   if (sigv4?.op === 'auth_sigv4') {
-    const key = input.keys[0];
-    const bedrockKey = sigv4.service === 'bedrock' ? nonEmpty(env.AWS_BEARER_TOKEN_BEDROCK) : undefined;
-    const aws = envGroup<AwsCredentials>(
-      env,
-      ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY'],
-      (v) => ({
-        accessKeyId: v[0]!,
-        secretAccessKey: v[1]!,
-        sessionToken: nonEmpty(env.AWS_SESSION_TOKEN),
-      }),
-      input.file?.aws,
-      problems,
-      name,
-    );
-    // An API key wins over signing credentials (issue 43: as the AWS SDKs do with both set).
-    if (key !== undefined) authorizers.set('auth_sigv4', createBearerAuthorizer(key.value, key.name));
-    else if (bedrockKey !== undefined)
-      authorizers.set('auth_sigv4', createBearerAuthorizer(bedrockKey, 'env'));
-    else if (aws !== undefined) {
-      if (settings.region === undefined) problems.push(needsRegion(name));
-      else {
-        authorizers.set(
-          'auth_sigv4',
-          createSigV4Authorizer({
-            service: sigv4.service,
-            region: settings.region,
-            credentials: aws,
-            channel: 'aws',
-          }),
-        );
-      }
-    } else {
-      const host: AwsHost = { ec2: (input.host?.ec2 ?? defaultHost.ec2)() };
-      const source = awsTemporarySource(env, settings.region, host, name, problems);
-      if (source !== undefined) {
-        if (settings.region === undefined) problems.push(needsRegion(name));
-        else {
-          const cache = new TokenCache({
-            provider: name,
-            scheme: source.scheme,
-            check: source.check,
-            reach: source.reach,
-            fetch: source.fetch,
-            deadlineMs: input.connectTimeoutMs,
-          });
-          authorizers.set(
-            'auth_sigv4',
-            createSigV4Authorizer({
-              service: sigv4.service,
-              region: settings.region,
-              credentials: cache,
-              channel: source.channel,
-            }),
-          );
-        }
-      }
-    }
+    const a = awsAuthorizer(r, sigv4.service, settings.region);
+    if (a !== undefined) authorizers.set('auth_sigv4', a);
   }
-
   if (ops.has('auth_entra')) {
-    const federatedFile = nonEmpty(env.AZURE_FEDERATED_TOKEN_FILE);
-    // Workload identity sets AZURE_TENANT_ID and AZURE_CLIENT_ID without a secret: not half a group.
-    const entra =
-      federatedFile !== undefined && nonEmpty(env.AZURE_CLIENT_SECRET) === undefined
-        ? input.file?.entra
-        : envGroup<EntraCredentials>(
-            env,
-            ['AZURE_TENANT_ID', 'AZURE_CLIENT_ID', 'AZURE_CLIENT_SECRET'],
-            (v) => ({ tenantId: v[0]!, clientId: v[1]!, clientSecret: v[2]! }),
-            input.file?.entra,
-            problems,
-            name,
-          );
-    if (entra === undefined && federatedFile !== undefined) {
-      const tenantId = nonEmpty(env.AZURE_TENANT_ID);
-      const clientId = nonEmpty(env.AZURE_CLIENT_ID);
-      const unreadable = unreadableFile(federatedFile);
-      if (tenantId === undefined || clientId === undefined) {
-        problems.push(
-          `provider '${name}': AZURE_FEDERATED_TOKEN_FILE set but ${[tenantId === undefined ? 'AZURE_TENANT_ID' : '', clientId === undefined ? 'AZURE_CLIENT_ID' : ''].filter((v) => v !== '').join(', ')} not`,
-        );
-      } else if (unreadable !== undefined) {
-        problems.push(
-          `provider '${name}': cannot read the federated token file ${federatedFile} (${unreadable})`,
-        );
-      } else {
-        const url = entraTokenUrl(tenantId, nonEmpty(env.AZURE_AUTHORITY_HOST));
-        const cache = new TokenCache({
-          provider: name,
-          scheme: 'entra-workload-identity',
-          check: `check the federated credential of the Entra application ${clientId} of tenant ${tenantId} (its issuer and subject match this cluster's service account), the token file ${federatedFile}, and the application's role on the Azure OpenAI resource`,
-          reach: `check that this host reaches the token endpoint ${url}`,
-          fetch: entraWorkloadTokenFetch(
-            { tenantId, clientId, tokenFile: federatedFile },
-            nonEmpty(env.AZURE_AUTHORITY_HOST),
-          ),
-          deadlineMs: input.connectTimeoutMs,
-        });
-        authorizers.set('auth_entra', tokenAuthorizer('entra', 'entra-workload-identity', cache));
-      }
-    }
-    if (entra !== undefined) {
-      const url = entraTokenUrl(entra.tenantId, nonEmpty(env.AZURE_AUTHORITY_HOST));
-      const cache = new TokenCache({
-        provider: name,
-        scheme: 'entra',
-        check: `check the Entra application ${entra.clientId} of tenant ${entra.tenantId} (an expired or wrong client secret, a deleted application, its role on the Azure OpenAI resource) and the token endpoint ${url}`,
-        fetch: entraTokenFetch(entra, nonEmpty(env.AZURE_AUTHORITY_HOST)),
-        deadlineMs: input.connectTimeoutMs,
-      });
-      authorizers.set('auth_entra', tokenAuthorizer('entra', 'entra', cache));
-    }
+    const a = entraAuthorizer(r);
+    if (a !== undefined) authorizers.set('auth_entra', a);
   }
 
   for (const setting of settingsUsed(provider)) {
@@ -296,15 +141,182 @@ export function resolveProviderCredentials(input: ProviderCredentialInput): Prov
         setting === 'region'
           ? ' or AWS_REGION'
           : setting === 'project'
-            ? ' (or a service account file with project_id)'
+            ? ' (or GOOGLE_CLOUD_PROJECT, or a credentials file with project_id)'
             : '';
-      problems.push(
+      r.problems.push(
         `provider '${name}': its rules use $` +
           `{provider.${setting}}: set ${providerSettingEnvName(name, setting)}${fallback}`,
       );
     }
   }
-  return { settings, authorizers, problems };
+  return { settings, authorizers, problems: r.problems };
+}
+
+/** One provider's resolution under way: its input, and the problems found so far. */
+interface Resolving {
+  readonly input: ProviderCredentialInput;
+  readonly name: string;
+  readonly env: Env;
+  readonly problems: string[];
+}
+
+function cacheOf<T>(
+  r: Resolving,
+  o: { scheme: string; check: string; reach?: string; fetch: TokenFetch<T> },
+): TokenCache<T> {
+  return new TokenCache<T>({ provider: r.name, deadlineMs: r.input.connectTimeoutMs, ...o });
+}
+
+/**
+ * auth_google: a credentials file (GOOGLE_APPLICATION_CREDENTIALS, the keys file's, gcloud's well-known
+ * one), else the metadata server where there is one; with the file's project for provider.project.
+ */
+function googleCredentials(r: Resolving): { authorizer?: UpstreamAuthorizer; project?: string } {
+  const { env, input } = r;
+  const envFile = nonEmpty(env.GOOGLE_APPLICATION_CREDENTIALS);
+  const file =
+    envFile !== undefined
+      ? resolve(envFile)
+      : (input.file?.serviceAccountFile ?? wellKnownCredentialsFile(env));
+  if (file !== undefined) {
+    const read = readGoogleCredentialsFile(file);
+    if (!read.ok) {
+      r.problems.push(`provider '${r.name}': ${read.problem}`);
+      return {};
+    }
+    if (read.account !== undefined) {
+      const account = read.account;
+      const cache = cacheOf(r, {
+        scheme: 'google',
+        check: `check the service account ${account.clientEmail} of ${file} (a deleted or disabled key, the account's access to the project) and that its token_uri ${account.tokenUri} is the token endpoint to use`,
+        fetch: googleTokenFetch(account),
+      });
+      return {
+        authorizer: tokenAuthorizer('google', 'service-account', cache),
+        ...(account.projectId === undefined ? {} : { project: account.projectId }),
+      };
+    }
+    const adc = read.adc;
+    const cache = cacheOf(r, { scheme: adc.channel, check: adc.check, fetch: adcTokenFetch(adc) });
+    return {
+      authorizer: tokenAuthorizer('google', adc.channel, cache),
+      ...(adc.projectId === undefined ? {} : { project: adc.projectId }),
+    };
+  }
+  if (!metadataServerConfigured(env, input.host?.gcp ?? defaultHost.gcp)) return {};
+  const cache = cacheOf(r, {
+    scheme: 'google-metadata',
+    check:
+      'check the service account attached to this instance or workload (one is attached, its access scopes include cloud-platform) and its role in the project',
+    reach: `check that the metadata server ${metadataServerHost(env)} answers from this host`,
+    fetch: metadataTokenFetch(),
+  });
+  return { authorizer: tokenAuthorizer('google', 'google-metadata', cache) };
+}
+
+/**
+ * auth_sigv4: a Bedrock API key, then static keys (environment, keys file), then the chain's temporary
+ * credentials (web identity, container, instance).
+ */
+function awsAuthorizer(
+  r: Resolving,
+  service: string,
+  region: string | undefined,
+): UpstreamAuthorizer | undefined {
+  const { env, input, name } = r;
+  const key = input.keys[0];
+  const bedrockKey = service === 'bedrock' ? nonEmpty(env.AWS_BEARER_TOKEN_BEDROCK) : undefined;
+  const aws = envGroup<AwsCredentials>(
+    env,
+    ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY'],
+    (v) => ({
+      accessKeyId: v[0]!,
+      secretAccessKey: v[1]!,
+      sessionToken: nonEmpty(env.AWS_SESSION_TOKEN),
+    }),
+    input.file?.aws,
+    r.problems,
+    name,
+  );
+  // An API key wins over signing credentials (issue 43: as the AWS SDKs do with both set).
+  if (key !== undefined) return createBearerAuthorizer(key.value, key.name);
+  if (bedrockKey !== undefined) return createBearerAuthorizer(bedrockKey, 'env');
+  if (aws !== undefined) {
+    if (region !== undefined)
+      return createSigV4Authorizer({ service, region, credentials: aws, channel: 'aws' });
+    r.problems.push(needsRegion(name));
+    return undefined;
+  }
+  const host: AwsHost = { ec2: (input.host?.ec2 ?? defaultHost.ec2)() };
+  const source = awsTemporarySource(env, region, host, name, r.problems);
+  if (source === undefined) return undefined;
+  if (region === undefined) {
+    r.problems.push(needsRegion(name));
+    return undefined;
+  }
+  const cache = cacheOf(r, {
+    scheme: source.scheme,
+    check: source.check,
+    reach: source.reach,
+    fetch: source.fetch,
+  });
+  return createSigV4Authorizer({ service, region, credentials: cache, channel: source.channel });
+}
+
+/** auth_entra: a client secret (environment, keys file), else workload identity's federated token file. */
+function entraAuthorizer(r: Resolving): UpstreamAuthorizer | undefined {
+  const { env, input, name } = r;
+  const authorityHost = nonEmpty(env.AZURE_AUTHORITY_HOST);
+  const federatedFile = nonEmpty(env.AZURE_FEDERATED_TOKEN_FILE);
+  // Workload identity sets AZURE_TENANT_ID and AZURE_CLIENT_ID without a secret: not half a group.
+  const entra =
+    federatedFile !== undefined && nonEmpty(env.AZURE_CLIENT_SECRET) === undefined
+      ? input.file?.entra
+      : envGroup<EntraCredentials>(
+          env,
+          ['AZURE_TENANT_ID', 'AZURE_CLIENT_ID', 'AZURE_CLIENT_SECRET'],
+          (v) => ({ tenantId: v[0]!, clientId: v[1]!, clientSecret: v[2]! }),
+          input.file?.entra,
+          r.problems,
+          name,
+        );
+  if (entra !== undefined) {
+    const url = entraTokenUrl(entra.tenantId, authorityHost);
+    const cache = cacheOf(r, {
+      scheme: 'entra',
+      check: `check the Entra application ${entra.clientId} of tenant ${entra.tenantId} (an expired or wrong client secret, a deleted application, its role on the Azure OpenAI resource) and the token endpoint ${url}`,
+      fetch: entraTokenFetch(entra, authorityHost),
+    });
+    return tokenAuthorizer('entra', 'entra', cache);
+  }
+  if (federatedFile === undefined) return undefined;
+  const tenantId = nonEmpty(env.AZURE_TENANT_ID);
+  const clientId = nonEmpty(env.AZURE_CLIENT_ID);
+  if (tenantId === undefined || clientId === undefined) {
+    const unset = [
+      tenantId === undefined ? 'AZURE_TENANT_ID' : '',
+      clientId === undefined ? 'AZURE_CLIENT_ID' : '',
+    ];
+    r.problems.push(
+      `provider '${name}': AZURE_FEDERATED_TOKEN_FILE set but ${unset.filter((v) => v !== '').join(', ')} not`,
+    );
+    return undefined;
+  }
+  const unreadable = unreadableFile(federatedFile);
+  if (unreadable !== undefined) {
+    r.problems.push(
+      `provider '${name}': cannot read the federated token file ${federatedFile} (${unreadable})`,
+    );
+    return undefined;
+  }
+  const url = entraTokenUrl(tenantId, authorityHost);
+  const cache = cacheOf(r, {
+    scheme: 'entra-workload-identity',
+    check: `check the federated credential of the Entra application ${clientId} of tenant ${tenantId} (its issuer and subject match this cluster's service account), the token file ${federatedFile}, and the application's role on the Azure OpenAI resource`,
+    reach: `check that this host reaches the token endpoint ${url}`,
+    fetch: entraWorkloadTokenFetch({ tenantId, clientId, tokenFile: federatedFile }, authorityHost),
+  });
+  return tokenAuthorizer('entra', 'entra-workload-identity', cache);
 }
 
 /** Where the credentials of a cloud directive come from, for the warning about a provider without any. */

@@ -6,7 +6,13 @@
 import type { Logger } from 'pino';
 import { jitteredDelay } from '../../common/backoff.ts';
 import { errorText, GatewayError } from '../../common/errors.ts';
-import { CredentialUnusable, type FetchedToken, type TokenFetch, TokenRefused } from './types.ts';
+import {
+  CredentialUnusable,
+  type FetchedToken,
+  type TokenFetch,
+  TokenRefused,
+  TokenUnavailable,
+} from './types.ts';
 
 export const REFUSED_HOLD_MS = 30_000;
 /** A token is renewed this long before it expires (at most half its lifetime). */
@@ -157,5 +163,26 @@ export class TokenCache<T = string> {
         ? `The gateway's credentials for the provider '${this.#o.provider}' cannot be used; the operator must check them`
         : `The provider '${this.#o.provider}' refused the gateway's credentials (its token endpoint refused the grant); the operator must check them`,
     );
+  }
+}
+
+/**
+ * `run`'s result, or TokenUnavailable after `ms`: for a library fetch whose own timeouts cover one
+ * request, not its whole exchange (it may retry inside, or ask several endpoints in turn).
+ */
+export async function withinDeadline<T>(run: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      run,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new TokenUnavailable(`no answer within ${Math.round(ms)} ms`)),
+          Math.max(1, ms),
+        );
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }
