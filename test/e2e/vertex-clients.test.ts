@@ -594,6 +594,16 @@ describe("counting: Vertex's counting endpoints, never billed", () => {
   }
 });
 
+test("Vertex's throttling counts in router_requests_total under the provider (RouterUpstreamThrottled's series)", async () => {
+  const text = await (await fetch(`${stack.url}/metrics`)).text();
+  const throttled = text
+    .split('\n')
+    .filter((l) => l.startsWith('router_requests_total{provider="vertex",') && l.includes('status="429"'))
+    .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+  // Plain and streamed, per client and publisher, in the error tests above.
+  assert.equal(throttled, 2 * 2 * Object.keys(CLIENTS).length);
+});
+
 test('no access token or key material in the logs', () => {
   const text = JSON.stringify(stack.logs);
   assert.doesNotMatch(text, /ya29\./);
