@@ -49,6 +49,7 @@ export async function createBillingParts(
     hooks: [hook],
     recorded: () => sink.queue.recorded?.(),
     readiness: () => sink.readiness(),
+    ...(sink.health === undefined ? {} : { storeHealth: sink.health }),
     close: () => sink.close(),
   };
 }

@@ -102,6 +102,7 @@ export function withBalanceEnforcement(base: BillingBuilder): BillingBuilder {
       ...parts,
       hooks: [enforcement.hook, ...(parts?.hooks ?? [])],
       readiness: parts?.readiness ?? (async () => undefined),
+      storeHealth: parts?.storeHealth ?? (() => enforcement.store.health()),
       stateNotice: enforcement.handleNotice,
       applySubjectState: enforcement.applyState,
       async close() {

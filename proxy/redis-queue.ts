@@ -14,7 +14,7 @@ import { queuedJson, queuedTokensJson } from '../billing/event/usage-event-json.
 import { acquireEventSpool, type EventSpool } from '../billing/event-spool.ts';
 import type { StoreConfig } from '../common/config-types.ts';
 import { errorText } from '../common/errors.ts';
-import { StoreUnavailableError } from '../common/store-types.ts';
+import { type StoreHealth, StoreUnavailableError } from '../common/store-types.ts';
 import { createTurnBatch, type TurnBatch } from '../common/turn-batch.ts';
 import {
   closeRedisClient,
@@ -345,6 +345,8 @@ export interface BillingSink {
   readonly queue: EventQueue;
   /** XLEN of the stream and of its dead-letter stream. */
   readiness(): Promise<{ pending: number; dead_letter: number }>;
+  /** Whether the store answers a PING now (Redis sink only). */
+  readonly health?: () => Promise<StoreHealth>;
   close(): Promise<void>;
 }
 
@@ -393,6 +395,15 @@ export async function openRedisBillingSink(
       const pending = lengths.filter((_, i) => i % 2 === 0).reduce((a, b) => a + b, 0);
       const deadLetter = lengths.filter((_, i) => i % 2 === 1).reduce((a, b) => a + b, 0);
       return { pending: pending + spooled, dead_letter: deadLetter };
+    },
+    async health() {
+      const connected =
+        client.status === 'ready' &&
+        (await withTimeout(client.ping(), timeoutMs).then(
+          () => true,
+          () => false,
+        ));
+      return { connected };
     },
     async close() {
       // Events still on their way end on the stream or in the spool before either closes.

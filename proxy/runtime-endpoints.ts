@@ -4,7 +4,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { RouterConfig } from '../common/config-types.ts';
-import type { StateStore, StoreHealth } from '../common/store-types.ts';
+import type { StoreHealth } from '../common/store-types.ts';
 import type { JsonValue } from '../common/types.ts';
 import type { SidecarStatus } from './sidecar-status.ts';
 import { forwardToSidecar } from './webhook-forward.ts';
@@ -14,7 +14,7 @@ export interface ReadyReport {
   ready: boolean;
   providers: number;
   billing: { configured: boolean; enabled: boolean; pending?: number; dead_letter?: number };
-  store: { enabled: boolean; connected?: boolean };
+  store: { enabled: boolean; connected?: boolean; required?: boolean; reason?: string };
   [key: string]: JsonValue;
 }
 
@@ -35,19 +35,27 @@ export function createEndpoints(deps: {
   readonly log: Logger;
   readonly providerCount: number;
   readonly billing: EndpointBilling | undefined;
-  readonly keyStore: StateStore | undefined;
+  /** The shared store's health (any store this runtime opened on it); undefined in file mode. */
+  readonly storeHealth: (() => Promise<StoreHealth>) | undefined;
   readonly sidecar: SidecarStatus | undefined;
   readonly cluster: ClusterLink | undefined;
 }): RuntimeEndpoints {
-  const { config, log, billing, keyStore, sidecar, cluster } = deps;
+  const { config, log, billing, storeHealth, sidecar, cluster } = deps;
+  const needsStore = storeNeed(config);
   return {
     async readiness() {
       const counts = billing === undefined ? undefined : await billing.readiness().catch(() => undefined);
       const state = sidecar?.supervised === true ? sidecar.state : undefined;
       // Reported, not required: while one worker restarts, the others serve.
       const workers = cluster === undefined ? undefined : await cluster.workers().catch(() => undefined);
+      const health =
+        storeHealth === undefined
+          ? undefined
+          : await storeHealth().catch((): StoreHealth => ({ connected: false }));
+      // Every instance shares the one store: not ready only when requests would fail without it.
+      const storeDown = needsStore !== undefined && health?.connected === false;
       return {
-        ready: deps.providerCount > 0 && (state === undefined || state === 'up'),
+        ready: deps.providerCount > 0 && (state === undefined || state === 'up') && !storeDown,
         providers: deps.providerCount,
         ...(state === undefined ? {} : { sidecar: { supervised: true, state } }),
         ...(workers === undefined ? {} : { workers: { ...workers } }),
@@ -58,7 +66,9 @@ export function createEndpoints(deps: {
         },
         store: {
           enabled: config.store.enabled,
-          ...(keyStore === undefined ? {} : storeReadiness(await keyStore.health())),
+          ...(health === undefined ? {} : storeReadiness(health)),
+          ...(needsStore === undefined ? {} : { required: true }),
+          ...(storeDown ? { reason: needsStore } : {}),
         },
       };
     },
@@ -72,6 +82,22 @@ export function createEndpoints(deps: {
       await forwardToSidecar(config, req, res, log, sidecar);
     },
   };
+}
+
+/**
+ * Why requests fail while the shared store is away, when they do: access keys looked up in it
+ * (redis_only, redis_preferred), or balance checks that refuse without subject state (failure_mode
+ * closed). Otherwise (file_only keys, enforcement off or open) requests are served without it.
+ */
+export function storeNeed(config: RouterConfig): string | undefined {
+  if (!config.store.enabled) return undefined;
+  const mode = config.store.accessKeyMode;
+  if (mode !== 'file_only')
+    return `shared store unreachable: access_key_mode ${mode} looks access keys up in it, so requests are refused with 503 authentication_unavailable`;
+  const enforcement = config.billing.balanceEnforcement;
+  if (config.billing.enabled && enforcement.enabled && enforcement.failureMode === 'closed')
+    return 'shared store unreachable: balance_enforcement.failure_mode closed refuses requests with 503 billing_unavailable without the subject state it holds';
+  return undefined;
 }
 
 /** The store block of /readyz: connected, and the view cache's state in Redis mode. */

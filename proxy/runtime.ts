@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import type { RouterConfig } from '../common/config-types.ts';
 import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import type { ResponseStore } from '../common/response-store-types.ts';
-import type { StateStore, SubjectRef } from '../common/store-types.ts';
+import type { StateStore, StoreHealth, SubjectRef } from '../common/store-types.ts';
 import { openTracing, type Tracing } from '../common/tracing.ts';
 import type { ApiName, Hook, JsonValue, Principal, RequestContext, WireFormat } from '../common/types.ts';
 import { isPattern } from '../config/models.ts';
@@ -53,6 +53,8 @@ export interface BillingParts {
   /** The queue's pending batch of events (EventQueue.recorded), which a reply's last byte waits for. */
   readonly recorded?: () => Promise<void> | undefined;
   readiness(): Promise<{ pending: number; dead_letter: number } | undefined>;
+  /** Shared-store mode: the health of billing's own connection to it, for /readyz. */
+  readonly storeHealth?: () => Promise<StoreHealth>;
   /** Balance enforcement: the sidecar's subject state notice (common/internal-notify.ts). */
   readonly stateNotice?: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   /** What that notice does, for a notice the primary relays to this worker (proxy/workers/). */
@@ -219,7 +221,7 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     log,
     providerCount: providers.size,
     billing,
-    keyStore: keys.store,
+    storeHealth: sharedStoreHealth(config, [keys.store, limitStore, responseState], billing),
     sidecar: opts.sidecar,
     cluster: opts.cluster,
   });
@@ -291,6 +293,21 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     },
   };
   return { runtime, diagnostics };
+}
+
+/**
+ * The shared store's health for /readyz from a connection this runtime already holds (any will do: they
+ * reach the one store), so file_only keys report it too; undefined in file mode.
+ */
+function sharedStoreHealth(
+  config: RouterConfig,
+  stores: readonly (StateStore | undefined)[],
+  billing: BillingParts | undefined,
+): (() => Promise<StoreHealth>) | undefined {
+  if (!config.store.enabled) return undefined;
+  const store = stores.find((s) => s !== undefined);
+  if (store !== undefined) return () => store.health();
+  return billing?.storeHealth;
 }
 
 /** Access keys while this runtime serves: the auth hook, authenticate() and what to close. */
