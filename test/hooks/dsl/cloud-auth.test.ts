@@ -99,7 +99,7 @@ test('${provider.region|project|location} are request-time variables filled from
   assert.deepEqual(creds.settings, { region: 'eu-west-1', project: undefined, location: 'global' });
   assert.match(
     creds.problems.join('\n'),
-    /\$\{provider\.project\}: set ROUTER_PROVIDER_P_PROJECT \(or GOOGLE_CLOUD_PROJECT, or a credentials file with project_id\)/
+    /\$\{provider\.project\}: set ROUTER_PROVIDER_P_PROJECT \(or GOOGLE_CLOUD_PROJECT, or a credentials file with project_id\)/,
   );
 });
 
