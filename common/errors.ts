@@ -50,6 +50,7 @@ export const ERROR_CATALOGUE = {
   previous_response_not_found: invalid('The previous response was not found', 404),
   item_not_found: invalid('The referenced item was not found', 404),
   response_not_found: invalid('The response was not found', 404),
+  stored_response_unavailable: server(503, 'Stored responses cannot be read right now; retry shortly'),
   method_not_allowed: invalid('Method not allowed', 405),
   request_too_large: invalid('The request body is too large', 413),
   malformed_request: invalid('The request is not valid HTTP'),

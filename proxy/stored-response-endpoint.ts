@@ -4,7 +4,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { clip, errorText, GatewayError, toGatewayError } from '../common/errors.ts';
 import type { Principal } from '../common/types.ts';
-import { storedSubject } from '../hooks/builtin/response-state.ts';
+import { storedSubject, storeFailure } from '../hooks/builtin/response-state.ts';
 import { storedResponsePath } from '../hooks/families/response-state.ts';
 import type { Route } from './routes.ts';
 import type { Runtime } from './runtime.ts';
@@ -39,7 +39,8 @@ export async function answerStoredResponse(
     const view = record === undefined ? null : spec.view(record);
     if (view === null) throw notFound;
     sendJson(res, 200, view);
-  } catch (err) {
+  } catch (caught) {
+    const err = storeFailure(caught);
     const gwErr = toGatewayError(err);
     if (!(err instanceof GatewayError)) {
       rt.log.warn({ reqId: id, err: errorText(err) }, 'stored response lookup failed');

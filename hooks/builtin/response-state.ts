@@ -9,16 +9,16 @@
 // never a prompt or a reply.
 
 import type { ResponsesConfig } from '../../common/config-types.ts';
-import { errorText } from '../../common/errors.ts';
+import { errorText, GatewayError } from '../../common/errors.ts';
 import { RequestState } from '../../common/request-state.ts';
 import type { ResponseStore } from '../../common/response-store-types.ts';
-import type { SubjectRef } from '../../common/store-types.ts';
+import { StoreUnavailableError, type SubjectRef } from '../../common/store-types.ts';
 import { CONTINUE, type Hook, type RequestContext, type ResponsePart } from '../../common/types.ts';
 import {
   type ResolvedRequest,
+  resolvingSpecOf,
   type StoredLookup,
   type StoredResponsesSpec,
-  storedResponsesOf,
 } from '../families/response-state.ts';
 
 interface Pending {
@@ -55,6 +55,12 @@ export function lookupFor(store: ResponseStore | undefined, subject: SubjectRef 
   return { response: (id) => store.get(subject, id), item: (id) => store.getByItem(subject, id) };
 }
 
+/** A store that cannot answer is a 503 the client may retry; the family's own 404s pass as they are. */
+export function storeFailure(err: unknown): unknown {
+  if (err instanceof StoreUnavailableError) return new GatewayError('stored_response_unavailable');
+  return err;
+}
+
 export function createStoredResponsesHooks(opts: StoredResponsesOptions): StoredResponsesHooks {
   const { store, config } = opts;
   const storing = store !== undefined && config.storeTtlS > 0;
@@ -63,13 +69,18 @@ export function createStoredResponsesHooks(opts: StoredResponsesOptions): Stored
   const request: Hook = {
     name: 'response-state',
     async onRequest(ctx) {
-      const spec = storedResponsesOf(ctx.api);
+      const spec = resolvingSpecOf(ctx.api);
       const body = ctx.body;
       if (spec === undefined || body === undefined) return CONTINUE;
       const subject = storedSubject(ctx);
-      const resolved = await spec.resolve(body, lookupFor(storing ? store : undefined, subject));
+      let resolved: ResolvedRequest;
+      try {
+        resolved = await spec.resolve(body, lookupFor(storing ? store : undefined, subject));
+      } catch (err) {
+        throw storeFailure(err);
+      }
       ctx.body = resolved.body;
-      if (storing && subject !== undefined && spec.storeRequested(body)) {
+      if (storing && subject !== undefined && spec.api === ctx.api && spec.storeRequested(body)) {
         slot.set(ctx, { spec, resolved, subject, recorded: false });
       }
       return CONTINUE;

@@ -28,6 +28,8 @@ export interface StoredResponsesSpec {
   /** The family (its error shape answers the lookups). */
   readonly family: string;
   readonly api: ApiName;
+  /** Apis whose requests may name stored responses (the generation api, and e.g. its token count). */
+  readonly resolvedApis: readonly ApiName[];
   /** `GET` and `DELETE <path>/{id}` answer stored responses. */
   readonly path: string;
   /** Whether the client asked that this reply be stored (the default). */

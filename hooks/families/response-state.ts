@@ -21,6 +21,11 @@ export function storedResponsesOf(api: ApiName): StoredResponsesSpec | undefined
   return STORED_RESPONSES.find((s) => s.api === api);
 }
 
+/** The spec whose references a request of this api may hold (stored or not). */
+export function resolvingSpecOf(api: ApiName): StoredResponsesSpec | undefined {
+  return STORED_RESPONSES.find((s) => s.resolvedApis.includes(api));
+}
+
 /** The spec that answers `GET`/`DELETE` on this path, and the id in it. */
 export function storedResponsePath(path: string): { spec: StoredResponsesSpec; id: string } | undefined {
   for (const spec of STORED_RESPONSES) {

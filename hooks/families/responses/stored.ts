@@ -157,6 +157,7 @@ function record(resolved: ResolvedRequest, response: JsonObject): StoredRecord |
 export const responsesStored: StoredResponsesSpec = {
   family: 'responses',
   api: 'responses',
+  resolvedApis: ['responses', 'responses.input_tokens'],
   path: '/v1/responses',
   storeRequested: (body) => body.store !== false,
   hasReferences,
