@@ -163,6 +163,17 @@ test('temporary credentials are renewed in the background before they expire', a
   assert.equal(meta.stats.sts - before, 1);
 });
 
+test('one AssumeRoleWithWebIdentity in flight: 50 concurrent requests share it', async () => {
+  meta.delay('sts', 150);
+  const { cache, channel } = cacheOf(webEnv());
+  const a = sigv4(cache, channel);
+  const { log } = capture();
+  const before = meta.stats.sts;
+  const reqs = await Promise.all(Array.from({ length: 50 }, () => signAndVerify(a, log)));
+  assert.equal(new Set(reqs.map((r) => r.headers['x-amz-security-token'])).size, 1);
+  assert.equal(meta.stats.sts - before, 1);
+});
+
 test('web identity: a token STS refuses is upstream_auth_failed naming the provider, held 30 s', async () => {
   meta.webIdentityToken = 'another-token';
   let now = Date.now();
