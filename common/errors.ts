@@ -102,6 +102,15 @@ export class GatewayError extends Error {
   }
 }
 
+/**
+ * An error message naming the request id once: behind another gateway that passed the same id on, the
+ * upstream's message already ends with it.
+ */
+export function withRequestId(message: string, requestId: string): string {
+  const tag = `(request id: ${requestId})`;
+  return message.endsWith(tag) ? message : `${message} ${tag}`;
+}
+
 /** Client text quoted in an error message, cut to a bounded length. */
 export function clip(text: string, max = 120): string {
   return text.length <= max ? text : `${text.slice(0, max)}…`;

@@ -22,6 +22,7 @@
 //   the history (other models cannot read Anthropic's signed thinking). tool_result `is_error` has no
 //   OpenAI field and is not rewritten into the content. Any other field is refused by name.
 
+import { withRequestId } from '../../../common/errors.ts';
 import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
 import { defineTranslator, type Translator, type TranslatorInit } from '../../translators/types.ts';
 import { type PivotUsage, readPivotUsage } from '../openai/request-fields.ts';
@@ -290,7 +291,7 @@ class AnthropicToOpenai implements Translator {
 
   #fail(type: string, message: string): SseOut[] {
     this.#finished = true;
-    return [sse(errorBody(type, `${message} (request id: ${this.#init.requestId})`))];
+    return [sse(errorBody(type, withRequestId(message, this.#init.requestId)))];
   }
 
   #onChunk(chunk: JsonObject): SseOut[] {

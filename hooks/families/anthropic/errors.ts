@@ -2,6 +2,7 @@
 // mid-stream an SSE event named `error` with the same body.
 
 import type { GatewayError } from '../../../common/errors.ts';
+import { withRequestId } from '../../../common/errors.ts';
 import type { JsonObject, SseOut } from '../../../common/types.ts';
 
 /** Anthropic's error types by HTTP status, as its API documents them (test/hooks/families pins them). */
@@ -30,7 +31,7 @@ export function anthropicErrorBody(err: GatewayError, requestId: string): JsonOb
     type: 'error',
     error: {
       type: anthropicErrorType(err.status),
-      message: `${err.message} (request id: ${requestId})`,
+      message: withRequestId(err.message, requestId),
       code: err.code,
     },
     request_id: requestId,

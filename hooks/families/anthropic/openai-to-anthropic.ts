@@ -20,6 +20,7 @@
 //   is 0..1), reasoning_effort with max_tokens too small for a thinking budget.
 // - `user` (or `safety_identifier`, or `metadata.user`) becomes Anthropic's metadata.user_id.
 
+import { withRequestId } from '../../../common/errors.ts';
 import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
 import { defineTranslator, type Translator, type TranslatorInit } from '../../translators/types.ts';
 import { translateRequest } from './openai-to-anthropic-request.ts';
@@ -280,7 +281,7 @@ class OpenaiToAnthropic implements Translator {
 
   #fail(anthropicType: string, message: string): SseOut[] {
     this.#finished = true;
-    const text = `${message} (request id: ${this.#init.requestId})`;
+    const text = withRequestId(message, this.#init.requestId);
     return [{ data: JSON.stringify(errorPayload(anthropicType, text)) }];
   }
 

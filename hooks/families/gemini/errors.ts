@@ -1,7 +1,7 @@
 // Errors in the Gemini shape: `{error:{code,message,status,details}}` with a google.rpc.Code name in
 // `status`, and mid-stream the same object as a nameless SSE event.
 
-import { clip, GatewayError } from '../../../common/errors.ts';
+import { clip, GatewayError, withRequestId } from '../../../common/errors.ts';
 import { isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
 
@@ -50,7 +50,7 @@ export function geminiErrorBody(err: GatewayError, requestId: string): JsonObjec
   return {
     error: {
       code: err.status,
-      message: `${err.message} (request id: ${requestId})`,
+      message: withRequestId(err.message, requestId),
       status: googleStatusName(err.status),
       details,
     },

@@ -2,6 +2,7 @@
 // and snake_case field names, because the REST API is proto3 JSON), usage and error mapping, and the
 // JSON-schema <-> Gemini Schema conversions used by function declarations and structured output.
 
+import { withRequestId } from '../../../common/errors.ts';
 import { asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue, Usage } from '../../../common/types.ts';
 import { openaiErrorType } from '../openai/errors.ts';
@@ -95,7 +96,7 @@ export function statusFromOpenaiError(error: JsonObject): number {
 const SECRET_PATTERN = /\b(?:sk-[\w*-]{4,}|AIza[\w-]{10,}|ak_[\w-]{8,}|Bearer\s+\S+)/g;
 
 function clientMessage(message: string, requestId: string): string {
-  return `${message.replace(SECRET_PATTERN, '[redacted]').trimEnd()} (request id: ${requestId})`;
+  return withRequestId(message.replace(SECRET_PATTERN, '[redacted]').trimEnd(), requestId);
 }
 
 /**

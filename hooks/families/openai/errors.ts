@@ -2,6 +2,7 @@
 // object as a nameless SSE event, which the official SDK raises.
 
 import type { GatewayError } from '../../../common/errors.ts';
+import { withRequestId } from '../../../common/errors.ts';
 import type { JsonObject, SseOut } from '../../../common/types.ts';
 
 /** Completion-style error `type` by HTTP status, for errors that carry no type of their own. */
@@ -17,7 +18,7 @@ export function openaiErrorType(status: number): string {
 /** The gateway's own errors keep the catalogue's type, which completion-style clients match on. */
 export function openaiErrorBody(err: GatewayError, requestId: string): JsonObject {
   const error: JsonObject = {
-    message: `${err.message} (request id: ${requestId})`,
+    message: withRequestId(err.message, requestId),
     type: err.type,
     code: err.code,
   };

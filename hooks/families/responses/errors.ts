@@ -4,13 +4,14 @@
 // SDK (which raises `data.error`) and schema-checking clients read it.
 
 import type { GatewayError } from '../../../common/errors.ts';
+import { withRequestId } from '../../../common/errors.ts';
 import type { SseOut } from '../../../common/types.ts';
 
 export function responsesErrorEvent(err: GatewayError, requestId: string): SseOut {
   const error = {
     type: err.type,
     code: err.code,
-    message: `${err.message} (request id: ${requestId})`,
+    message: withRequestId(err.message, requestId),
     param: err.param ?? null,
   };
   const { code, message, param } = error;

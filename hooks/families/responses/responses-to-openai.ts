@@ -13,6 +13,7 @@
 // - Streams: chat chunks become the Responses event sequence. Unlike the other translators, this one
 //   keeps the output text of the reply: the `.done` events and `response.completed` repeat it whole.
 
+import { withRequestId } from '../../../common/errors.ts';
 import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
 import { asString, isObject, parseJsonObject, readUpstreamError } from '../../translators/json.ts';
 import { defineTranslator, type Translator, type TranslatorInit } from '../../translators/types.ts';
@@ -329,7 +330,7 @@ class ResponsesToOpenai implements Translator {
   #fail(message: string, code: string, errorType: string): SseOut[] {
     if (this.#finished) return [];
     this.#finished = true;
-    const text = `${message} (request id: ${this.#init.requestId})`;
+    const text = withRequestId(message, this.#init.requestId);
     const error = { type: errorType, code, message: text, param: null };
     return [this.#event('error', { code, message: text, param: null, error })];
   }
