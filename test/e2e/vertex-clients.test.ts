@@ -436,7 +436,7 @@ for (const [clientName, makeClient] of Object.entries(CLIENTS)) {
         }
       });
 
-      test(`${model}: upstream 400, 429, 500 and 503 in the client's own error shape, with the upstream's message`, async () => {
+      test(`${model}: upstream 400, 429, 500, 503 and a mid-stream failure in the client's own error shape, with the upstream's message`, async () => {
         const client = makeClient();
         const failing = model === 'vertex-claude' ? 'claude-sonnet-5' : GEMINI;
         for (const status of [400, 429, 500, 503]) {
@@ -452,6 +452,8 @@ for (const [clientName, makeClient] of Object.entries(CLIENTS)) {
             if (status === 429) assert.equal(failed.code, 'upstream_rate_limited', mode);
           }
         }
+        // A stream the upstream fails mid-way (its in-stream error event) is an error, never a clean end.
+        await assert.rejects(client.run('stream', `${failing}-fail-midstream`, nextId()));
       });
     }
   });
