@@ -22,6 +22,7 @@ import { openStateStore } from '../store/index.ts';
 import { countWebhook } from './sidecar-metrics.ts';
 import {
   SIGNATURE_HEADER,
+  SIGNATURE_SCHEME,
   TIMESTAMP_HEADER,
   verifyWebhookSignature,
   WEBHOOK_ID_HEADER,
@@ -145,7 +146,12 @@ export function createWebhookHandler(opts: WebhookHandlerOptions): WebhookRouteH
       nowMs: now(),
     });
     if (!check.ok) {
-      log?.warn({ reason: check.reason }, 'webhook refused');
+      log?.warn(
+        { reason: check.reason, expected: SIGNATURE_SCHEME },
+        check.reason === 'body_only_signature'
+          ? 'webhook refused: signed over the body alone; the signature must cover "<timestamp>.<body>"'
+          : 'webhook refused',
+      );
       countWebhook(undefined, 'unauthorized');
       return sendError(res, 401, 'invalid_signature', 'webhook signature or timestamp is invalid');
     }

@@ -16,7 +16,13 @@ export type SignatureFailure =
   | 'missing_timestamp'
   | 'bad_timestamp'
   | 'bad_signature'
+  /** A MAC of the body alone (a reading of spec 5.3's "over the raw request body"): refused, named. */
+  | 'body_only_signature'
   | 'stale_timestamp';
+
+/** The scheme this gateway verifies, as log lines name it (never with the secret). */
+export const SIGNATURE_SCHEME =
+  'v1=<hex HMAC-SHA256(webhook_secret, "<X-Billing-Webhook-Timestamp>.<raw body>")>';
 
 export type SignatureCheck = { ok: true; timestamp: number } | { ok: false; reason: SignatureFailure };
 
@@ -75,7 +81,14 @@ export function verifyWebhookSignature(input: SignatureInput): SignatureCheck {
       if (timingSafeEqual(candidate, expected)) matched = true;
     }
   }
-  if (!matched) return { ok: false, reason: 'bad_signature' };
+  if (!matched) {
+    // The timestamp must be signed, or its check means nothing: a body-only MAC is refused all the
+    // same, only named, so the operator of the sender learns which scheme is wrong.
+    const bodyOnly = secrets.some((secret) =>
+      candidates.some((c) => timingSafeEqual(c, createHmac('sha256', secret).update(input.rawBody).digest())),
+    );
+    return { ok: false, reason: bodyOnly ? 'body_only_signature' : 'bad_signature' };
+  }
 
   const timestamp = Number(tsText);
   if (Math.abs(input.nowMs / 1000 - timestamp) > input.toleranceS) {

@@ -1,14 +1,16 @@
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { pino } from 'pino';
 import type { SubjectStateNotice } from '../../common/internal-notify.ts';
 import type { StateStore, SubjectRef } from '../../common/store-types.ts';
 import { createWebhookHandler, nextSubjectState, parseWebhookEvent } from '../../sidecar/webhook-handler.ts';
-import { signWebhookBody } from '../../sidecar/webhook-signature.ts';
+import { SIGNATURE_SCHEME, signWebhookBody } from '../../sidecar/webhook-signature.ts';
 import { type BillingSim, startBillingSim } from '../../sim/billing/server.ts';
 import { type FileStateStore, openFileStore } from '../../store/file-store.ts';
 
@@ -170,6 +172,55 @@ test('forged, stale, unsigned, oversized and malformed webhooks are refused and 
   // None of the refused ids was claimed: the legitimate event with the id of a refused one still applies.
   assert.equal((await block({ id: 'evt_bad' })).status, 204);
   assert.equal((await h.store.getSubject(REF))?.blocked, true);
+});
+
+test('a body-only signature is refused with 401, and the log line names the scheme expected, not the secret', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'router-webhook-scheme-'));
+  const store = await openFileStore({ dir, role: 'writer' });
+  const lines: Record<string, unknown>[] = [];
+  const log = pino({ level: 'warn' }, { write: (l: string) => lines.push(JSON.parse(l)) });
+  const handler = createWebhookHandler({
+    config: { webhookSecret: SECRET, timestampToleranceS: 300, webhookMaxBodyBytes: MAX_BODY },
+    store,
+    log,
+    notify: async () => true,
+  });
+  const server = createServer((req, res) => void handler(req, res));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await store.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  const body = JSON.stringify({ id: 'evt_body_only', type: 'wallet.insufficient_balance', data: SUBJECT });
+  const post = (signature: string) =>
+    fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/internal/billing/webhook`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-billing-webhook-timestamp': String(Math.floor(Date.now() / 1000)),
+        'x-billing-webhook-signature': signature,
+      },
+      body,
+    });
+  const res = await post(`v1=${createHmac('sha256', SECRET).update(body).digest('hex')}`);
+  assert.equal(res.status, 401);
+  assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'invalid_signature');
+  assert.equal(lines.length, 1);
+  assert.equal(lines[0]!.reason, 'body_only_signature');
+  assert.equal(lines[0]!.expected, SIGNATURE_SCHEME);
+  assert.match(String(lines[0]!.expected), /<X-Billing-Webhook-Timestamp>\.<raw body>/);
+  assert.match(String(lines[0]!.msg), /signed over the body alone/);
+  // A plain forgery says which scheme was expected too; no line carries the secret.
+  assert.equal(
+    (await post(signWebhookBody('whsec_forged', Math.floor(Date.now() / 1000), body))).status,
+    401,
+  );
+  assert.equal(lines[1]!.reason, 'bad_signature');
+  assert.equal(lines[1]!.expected, SIGNATURE_SCHEME);
+  assert.ok(!JSON.stringify(lines).includes(SECRET));
+  assert.equal(await store.getSubject(REF), undefined, 'nothing applied');
 });
 
 test('a replayed webhook answers 204 and changes nothing, also after a restart', async (t) => {

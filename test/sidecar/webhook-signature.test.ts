@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import { test } from 'node:test';
 import { signWebhookBody, verifyWebhookSignature } from '../../sidecar/webhook-signature.ts';
 import { signWebhook } from '../../sim/billing/server.ts';
@@ -38,6 +39,19 @@ test('forged: another secret, a changed body, a changed timestamp, a wrong schem
   assert.deepEqual(check({ timestamp: String(Number(TS) + 1) }), { ok: false, reason: 'bad_signature' });
   assert.equal(check({ signature: signWebhookBody(SECRET, TS, BODY).replace('v1=', 'v0=') }).ok, false);
   assert.equal(check({ signature: 'v1=abc' }).ok, false);
+});
+
+test('a MAC of the body alone (no timestamp) is refused and named body_only_signature', () => {
+  const bodyOnly = `v1=${createHmac('sha256', SECRET).update(BODY).digest('hex')}`;
+  assert.deepEqual(check({ signature: bodyOnly }), { ok: false, reason: 'body_only_signature' });
+  // Also among several values, and whatever the timestamp says.
+  assert.deepEqual(check({ signature: `v1=${'0'.repeat(64)},${bodyOnly}`, timestamp: '1' }), {
+    ok: false,
+    reason: 'body_only_signature',
+  });
+  // A body-only MAC under another secret is just a bad signature.
+  const foreign = `v1=${createHmac('sha256', 'other').update(BODY).digest('hex')}`;
+  assert.deepEqual(check({ signature: foreign }), { ok: false, reason: 'bad_signature' });
 });
 
 test('stale timestamps are refused either way, at the tolerance edge accepted', () => {
