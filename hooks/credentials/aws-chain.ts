@@ -252,7 +252,7 @@ interface SdkCredentials {
 }
 
 function fetched(c: SdkCredentials): FetchedToken<AwsCredentials> {
-  if (c.expiration === undefined)
+  if (c.expiration === undefined || !Number.isFinite(c.expiration.getTime()))
     throw new TokenUnavailable('the credential service answered credentials without an expiry');
   return {
     token: {
