@@ -11,6 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import { ApiError, GoogleGenAI } from '@google/genai';
 import OpenAI from 'openai';
+import { checkConfig } from '../../proxy/gateway.ts';
 import { capturingLogger, type LogLine } from '../support/billing-stack.ts';
 import { ACCESS_KEY, type Stack, startStack } from '../support/stack.ts';
 
@@ -105,6 +106,22 @@ describe('short-lived access tokens', () => {
         err.message.includes("'vertex'"),
     );
   });
+});
+
+test('router -t names a missing location and a missing key file; the provider is then not offered', async () => {
+  const stack = await vertexStack({ trusted: true });
+  try {
+    const env: Record<string, string> = { ...stack.env };
+    delete env.ROUTER_PROVIDER_VERTEX_LOCATION;
+    env.GOOGLE_APPLICATION_CREDENTIALS = join(stack.dir, 'missing-sa.json');
+    const warnings: string[] = [];
+    assert.deepEqual(await checkConfig(join(stack.dir, 'router.yaml'), { env, warnings }), []);
+    const vertex = warnings.filter((w) => w.includes("provider 'vertex'")).join('\n');
+    assert.match(vertex, /set ROUTER_PROVIDER_VERTEX_LOCATION/);
+    assert.match(vertex, /cannot read the service account file .*missing-sa\.json/);
+  } finally {
+    await stack.close();
+  }
 });
 
 describe('a service account key the token endpoint does not know', () => {
