@@ -20,6 +20,8 @@ import type {
   StoredResponsesSpec,
 } from '../response-state-types.ts';
 
+const MAX_ID_LENGTH = 256;
+
 interface Record {
   readonly response: JsonObject;
   readonly input: JsonValue[];
@@ -62,6 +64,11 @@ function requestInput(input: JsonValue | undefined): JsonValue[] {
   return Array.isArray(input) ? input : [input];
 }
 
+/** An id the gateway could have stored: anything else is not looked up (it would become a store key). */
+function isId(id: string): boolean {
+  return id !== '' && id.length <= MAX_ID_LENGTH;
+}
+
 function isReference(item: JsonValue): item is JsonObject {
   return isObject(item) && item.type === 'item_reference';
 }
@@ -95,7 +102,7 @@ async function resolve(body: JsonObject, lookup: StoredLookup): Promise<Resolved
   const history: JsonValue[] = [];
   const previousId = asString(body.previous_response_id);
   if (previousId !== undefined && previousId !== '') {
-    const previous = parseRecord(await lookup.response(previousId));
+    const previous = parseRecord(isId(previousId) ? await lookup.response(previousId) : undefined);
     if (previous === undefined) notFound('previous_response_not_found', previousId, 'previous_response_id');
     const output = Array.isArray(previous.response.output) ? previous.response.output : [];
     history.push(...previous.input, ...inputItems(output));
@@ -107,7 +114,7 @@ async function resolve(body: JsonObject, lookup: StoredLookup): Promise<Resolved
       continue;
     }
     const id = asString(item.id) ?? '';
-    const record = parseRecord(id === '' ? undefined : await lookup.item(id));
+    const record = parseRecord(isId(id) ? await lookup.item(id) : undefined);
     const found = record === undefined ? undefined : findItem(record, id);
     if (found === undefined) notFound('item_not_found', id, 'input');
     const converted = asInputItem(found);

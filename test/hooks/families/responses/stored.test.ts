@@ -113,6 +113,19 @@ test('an id not found is a 404 naming the field: previous_response_not_found, it
       err.code === 'item_not_found' &&
       err.param === 'input',
   );
+  // An id no reply could have is not looked up at all.
+  const never: StoredLookup = {
+    response: () => assert.fail('looked up'),
+    item: () => assert.fail('looked up'),
+  };
+  await assert.rejects(
+    responsesStored.resolve({ model: 'm', previous_response_id: 'r'.repeat(257), input: 'hi' }, never),
+    (err) => err instanceof GatewayError && err.code === 'previous_response_not_found',
+  );
+  await assert.rejects(
+    responsesStored.resolve({ model: 'm', input: [{ type: 'item_reference', id: 'i'.repeat(257) }] }, never),
+    (err) => err instanceof GatewayError && err.code === 'item_not_found',
+  );
   // An item index that names a record without that item is not found either.
   await assert.rejects(
     responsesStored.resolve(
