@@ -38,6 +38,10 @@ export interface EnforcementStackOptions {
   readonly sidecar?: boolean;
   /** Shared-store mode on this Redis (redis://...); access keys still come from the environment. */
   readonly redisUrl?: string;
+  /** billing.subject_type (default: left out, i.e. `api_key`). */
+  readonly subjectType?: string;
+  /** billing.balance_enforcement.webhook_path (default WEBHOOK_PATH). */
+  readonly webhookPath?: string;
 }
 
 export interface EnforcementStack {
@@ -92,11 +96,12 @@ async function startRelay(): Promise<{ url: string; target: { url?: string }; se
 export async function startEnforcementStack(opts: EnforcementStackOptions): Promise<EnforcementStack> {
   const upstream = await startUpstreamSim();
   const relay = await startRelay();
+  const webhookPath = opts.webhookPath ?? WEBHOOK_PATH;
   const billing = await startBillingSim({
     apiKey: BILLING_API_KEY,
     projectId: PROJECT,
     wallets: opts.wallets,
-    webhook: { url: `${relay.url}${WEBHOOK_PATH}`, secret: WEBHOOK_SECRET },
+    webhook: { url: `${relay.url}${webhookPath}`, secret: WEBHOOK_SECRET },
   });
   const dir = await mkdtemp(join(tmpdir(), 'router-enforcement-'));
   const stateDir = join(dir, 'state');
@@ -121,10 +126,11 @@ export async function startEnforcementStack(opts: EnforcementStackOptions): Prom
       '  listen: 127.0.0.1:0',
       '  retry_interval_ms: 20',
       '  max_retry_interval_ms: 200',
+      ...(opts.subjectType === undefined ? [] : [`  subject_type: ${opts.subjectType}`]),
       '  balance_enforcement:',
       '    enabled: true',
       `    webhook_secret: ${WEBHOOK_SECRET}`,
-      `    webhook_path: ${WEBHOOK_PATH}`,
+      `    webhook_path: ${webhookPath}`,
       `    failure_mode: ${opts.failureMode ?? 'closed'}`,
       `    cache_ttl_ms: ${opts.cacheTtlMs ?? 60_000}`,
       `    denied_cache_ttl_ms: ${opts.deniedCacheTtlMs ?? 60_000}`,
@@ -164,11 +170,11 @@ export async function startEnforcementStack(opts: EnforcementStackOptions): Prom
   if (sidecar !== undefined) env.ROUTER_BILLING_LISTEN = new URL(sidecar.url).host;
   const gateway = await startGateway(configFile, { env, sidecar: false, logger });
   gatewayUrl = gateway.url;
-  relay.target.url = `${gateway.url}${WEBHOOK_PATH}`;
+  relay.target.url = `${gateway.url}${webhookPath}`;
 
   return {
     url: gateway.url,
-    webhookUrl: `${gateway.url}${WEBHOOK_PATH}`,
+    webhookUrl: `${gateway.url}${webhookPath}`,
     upstream,
     billing,
     gateway,
@@ -180,7 +186,12 @@ export async function startEnforcementStack(opts: EnforcementStackOptions): Prom
       const res = await request(`${billing.url}/v1/projects/${PROJECT}/wallets/credit`, {
         method: 'POST',
         headers: { authorization: `Bearer ${BILLING_API_KEY}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ subject_type: 'api_key', subject_id: subjectId, amount, currency: 'USD' }),
+        body: JSON.stringify({
+          subject_type: opts.subjectType ?? 'api_key',
+          subject_id: subjectId,
+          amount,
+          currency: 'USD',
+        }),
       });
       await res.body.dump();
       return res.statusCode;
