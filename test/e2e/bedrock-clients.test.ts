@@ -548,6 +548,21 @@ describe('mid-stream exceptions and native requests', () => {
     assert.equal(recorded.headers['x-api-key'], undefined, "the client's key never goes upstream");
   });
 
+  test('bedrock sends a model id that is not Claude through Converse', async () => {
+    const model = 'amazon.nova-pro-v1:0';
+    for (const mode of ['plain', 'stream'] as const) {
+      const rid = nextId();
+      const out = await chatClient().run(mode, model, { route: 'bedrock', rid });
+      assert.match(out.text, new RegExp(`^Echo: ${PROMPT[mode]}\\.`), mode);
+      const recorded = lastBedrockRequest();
+      assert.equal(
+        recorded.path,
+        `/model/${encodeURIComponent(model)}/${mode === 'plain' ? 'converse' : 'converse-stream'}`,
+      );
+      await assertBilledAsReported(rid, 'bedrock', recorded);
+    }
+  });
+
   test('an inference-profile ARN is one percent-encoded, signed path segment', async () => {
     const arn = 'arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-5-v1:0';
     const res = await fetch(`${stack.url}/v1/messages`, {
