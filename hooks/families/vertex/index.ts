@@ -1,28 +1,21 @@
 // Google Vertex AI's wire: no client speaks it. Gemini models take the Gemini API's bodies
 // (`<client>_to_vertex_gemini`: the client's translator to Gemini, throttling as the catalogue's code) and
 // Claude models the Anthropic body the clouds take (`<client>_to_vertex_anthropic`, beside Bedrock's in
-// hooks/families/bedrock/anthropic-body.ts, which the registry derives first). Counting has endpoints of
-// its own (token-count.ts), and text embeddings are the Google publisher's `:predict`.
+// hooks/families/bedrock/anthropic-body.ts). Counting has endpoints of its own (token-count.ts), and text
+// embeddings are the Google publisher's `:predict`.
 
-import type { TranslatorFactory } from '../../translators/types.ts';
 import type { ProviderWire } from '../types.ts';
 import { vertexGeminiTranslators } from './gemini-publisher.ts';
 import {
   openaiEmbeddingsToVertexPredict,
   vertexPredictEmbeddings,
 } from './openai-embeddings-to-vertex-predict.ts';
-import { vertexCountTranslators } from './token-count.ts';
-
-function derive(translators: ReadonlyMap<string, TranslatorFactory>): TranslatorFactory[] {
-  const gemini = vertexGeminiTranslators(translators);
-  const all = new Map(translators);
-  for (const t of gemini) all.set(t.name, t);
-  return [...gemini, ...vertexCountTranslators(all)];
-}
+import { vertexCounts } from './token-count.ts';
 
 export const vertexWire: ProviderWire = {
   name: 'vertex',
   translators: [openaiEmbeddingsToVertexPredict],
-  derive,
+  derive: vertexGeminiTranslators,
   usagePresets: [vertexPredictEmbeddings],
+  tokenCounts: vertexCounts,
 };
