@@ -9,6 +9,7 @@ import type { IngestFailure } from '../billing/delivery/delivery-policy.ts';
 import type { DeliveryQueue, FailureReport } from '../billing/delivery/delivery-queue.ts';
 import {
   attemptKey,
+  OutboxFormatError,
   type OutboxItem,
   type OutboxPosition,
   type OutboxReader,
@@ -19,6 +20,9 @@ import type { DeadLetterFile } from './dead-letter-file.ts';
 import { logIngestFailure } from './ingest-transport.ts';
 
 export type EventItem = Extract<OutboxItem, { kind: 'event' }>;
+
+/** How often an outbox stopped at a newer line format is looked at again (the events wait meanwhile). */
+const FORMAT_RECHECK_MS = 60_000;
 
 export interface OutboxQueueOptions {
   /** Write the checkpoint after this many done items ... */
@@ -42,6 +46,10 @@ export class OutboxQueue implements DeliveryQueue<OutboxItem> {
   #firstUncheckpointedAt = 0;
   // Checkpoints are written one at a time, in order, so a slower older write can never land last.
   #checkpointChain: Promise<void> = Promise.resolve();
+  /** A read failure after items were already taken: those are returned first, it is thrown next. */
+  #readError: unknown;
+  /** The newer line format last reported, so the stop is logged once, not at every retry. */
+  #reportedFormat: string | undefined;
 
   constructor(reader: OutboxReader, deadLetters: DeadLetterFile, opts: OutboxQueueOptions) {
     this.#reader = reader;
@@ -57,9 +65,22 @@ export class OutboxQueue implements DeliveryQueue<OutboxItem> {
   }
 
   async read(max: number): Promise<readonly OutboxItem[]> {
+    if (this.#readError !== undefined) {
+      const err = this.#readError;
+      this.#readError = undefined;
+      throw err;
+    }
     const items: OutboxItem[] = [];
     while (items.length < max) {
-      const item = await this.#reader.next();
+      let item: OutboxItem | undefined;
+      try {
+        item = await this.#reader.next();
+      } catch (err) {
+        // The reader has moved past these items: losing them here would leave them undelivered.
+        if (items.length === 0) throw err;
+        this.#readError = err;
+        break;
+      }
       if (item === undefined) break;
       items.push(item);
     }
@@ -133,6 +154,17 @@ export class OutboxQueue implements DeliveryQueue<OutboxItem> {
   }
 
   loopError(err: unknown): { code: string; retryInMs: number } {
+    if (err instanceof OutboxFormatError) {
+      // Nothing here can change while this process runs: say it once, look again now and then.
+      if (this.#reportedFormat !== err.message) {
+        this.#reportedFormat = err.message;
+        this.#opts.logger?.error(
+          { segment: err.segment, format: err.format, version: err.found, readable: err.readable ?? null },
+          err.message,
+        );
+      }
+      return { code: 'outbox_format_newer', retryInMs: FORMAT_RECHECK_MS };
+    }
     this.#opts.logger?.error({ err: errorText(err) }, 'billing delivery loop error; retrying');
     return { code: 'outbox_error', retryInMs: this.#opts.pollIntervalMs };
   }

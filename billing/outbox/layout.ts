@@ -2,9 +2,11 @@
 // worker (router-billing sidecar) and the read-only status view (gateway /readyz).
 //
 // <outbox_dir>/
-//   events.jsonl              active segment. First line is a header {"outbox_segment":<seq>,...}; then one
-//                             event per line, a compact line (outbox/compact-line.ts) or the whole
-//                             UsageEvent JSON. Only the gateway's writer appends to it.
+//   events.jsonl              active segment. First line is a header {"outbox_segment":<seq>,...,
+//                             "line_formats":{"event":1,"compact":1}}: the versions of the line formats
+//                             the segment may hold; then one event per line, a compact line
+//                             (outbox/compact-line.ts) or the whole UsageEvent JSON. Only the gateway's
+//                             writer appends to it.
 //   segment-<seq>.jsonl       sealed segments: former events.jsonl files renamed by the writer (seq is
 //                             zero-padded to 12 digits so names sort). Never written again once renamed.
 //   writer.lock               pid of the one gateway process that owns the writer side (O_EXCL create).
@@ -24,6 +26,7 @@ import { open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ifExists, isErrno, writeFileAtomic } from '../../common/durable-fs.ts';
 import type { UsageEvent } from '../event/usage-event.ts';
+import { COMPACT_VERSION } from './compact-line.ts';
 
 export type FileHandle = Awaited<ReturnType<typeof open>>;
 
@@ -47,11 +50,20 @@ export function parseSegmentFileName(name: string): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
+/**
+ * The line formats this build writes and reads, by name and version: `event`, the whole UsageEvent
+ * object; `compact`, the compact line. A format gains a version when an older reader would misread it;
+ * a segment header names them, so an older sidecar stops at that segment instead of quarantining lines.
+ */
+export const LINE_FORMATS: Readonly<Record<string, number>> = { event: 1, compact: COMPACT_VERSION };
+
 /** The first line of every active segment; it names the segment before it is ever renamed. */
 export interface SegmentHeader {
   outbox_segment: number;
   created_at: string;
   writer_pid: number;
+  /** Absent in segments of writers older than the field: they hold version 1 of both formats. */
+  line_formats?: Record<string, number>;
 }
 
 export function headerLine(seq: number): string {
@@ -59,8 +71,39 @@ export function headerLine(seq: number): string {
     outbox_segment: seq,
     created_at: new Date().toISOString(),
     writer_pid: process.pid,
+    line_formats: { ...LINE_FORMATS },
   };
   return `${JSON.stringify(header)}\n`;
+}
+
+/** A segment holds a line format this build does not read (a newer gateway wrote it). */
+export class OutboxFormatError extends Error {
+  readonly segment: number;
+  readonly format: string;
+  readonly found: number;
+  readonly readable: number | undefined;
+  constructor(dir: string, segment: number, format: string, found: number) {
+    const readable = LINE_FORMATS[format];
+    super(
+      `outbox ${dir} segment ${segment} holds ${format} lines of version ${found}; this sidecar reads ` +
+        `${readable === undefined ? 'no such format' : `${format} lines up to version ${readable}`}: ` +
+        "delivery from this outbox stops (the events wait there) until router-billing is upgraded to the gateway's version",
+    );
+    this.name = 'OutboxFormatError';
+    this.segment = segment;
+    this.format = format;
+    this.found = found;
+    this.readable = readable;
+  }
+}
+
+/** The first format in `formats` newer than this build reads (or unknown to it), as [name, version]. */
+export function unreadableFormat(formats: Record<string, number> | undefined): [string, number] | undefined {
+  for (const [name, version] of Object.entries(formats ?? {})) {
+    const readable = LINE_FORMATS[name];
+    if (readable === undefined || version > readable) return [name, version];
+  }
+  return undefined;
 }
 
 export function isHeader(value: unknown): value is SegmentHeader {
@@ -68,6 +111,15 @@ export function isHeader(value: unknown): value is SegmentHeader {
     typeof value === 'object' &&
     value !== null &&
     typeof (value as { outbox_segment?: unknown }).outbox_segment === 'number'
+  );
+}
+
+function isFormats(value: unknown): value is Record<string, number> {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    Object.values(value).every((v) => typeof v === 'number')
   );
 }
 
@@ -155,6 +207,8 @@ export interface HeaderInfo {
   seq: number;
   /** Length of the header line including its newline. */
   bytes: number;
+  /** The header's line_formats (undefined in segments of older writers). */
+  formats?: Record<string, number>;
 }
 
 /** Reads the header line of a segment file; undefined when missing, empty or headerless. */
@@ -175,7 +229,13 @@ export async function readHeaderFromHandle(fh: FileHandle): Promise<HeaderInfo |
   if (nl < 0) return undefined;
   try {
     const value: unknown = JSON.parse(buf.subarray(0, nl).toString('utf8'));
-    return isHeader(value) ? { seq: value.outbox_segment, bytes: nl + 1 } : undefined;
+    if (!isHeader(value)) return undefined;
+    const formats = value.line_formats;
+    return {
+      seq: value.outbox_segment,
+      bytes: nl + 1,
+      ...(isFormats(formats) ? { formats } : {}),
+    };
   } catch {
     return undefined;
   }

@@ -2,7 +2,8 @@
 // keeps the durable checkpoint and deletes fully delivered segments.
 //
 // On-disk layout (see billing/outbox/layout.ts for the file list):
-//   events.jsonl               active segment: header line {"outbox_segment":N,...}, then events
+//   events.jsonl               active segment: header line {"outbox_segment":N,...,"line_formats":{..}},
+//                              then events
 //   segment-<N>.jsonl          sealed segments (renamed events.jsonl), immutable
 //   checkpoint.json            {segment, offset, attempts}: first byte not yet done, attempts of the head
 //   quarantine.jsonl / dead-letter.jsonl, writer.lock / reader.lock
@@ -34,12 +35,16 @@
 // - Power loss: page-cache data the reader already delivered may vanish, leaving a checkpoint beyond
 //   the end of the file; the next writer seals such a file instead of appending to it, and the reader
 //   treats a sealed segment shorter than the checkpoint as done.
+// Line formats: a segment whose header names a line format newer than this build reads (a gateway
+// upgraded before its sidecar) stops the reader before its first line, and so does a compact line of a
+// newer version in a segment of an older header: every later next() throws OutboxFormatError, nothing
+// is quarantined and the checkpoint stays before it, so an upgraded sidecar delivers it all.
 
 import { mkdir, open, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { appendDurable, isErrno, removeIfExists } from '../../common/durable-fs.ts';
 import { takeTraceparent, type UsageEvent } from '../event/usage-event.ts';
-import { eventOfCompactLine } from './compact-line.ts';
+import { COMPACT_VERSION, eventOfCompactLine } from './compact-line.ts';
 import {
   ACTIVE_FILE,
   CHECKPOINT_FILE,
@@ -49,15 +54,18 @@ import {
   isHeader,
   isUsageEvent,
   listOutbox,
+  OutboxFormatError,
   QUARANTINE_FILE,
   READER_LOCK,
   readCheckpoint,
   readHeaderFromHandle,
   segmentFileName,
+  unreadableFormat,
   writeCheckpoint,
 } from './layout.ts';
 import { acquirePidLock, type PidLock } from './lock.ts';
 
+export { OutboxFormatError } from './layout.ts';
 export { type OutboxStatus, type OutboxStatusView, openOutboxStatus } from './status.ts';
 
 export interface OutboxPosition {
@@ -109,7 +117,10 @@ export interface OutboxReader {
   readonly dir: string;
   /** The checkpoint found at open. */
   readonly initial: Checkpoint;
-  /** The next item in order, or undefined when nothing complete is available right now. */
+  /**
+   * The next item in order, or undefined when nothing complete is available right now. Throws
+   * OutboxFormatError, at every call from then on, once it reaches lines newer than this build reads.
+   */
   next(): Promise<OutboxItem | undefined>;
   /** Durably records that everything before `pos` is done; deletes segments below it. */
   commit(pos: OutboxPosition, attempts: Record<string, number>): Promise<void>;
@@ -160,6 +171,8 @@ class FileOutboxReader implements OutboxReader {
   #quarantinedCount = 0;
   readonly #sealedSeen: number[] = [];
   #closed = false;
+  /** Set when the next line is of a format newer than this build reads; permanent for this reader. */
+  #newer: OutboxFormatError | undefined;
 
   constructor(dir: string, opts: OutboxReaderOptions, lock: PidLock, initial: Checkpoint) {
     this.dir = dir;
@@ -175,11 +188,12 @@ class FileOutboxReader implements OutboxReader {
     for (;;) {
       const ready = this.#take();
       if (ready) return ready;
+      if (this.#newer !== undefined) throw this.#newer;
       this.#cur ??= await this.#openSegment();
       const cur = this.#cur;
       if (!cur) return undefined;
       const consumed = await this.#readLines(cur);
-      if (this.#items.length > 0 || consumed > 0) continue;
+      if (this.#items.length > 0 || consumed > 0 || this.#newer !== undefined) continue;
       if (!cur.sealed) {
         if (!(await this.#isSealed(cur))) return undefined;
         cur.sealed = true; // read once more: lines written just before the rename
@@ -257,9 +271,16 @@ class FileOutboxReader implements OutboxReader {
         if (isErrno(err, 'ENOENT')) continue; // renamed under us: look again
         throw err;
       }
-      if (!useSealed && (await readHeaderFromHandle(fh))?.seq !== seq) {
+      const header = await readHeaderFromHandle(fh);
+      if (!useSealed && header?.seq !== seq) {
         await fh.close(); // the writer rotated between listing and open
         continue;
+      }
+      const newer = unreadableFormat(header?.formats);
+      if (newer !== undefined) {
+        await fh.close();
+        this.#newer = new OutboxFormatError(dir, seq, newer[0], newer[1]);
+        throw this.#newer;
       }
       const st = await fh.stat();
       const pos = seq === target.segment ? target.offset : 0;
@@ -305,6 +326,14 @@ class FileOutboxReader implements OutboxReader {
         if (text.trim() === '') continue;
         const reason = this.#takeLine(seg.seq, offset, end, text);
         if (reason === undefined) continue;
+        if (typeof reason === 'number') {
+          // Stop before the line: the lines before it are taken, it and the rest wait.
+          this.#newer = new OutboxFormatError(this.dir, seg.seq, 'compact', reason);
+          if (quarantine !== '')
+            await appendDurable(this.dir, QUARANTINE_FILE, quarantine, this.#opts.onFsync);
+          seg.pos = offset;
+          return lines - 1;
+        }
         quarantine += quarantineRecord(seg.seq, offset, reason, text);
       }
       if (quarantine !== '') await appendDurable(this.dir, QUARANTINE_FILE, quarantine, this.#opts.onFsync);
@@ -315,9 +344,10 @@ class FileOutboxReader implements OutboxReader {
 
   /**
    * Adds the item of one line: an event, or a skip for a line that is not one (the reason returned, for
-   * the caller to write to quarantine). A header line adds nothing.
+   * the caller to write to quarantine). A header line adds nothing. A compact line of a newer version
+   * adds nothing either: its version is returned.
    */
-  #takeLine(segment: number, offset: number, end: number, text: string): string | undefined {
+  #takeLine(segment: number, offset: number, end: number, text: string): string | number | undefined {
     let value: unknown;
     let reason: string | undefined;
     try {
@@ -332,6 +362,8 @@ class FileOutboxReader implements OutboxReader {
         this.#items.push({ kind: 'event', segment, offset, end, ...compact });
         return undefined;
       }
+      const version: unknown = value[0];
+      if (typeof version === 'number' && version > COMPACT_VERSION) return version;
     } else if (reason === undefined && isUsageEvent(value)) {
       const traceparent = takeTraceparent(value as unknown as Record<string, unknown>);
       this.#items.push({ kind: 'event', segment, offset, end, event: value, traceparent });
