@@ -16,7 +16,7 @@ export type SignatureFailure =
   | 'missing_timestamp'
   | 'bad_timestamp'
   | 'bad_signature'
-  /** A MAC of the body alone (a reading of spec 5.3's "over the raw request body"): refused, named. */
+  /** A MAC of the body alone (a misreading of "over the raw request body"): refused, and named. */
   | 'body_only_signature'
   | 'stale_timestamp';
 

@@ -8,9 +8,9 @@
 //      shares one lookup; across instances StateStore.tryRefreshLock elects one refresher), compared
 //      exactly (decimal.js, balance > 0), bounded by request_timeout_ms.
 // A lookup failure is never cached: failure_mode closed answers 503 billing_unavailable, open serves
-// the request and logs a warning. "This subject has no wallet" (404 wallet_not_found) is the spec 4.3
-// reading of docs/billing.md: closed treats it as an empty wallet (402, not a 503 an SDK retries
-// forever), open as a lookup failure (served). Either way the answer is cached like a denial, so a
+// the request and logs a warning. "This subject has no wallet" (404 wallet_not_found) is read as
+// docs/billing.md "The pre-check" says: closed treats it as an empty wallet (402, not a 503 an SDK
+// retries forever), open as a lookup failure (served). Either way the answer is cached like a denial, so a
 // subject without a wallet costs one lookup per denied_cache_ttl_ms, not one per request.
 
 import { Decimal } from 'decimal.js';

@@ -119,7 +119,7 @@ describe('billing.subject_type team with balance_enforcement.webhook_path /hooks
       subject_id: SUBJECT_A,
     });
     assert.equal(blocked.status, 204);
-    assert.ok(blocked.url.endsWith(PATH), blocked.url);
+    assert.ok(blocked.url?.endsWith(PATH), blocked.url);
     const refused = await chat(stack.url, 'st-blocked', `Bearer ${ACCESS_KEY}`);
     assert.equal(refused.status, 402);
     const lifted = await stack.billing.sendWebhook('wallet.balance_changed', {

@@ -1,6 +1,6 @@
 // A subject the billing service has no wallet for (404 wallet_not_found), read as docs/billing.md
-// reads spec 4.3: failure_mode closed treats it as an empty wallet (402 insufficient_balance, spec 7's
-// body), open as a failed lookup (served, its usage event still sent); either way the answer is cached
+// "The pre-check" says: failure_mode closed treats it as an empty wallet (402 insufficient_balance with
+// the usual body), open as a failed lookup (served, its usage event still sent); either way the answer is cached
 // like a denial. In file mode and in shared-store (Redis) mode, with the real gateway, sidecar, billing
 // simulator and upstream simulator.
 
