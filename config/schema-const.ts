@@ -583,7 +583,7 @@ export const ROUTER_CONFIG_SCHEMA = {
         },
         "fallback_subject_id": {
           "type": "string",
-          "description": "Subject id for master-key requests and requests with no matching access key.",
+          "description": "Subject id of requests made with the master key (usage events, balance checks); empty: they map to no subject and are not billed. Nothing else uses it: a missing or unknown access key is refused with 401 before any provider is called.",
           "default": ""
         },
         "listen": {
