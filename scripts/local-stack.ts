@@ -222,6 +222,11 @@ async function main(): Promise<void> {
     stackEnv[`ROUTER_PROVIDER_${name}_BASE_URL`] = upstream.url;
     stackEnv[`ROUTER_PROVIDER_${name}_API_KEY`] = `sim-${p}-key`;
   }
+  // Vertex AI, offline too: a service account the simulator issues access tokens to, and a location.
+  const vertexKey = join(stateDir, 'vertex-sa.json');
+  await upstream.auth.writeServiceAccountFile(vertexKey, { project: 'local-project' });
+  stackEnv.GOOGLE_APPLICATION_CREDENTIALS = vertexKey;
+  stackEnv.ROUTER_PROVIDER_VERTEX_LOCATION = 'us-east5';
   const gateway = await listening([gatewayListener], () => startGateway(configFile, { env: stackEnv }));
   running.push({ name: 'gateway', close: () => gateway.close() });
   const base = gateway.url;
@@ -231,7 +236,8 @@ async function main(): Promise<void> {
 LLM router: local stack is up (offline: upstreams and billing are simulators)
 
   gateway            ${base}
-  upstream simulator ${upstream.url}   (OpenAI, Anthropic and Gemini wire formats)
+  upstream simulator ${upstream.url}   (OpenAI, Anthropic and Gemini wire formats; Vertex AI for
+                     Claude ids with a version, claude-sonnet-5@20261001)
   billing simulator  ${billing.url}   (wallet of subject api_key:local_dev holds $5.00)
   access key         ${accessKey}     (name local_dev; kept in ${shown(join(stateDir, 'access-key'))})
 
