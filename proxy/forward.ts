@@ -38,7 +38,15 @@ export async function forward(
     const count = rule === undefined ? tokenCountOf(ctx.api) : undefined;
     if (count !== undefined) {
       ctx.upstreamModel = candidate.upstreamModel;
-      await answerCountLocally(ctx, res, count, candidate.provider);
+      // The provider's generation rule says how it would read the body (its req_map), so the count
+      // is framed as that provider frames it.
+      const generation = rt.matchRule(
+        provider,
+        count.countedApi,
+        false,
+        candidate.upstreamModel ?? ctx.model,
+      );
+      await answerCountLocally(ctx, res, count, candidate.provider, generation);
       return;
     }
     if (rule === undefined) {

@@ -139,7 +139,7 @@ function requestRewriter(
         case 'req_map':
           if (isJsonObject(body)) {
             try {
-              body = translators.translator(ctx, op.translator).request(body);
+              body = translators.mapRequest(ctx, op.translator, body);
             } catch (err) {
               if (err instanceof TranslationError) {
                 throw new GatewayError('translation_failed', err.message, err.field);

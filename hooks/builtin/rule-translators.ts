@@ -4,8 +4,8 @@
 
 import { errorText, GatewayError } from '../../common/errors.ts';
 import { RequestState } from '../../common/request-state.ts';
-import type { JsonValue, RequestContext } from '../../common/types.ts';
-import { requestTextOf } from '../families/index.ts';
+import type { JsonObject, JsonValue, RequestContext } from '../../common/types.ts';
+import { generationTextOf, requestTextOf } from '../families/index.ts';
 import type { StreamTransform, StreamTransformFactory } from '../transforms/types.ts';
 import type { Translator, TranslatorFactory } from '../translators/types.ts';
 import { estimateInputTokens } from '../usage/estimate.ts';
@@ -24,6 +24,8 @@ export interface StreamStep {
 export interface RuleState {
   translators: Map<string, Translator>;
   steps: StreamStep[] | undefined;
+  /** The body as the upstream reads it, with its wire format, once a req_map translated it. */
+  served?: { body: JsonObject; format: string } | undefined;
 }
 
 export class RuleTranslators {
@@ -64,16 +66,26 @@ export class RuleTranslators {
         stream: ctx.stream,
         createdAt: Math.floor(ctx.receivedAt / 1000),
         headers: ctx.headers,
-        inputTokens: () =>
-          estimateInputTokens(
-            ctx.upstreamModel ?? ctx.model ?? '',
-            requestTextOf(ctx.clientFormat, ctx.api),
-            ctx.body,
-          ),
+        inputTokens: () => {
+          // Counted as the serving provider reads it: the translated body in its family's framing.
+          const served = s.served;
+          const text = served === undefined ? undefined : generationTextOf(served.format);
+          const model = ctx.upstreamModel ?? ctx.model ?? '';
+          return served !== undefined && text !== undefined
+            ? estimateInputTokens(model, text, served.body)
+            : estimateInputTokens(model, requestTextOf(ctx.clientFormat, ctx.api), ctx.body);
+        },
       });
       s.translators.set(name, t);
     }
     return t;
+  }
+
+  /** The rule's req_map: the client body translated for the upstream, kept for the input estimate. */
+  mapRequest(ctx: RequestContext, name: string, body: JsonObject): JsonObject {
+    const upstream = this.translator(ctx, name).request(body);
+    this.state(ctx).served = { body: upstream, format: this.#translators.get(name)!.to };
+    return upstream;
   }
 
   /** A 2xx reply the translator cannot read is the upstream's fault: 502, never a 500. */

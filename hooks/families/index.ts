@@ -9,7 +9,7 @@ import type { ApiName, JsonObject, SseOut } from '../../common/types.ts';
 import type { StreamTransformFactory } from '../transforms/types.ts';
 import { pivotCompositions } from '../translators/compose.ts';
 import type { TranslatorFactory } from '../translators/types.ts';
-import type { RequestText, UsagePreset } from '../usage/types.ts';
+import type { PromptParts, RequestText, UsagePreset } from '../usage/types.ts';
 import { anthropicFamily } from './anthropic/index.ts';
 import { bedrockWire } from './bedrock/index.ts';
 import { countTranslator } from './count-translator.ts';
@@ -110,6 +110,7 @@ const MEDIA_TYPES = new Set<string>();
 const MEDIA_KEYS = new Set<string>();
 const REQUEST_TEXT = new Map<WireFamily, ReadonlyMap<ApiName, RequestText>>();
 const noFraming = () => 0;
+const noParts = (): PromptParts => ({ texts: [], tokens: 0 });
 /** An api its family does not describe: the fields most bodies carry text in, no framing. */
 const OTHER_REQUEST_TEXT: RequestText = {
   fields: ['prompt', 'input', 'messages', 'contents'],
@@ -117,6 +118,7 @@ const OTHER_REQUEST_TEXT: RequestText = {
   mediaTypes: MEDIA_TYPES,
   mediaKeys: MEDIA_KEYS,
   framing: noFraming,
+  parts: noParts,
 };
 
 /**
@@ -152,6 +154,7 @@ export function registerFamily(family: WireFamily): void {
       mediaTypes: MEDIA_TYPES,
       mediaKeys: MEDIA_KEYS,
       framing: shape.framing ?? noFraming,
+      parts: shape.parts ?? noParts,
     });
   }
   REQUEST_TEXT.set(family, byApi);
@@ -292,6 +295,18 @@ export function tokenCountOf(api: ApiName): TokenCount | undefined {
 /** Where a request body of a client format's api holds the text the model reads (usage estimation). */
 export function requestTextOf(format: string, api: ApiName): RequestText {
   return REQUEST_TEXT.get(familyOf(format))?.get(api) ?? OTHER_REQUEST_TEXT;
+}
+
+/**
+ * Where the generation bodies of a wire format hold text, as its providers count them: the serving
+ * provider's framing for a body translated to it. Undefined for a format no family describes.
+ */
+export function generationTextOf(format: string): RequestText | undefined {
+  const family = byName.get(format);
+  if (family === undefined) return undefined;
+  const byApi = REQUEST_TEXT.get(family);
+  const api = family.tokenCount?.countedApi ?? byApi?.keys().next().value;
+  return api === undefined ? undefined : byApi?.get(api);
 }
 
 /** Usage events of the family's requests carry the completion-style aliases. */

@@ -7,7 +7,7 @@ import type { DimensionState } from '../../common/rate-limit-types.ts';
 import type { ApiName, JsonObject, JsonValue, ResponsePart, SseOut, Usage } from '../../common/types.ts';
 import type { StreamTransformFactory } from '../transforms/types.ts';
 import type { TranslatorFactory } from '../translators/types.ts';
-import type { UsagePreset } from '../usage/types.ts';
+import type { PromptParts, UsagePreset } from '../usage/types.ts';
 
 /** The request and token dimensions a reply describes (each the tightest of key and subject). */
 export interface RateLimitState {
@@ -59,6 +59,8 @@ export interface ApiRequestText {
   readonly fields: readonly string[];
   /** Roles, separators and reply priming, counted from the body (none when absent). */
   framing?(body: JsonObject): number;
+  /** Tool definitions and tool inputs, by the provider's published rules (RequestText.parts). */
+  parts?(body: JsonObject, model: string): PromptParts;
 }
 
 /** A model as the registry lists it. */

@@ -11,9 +11,11 @@
 //   are large modern BPE/SentencePiece vocabularies and land within a few percent on English prose).
 //
 // Input = tokens of the text fields of the request and the text parts inside them (never ids, URLs or
-// image/audio data) plus the framing the provider adds around messages: the client's wire family says
-// which fields and how much framing (RequestText, hooks/families/*/request-text.ts). Output = tokens of
-// the delivered text. Reasoning tokens a model spent without showing them cannot be estimated.
+// image/audio data), tool definitions and tool inputs by the provider's published rules, plus the framing
+// the provider adds around messages: the wire family of the body says which fields, which rules and how
+// much framing (RequestText, hooks/families/*/request-text.ts). Callers pass the body as the serving
+// provider reads it (translated) with that provider's family, so its framing is the one counted. Output
+// = tokens of the delivered text. Reasoning tokens a model spent without showing them cannot be estimated.
 //
 // Measured error: test/hooks/usage/estimate.test.ts computes the mean absolute percentage error against
 // test/fixtures/usage/recorded-usage.json and asserts it stays under the bound stated there.
@@ -132,7 +134,7 @@ function collectText(
 
 export interface EstimateInput {
   model: string;
-  /** Where the body holds text: the client family's, for the request's api (requestTextOf). */
+  /** Where the body holds text: the family's of the body, for its api (requestTextOf). */
   requestText: RequestText;
   requestBody: JsonObject | undefined;
   outputText: string;
@@ -146,8 +148,10 @@ function* inputSteps(
   if (!body) return 0;
   const tally: TextTally = { texts: [], rawTokens: 0 };
   for (const key of requestText.fields) collectText(body[key], requestText.keys, tally, 0);
-  let tokens = tally.rawTokens;
+  const parts = requestText.parts(body, model);
+  let tokens = tally.rawTokens + parts.tokens;
   for (const text of tally.texts) tokens += yield* tokenSteps(text, model);
+  for (const text of parts.texts) tokens += yield* tokenSteps(text, model);
   return tokens + requestText.framing(body);
 }
 

@@ -39,6 +39,17 @@ export interface RequestText {
   readonly mediaKeys: ReadonlySet<string>;
   /** Tokens the provider adds around the messages (roles, separators, reply priming). */
   framing(body: JsonObject): number;
+  /**
+   * What the key walk cannot reach, by the provider's published counting rules: tool definitions, tool
+   * call inputs held as objects, the tool-use system prompt. The model picks the rule's constants.
+   */
+  parts(body: JsonObject, model: string): PromptParts;
+}
+
+/** Texts to count and tokens added as they are. */
+export interface PromptParts {
+  readonly texts: string[];
+  tokens: number;
 }
 
 /** The client's request as a preset may read it for quantities the reply does not carry. */

@@ -1,6 +1,7 @@
 // Anthropic Messages wire format: POST /v1/messages (plain and streamed) and count_tokens.
 
 import type { IncomingHttpHeaders } from 'node:http';
+import { anthropicContentTokens, anthropicToolTokens } from './prompt-rules.ts';
 import { anthropicJsonRequest, structuredText } from './structured.ts';
 import {
   asArray,
@@ -67,6 +68,7 @@ function hasToolResult(content: unknown): boolean {
 }
 
 function readMessages(body: Record<string, unknown>): Conversation {
+  const model = asString(body.model) ?? '';
   const system = body.system;
   let inputTokens = system === undefined ? 0 : tokens(contentText(system)) + 3;
   let userText = '';
@@ -75,13 +77,12 @@ function readMessages(body: Record<string, unknown>): Conversation {
     const msg = asObject(m);
     const role = asString(msg?.role);
     const text = contentText(msg?.content);
-    inputTokens += 4 + tokens(text);
+    inputTokens += 4 + anthropicContentTokens(msg?.content);
     const isUserTurn = role === 'user' && !hasToolResult(msg?.content);
     if (isUserTurn) userText = text;
     lastIsUser = isUserTurn;
   }
-  if (Array.isArray(body.tools) && body.tools.length > 0)
-    inputTokens += tokens(JSON.stringify(body.tools)) + 300;
+  inputTokens += anthropicToolTokens(body, model);
   return { userText, lastIsUser, inputTokens: Math.max(1, inputTokens) };
 }
 

@@ -1,6 +1,7 @@
 // OpenAI Responses API: POST /v1/responses (plain and streamed) and POST /v1/responses/input_tokens.
 
 import { badRequest, type Conversation, decide, json, responsesUsage, SSE } from './openai-common.ts';
+import { openaiToolTokens, responsesItemTokens } from './prompt-rules.ts';
 import { responsesJsonRequest } from './structured.ts';
 import {
   asArray,
@@ -29,7 +30,7 @@ function readResponsesInput(input: unknown, instructions: string | undefined): C
     const o = asObject(item);
     const role = asString(o?.role);
     const text = contentText(o?.content);
-    promptTokens += 3 + tokens(text);
+    promptTokens += 3 + tokens(text) + responsesItemTokens(o);
     if (role === 'user') userText = text;
     lastIsUser = role === 'user';
   }
@@ -47,7 +48,7 @@ export function responses(req: SimRequest): SimReply {
     const name = asString(asObject(t)?.name);
     if (name !== undefined) toolNames.push(name);
   }
-  if (toolNames.length > 0) conv.promptTokens += tokens(JSON.stringify(body.tools));
+  if (toolNames.length > 0) conv.promptTokens += openaiToolTokens(body.tools, model);
   const d = decide(conv, knobs, toolNames, body.tool_choice, asNumber(body.max_output_tokens), {
     json: responsesJsonRequest(body),
     reasoning: asObject(body.reasoning)?.effort !== undefined,
@@ -202,6 +203,6 @@ export function responses(req: SimRequest): SimReply {
 export function responsesInputTokens(req: SimRequest): SimReply {
   const body = req.json ?? {};
   const conv = readResponsesInput(body.input ?? '', asString(body.instructions));
-  const tools = asArray(body.tools).length > 0 ? tokens(JSON.stringify(body.tools)) : 0;
+  const tools = openaiToolTokens(body.tools, asString(body.model) ?? '');
   return json({ object: 'response.input_tokens', input_tokens: conv.promptTokens + tools });
 }

@@ -13,6 +13,7 @@ import {
 } from './openai-common.ts';
 import { audioText, imageEdits, imageGenerations, speech } from './openai-media.ts';
 import { responses, responsesInputTokens } from './openai-responses.ts';
+import { openaiToolTokens } from './prompt-rules.ts';
 import { chatJsonRequest } from './structured.ts';
 import {
   asArray,
@@ -46,7 +47,7 @@ function chatCompletions(req: SimRequest): SimReply {
     const name = asString(asObject(asObject(t)?.function)?.name);
     if (name !== undefined) toolNames.push(name);
   }
-  if (toolNames.length > 0) conv.promptTokens += tokens(JSON.stringify(body.tools));
+  if (toolNames.length > 0) conv.promptTokens += openaiToolTokens(body.tools, model);
   const maxTokens = asNumber(body.max_completion_tokens) ?? asNumber(body.max_tokens);
   const d = decide(conv, knobs, toolNames, body.tool_choice, maxTokens, {
     json: chatJsonRequest(body),

@@ -1,8 +1,11 @@
 // Where completion-style request bodies hold the text the model reads, and the chat framing around it:
 // what usage estimation counts when a reply reports no usage (hooks/usage/estimate.ts).
 
-import type { JsonValue } from '../../../common/types.ts';
+import type { JsonObject, JsonValue } from '../../../common/types.ts';
+import { encodingForModel } from '../../usage/estimate.ts';
+import type { PromptParts } from '../../usage/types.ts';
 import type { FamilyRequestText } from '../types.ts';
+import { toolListParts } from './tool-text.ts';
 
 /** Per-message framing of OpenAI's chat format: 3 tokens plus about 1 for the role. */
 const TOKENS_PER_MESSAGE = 4;
@@ -14,29 +17,39 @@ export function chatFraming(messages: number): number {
   return messages > 0 ? messages * TOKENS_PER_MESSAGE + REPLY_PRIMING : 0;
 }
 
+/** Each call of an assistant's tool_calls is framed like a message (3 tokens; not published). */
+function toolCallFraming(messages: JsonValue | undefined): number {
+  let calls = 0;
+  if (Array.isArray(messages)) {
+    for (const m of messages) {
+      const toolCalls =
+        typeof m === 'object' && m !== null && !Array.isArray(m) ? m['tool_calls'] : undefined;
+      calls += arrayLength(toolCalls);
+    }
+  }
+  return 3 * calls;
+}
+
 export function arrayLength(value: JsonValue | undefined): number {
   return Array.isArray(value) ? value.length : 0;
 }
 
+/** The `tools` of a body, counted by OpenAI's published recipe for function definitions (tool-text.ts). */
+export function toolDefinitionParts(body: JsonObject, model: string): PromptParts {
+  const out: PromptParts = { texts: [], tokens: 0 };
+  toolListParts(body['tools'], encodingForModel(model) === 'cl100k_base', out);
+  return out;
+}
+
 export const openaiRequestText: FamilyRequestText = {
-  keys: [
-    'messages',
-    'content',
-    'text',
-    'name',
-    'tool_calls',
-    'function',
-    'arguments',
-    'refusal',
-    'prompt',
-    'input',
-  ],
+  keys: ['messages', 'content', 'text', 'name', 'tool_calls', 'function', 'arguments', 'refusal', 'prompt'],
   mediaTypes: ['image_url', 'input_audio', 'file'],
   mediaKeys: ['image_url', 'input_audio'],
   apis: {
     'chat.completions': {
       fields: ['messages'],
-      framing: (body) => chatFraming(arrayLength(body['messages'])),
+      framing: (body) => chatFraming(arrayLength(body['messages'])) + toolCallFraming(body['messages']),
+      parts: toolDefinitionParts,
     },
     completions: { fields: ['prompt'] },
     'images.generations': { fields: ['prompt'] },

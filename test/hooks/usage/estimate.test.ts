@@ -146,7 +146,7 @@ test('only text fields are counted: ids, urls and image or audio data are not', 
   assert.equal(withMedia.inputTokens, plain.inputTokens);
 });
 
-test('tool calls, tool results and system prompts are counted', () => {
+test('tool calls (their input as JSON), tool results and system prompts are counted', () => {
   const body: JsonObject = {
     system: 'You are terse.',
     messages: [
@@ -171,6 +171,7 @@ test('tool calls, tool results and system prompts are counted', () => {
     countTokens('You are terse.', 'claude-sonnet-5') +
     countTokens('Weather in Paris?', 'claude-sonnet-5') +
     countTokens('get_weather', 'claude-sonnet-5') +
+    countTokens('{"city":"Paris"}', 'claude-sonnet-5') +
     countTokens('Sunny, 21 degrees', 'claude-sonnet-5');
   assert.equal(usage.inputTokens, textOnly + 4 * 4 + 3);
   assert.equal(usage.outputTokens, countTokens('Sunny.', 'claude-sonnet-5'));

@@ -1,0 +1,96 @@
+// The parts of a prompt the providers publish counting rules for beyond plain text: tool definitions,
+// tool calls and tool results (test/fixtures/usage/counting-rules.md names the sources). The rules are
+// the gateway's own (hooks/families/*): the simulator stands in for the providers that publish them.
+// Tokens are o200k_base, like the rest of the simulator.
+
+import type { JsonObject, JsonValue } from '../../common/types.ts';
+import { toolSystemPromptTokens } from '../../hooks/families/anthropic/request-text.ts';
+import { toolListParts } from '../../hooks/families/openai/tool-text.ts';
+import type { PromptParts } from '../../hooks/usage/types.ts';
+import { asArray, asObject, asString, contentText, tokens } from './text.ts';
+
+function partsTokens(parts: PromptParts): number {
+  let n = parts.tokens;
+  for (const text of parts.texts) n += tokens(text);
+  return n;
+}
+
+/** OpenAI's cookbook recipe for function definitions (chat's nested or Responses' flat tools). */
+export function openaiToolTokens(tools: unknown, model: string): number {
+  const out: PromptParts = { texts: [], tokens: 0 };
+  const cl100k = /^(gpt-3\.5|gpt-4(?![o.]))/.test(model);
+  toolListParts(tools as JsonValue, cl100k, out);
+  return partsTokens(out);
+}
+
+/** An assistant message's tool calls: each call's name and arguments, framed like a message. */
+export function chatToolCallTokens(toolCalls: unknown): number {
+  let n = 0;
+  for (const call of asArray(toolCalls)) {
+    const fn = asObject(asObject(call)?.function);
+    n += 3 + tokens(asString(fn?.name) ?? '') + tokens(asString(fn?.arguments) ?? '');
+  }
+  return n;
+}
+
+/** Anthropic's tools: the tool-use system prompt for the model and tool_choice, and each definition. */
+export function anthropicToolTokens(body: Record<string, unknown>, model: string): number {
+  const tools = asArray(body.tools);
+  if (tools.length === 0) return 0;
+  let n = toolSystemPromptTokens(model, body.tool_choice as JsonValue);
+  for (const tool of tools) {
+    const t = asObject(tool);
+    const definition =
+      t?.input_schema === undefined
+        ? tool
+        : {
+            name: t.name,
+            ...(t.description === undefined ? {} : { description: t.description }),
+            input_schema: t.input_schema,
+          };
+    n += tokens(JSON.stringify(definition));
+  }
+  return n;
+}
+
+/** The text of an Anthropic content block list: text blocks, tool_use inputs and tool_result contents. */
+export function anthropicContentTokens(content: unknown): number {
+  if (typeof content === 'string') return tokens(content);
+  let n = 0;
+  for (const b of asArray(content)) {
+    const block = asObject(b);
+    if (block?.type === 'tool_use') {
+      n += tokens(asString(block.name) ?? '') + tokens(JSON.stringify(block.input ?? {}));
+    } else if (block?.type === 'tool_result') {
+      n += anthropicContentTokens(block.content);
+    } else {
+      n += tokens(asString(block?.text) ?? '');
+    }
+  }
+  return n;
+}
+
+/** Gemini's function call and response parts: name and JSON of the arguments or the response. */
+export function geminiFunctionPartTokens(parts: unknown): number {
+  let n = 0;
+  for (const p of asArray(parts)) {
+    const part = asObject(p);
+    const call = asObject(part?.functionCall);
+    const reply = asObject(part?.functionResponse);
+    if (call) n += tokens(asString(call.name) ?? '') + tokens(JSON.stringify(call.args ?? {}));
+    if (reply) n += tokens(asString(reply.name) ?? '') + tokens(JSON.stringify(reply.response ?? {}));
+  }
+  return n;
+}
+
+/** A Responses input item that is no message: function calls and their outputs. */
+export function responsesItemTokens(item: JsonObject | Record<string, unknown> | undefined): number {
+  if (item?.type === 'function_call') {
+    return tokens(asString(item.name) ?? '') + tokens(asString(item.arguments) ?? '');
+  }
+  if (item?.type === 'function_call_output') {
+    const output = item.output;
+    return typeof output === 'string' ? tokens(output) : tokens(contentText(output));
+  }
+  return 0;
+}
