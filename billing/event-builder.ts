@@ -4,10 +4,16 @@
 //
 // x-billing items (runtime quantities are the source of truth for charges):
 // - prompt_tokens and completion_tokens, unit `token`;
-// - when the price has a cache_read (cache_creation) component and the request read from (wrote to) the
-//   prompt cache, those tokens become their own `cache_read_tokens` (`cache_creation_tokens`) item at
-//   that price and prompt_tokens is the uncached remainder, so cached input is not billed twice or at
-//   the full rate. Without a cache price every input token is a prompt_tokens token.
+// - item_detail `spec` (the default): those two are all there is for tokens, so a rule set written to the
+//   specification (which names only them) charges everything. prompt_tokens counts all input (cache
+//   reads and writes, input audio) and completion_tokens all output; when an item's tokens have
+//   different prices, its hint is exact instead of per token: pricing_unit is the quantity and
+//   unit_price the decimal amount of its parts, so quantity / pricing_unit x unit_price is the amount.
+// - item_detail `detailed`: when the price has a cache_read (cache_creation) component and the request
+//   read from (wrote to) the prompt cache, those tokens become their own `cache_read_tokens`
+//   (`cache_creation_tokens`) item at that price and prompt_tokens is the uncached remainder; audio
+//   likewise (`input_audio_tokens`, `output_audio_tokens`). Without a cache price every input token is
+//   a prompt_tokens token. Both modes charge the same amount.
 // - `images` (unit `image`, priced per image by size and quality), `input_characters` (unit `character`,
 //   speech) and `audio_seconds` (unit `second`, transcription; whole seconds, at least 1) for endpoints
 //   that are not billed by tokens (docs/billing.md "Price units");
@@ -18,6 +24,8 @@
 // bodies, and one event it can never take must not cost the request its charge.
 
 import { createHash } from 'node:crypto';
+import type { Decimal } from 'decimal.js';
+import type { ItemDetail } from '../common/config-types.ts';
 import type { ApiName, Usage, UsageStage } from '../common/types.ts';
 import { isCount, type TokenEvent } from './event/token-event.ts';
 import {
@@ -27,8 +35,9 @@ import {
   type UsageCounts,
   type UsageEvent,
 } from './event/usage-event.ts';
+import { Money, toWireNumber } from './money.ts';
 import { imageHint, priceHints } from './price-hints.ts';
-import { IMAGES_METRIC, type ModelPrice } from './price-types.ts';
+import { IMAGES_METRIC, type ModelPrice, type PriceComponent } from './price-types.ts';
 
 export interface UsageEventInput {
   requestId: string;
@@ -51,6 +60,10 @@ export interface UsageEventInput {
   /** Emit the prompt_tokens / completion_tokens / cached_tokens aliases (completion-style rules). */
   completionStyle: boolean;
   price: ModelPrice | undefined;
+  /** billing.item_detail; default `spec`. */
+  itemDetail?: ItemDetail | undefined;
+  /** The pricing's version (Pricing.version), carried in meta and x-billing. */
+  priceVersion?: string | undefined;
 }
 
 /** A token count for the wire: a non-negative integer whatever the upstream sent. */
@@ -85,25 +98,54 @@ function usageCounts(usage: Usage, completionStyle: boolean, units: UnitQuantiti
   return counts;
 }
 
-function billingItems(usage: Usage, price: ModelPrice | undefined, units: UnitQuantities): BillingItem[] {
+/** Token counts by the price component that prices them. */
+interface TokenParts {
+  readonly input: number;
+  readonly output: number;
+  readonly cacheRead: number;
+  readonly cacheCreation: number;
+  readonly inputAudio: number;
+  readonly outputAudio: number;
+}
+
+/**
+ * The tokens of each priced component: cache and audio tokens apart from text only when the price has
+ * their component; else the text price prices them.
+ */
+function tokenParts(usage: Usage, price: ModelPrice | undefined): TokenParts {
   const cacheRead = price?.unitPrices.cache_read !== undefined ? tokens(usage.cacheReadTokens) : 0;
   const cacheCreation =
     price?.unitPrices.cache_creation !== undefined ? tokens(usage.cacheCreationTokens) : 0;
-  // Audio tokens are their own items only when the price has their component; else text prices them.
   const inputAudio = price?.unitPrices.input_audio !== undefined ? tokens(usage.inputAudioTokens) : 0;
   const outputAudio = price?.unitPrices.output_audio !== undefined ? tokens(usage.outputAudioTokens) : 0;
+  return {
+    input: Math.max(0, tokens(usage.inputTokens) - cacheRead - cacheCreation - inputAudio),
+    output: Math.max(0, tokens(usage.outputTokens) - outputAudio),
+    cacheRead,
+    cacheCreation,
+    inputAudio,
+    outputAudio,
+  };
+}
+
+function billingItems(parts: TokenParts, detailed: boolean, units: UnitQuantities): BillingItem[] {
   const items: BillingItem[] = [];
-  add(
-    items,
-    'prompt_tokens',
-    Math.max(0, tokens(usage.inputTokens) - cacheRead - cacheCreation - inputAudio),
-    'token',
-  );
-  add(items, 'completion_tokens', Math.max(0, tokens(usage.outputTokens) - outputAudio), 'token');
-  add(items, 'cache_read_tokens', cacheRead, 'token');
-  add(items, 'cache_creation_tokens', cacheCreation, 'token');
-  add(items, 'input_audio_tokens', inputAudio, 'token');
-  add(items, 'output_audio_tokens', outputAudio, 'token');
+  if (detailed) {
+    add(items, 'prompt_tokens', parts.input, 'token');
+    add(items, 'completion_tokens', parts.output, 'token');
+    add(items, 'cache_read_tokens', parts.cacheRead, 'token');
+    add(items, 'cache_creation_tokens', parts.cacheCreation, 'token');
+    add(items, 'input_audio_tokens', parts.inputAudio, 'token');
+    add(items, 'output_audio_tokens', parts.outputAudio, 'token');
+  } else {
+    add(
+      items,
+      'prompt_tokens',
+      parts.input + parts.cacheRead + parts.cacheCreation + parts.inputAudio,
+      'token',
+    );
+    add(items, 'completion_tokens', parts.output + parts.outputAudio, 'token');
+  }
   add(items, IMAGES_METRIC, units.images, 'image');
   add(items, 'input_characters', units.characters, 'character');
   add(items, 'audio_seconds', units.seconds, 'second');
@@ -167,6 +209,7 @@ function inputChars(input: UsageEventInput, items: number): number {
     input.model.length +
     input.usageStage.length +
     (input.correlationId?.length ?? 0) +
+    2 * (input.priceVersion?.length ?? 0) +
     (input.price === undefined ? 0 : items * input.price.currency.length)
   );
 }
@@ -197,6 +240,73 @@ function truncated(text: string, keep: number): string {
   return `${head}…[truncated from ${text.length} chars, sha256 ${hash}]`;
 }
 
+/**
+ * The exact hint of a spec-mode item whose tokens have different prices: the amount of its parts for
+ * pricing_unit = quantity. undefined when the text price prices it all (the per-token hint is exact
+ * then) or no price does.
+ */
+function blendedHint(
+  price: ModelPrice,
+  quantity: number,
+  parts: readonly (readonly [PriceComponent, number])[],
+): PricingHint | undefined {
+  // parts[0] is the text component, whose per-token hint the item has otherwise.
+  if (parts.every(([, count], i) => i === 0 || count === 0)) return undefined;
+  let amount: Decimal | undefined;
+  for (const [component, count] of parts) {
+    const unitPrice = price.unitPrices[component];
+    if (count === 0 || unitPrice === undefined) continue;
+    const part = new Money(count).mul(unitPrice);
+    amount = amount === undefined ? part : amount.add(part);
+  }
+  if (amount === undefined) return undefined;
+  return {
+    unit_price: toWireNumber(amount.div(price.pricingUnit)),
+    pricing_unit: quantity,
+    currency: price.currency,
+  };
+}
+
+/** Pricing hints of the event's items, or undefined when none is priced. */
+function itemHints(
+  input: UsageEventInput,
+  price: ModelPrice,
+  items: readonly BillingItem[],
+  parts: TokenParts,
+  detailed: boolean,
+): Record<string, PricingHint> | undefined {
+  const all = priceHints(price);
+  const hints: Record<string, PricingHint> = {};
+  let hinted = false;
+  for (const item of items) {
+    let hint: PricingHint | undefined;
+    if (item.metric === IMAGES_METRIC) {
+      hint = imageHint(price, input.usage.imageSize, input.usage.imageQuality);
+    } else if (!detailed && item.metric === 'prompt_tokens') {
+      hint =
+        blendedHint(price, item.quantity, [
+          ['input', parts.input],
+          ['cache_read', parts.cacheRead],
+          ['cache_creation', parts.cacheCreation],
+          ['input_audio', parts.inputAudio],
+        ]) ?? all[item.metric];
+    } else if (!detailed && item.metric === 'completion_tokens') {
+      hint =
+        blendedHint(price, item.quantity, [
+          ['output', parts.output],
+          ['output_audio', parts.outputAudio],
+        ]) ?? all[item.metric];
+    } else {
+      hint = all[item.metric];
+    }
+    if (hint) {
+      hints[item.metric] = hint;
+      hinted = true;
+    }
+  }
+  return hinted ? hints : undefined;
+}
+
 export function buildUsageEvent(input: UsageEventInput): UsageEvent {
   const units = unitQuantities(input.usage);
   const meta: UsageEvent['raw_json']['meta'] = {
@@ -205,6 +315,8 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
     request_id: input.requestId,
   };
   if (input.correlationId !== undefined) meta.correlation_id = input.correlationId;
+  if (input.priceVersion !== undefined) meta.price_version = input.priceVersion;
+  if (input.price === undefined) meta.unpriced = true;
   const event: UsageEvent = {
     source: input.source,
     external_event_id: input.requestId,
@@ -224,25 +336,14 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
       meta,
     },
   };
-  const items = billingItems(input.usage, input.price, units);
+  const parts = tokenParts(input.usage, input.price);
+  const detailed = input.itemDetail === 'detailed';
+  const items = billingItems(parts, detailed, units);
   if (items.length > 0) {
     const billing: NonNullable<UsageEvent['x-billing']> = { items };
-    if (input.price) {
-      const all = priceHints(input.price);
-      const hints: Record<string, PricingHint> = {};
-      let hinted = false;
-      for (const item of items) {
-        const hint =
-          item.metric === IMAGES_METRIC
-            ? imageHint(input.price, input.usage.imageSize, input.usage.imageQuality)
-            : all[item.metric];
-        if (hint) {
-          hints[item.metric] = hint;
-          hinted = true;
-        }
-      }
-      if (hinted) billing.pricing_hints = hints;
-    }
+    const hints = input.price && itemHints(input, input.price, items, parts, detailed);
+    if (hints) billing.pricing_hints = hints;
+    if (input.priceVersion !== undefined) billing.price_version = input.priceVersion;
     event['x-billing'] = billing;
   }
   // Events are small unless a client sent long ids or names: most skip the walk of boundEventSize.
@@ -290,6 +391,8 @@ export function buildTokenEvent(input: UsageEventInput): TokenEvent | undefined 
     aliases: input.completionStyle,
     promptHint: inputTokens > 0 ? hints?.prompt_tokens : undefined,
     completionHint: output > 0 ? hints?.completion_tokens : undefined,
+    priceVersion: input.priceVersion,
+    unpriced: price === undefined,
     id: input.requestId,
     correlationId: input.correlationId,
     occurredAt,

@@ -40,6 +40,12 @@ export class PriceTable {
     return list.some((p) => p.prefix.startsWith(prefix) || prefix.startsWith(p.prefix));
   }
 
+  /** Every entry in effect (an entry replaced by a later one of the same key is not among them). */
+  *entries(): IterableIterator<PriceEntry> {
+    yield* this.exact.values();
+    for (const list of this.patterns.values()) for (const p of list) yield p.entry;
+  }
+
   get size(): number {
     let size = this.exact.size;
     for (const list of this.patterns.values()) size += list.length;

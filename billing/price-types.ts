@@ -76,6 +76,11 @@ export interface Pricing {
   /** Files marked `reference_prices: true`: shipped prices nobody has reviewed yet. */
   readonly referenceFiles: readonly string[];
   /**
+   * The price version every usage event carries: `sha256:<16 hex>` of the compiled table, `@<version>`
+   * added when pricing files name one (billing/price-version.ts).
+   */
+  readonly version: string;
+  /**
    * Whether a model has a price, without the missing-price report. A `prefix*` pattern counts as priced
    * when some price could match a model under it.
    */

@@ -43,6 +43,7 @@ interface PricingDocument {
   currency?: string;
   pricing_unit?: number;
   reference_prices?: boolean;
+  version?: string;
   prices?: RawEntry[] | null;
   multipliers?: { providers?: Factors; models?: Factors; channels?: Factors } | null;
 }
@@ -223,6 +224,12 @@ function describe(error: ErrorObject): Problem | undefined {
       };
     case 'reference_prices':
       return { pointer: '/reference_prices', message: 'reference_prices must be true or false' };
+    case 'version':
+      return {
+        pointer: '/version',
+        message: 'version must be up to 64 letters, digits, ".", "_" or "-" (ignored)',
+        drop: '/version',
+      };
     case 'prices': {
       const [index, ...inEntry] = rest;
       if (index === undefined)
@@ -305,6 +312,8 @@ function compileMultipliers(doc: PricingDocument, dropped: ReadonlySet<string>, 
 export interface CompiledFile {
   entries: PriceEntry[];
   reference: boolean;
+  /** The file's top-level `version:`, which the price version names after its hash. */
+  version: string | undefined;
 }
 
 export function compileSource(
@@ -317,7 +326,8 @@ export function compileSource(
   diagnostics.push(...parsed.diagnostics);
   if (parsed.yaml === undefined) return undefined;
   const yaml = parsed.yaml;
-  if (yaml.value === undefined || yaml.value === null) return { entries: [], reference: false };
+  if (yaml.value === undefined || yaml.value === null)
+    return { entries: [], reference: false, version: undefined };
   const { report, dropped } = check(yaml.value)
     ? { report: [], dropped: new Set<string>() }
     : problemsOf(check.errors ?? []);
@@ -357,7 +367,8 @@ function compileDocument(
     entries.push(entry);
   });
   compileMultipliers(doc, dropped, multipliers);
-  return { entries, reference: doc.reference_prices === true };
+  const version = dropped.has('/version') ? undefined : doc.version;
+  return { entries, reference: doc.reference_prices === true, version };
 }
 
 function entryName(entry: { provider: string; model: string; channel: string | undefined }): string {

@@ -37,6 +37,7 @@ import {
   type PricingOptions,
   type PricingSource,
 } from './price-types.ts';
+import { priceVersion } from './price-version.ts';
 import { compileSource } from './pricing-file.ts';
 
 /** Bounds the per-process memo and the warned set: model names can come from clients. */
@@ -59,6 +60,7 @@ function createPricing(
   multipliers: Multipliers,
   options: PricingOptions,
   referenceFiles: readonly string[],
+  version: string,
 ): Pricing {
   // By provider (and channel), then model: looked up per billed request, where composing one key string
   // and hashing it showed in profiles.
@@ -136,6 +138,7 @@ function createPricing(
       return table.size;
     },
     referenceFiles,
+    version,
     covers(provider, model) {
       if (model.endsWith('*')) return table.coversPrefix(provider, model.slice(0, -1));
       return table.find(provider, model, undefined) !== undefined;
@@ -152,12 +155,15 @@ export function compilePricing(
   const multipliers: Multipliers = { providers: new Map(), models: new Map(), channels: new Map() };
   const table = new PriceTable();
   const referenceFiles: string[] = [];
+  const versions: string[] = [];
   for (const source of sources) {
     const compiled = compileSource(source, multipliers, diagnostics);
     for (const entry of compiled?.entries ?? []) table.add(entry);
     if (compiled?.reference === true) referenceFiles.push(source.file);
+    if (compiled?.version !== undefined) versions.push(compiled.version);
   }
-  return { pricing: createPricing(table, multipliers, options, referenceFiles), diagnostics };
+  const version = priceVersion(table, multipliers, versions);
+  return { pricing: createPricing(table, multipliers, options, referenceFiles, version), diagnostics };
 }
 
 /**

@@ -62,6 +62,12 @@ export interface BalanceEnforcementConfig {
   readonly webhookMaxBodyBytes: number;
 }
 
+/**
+ * `spec`: prompt_tokens and completion_tokens cover all tokens (the specification's two charge items);
+ * `detailed`: cache and audio tokens are items of their own.
+ */
+export type ItemDetail = 'spec' | 'detailed';
+
 export interface BillingConfig {
   readonly enabled: boolean;
   readonly baseUrl: string;
@@ -85,6 +91,8 @@ export interface BillingConfig {
   /** Attempts before an event is dead-lettered (file mode; store mode uses store.billingMaxAttempts). */
   readonly maxAttempts: number;
   readonly onlyBillableSuccess: boolean;
+  /** How token usage is itemised in x-billing (docs/billing.md "Charge items"). */
+  readonly itemDetail: ItemDetail;
   readonly subjectType: string;
   readonly fallbackSubjectId: string;
   /** Where the sidecar listens (health, webhooks); env ROUTER_BILLING_LISTEN. */

@@ -77,6 +77,7 @@ function toBilling(raw: RawConfig['billing'], dir: string, env: Env): BillingCon
     deliveryLingerMs: raw.delivery_linger_ms,
     maxAttempts: raw.max_attempts,
     onlyBillableSuccess: raw.only_billable_success,
+    itemDetail: raw.item_detail,
     subjectType: raw.subject_type,
     fallbackSubjectId: raw.fallback_subject_id,
     listen: fallbackListen(raw.listen),

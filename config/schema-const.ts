@@ -575,6 +575,15 @@ export const ROUTER_CONFIG_SCHEMA = {
           "description": "When true, only 2xx model requests are reported.",
           "default": false
         },
+        "item_detail": {
+          "type": "string",
+          "enum": [
+            "spec",
+            "detailed"
+          ],
+          "description": "How token usage is itemised in x-billing. spec: prompt_tokens and completion_tokens cover every token (cache reads and writes, audio), with exact pricing hints, so a rule set charging the specification's two metrics charges everything. detailed: cache_read_tokens, cache_creation_tokens, input_audio_tokens and output_audio_tokens are items of their own (rule sets written for them). See docs/billing.md \"Charge items\".",
+          "default": "spec"
+        },
         "subject_type": {
           "type": "string",
           "description": "Billing subject type of usage events (the access key maps to the subject id).",

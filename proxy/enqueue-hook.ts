@@ -106,6 +106,8 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
         source: billing.source,
         completionStyle: completionStyleUsage(ctx.clientFormat),
         price,
+        itemDetail: billing.itemDetail,
+        priceVersion: pricing.version,
       };
       // Not awaited: the reply's last byte already waits for the queue's write of this turn
       // (endReply(), proxy/request-completion.ts), and waiting for the fsync or the Redis reply here would

@@ -24,6 +24,10 @@ export interface TokenEvent {
   readonly promptHint: PricingHint | undefined;
   /** The completion_tokens item's hint; only with output > 0. */
   readonly completionHint: PricingHint | undefined;
+  /** meta.price_version and x-billing.price_version. */
+  readonly priceVersion: string | undefined;
+  /** meta.unpriced: the model had no price. */
+  readonly unpriced: boolean;
   /** The request id: external_event_id, meta.request_id, and the idempotency key `router:<id>`. */
   readonly id: string;
   readonly correlationId: string | undefined;
@@ -47,6 +51,8 @@ export function usageEventOf(t: TokenEvent): UsageEvent {
     request_id: t.id,
   };
   if (t.correlationId !== undefined) meta.correlation_id = t.correlationId;
+  if (t.priceVersion !== undefined) meta.price_version = t.priceVersion;
+  if (t.unpriced) meta.unpriced = true;
   const event: UsageEvent = {
     source: t.source,
     external_event_id: t.id,
@@ -91,7 +97,9 @@ export function usageEventOf(t: TokenEvent): UsageEvent {
         hinted = true;
       }
     }
-    event['x-billing'] = hinted ? { items, pricing_hints: hints } : { items };
+    const x: NonNullable<UsageEvent['x-billing']> = hinted ? { items, pricing_hints: hints } : { items };
+    if (t.priceVersion !== undefined) x.price_version = t.priceVersion;
+    event['x-billing'] = x;
   }
   return event;
 }
@@ -123,7 +131,9 @@ export function tokenEventOf(e: UsageEvent): TokenEvent | undefined {
     !isCount(input) ||
     !isCount(output) ||
     !isCount(c.total_tokens) ||
-    !isCount(e.occurred_at)
+    !isCount(e.occurred_at) ||
+    (m.price_version !== undefined && typeof m.price_version !== 'string') ||
+    (m.unpriced !== undefined && m.unpriced !== true)
   ) {
     return undefined;
   }
@@ -138,6 +148,7 @@ export function tokenEventOf(e: UsageEvent): TokenEvent | undefined {
   if (x === undefined) {
     if (input > 0 || output > 0) return undefined;
   } else {
+    if (x.price_version !== m.price_version) return undefined;
     const items = x.items;
     const n = (input > 0 ? 1 : 0) + (output > 0 ? 1 : 0);
     if (items.length !== n || n === 0) return undefined;
@@ -172,6 +183,8 @@ export function tokenEventOf(e: UsageEvent): TokenEvent | undefined {
     aliases,
     promptHint,
     completionHint,
+    priceVersion: m.price_version,
+    unpriced: m.unpriced === true,
     id,
     correlationId: m.correlation_id,
     occurredAt: e.occurred_at,

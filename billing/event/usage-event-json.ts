@@ -34,8 +34,11 @@ const writesEveryField: [
     UsageEvent['raw_json'],
     'provider' | 'api' | 'model' | 'stream' | 'status' | 'usage_stage' | 'usage' | 'meta'
   >,
-  Only<UsageEvent['raw_json']['meta'], 'subject_type' | 'subject_id' | 'request_id' | 'correlation_id'>,
-  Only<NonNullable<UsageEvent['x-billing']>, 'items' | 'pricing_hints'>,
+  Only<
+    UsageEvent['raw_json']['meta'],
+    'subject_type' | 'subject_id' | 'request_id' | 'correlation_id' | 'price_version' | 'unpriced'
+  >,
+  Only<NonNullable<UsageEvent['x-billing']>, 'items' | 'pricing_hints' | 'price_version'>,
   Only<BillingItem, 'metric' | 'quantity' | 'unit'>,
   Only<PricingHint, 'unit_price' | 'pricing_unit' | 'currency'>,
 ] = [true, true, true, true, true, true];
@@ -287,9 +290,9 @@ function hintText(metric: string, h: PricingHint): string {
   return `${quote(metric)}:{"unit_price":${num(h.unit_price)},"pricing_unit":${num(h.pricing_unit)},"currency":${quote(h.currency)}}`;
 }
 
-/** What closes the items and the event, with the pricing hints: `],"pricing_hints":{…}}}`. */
+/** What closes the items, with the pricing hints: `],"pricing_hints":{…}`. */
 function hintsClose(texts: readonly string[]): Buffer {
-  return encoded(`],"pricing_hints":{${texts.join(',')}}}}`);
+  return encoded(`],"pricing_hints":{${texts.join(',')}}`);
 }
 
 function hintsBytes(hints: Record<string, PricingHint>): Buffer {
@@ -305,11 +308,38 @@ function hintsBytes(hints: Record<string, PricingHint>): Buffer {
   return hintsKept.bytes;
 }
 
-// What closes meta and raw_json, with what opens x-billing; and what closes the event after the items,
-// when there are no pricing hints (hintsBytes has the hints' own).
+// What closes meta and raw_json, with what opens x-billing; and what closes the items when there are no
+// pricing hints (hintsBytes has the hints' own). billingEnd closes x-billing and the event.
 const ITEMS_OPEN = encoded('}},"x-billing":{"items":[');
-const ITEMS_CLOSE = encoded(']}}');
+const ITEMS_CLOSE = encoded(']');
 const NO_BILLING_CLOSE = encoded('}}}');
+const BILLING_END = encoded('}}');
+const UNPRICED = encoded(',"unpriced":true');
+
+/** The last price version's bytes: in meta, and closing x-billing and the event. It changes on reload. */
+let versionKept: { version: string; meta: Buffer; end: Buffer } = {
+  version: '',
+  meta: Buffer.alloc(0),
+  end: BILLING_END,
+};
+
+function versionBytes(version: string): typeof versionKept {
+  if (version !== versionKept.version) {
+    const field = `,"price_version":${quote(version)}`;
+    versionKept = { version, meta: encoded(field), end: encoded(`${field}}}`) };
+  }
+  return versionKept;
+}
+
+/** meta's fields after the ids: the price version and the unpriced mark. */
+function metaTail(out: JsonBytes, version: string | undefined, unpriced: boolean): void {
+  if (version !== undefined) out.bytes(versionBytes(version).meta);
+  if (unpriced) out.bytes(UNPRICED);
+}
+
+function billingEnd(out: JsonBytes, version: string | undefined): void {
+  out.bytes(version === undefined ? BILLING_END : versionBytes(version).end);
+}
 
 function billing(out: JsonBytes, x: NonNullable<UsageEvent['x-billing']>): void {
   out.bytes(ITEMS_OPEN);
@@ -322,6 +352,7 @@ function billing(out: JsonBytes, x: NonNullable<UsageEvent['x-billing']>): void 
     first = false;
   }
   out.bytes(x.pricing_hints === undefined ? ITEMS_CLOSE : hintsBytes(x.pricing_hints));
+  billingEnd(out, x.price_version);
 }
 
 /** The fields of an event that repeat from one request to the next, as they were last written. */
@@ -502,6 +533,7 @@ export function writeQueuedEvent(out: JsonBytes, event: UsageEvent, traceparent:
     out.bytes(CORRELATION_ID);
     out.string(r.meta.correlation_id);
   }
+  metaTail(out, r.meta.price_version, r.meta.unpriced === true);
   if (x === undefined) out.bytes(NO_BILLING_CLOSE);
   else billing(out, x);
 }
@@ -559,6 +591,7 @@ export function writeQueuedTokens(out: JsonBytes, t: TokenEvent, traceparent: st
     out.bytes(CORRELATION_ID);
     out.string(t.correlationId);
   }
+  metaTail(out, t.priceVersion, t.unpriced);
   if (t.input === 0 && t.output === 0) {
     out.bytes(NO_BILLING_CLOSE);
     return;
@@ -577,6 +610,7 @@ export function writeQueuedTokens(out: JsonBytes, t: TokenEvent, traceparent: st
   out.bytes(
     tokenHintsClose(t.input > 0 ? t.promptHint : undefined, t.output > 0 ? t.completionHint : undefined),
   );
+  billingEnd(out, t.priceVersion);
 }
 
 const scratch = new JsonBytes(4096);

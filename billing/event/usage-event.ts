@@ -49,11 +49,22 @@ export interface UsageEvent {
     status: number;
     usage_stage: 'upstream' | 'estimated';
     usage: UsageCounts;
-    meta: { subject_type: string; subject_id: string; request_id: string; correlation_id?: string };
+    meta: {
+      subject_type: string;
+      subject_id: string;
+      request_id: string;
+      correlation_id?: string;
+      /** The price table that priced the event (billing/price-version.ts); on every event the gateway makes. */
+      price_version?: string;
+      /** The model had no price: the items carry no pricing_hints. */
+      unpriced?: true;
+    };
   };
   'x-billing'?: {
     items: BillingItem[];
     pricing_hints?: Record<string, PricingHint>;
+    /** meta.price_version again, for a rule set that reads x-billing only. */
+    price_version?: string;
   };
 }
 

@@ -31,6 +31,12 @@ interface Shape {
   aliases: boolean;
   /** The hints of the prompt_tokens and completion_tokens items, where priced. */
   hints?: { prompt_tokens?: PricingHint; completion_tokens?: PricingHint };
+  // Added to version 1 without a new version: a reader that does not know them still reads the line
+  // (the event goes out without them) rather than quarantining it.
+  /** meta.price_version (and x-billing.price_version). */
+  price_version?: string;
+  /** meta.unpriced. */
+  unpriced?: true;
 }
 
 /** The token event whose shape was written last, and the shape's bytes, `[1,<shape>,`. */
@@ -102,7 +108,9 @@ function sameShape(k: TokenEvent, t: TokenEvent): boolean {
     sameFields(k, t) &&
     k.aliases === t.aliases &&
     k.promptHint === t.promptHint &&
-    k.completionHint === t.completionHint
+    k.completionHint === t.completionHint &&
+    k.priceVersion === t.priceVersion &&
+    k.unpriced === t.unpriced
   );
 }
 
@@ -129,6 +137,8 @@ function shapeOf(t: TokenEvent): Buffer | undefined {
     if (promptHint !== undefined) shape.hints.prompt_tokens = promptHint;
     if (completionHint !== undefined) shape.hints.completion_tokens = completionHint;
   }
+  if (t.priceVersion !== undefined) shape.price_version = t.priceVersion;
+  if (t.unpriced) shape.unpriced = true;
   const json = JSON.stringify(shape);
   // A shape the reader would refuse (a price that is not a finite number, a status that is not an
   // integer) is not written compactly: its events go out whole.
@@ -159,7 +169,9 @@ function readShape(v: unknown): Shape | undefined {
     typeof s.status !== 'number' ||
     !Number.isSafeInteger(s.status) ||
     (s.usage_stage !== 'upstream' && s.usage_stage !== 'estimated') ||
-    typeof s.aliases !== 'boolean'
+    typeof s.aliases !== 'boolean' ||
+    (s.price_version !== undefined && typeof s.price_version !== 'string') ||
+    (s.unpriced !== undefined && s.unpriced !== true)
   ) {
     return undefined;
   }
@@ -191,6 +203,8 @@ function readShape(v: unknown): Shape | undefined {
       shape.hints.completion_tokens = hint;
     }
   }
+  if (s.price_version !== undefined) shape.price_version = s.price_version;
+  if (s.unpriced === true) shape.unpriced = true;
   return shape;
 }
 
@@ -231,6 +245,8 @@ export function eventOfCompactLine(
     aliases: shape.aliases,
     promptHint: shape.hints?.prompt_tokens,
     completionHint: shape.hints?.completion_tokens,
+    priceVersion: shape.price_version,
+    unpriced: shape.unpriced === true,
     id,
     correlationId: correlationId ?? undefined,
     occurredAt,

@@ -12,6 +12,8 @@ const USAGE = `usage: npm run billing-sim -- [options]
   --api-key <key>               required Bearer key (default: $BILLING_SIM_API_KEY or "sim-local-key")
   --project <id>                project id (default proj_local)
   --rule-set <id>[=draft]       extractor rule set, repeatable (default rs_router)
+  --rule-set-mode items|spec    what rule sets charge: every item (default) or only prompt_tokens and
+                                completion_tokens, as a rule set written to the specification
   --webhook-url <url>           where to send signed webhooks
   --webhook-secret <secret>     webhook signing secret (default: $BILLING_SIM_WEBHOOK_SECRET)
   --wallet <type:id=amount>     initial wallet, repeatable (e.g. api_key:client-a=10.00)
@@ -54,6 +56,7 @@ function optionsFromArgs(argv: string[]): { options: BillingSimOptions; json: bo
       'api-key': { type: 'string' },
       project: { type: 'string' },
       'rule-set': { type: 'string', multiple: true },
+      'rule-set-mode': { type: 'string' },
       'webhook-url': { type: 'string' },
       'webhook-secret': { type: 'string' },
       wallet: { type: 'string', multiple: true },
@@ -78,6 +81,9 @@ function optionsFromArgs(argv: string[]): { options: BillingSimOptions; json: bo
   const ruleSets = values['rule-set']?.length
     ? Object.fromEntries(values['rule-set'].map(parseRuleSet))
     : undefined;
+  const ruleSetMode = values['rule-set-mode'];
+  if (ruleSetMode !== undefined && ruleSetMode !== 'items' && ruleSetMode !== 'spec')
+    throw new Error(`--rule-set-mode: items or spec, not ${ruleSetMode}`);
   const limitText = values['ingest-body-limit'];
   const ingestBodyLimitBytes = limitText === undefined ? undefined : Number(limitText);
   if (
@@ -95,6 +101,7 @@ function optionsFromArgs(argv: string[]): { options: BillingSimOptions; json: bo
     apiKey: values['api-key'] ?? process.env.BILLING_SIM_API_KEY ?? 'sim-local-key',
     projectId: values.project ?? 'proj_local',
     ruleSets,
+    ruleSetMode,
     webhook:
       webhookUrl !== undefined && webhookSecret ? { url: webhookUrl, secret: webhookSecret } : undefined,
     wallets: Object.fromEntries((values.wallet ?? []).map(parseWallet)),

@@ -22,6 +22,7 @@ import type {
   BillingSimOptions,
   BillingSimState,
   FailureMode,
+  RuleSetMode,
   RuleSetStatus,
   SendWebhookOptions,
   Subject,
@@ -116,6 +117,7 @@ class BillingSimulator implements BillingSim {
   portalUrl = '';
   readonly projectId: string;
   readonly #options: BillingSimOptions;
+  readonly #ruleSetMode: RuleSetMode;
   readonly #currency: string;
   readonly #keepEvents: boolean;
   readonly #ingestBodyLimit: number;
@@ -148,6 +150,7 @@ class BillingSimulator implements BillingSim {
   constructor(options: BillingSimOptions) {
     if (!options.apiKey) throw new Error('billing simulator: apiKey is required');
     this.#options = options;
+    this.#ruleSetMode = options.ruleSetMode ?? 'items';
     this.projectId = options.projectId ?? 'proj_local';
     this.#currency = options.currency ?? 'USD';
     this.#keepEvents = options.keepEvents ?? true;
@@ -558,7 +561,7 @@ class BillingSimulator implements BillingSim {
 
   #debit(event: UsageEvent): void {
     if (!event['x-billing']) return;
-    for (const [currency, amount] of chargeTotals(chargeItems(event))) {
+    for (const [currency, amount] of chargeTotals(chargeItems(event, this.#ruleSetMode))) {
       if (amount.isZero()) continue;
       const change = this.#ledger.apply(
         event.subject_type,
@@ -650,7 +653,7 @@ class BillingSimulator implements BillingSim {
     for (let i = this.#events.length - 1; i >= 0 && data.length < limit; i -= 1) {
       const event = this.#events[i]!;
       const amounts: Record<string, string> = {};
-      for (const [currency, amount] of chargeTotals(chargeItems(event)))
+      for (const [currency, amount] of chargeTotals(chargeItems(event, this.#ruleSetMode)))
         amounts[currency] = formatMoney(amount);
       data.push({ ...event, received_at: Math.floor(this.#receivedAt[i]! / 1000), amounts });
     }
@@ -666,7 +669,10 @@ class BillingSimulator implements BillingSim {
       sendError(res, 400, 'invalid_query', parsed.message);
       return;
     }
-    sendJson(res, 200, { group_by: 'metric', data: summarize(this.#events, parsed.filter) });
+    sendJson(res, 200, {
+      group_by: 'metric',
+      data: summarize(this.#events, parsed.filter, this.#ruleSetMode),
+    });
   }
 
   async #handleAdmin(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {

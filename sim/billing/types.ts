@@ -3,6 +3,11 @@
 import type { UsageEvent } from '../../billing/event/usage-event.ts';
 
 export type RuleSetStatus = 'published' | 'draft';
+/**
+ * What the rule set charges: `items` every x-billing item with a pricing hint; `spec` only
+ * prompt_tokens and completion_tokens, as a rule set written to the specification does.
+ */
+export type RuleSetMode = 'items' | 'spec';
 
 /**
  * Failure modes that affect ingest. `slow:<ms>` delays the answer; `error500-times:<n>` fails n calls;
@@ -38,6 +43,8 @@ export interface BillingSimOptions {
   projectId?: string;
   /** Extractor rule sets of the project. Default `{ rs_router: 'published' }`. */
   ruleSets?: Record<string, RuleSetStatus>;
+  /** What every rule set charges (debits, details' amounts, summaries). Default `items`. */
+  ruleSetMode?: RuleSetMode;
   /** Where signed webhooks go. Without it webhooks are only recorded. */
   webhook?: { url: string; secret: string };
   /** Initial wallets, keyed `<subject_type>:<subject_id>`, decimal balance strings, in `currency`. */

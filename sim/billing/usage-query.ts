@@ -4,6 +4,7 @@
 import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import { formatMoney, Money } from './ledger.ts';
 import { chargeItems } from './pricing.ts';
+import type { RuleSetMode } from './types.ts';
 
 export const METRIC_REQUIRED = 'invalid usage query: metric or metrics is required for metric measures';
 
@@ -89,7 +90,11 @@ function eventMatches(event: UsageEvent, filter: UsageFilter): boolean {
 }
 
 /** One row per requested metric, in the order the metrics were named. */
-export function summarize(events: Iterable<UsageEvent>, filter: UsageFilter): SummaryRow[] {
+export function summarize(
+  events: Iterable<UsageEvent>,
+  filter: UsageFilter,
+  mode: RuleSetMode = 'items',
+): SummaryRow[] {
   const rows = new Map<
     string,
     { quantity: number; amount: Money; currency: string | null; events: number }
@@ -100,7 +105,7 @@ export function summarize(events: Iterable<UsageEvent>, filter: UsageFilter): Su
     if (!eventMatches(event, filter)) continue;
     const counted = new Set<string>();
     // Recomputed here rather than stored per event: queries are rare, the benchmark's memory is not.
-    for (const item of chargeItems(event)) {
+    for (const item of chargeItems(event, mode)) {
       const row = rows.get(item.metric);
       if (!row) continue;
       row.quantity += item.quantity;

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { Decimal } from 'decimal.js';
 import fc from 'fast-check';
 import { tokenEventOf, usageEventOf } from '../../billing/event/token-event.ts';
 import {
@@ -23,6 +24,18 @@ const { pricing } = compilePricing([
 `,
   },
 ]);
+
+/** sum(quantity / pricing_unit * unit_price) over the hinted items, as the billing service charges. */
+function amount(event: ReturnType<typeof buildUsageEvent>): string {
+  const x = event['x-billing'];
+  let total = new Decimal(0);
+  for (const item of x?.items ?? []) {
+    const hint = x?.pricing_hints?.[item.metric];
+    if (hint)
+      total = total.plus(new Decimal(item.quantity).times(hint.unit_price).dividedBy(hint.pricing_unit));
+  }
+  return total.toFixed();
+}
 
 function base(overrides: Partial<UsageEventInput> = {}): UsageEventInput {
   return {
@@ -71,9 +84,10 @@ test('native rules get no completion-style aliases', () => {
   assert.deepEqual(event.raw_json.usage, { input_tokens: 12, output_tokens: 5, total_tokens: 17 });
 });
 
-test('cache reads: counted in usage, split into their own priced item when the price has cache_read', () => {
+test('item_detail detailed: cache reads counted in usage, split into their own priced item when the price has cache_read', () => {
   const event = buildUsageEvent(
     base({
+      itemDetail: 'detailed',
       model: 'gpt-5.4-mini',
       price: pricing.lookup('openai', 'gpt-5.4-mini'),
       usage: {
@@ -126,9 +140,10 @@ test('cache reads without a cache price stay in prompt_tokens; zero cache reads 
   assert.equal(zero.raw_json.usage.cached_tokens, undefined);
 });
 
-test('Anthropic cache writes and reads get their own items at their own prices', () => {
+test('item_detail detailed: Anthropic cache writes and reads get their own items at their own prices', () => {
   const event = buildUsageEvent(
     base({
+      itemDetail: 'detailed',
       provider: 'anthropic',
       api: 'native.messages',
       model: 'claude-sonnet-5',
@@ -163,6 +178,129 @@ test('Anthropic cache writes and reads get their own items at their own prices',
     'cache_creation_tokens',
   ]);
   assert.equal(event['x-billing']?.pricing_hints?.['cache_creation_tokens']?.unit_price, 3.75);
+});
+
+test('item_detail spec (default): prompt_tokens is all input, its hint the exact amount of its parts', () => {
+  const usage = {
+    inputTokens: 2257,
+    outputTokens: 393,
+    totalTokens: 2650,
+    cacheReadTokens: 2048,
+    cacheCreationTokens: 188,
+  };
+  const price = pricing.lookup('anthropic', 'claude-sonnet-5');
+  const input = base({
+    provider: 'anthropic',
+    model: 'claude-sonnet-5',
+    completionStyle: false,
+    price,
+    usage,
+  });
+  const spec = buildUsageEvent(input);
+  assert.deepEqual(spec['x-billing'], {
+    items: [
+      { metric: 'prompt_tokens', quantity: 2257, unit: 'token' },
+      { metric: 'completion_tokens', quantity: 393, unit: 'token' },
+    ],
+    pricing_hints: {
+      // 21 x 3 + 2048 x 0.3 + 188 x 3.75 per million = 0.0013824
+      prompt_tokens: { unit_price: 0.0013824, pricing_unit: 2257, currency: 'USD' },
+      completion_tokens: { unit_price: 15, pricing_unit: 1000000, currency: 'USD' },
+    },
+  });
+  assert.equal(amount(spec), amount(buildUsageEvent({ ...input, itemDetail: 'detailed' })));
+  assert.deepEqual(spec.raw_json.usage, {
+    input_tokens: 2257,
+    output_tokens: 393,
+    total_tokens: 2650,
+    cache_read_tokens: 2048,
+    cache_creation_tokens: 188,
+  });
+});
+
+test('item_detail spec: audio tokens priced apart fold into prompt and completion tokens at the same amount', () => {
+  const { pricing: audio } = compilePricing([
+    {
+      file: 'p.yaml',
+      text: `multipliers: { providers: { openai: 1.07 } }
+prices:
+  - { provider: openai, model: gpt-realtime, cost: { input: 4, output: 16, cache_read: 0.4, input_audio: 32, output_audio: 64 } }
+`,
+    },
+  ]);
+  const input = base({
+    api: 'realtime',
+    model: 'gpt-realtime',
+    price: audio.lookup('openai', 'gpt-realtime'),
+    usage: {
+      inputTokens: 1377,
+      outputTokens: 611,
+      totalTokens: 1988,
+      cacheReadTokens: 1280,
+      inputAudioTokens: 45,
+      outputAudioTokens: 402,
+    },
+  });
+  const spec = buildUsageEvent(input);
+  const detailed = buildUsageEvent({ ...input, itemDetail: 'detailed' });
+  assert.deepEqual(
+    spec['x-billing']?.items.map((i) => [i.metric, i.quantity]),
+    [
+      ['prompt_tokens', 1377],
+      ['completion_tokens', 611],
+    ],
+  );
+  assert.equal(spec['x-billing']?.pricing_hints?.completion_tokens?.pricing_unit, 611);
+  assert.deepEqual(
+    detailed['x-billing']?.items.map((i) => i.metric),
+    ['prompt_tokens', 'completion_tokens', 'cache_read_tokens', 'input_audio_tokens', 'output_audio_tokens'],
+  );
+  assert.equal(amount(spec), amount(detailed));
+  // (52 x 4 + 1280 x 0.4 + 45 x 32 + 209 x 16 + 402 x 64) per million x 1.07
+  assert.equal(amount(spec), '0.03341824');
+});
+
+/** Counts below a billion tokens: an amount then has far fewer than the 15 digits a JSON number holds. */
+function realistic(input: UsageEventInput): UsageEventInput {
+  const usage: Record<string, unknown> = { ...input.usage };
+  for (const [k, v] of Object.entries(usage))
+    if (typeof v === 'number' && Number.isFinite(v)) usage[k] = Math.abs(v) % 1e9;
+  return { ...input, usage: usage as unknown as UsageEventInput['usage'] };
+}
+
+test('item_detail spec: the same amount as detailed for any usage and price (decimal, to the last digit)', () => {
+  fc.assert(
+    fc.property(eventInput.map(realistic), (input) => {
+      assert.equal(
+        amount(buildUsageEvent({ ...input, itemDetail: 'spec' })),
+        amount(buildUsageEvent({ ...input, itemDetail: 'detailed' })),
+      );
+    }),
+    { numRuns: 500 },
+  );
+});
+
+test('price version: in meta and x-billing; an unpriced model is marked and has no hints', () => {
+  const version = pricing.version;
+  assert.match(version, /^sha256:[0-9a-f]{16}$/);
+  const priced = buildUsageEvent(base({ priceVersion: version }));
+  assert.equal(priced.raw_json.meta.price_version, version);
+  assert.equal(priced['x-billing']?.price_version, version);
+  assert.equal(priced.raw_json.meta.unpriced, undefined);
+  const free = buildUsageEvent(base({ price: undefined, priceVersion: version }));
+  assert.deepEqual(free.raw_json.meta, {
+    subject_type: 'api_key',
+    subject_id: 'client-a',
+    request_id: '<rid>',
+    price_version: version,
+    unpriced: true,
+  });
+  assert.equal(free['x-billing']?.pricing_hints, undefined);
+  assert.equal(free['x-billing']?.price_version, version);
+  const empty = buildUsageEvent(
+    base({ priceVersion: version, usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 } }),
+  );
+  assert.equal(empty.raw_json.meta.price_version, version, 'an event without x-billing carries it too');
 });
 
 test('no price: items without pricing_hints; no usage: no x-billing at all', () => {
@@ -309,13 +447,14 @@ test('size bound: a long string in any input field is bounded, the pricing curre
     { subjectId: long },
     { source: long },
     { price: { ...price, currency: long } },
+    { priceVersion: long },
   ];
   for (const field of fields) {
     const event = buildUsageEvent({ ...full, ...field });
     const bytes = Buffer.byteLength(JSON.stringify(event));
     assert.ok(bytes <= MAX_EVENT_BYTES, `${Object.keys(field)[0]}: ${bytes} bytes`);
   }
-  const small = buildUsageEvent(full);
+  const small = buildUsageEvent({ ...full, itemDetail: 'detailed' });
   assert.ok(small['x-billing']?.pricing_hints?.cache_read_tokens, 'the event carries pricing hints');
   assert.equal(small.raw_json.meta.correlation_id, 'corr-1');
 });

@@ -50,6 +50,8 @@ function tokenEvent(i: number): TokenEvent {
     aliases: true,
     promptHint: undefined,
     completionHint: undefined,
+    priceVersion: 'sha256:0123456789abcdef',
+    unpriced: true,
     id: `req-${i}`,
     correlationId: undefined,
     occurredAt: 1760000000 + i,

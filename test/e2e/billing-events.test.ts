@@ -10,6 +10,7 @@ import { after, before, test } from 'node:test';
 import { Decimal } from 'decimal.js';
 import { load as loadYaml } from 'js-yaml';
 import type { UsageEvent } from '../../billing/event/usage-event.ts';
+import { loadPricing } from '../../billing/pricing.ts';
 import { requestTextOf } from '../../hooks/families/index.ts';
 import { countTokens, estimateInputTokens } from '../../hooks/usage/estimate.ts';
 import type { RecordedRequest } from '../../sim/upstream/server.ts';
@@ -130,16 +131,20 @@ const COST_OF_METRIC: Record<string, string> = {
   cache_read_tokens: 'cache_read',
 };
 
-/** The x-billing block the gateway must send for these counts. */
+const PRICE_VERSION = (await loadPricing([PRICING_FILE])).pricing.version;
+
+/**
+ * The x-billing block the gateway must send for these counts (item_detail spec, the default):
+ * prompt_tokens is all input; with priced cache reads its hint is the exact amount for its quantity.
+ */
 function expectedXBilling(counts: Counts, cost: Record<string, number> | undefined): UsageEvent['x-billing'] {
   const cacheRead = cost?.cache_read !== undefined ? counts.cacheRead : 0;
   const items = [
-    { metric: 'prompt_tokens', quantity: counts.input - cacheRead, unit: 'token' },
+    { metric: 'prompt_tokens', quantity: counts.input, unit: 'token' },
     { metric: 'completion_tokens', quantity: counts.output, unit: 'token' },
-    { metric: 'cache_read_tokens', quantity: cacheRead, unit: 'token' },
   ].filter((i) => i.quantity > 0);
   if (items.length === 0) return undefined;
-  if (cost === undefined) return { items };
+  if (cost === undefined) return { items, price_version: PRICE_VERSION };
   const hints: Record<string, { unit_price: number; pricing_unit: number; currency: string }> = {};
   for (const item of items) {
     const unitPrice = cost[COST_OF_METRIC[item.metric] ?? ''];
@@ -150,7 +155,18 @@ function expectedXBilling(counts: Counts, cost: Record<string, number> | undefin
       currency: pricingFile.currency,
     };
   }
-  return { items, pricing_hints: hints };
+  if (cacheRead > 0 && cost?.cache_read !== undefined && cost.input !== undefined) {
+    const amount = new Decimal(counts.input - cacheRead)
+      .times(cost.input)
+      .plus(new Decimal(cacheRead).times(cost.cache_read))
+      .dividedBy(pricingFile.pricing_unit);
+    hints.prompt_tokens = {
+      unit_price: amount.toNumber(),
+      pricing_unit: counts.input,
+      currency: pricingFile.currency,
+    };
+  }
+  return { items, pricing_hints: hints, price_version: PRICE_VERSION };
 }
 
 // --- the stack -------------------------------------------------------------------------------------
@@ -252,10 +268,17 @@ async function assertBilled(served: Served, exp: Expect): Promise<UsageEvent> {
       status: 200,
       usage_stage: 'upstream',
       usage: usage as unknown as UsageEvent['raw_json']['usage'],
-      meta: { subject_type: 'api_key', subject_id: SUBJECT_ID, request_id: served.rid },
+      meta: {
+        subject_type: 'api_key',
+        subject_id: SUBJECT_ID,
+        request_id: served.rid,
+        price_version: PRICE_VERSION,
+      },
     },
   };
-  const xb = expectedXBilling(counts, priceOf(exp.provider, exp.model));
+  const cost = priceOf(exp.provider, exp.model);
+  if (cost === undefined) expected.raw_json.meta.unpriced = true;
+  const xb = expectedXBilling(counts, cost);
   if (xb) expected['x-billing'] = xb;
   assert.deepEqual(event, expected);
   assert.ok(expected['x-billing']?.pricing_hints, `${exp.provider}/${exp.model} has a price`);

@@ -117,12 +117,14 @@ test('only_billable_success: false reports failed replies too (nothing charged);
     subject_type: 'api_key',
     subject_id: 'house-account',
     request_id: 'rule-master',
+    price_version: billed.raw_json.meta.price_version,
   });
+  assert.match(billed.raw_json.meta.price_version ?? '', /^sha256:[0-9a-f]{16}$/);
   assert.notEqual(stack.debited('house-account'), '0', 'the fallback subject is charged');
   assert.equal(stack.debited(), '0', 'the key holder is not');
 });
 
-test('a model without a price is metered and reported without pricing_hints, counted, warned about once', async (t) => {
+test('a model without a price is metered and reported without pricing_hints, marked unpriced, counted, warned about once', async (t) => {
   const stack = await startBillingStack();
   t.after(() => stack.close());
   // Routed by the registry's gpt-* pattern; pricing.yaml has no gpt-4* entry for openai.
@@ -139,6 +141,9 @@ test('a model without a price is metered and reported without pricing_hints, cou
       ['prompt_tokens', 'completion_tokens'],
     );
     assert.equal(xb.pricing_hints, undefined);
+    assert.equal(event.raw_json.meta.unpriced, true, 'marked unpriced for the rule set');
+    assert.match(event.raw_json.meta.price_version ?? '', /^sha256:[0-9a-f]{16}$/);
+    assert.equal(xb.price_version, event.raw_json.meta.price_version);
   }
   assert.equal(stack.debited(), '0');
   const warnings = stack.logs.filter((l) => l.msg.startsWith('model has no price'));

@@ -36,7 +36,12 @@ async function send(
   });
   await res.arrayBuffer();
   assert.equal(res.status, 200, path);
-  const event = await stack.eventFor(rid);
+  const event = structuredClone(await stack.eventFor(rid));
+  // Every event names its price table; the checks below are of the items and their hints.
+  const xb = event['x-billing'];
+  assert.match(event.raw_json.meta.price_version ?? '', /^sha256:[0-9a-f]{16}$/);
+  assert.equal(xb?.price_version, event.raw_json.meta.price_version);
+  delete xb?.price_version;
   return { rid, status: res.status, event, debit: new Decimal(stack.debited()).minus(before).toFixed() };
 }
 

@@ -36,6 +36,7 @@ function billingConfig(over: Partial<BillingConfig>): BillingConfig {
     deliveryLingerMs: 0,
     maxAttempts: 10,
     onlyBillableSuccess: false,
+    itemDetail: 'spec',
     subjectType: 'api_key',
     fallbackSubjectId: '',
     listen: { host: '127.0.0.1', port: 0 },

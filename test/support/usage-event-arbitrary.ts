@@ -73,6 +73,8 @@ export const eventInput: fc.Arbitrary<UsageEventInput> = fc
     subjectId: text,
     source: text,
     completionStyle: fc.boolean(),
+    itemDetail: fc.constantFrom('spec' as const, 'detailed' as const, undefined),
+    priceVersion: fc.option(fc.oneof(fc.constant(pricing.version), text), { nil: undefined }),
   })
   .map(({ model, modelName, ...rest }) => {
     const [provider, name, api] = MODELS[model] as [string, string, ApiName];

@@ -3,6 +3,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { Decimal } from 'decimal.js';
 import type { UsageEvent } from '../../../billing/event/usage-event.ts';
 import {
   type BillingSim,
@@ -297,6 +298,48 @@ describe('ingest', () => {
       { metric: 'prompt_tokens', quantity: 24, amount: '0.0000036', currency: 'USD', events: 2 },
     ]);
   });
+});
+
+test('a spec rule set (ruleSetMode spec) charges prompt_tokens and completion_tokens only', async () => {
+  const event = usageEvent();
+  event['x-billing'] = {
+    items: [
+      { metric: 'prompt_tokens', quantity: 10, unit: 'token' },
+      { metric: 'completion_tokens', quantity: 4, unit: 'token' },
+      { metric: 'cache_read_tokens', quantity: 100, unit: 'token' },
+      { metric: 'input_audio_tokens', quantity: 7, unit: 'token' },
+    ],
+    pricing_hints: {
+      prompt_tokens: { unit_price: 0.01, pricing_unit: 1, currency: 'USD' },
+      completion_tokens: { unit_price: 0.02, pricing_unit: 1, currency: 'USD' },
+      cache_read_tokens: { unit_price: 0.001, pricing_unit: 1, currency: 'USD' },
+      input_audio_tokens: { unit_price: 1, pricing_unit: 1, currency: 'USD' },
+    },
+  };
+  for (const [ruleSetMode, debit] of [
+    ['spec', '0.18'],
+    ['items', '7.28'],
+  ] as const) {
+    await withSim({ ruleSetMode, wallets: { 'api_key:client-a': '100' } }, async (sim) => {
+      assert.equal((await ingest(sim, event)).status, 202);
+      assert.equal(sim.balance('api_key', 'client-a'), new Decimal(100).minus(debit).toFixed(), ruleSetMode);
+      const details = (await (await get(sim, '/usage/events/details')).json()) as {
+        data: { amounts: Record<string, string> }[];
+      };
+      assert.deepEqual(details.data[0]?.amounts, { USD: debit });
+      const filter = encodeURIComponent('metrics=prompt_tokens,cache_read_tokens');
+      const summary = (await (await get(sim, `/usage/summary?filter=${filter}&group_by=metric`)).json()) as {
+        data: { metric: string; amount: string }[];
+      };
+      assert.deepEqual(
+        summary.data.map((r) => [r.metric, r.amount]),
+        [
+          ['prompt_tokens', '0.1'],
+          ['cache_read_tokens', ruleSetMode === 'spec' ? '0' : '0.1'],
+        ],
+      );
+    });
+  }
 });
 
 describe('wallets and webhooks', () => {
