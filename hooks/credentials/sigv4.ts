@@ -5,12 +5,76 @@
 // and the signer encodes it once more, as the SDK does for every service but S3. Temporary credentials
 // (web identity, container, instance) come from a TokenCache; a signer is made per credential set.
 
-import { Hash } from '@smithy/hash-node';
+import { createHmac, createSecretKey, hash, type KeyObject } from 'node:crypto';
 import { SignatureV4 } from '@smithy/signature-v4';
 import type { AwsCredentials } from '../../common/config-types.ts';
 import type { RequestContext, UpstreamRequest } from '../../common/types.ts';
 import { TokenCache } from './token-cache.ts';
 import type { UpstreamAuthorizer } from './types.ts';
+
+// HMAC keys as KeyObjects, made once per key: Node builds a key object for every createHmac given bytes,
+// which cost more than the rest of a signature (docs/benchmarks.md section 15). The signer HMACs with
+// the secret (to find its cached signing key) and with that day's signing key on every request.
+const hmacKeys = new Map<string, KeyObject>();
+const MAX_HMAC_KEYS = 256;
+
+function hmacKey(secret: string | ArrayBuffer | ArrayBufferView): KeyObject {
+  const bytes = bytesOf(secret);
+  const id = bytes.toString('base64');
+  let key = hmacKeys.get(id);
+  if (key === undefined) {
+    if (hmacKeys.size >= MAX_HMAC_KEYS) hmacKeys.clear();
+    key = createSecretKey(bytes);
+    hmacKeys.set(id, key);
+  }
+  return key;
+}
+
+// HMACs of short messages, by key and message: the signer HMACs the access key id with the secret on
+// every request only to look up its cached signing key, and derives that key by HMACs of the date,
+// region and service. Their results never change; the string to sign (longer) is never kept.
+const shortHmacs = new Map<string, Buffer>();
+const SHORT_HMAC_BYTES = 64;
+
+function bytesOf(data: string | ArrayBuffer | ArrayBufferView): Buffer {
+  if (typeof data === 'string') return Buffer.from(data, 'utf8');
+  if (ArrayBuffer.isView(data)) return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  return Buffer.from(data);
+}
+
+/** The signer's SHA-256 (and HMAC-SHA-256, given a secret), in the shape @smithy/signature-v4 takes. */
+class Sha256 {
+  readonly #secret: string | ArrayBuffer | ArrayBufferView | undefined;
+  #parts: Buffer[] = [];
+
+  constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
+    this.#secret = secret;
+  }
+
+  update(data: string | ArrayBuffer | ArrayBufferView): void {
+    this.#parts.push(bytesOf(data));
+  }
+
+  digest(): Promise<Uint8Array> {
+    const data = this.#parts.length === 1 ? this.#parts[0]! : Buffer.concat(this.#parts);
+    if (this.#secret === undefined) return Promise.resolve(hash('sha256', data, 'buffer'));
+    const key = hmacKey(this.#secret);
+    if (data.length > SHORT_HMAC_BYTES)
+      return Promise.resolve(createHmac('sha256', key).update(data).digest());
+    const id = `${bytesOf(this.#secret).toString('base64')}:${data.toString('base64')}`;
+    let mac = shortHmacs.get(id);
+    if (mac === undefined) {
+      if (shortHmacs.size >= MAX_HMAC_KEYS) shortHmacs.clear();
+      mac = createHmac('sha256', key).update(data).digest();
+      shortHmacs.set(id, mac);
+    }
+    return Promise.resolve(mac);
+  }
+
+  reset(): void {
+    this.#parts = [];
+  }
+}
 
 export interface SigV4Options {
   readonly service: string;
@@ -30,7 +94,7 @@ export function createSigV4Authorizer(opts: SigV4Options): UpstreamAuthorizer {
         secretAccessKey: c.secretAccessKey,
         ...(c.sessionToken === undefined ? {} : { sessionToken: c.sessionToken }),
       },
-      sha256: Hash.bind(null, 'sha256'),
+      sha256: Sha256,
     });
   const cache = opts.credentials instanceof TokenCache ? opts.credentials : undefined;
   let signedWith = cache === undefined ? (opts.credentials as AwsCredentials) : undefined;
