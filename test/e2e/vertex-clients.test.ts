@@ -557,6 +557,71 @@ test('embeddings through :predict: vectors of the asked dimensions, billed with 
   assert.ok(event['x-billing']?.pricing_hints, 'priced by the shipped pricing file');
 });
 
+describe("Claude Code's turn on Vertex: thinking, cache markers, tools, a beta, then the tool's result", () => {
+  const body = {
+    max_tokens: 32000,
+    stream: true as const,
+    thinking: { type: 'enabled' as const, budget_tokens: 4000 },
+    metadata: { user_id: 'user_abc_account_def_session_123' },
+    system: [
+      { type: 'text' as const, text: 'You are Claude Code, a coding agent.' },
+      { type: 'text' as const, text: 'Read files first.', cache_control: { type: 'ephemeral' as const } },
+    ],
+    tools: [
+      {
+        name: 'get_weather',
+        description: 'Weather',
+        input_schema: { type: 'object' as const, properties: { location: { type: 'string' } } },
+        cache_control: { type: 'ephemeral' as const },
+      },
+    ],
+    messages: [{ role: 'user' as const, content: 'What is the weather in Kyoto?' }],
+  };
+  for (const model of Object.keys(MODELS) as Model[]) {
+    test(model, async () => {
+      const client = new Anthropic({
+        apiKey: ACCESS_KEY,
+        baseURL: stack.url,
+        maxRetries: 0,
+        defaultHeaders: { 'anthropic-beta': 'interleaved-thinking-2025-05-14' },
+      });
+      const first = await client.messages.stream({ model, ...body }).finalMessage();
+      assert.equal(first.stop_reason, 'tool_use');
+      const call = first.content.find((b) => b.type === 'tool_use');
+      assert.ok(call?.type === 'tool_use');
+      const turn = {
+        ...body,
+        messages: [
+          ...body.messages,
+          { role: 'assistant' as const, content: first.content },
+          {
+            role: 'user' as const,
+            content: [{ type: 'tool_result' as const, tool_use_id: call.id, content: '21C and sunny' }],
+          },
+        ],
+      };
+      const second = await client.messages.stream({ model, ...turn }).finalMessage();
+      assert.equal(second.stop_reason, 'end_turn');
+      if (model === 'vertex-claude') {
+        // Claude gets the turn as the agent sent it: thinking blocks with their signatures included.
+        const recorded = lastVertexRequest();
+        assert.deepEqual(
+          recorded.json,
+          JSON.parse(JSON.stringify({ ...turn, anthropic_version: 'vertex-2023-10-16' })),
+        );
+        assert.equal(recorded.headers['anthropic-beta'], 'interleaved-thinking-2025-05-14');
+        assert.ok(first.content.some((b) => b.type === 'thinking' && b.signature.length > 0));
+      }
+      const counted = await client.messages.countTokens({
+        model,
+        messages: turn.messages,
+        tools: body.tools,
+      });
+      assert.ok(counted.input_tokens > 0);
+    });
+  }
+});
+
 describe("counting: Vertex's counting endpoints, never billed", () => {
   for (const [clientName, makeClient] of Object.entries(CLIENTS)) {
     if (clientName.startsWith('chat')) continue;
