@@ -29,6 +29,8 @@ export async function createBillingParts(
     },
   });
   for (const d of diagnostics) log.error({ file: d.file, line: d.line, col: d.col }, d.message);
+  // The version every event of this configuration carries: an operator matches events to a price table.
+  log.info({ priceVersion: pricing.version, prices: pricing.size }, 'pricing loaded');
   const unpriced = unpricedModels(config.models.entries, pricing);
   metrics.unpricedServedModels.set(unpriced.length);
   for (const warning of pricingWarnings(unpriced, pricing)) log.warn(warning);

@@ -146,6 +146,9 @@ test('every event carries the price version of the shipped pricing file, the sam
   const version = (await loadPricing([PRICING_FILE])).pricing.version;
   assert.match(version, /^sha256:[0-9a-f]{16}$/);
   for (const stack of [spec, detailed]) {
+    const loaded = stack.logs.filter((l) => l.msg === 'pricing loaded');
+    assert.equal(loaded.length, 1);
+    assert.equal(loaded[0]?.priceVersion, version, 'the gateway logs the version it loaded');
     assert.ok(stack.billing.events.length >= 4);
     for (const event of stack.billing.events) {
       assert.equal(event.raw_json.meta.price_version, version, event.external_event_id);
