@@ -10,6 +10,7 @@ import type { CompiledRule } from '../hooks/dsl/types.ts';
 import { FORWARDED_REQUEST_HEADERS, tokenCountOf, upstreamQuery } from '../hooks/families/index.ts';
 import { answerCountLocally } from './local-count.ts';
 import { runRewriteBody, runSelectTarget } from './pipeline.ts';
+import { countAtProvider } from './provider-count.ts';
 import { relay } from './relay.ts';
 import type { RequestCompletion } from './request-completion.ts';
 import type { Context } from './request-context.ts';
@@ -46,7 +47,9 @@ export async function forward(
         false,
         candidate.upstreamModel ?? ctx.model,
       );
-      await answerCountLocally(ctx, res, count, candidate.provider, generation);
+      if (!(await countAtProvider(rt, ctx, res, count, provider, generation))) {
+        await answerCountLocally(ctx, res, count, candidate.provider, generation);
+      }
       return;
     }
     if (rule === undefined) {
@@ -135,6 +138,9 @@ export async function forward(
       continue;
     }
     completion.useRule(hooks);
+    // A count the provider made (forwarded, maybe translated), as opposed to the gateway's estimate.
+    if (status < 300 && tokenCountOf(ctx.api) !== undefined)
+      res.setHeader('x-router-token-count', 'provider');
     await relay(ctx, hooks, upstreamRes, res, rt.metrics.activeStreams, completion);
     return;
   }

@@ -16,13 +16,15 @@ import { estimateUsageInSlices, textOnlyInput } from '../hooks/usage/estimate.ts
 import type { RequestText } from '../hooks/usage/types.ts';
 import { sendJson } from './send.ts';
 
-interface ServedBody {
+export interface ServedBody {
   body: JsonObject;
   requestText: RequestText;
+  /** The wire format of `body`: the provider's when the rule translates, else the client's. */
+  format: string;
 }
 
 /** The body as the provider's generation rule would send it, and where that body holds text. */
-function servedBody(
+export function servedBody(
   ctx: RequestContext,
   body: JsonObject,
   clientText: RequestText,
@@ -31,7 +33,9 @@ function servedBody(
   const op = generation?.request.find((o) => o.op === 'req_map');
   const factory = op?.op === 'req_map' ? TRANSLATORS.get(op.translator) : undefined;
   const requestText = factory === undefined ? undefined : generationTextOf(factory.to);
-  if (factory === undefined || requestText === undefined) return { body, requestText: clientText };
+  if (factory === undefined || requestText === undefined) {
+    return { body, requestText: clientText, format: ctx.clientFormat };
+  }
   const translator = factory.create({
     requestId: ctx.id,
     model: ctx.model,
@@ -41,7 +45,7 @@ function servedBody(
     headers: ctx.headers,
   });
   try {
-    return { body: translator.request({ ...body, stream: false }), requestText };
+    return { body: translator.request({ ...body, stream: false }), requestText, format: factory.to };
   } catch (err) {
     // The generation would be refused the same way; so is its count, as a forwarded count is.
     if (err instanceof TranslationError) throw new GatewayError('translation_failed', err.message, err.field);

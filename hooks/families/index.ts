@@ -292,6 +292,11 @@ export function tokenCountOf(api: ApiName): TokenCount | undefined {
   return TOKEN_COUNTS.get(api);
 }
 
+/** Counting endpoints that take a completion-style (pivot) body through a request translation. */
+export function pivotTokenCounts(): TokenCount[] {
+  return [...TOKEN_COUNTS.values()].filter((count) => count.fromPivot !== undefined);
+}
+
 /** Where a request body of a client format's api holds the text the model reads (usage estimation). */
 export function requestTextOf(format: string, api: ApiName): RequestText {
   return REQUEST_TEXT.get(familyOf(format))?.get(api) ?? OTHER_REQUEST_TEXT;

@@ -88,6 +88,11 @@ export interface TokenCount {
    * when the family's providers have no counting endpoint the pivot can reach.
    */
   requestFor?(generation: JsonObject, upstreamModel: string | undefined): JsonObject;
+  /**
+   * As a provider reached through the pivot: the counting request for a completion-style body, for
+   * providers whose models other families' counts cannot reach otherwise (OpenAI's input_tokens).
+   */
+  fromPivot?(chat: JsonObject, upstreamModel: string | undefined): JsonObject;
 }
 
 /** What a trace records of a reply (GenAI semantic conventions: gen_ai.response.*). */

@@ -18,10 +18,14 @@ import type { SimReply, SimRequest } from './types.ts';
 
 // ---------------------------------------------------------------- responses
 
+// The model reads a Responses input as the same chat it reads a chat request as, so it is counted by
+// the same recipe: 3 per message plus its role and text (instructions are a developer message), 3 per
+// function call or output item around what it holds, and 3 priming the reply.
 function readResponsesInput(input: unknown, instructions: string | undefined): Conversation {
-  let promptTokens = instructions ? tokens(instructions) + 3 : 0;
+  const REPLY_PRIMING = 3;
+  let promptTokens = REPLY_PRIMING + (instructions ? 3 + tokens('developer') + tokens(instructions) : 0);
   if (typeof input === 'string') {
-    promptTokens += tokens(input) + 3;
+    promptTokens += 3 + tokens('user') + tokens(input);
     return { userText: input, lastIsUser: true, promptTokens };
   }
   let userText = '';
@@ -30,7 +34,7 @@ function readResponsesInput(input: unknown, instructions: string | undefined): C
     const o = asObject(item);
     const role = asString(o?.role);
     const text = contentText(o?.content);
-    promptTokens += 3 + tokens(text) + responsesItemTokens(o);
+    promptTokens += 3 + (role === undefined ? 0 : tokens(role)) + tokens(text) + responsesItemTokens(o);
     if (role === 'user') userText = text;
     lastIsUser = role === 'user';
   }

@@ -42,7 +42,8 @@ after(async () => {
 const FORWARDED: Record<string, RegExp | undefined> = {
   'claude-sonnet-5': /^\/v1\/messages\/count_tokens$/,
   'gemini-3.8-flash': /^\/v1beta\/models\/gemini-3\.8-flash:countTokens$/,
-  'gpt-5.4-mini': undefined,
+  // OpenAI counts Responses bodies only: reached through the pivot and a chat -> Responses translation.
+  'gpt-5.4-mini': /^\/v1\/responses\/input_tokens$/,
   'deepseek-chat': undefined,
 };
 
@@ -91,11 +92,46 @@ describe('Anthropic count_tokens (Claude Code calls it every turn, with ?beta=tr
     assert.ok(long.input_tokens > short.input_tokens + 150, `${short.input_tokens} -> ${long.input_tokens}`);
   });
 
+  test('the count says who made it: x-router-token-count provider or estimated', async () => {
+    for (const [model, forwarded] of Object.entries(FORWARDED)) {
+      const reply = await fetch(`${stack.url}/v1/messages/count_tokens`, {
+        method: 'POST',
+        headers: {
+          'x-api-key': ACCESS_KEY,
+          'anthropic-version': '2023-06-01',
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      assert.equal(reply.status, 200, model);
+      assert.equal(reply.headers.get('x-router-token-count'), forwarded ? 'provider' : 'estimated', model);
+    }
+  });
+
+  test('an image is counted by a provider that can count it, through the pivot', async () => {
+    const image = { type: 'base64' as const, media_type: 'image/png' as const, data: 'iVBORw0KGgo=' };
+    const before = stack.upstream.requests.length;
+    const count = await anthropic.messages.countTokens({
+      model: 'gpt-5.4-mini',
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'image', source: image },
+            { type: 'text', text: 'What is it?' },
+          ],
+        },
+      ],
+    });
+    assert.ok(count.input_tokens > 3, `input_tokens ${count.input_tokens}`);
+    assert.match(lastUpstreamPath(before) ?? '', /^\/v1\/responses\/input_tokens$/);
+  });
+
   test('input the gateway cannot count is refused, never answered with a made-up number', async () => {
     const image = { type: 'base64' as const, media_type: 'image/png' as const, data: 'iVBORw0KGgo=' };
     await assert.rejects(
       anthropic.messages.countTokens({
-        model: 'gpt-5.4-mini',
+        model: 'deepseek-chat',
         messages: [{ role: 'user', content: [{ type: 'image', source: image }] }],
       }),
       (err) => {

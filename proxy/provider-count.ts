@@ -1,0 +1,95 @@
+// A count the serving provider answers although it has no counting endpoint for the client's family:
+// an OpenAI-served model has no count_tokens or countTokens, but OpenAI counts Responses bodies. The
+// client's body goes through the provider's generation translator to the pivot (chat), then through the
+// counting family's request translation (TokenCount.fromPivot), to the provider's rule for that counting
+// api; the provider's number comes back in the client's shape with `x-router-token-count: provider`.
+// When the provider cannot be asked or fails, the caller counts locally (proxy/local-count.ts).
+
+import type { ServerResponse } from 'node:http';
+import { splitBaseUrl } from '../common/base-url.ts';
+import { errorText } from '../common/errors.ts';
+import type { JsonValue, UpstreamRequest } from '../common/types.ts';
+import type { CompiledProvider, CompiledRule } from '../hooks/dsl/types.ts';
+import { DEFAULT_FAMILY, pivotTokenCounts, requestTextOf } from '../hooks/families/index.ts';
+import type { TokenCount } from '../hooks/families/types.ts';
+import { servedBody } from './local-count.ts';
+import { runRewriteBody } from './pipeline.ts';
+import type { Context } from './request-context.ts';
+import type { Runtime } from './runtime.ts';
+import { sendJson } from './send.ts';
+
+/** A counting reply is one small JSON object. */
+const MAX_REPLY_BYTES = 64 * 1024;
+
+/** Asks the provider through the pivot; false when it has no such endpoint or did not answer a count. */
+export async function countAtProvider(
+  rt: Runtime,
+  ctx: Context,
+  res: ServerResponse,
+  count: TokenCount,
+  provider: CompiledProvider,
+  generation: CompiledRule | undefined,
+): Promise<boolean> {
+  if (ctx.body === undefined) return false;
+  const model = ctx.upstreamModel ?? ctx.model;
+  let target: { count: TokenCount; rule: CompiledRule } | undefined;
+  for (const candidate of pivotTokenCounts()) {
+    const rule = rt.matchRule(provider, candidate.api, false, model);
+    if (rule !== undefined) {
+      target = { count: candidate, rule };
+      break;
+    }
+  }
+  if (target === undefined) return false;
+  const body = count.generationBody?.(ctx.body) ?? ctx.body;
+  const served = servedBody(ctx, body, requestTextOf(ctx.clientFormat, count.countedApi), generation);
+  if (served.format !== DEFAULT_FAMILY.name) return false;
+  const tokens = await askProvider(
+    rt,
+    ctx,
+    provider.name,
+    target.rule,
+    target.count.fromPivot!(served.body, model),
+  );
+  const reply = tokens === undefined ? undefined : target.count.read(tokens);
+  if (reply === undefined) return false;
+  ctx.status = 200;
+  res.setHeader('x-router-request-id', ctx.id);
+  res.setHeader('x-router-token-count', 'provider');
+  sendJson(res, 200, count.reply(reply));
+  return true;
+}
+
+/** The provider's JSON answer to a counting request, or undefined (logged) when it gave none. */
+async function askProvider(
+  rt: Runtime,
+  ctx: Context,
+  provider: string,
+  rule: CompiledRule,
+  body: UpstreamRequest['body'],
+): Promise<JsonValue | undefined> {
+  const hooks = rt.ruleHooks(provider, rule);
+  const { origin, prefix } = splitBaseUrl(rule.upstreamConfig.baseUrl);
+  const base: UpstreamRequest = {
+    method: 'POST',
+    origin,
+    path: prefix,
+    query: new URLSearchParams(),
+    headers: { 'accept-encoding': 'identity', 'content-type': 'application/json' },
+    body,
+  };
+  try {
+    const req = await runRewriteBody(hooks.rewrite, ctx, base);
+    if (hooks.authorizer !== undefined) await hooks.authorizer.authorize(ctx, req);
+    const reply = await rt.upstream.send(req, hooks.timeouts, ctx.cancellation);
+    if (reply.statusCode < 200 || reply.statusCode >= 300) {
+      await reply.body.dump().catch(() => undefined);
+      ctx.log.warn({ provider, status: reply.statusCode }, 'provider count failed; counting locally');
+      return undefined;
+    }
+    return JSON.parse((await reply.body.readAll(MAX_REPLY_BYTES)).toString('utf8')) as JsonValue;
+  } catch (err) {
+    ctx.log.warn({ provider, err: errorText(err) }, 'provider count failed; counting locally');
+    return undefined;
+  }
+}
