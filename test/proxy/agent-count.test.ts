@@ -23,7 +23,7 @@ const { model: _model, max_tokens: _max, ...countBody } = agent;
 const MODELS = {
   'claude-sonnet-5': 'forwarded to Anthropic',
   'gemini-3.8-flash': 'translated to Gemini countTokens',
-  'gpt-5.4-mini': 'counted by the gateway in chat framing',
+  'gpt-5.4-mini': 'asked of OpenAI through Responses input_tokens',
   'deepseek-chat': 'counted by the gateway (OpenAI-compatible)',
 };
 const HEADERS = { 'anthropic-version': '2023-06-01' };
