@@ -17,6 +17,11 @@ import {
 export const REFUSED_HOLD_MS = 30_000;
 /** A token is renewed this long before it expires (at most half its lifetime). */
 const REFRESH_MARGIN_MS = 5 * 60_000;
+/**
+ * A token is not sent this close to its expiry (at most a quarter of its lifetime): a request takes time
+ * to reach the provider, whose clock may run ahead, and it would be refused on arrival.
+ */
+const EXPIRY_SKEW_MS = 30_000;
 const BACKOFF_BASE_MS = 100;
 const BACKOFF_CAP_MS = 2_000;
 
@@ -38,6 +43,8 @@ export interface TokenCacheOptions<T = string> {
 interface Held<T> {
   readonly token: T;
   readonly expiresAt: number;
+  /** The last moment the token is sent; past it callers wait for a fresh one. */
+  readonly usableUntil: number;
   readonly refreshAt: number;
   readonly fetchedAt: number;
 }
@@ -63,7 +70,7 @@ export class TokenCache<T = string> {
   token(log: Logger): T | Promise<T> {
     const now = this.#now();
     const held = this.#held;
-    if (held !== undefined && now < held.expiresAt) {
+    if (held !== undefined && now < held.usableUntil) {
       // Past its refresh point the token is still good: renew in the background, keep serving it.
       if (now >= held.refreshAt && this.#inFlight === undefined && now >= this.#refusedUntil) {
         this.#refresh(log).catch(() => undefined);
@@ -139,6 +146,7 @@ export class TokenCache<T = string> {
       const held: Held<T> = {
         token: fetched.token,
         expiresAt: fetched.expiresAt,
+        usableUntil: fetched.expiresAt - Math.min(EXPIRY_SKEW_MS, lifetime / 4),
         refreshAt: fetched.expiresAt - Math.min(REFRESH_MARGIN_MS, lifetime / 2),
         fetchedAt: now,
       };

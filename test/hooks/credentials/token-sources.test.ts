@@ -628,3 +628,33 @@ provider "vertex-y" {
   assert.equal(ruleAuthorizer(provider.rules[0]!.auth, bad), undefined);
   assert.match(bad.problems.join('\n'), /is not a Google credentials file of a type the gateway takes/);
 });
+
+test('a token is not sent in the last quarter of its life (at most 30 s): callers wait for a fresh one', async () => {
+  let now = 1_000_000;
+  let fetched = 0;
+  const cache = new TokenCache<string>({
+    provider: 'vertex',
+    scheme: 'google',
+    check: 'x',
+    deadlineMs: 2000,
+    now: () => now,
+    fetch: async () => {
+      fetched++;
+      return { token: `t${fetched}`, expiresAt: now + 2000 };
+    },
+  });
+  const { log } = capture();
+  assert.equal(await cache.token(log), 't1');
+  now += 1400;
+  // Past its refresh point (half its life) it is still sent while a new one is fetched behind it.
+  assert.equal(cache.token(log), 't1');
+  await new Promise((r) => setImmediate(r));
+  assert.equal(fetched, 2);
+  now += 1000;
+  assert.equal(cache.token(log), 't2');
+  // t2 came at 1,001,400 for 2 s: from 1,002,900 (1.5 s into it) callers wait for t3, though t2 lives on.
+  now = 1_000_000 + 1400 + 1500;
+  const next = cache.token(log);
+  assert.ok(next instanceof Promise, 'a token this close to its expiry is not handed out');
+  assert.equal(await next, 't3');
+});
