@@ -8,6 +8,7 @@
 // counted as their JSON, tool_use inputs as their JSON, with o200k_base.
 
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
+import { anthropicImageTokens, base64ImageSize } from '../../usage/image-tokens.ts';
 import type { PromptParts } from '../../usage/types.ts';
 import { arrayLength, chatFraming } from '../openai/request-text.ts';
 import type { FamilyRequestText } from '../types.ts';
@@ -57,17 +58,25 @@ function messagesParts(body: JsonObject, model: string): PromptParts {
   }
   const messages = body['messages'];
   if (!Array.isArray(messages)) return out;
-  for (const message of messages) {
-    const content = isObject(message) ? message['content'] : undefined;
-    if (!Array.isArray(content)) continue;
-    for (const block of content) {
-      // The key walk counts the block's name; its input is an object of the tool's own keys.
-      if (isObject(block) && block['type'] === 'tool_use' && block['input'] !== undefined) {
-        out.texts.push(JSON.stringify(block['input']));
-      }
+  for (const message of messages) blockParts(isObject(message) ? message['content'] : undefined, out, 0);
+  return out;
+}
+
+/** Content blocks: tool_use inputs, and images (also inside tool results) by Anthropic's image rule. */
+function blockParts(content: JsonValue | undefined, out: PromptParts, depth: number): void {
+  if (!Array.isArray(content) || depth > 2) return;
+  for (const block of content) {
+    if (!isObject(block)) continue;
+    // The key walk counts the block's name; its input is an object of the tool's own keys.
+    if (block['type'] === 'tool_use' && block['input'] !== undefined)
+      out.texts.push(JSON.stringify(block['input']));
+    if (block['type'] === 'tool_result') blockParts(block['content'], out, depth + 1);
+    if (block['type'] === 'image') {
+      const source = isObject(block['source']) ? block['source'] : {};
+      const data = source['type'] === 'base64' ? source['data'] : undefined;
+      out.tokens += anthropicImageTokens(typeof data === 'string' ? base64ImageSize(data) : undefined);
     }
   }
-  return out;
 }
 
 export const anthropicRequestText: FamilyRequestText = {

@@ -7,11 +7,23 @@
 // declarations, call arguments and responses are counted as their JSON.
 
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
+import { base64ImageSize, geminiImageTokens } from '../../usage/image-tokens.ts';
 import type { PromptParts } from '../../usage/types.ts';
 import type { ApiRequestText, FamilyRequestText } from '../types.ts';
 
 function isObject(value: JsonValue | undefined): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** An image part by Gemini's image rule (inline data has a size; a file reference is assumed typical). */
+function imageTokens(part: JsonObject): number {
+  const inline = part['inlineData'] ?? part['inline_data'];
+  const file = part['fileData'] ?? part['file_data'];
+  const media = isObject(inline) ? inline : isObject(file) ? file : undefined;
+  const mime = media?.['mimeType'] ?? media?.['mime_type'];
+  if (media === undefined || typeof mime !== 'string' || !mime.startsWith('image/')) return 0;
+  const data = media['data'];
+  return geminiImageTokens(typeof data === 'string' ? base64ImageSize(data) : undefined);
 }
 
 function contentsParts(body: JsonObject): PromptParts {
@@ -30,6 +42,7 @@ function contentsParts(body: JsonObject): PromptParts {
       if (isObject(call)) out.texts.push(String(call['name'] ?? ''), JSON.stringify(call['args'] ?? {}));
       if (isObject(reply))
         out.texts.push(String(reply['name'] ?? ''), JSON.stringify(reply['response'] ?? {}));
+      out.tokens += imageTokens(part);
     }
   }
   return out;

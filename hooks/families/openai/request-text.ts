@@ -3,6 +3,7 @@
 
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
 import { encodingForModel } from '../../usage/estimate.ts';
+import { openaiImageTokens, urlImageSize } from '../../usage/image-tokens.ts';
 import type { PromptParts } from '../../usage/types.ts';
 import type { FamilyRequestText } from '../types.ts';
 import { toolListParts } from './tool-text.ts';
@@ -34,10 +35,40 @@ export function arrayLength(value: JsonValue | undefined): number {
   return Array.isArray(value) ? value.length : 0;
 }
 
-/** The `tools` of a body, counted by OpenAI's published recipe for function definitions (tool-text.ts). */
+function isObject(value: JsonValue | undefined): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Images in messages (chat's image_url parts) or input items (Responses' input_image parts). */
+function imageTokens(items: JsonValue | undefined): number {
+  let tokens = 0;
+  if (!Array.isArray(items)) return tokens;
+  for (const item of items) {
+    const content = isObject(item) ? item['content'] : undefined;
+    if (!Array.isArray(content)) continue;
+    for (const part of content) {
+      if (!isObject(part)) continue;
+      const chat =
+        part['type'] === 'image_url' && isObject(part['image_url']) ? part['image_url'] : undefined;
+      const image = chat ?? (part['type'] === 'input_image' ? part : undefined);
+      if (image === undefined) continue;
+      const url = chat === undefined ? image['image_url'] : image['url'];
+      const detail = image['detail'];
+      const size = typeof url === 'string' ? urlImageSize(url) : undefined;
+      tokens += openaiImageTokens(size, typeof detail === 'string' ? detail : undefined);
+    }
+  }
+  return tokens;
+}
+
+/**
+ * The `tools` of a body, counted by OpenAI's published recipe for function definitions (tool-text.ts),
+ * and its images by OpenAI's published rule for images (hooks/usage/image-tokens.ts).
+ */
 export function toolDefinitionParts(body: JsonObject, model: string): PromptParts {
   const out: PromptParts = { texts: [], tokens: 0 };
   toolListParts(body['tools'], encodingForModel(model) === 'cl100k_base', out);
+  out.tokens += imageTokens(body['messages'] ?? body['input']);
   return out;
 }
 
