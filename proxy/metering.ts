@@ -4,6 +4,7 @@
 // delivered). docs/billing.md "Where the counts come from" states the rule.
 
 import type { JsonValue, RequestContext, Usage } from '../common/types.ts';
+import { servedRequestOf } from '../hooks/builtin/rule-translators.ts';
 import { streamUsage } from '../hooks/builtin/usage-meter.ts';
 import {
   REPLY_TEXT_FIELDS,
@@ -107,10 +108,12 @@ function* estimateSteps(
   inputKnown: boolean,
 ): Generator<number, Usage, undefined> {
   const outputText = yield* outputTextSteps(ctx.deliveredText);
+  // The input as the serving provider reads it (translated, in its framing) when a rule translated it.
+  const served = servedRequestOf(ctx);
   return yield* estimate({
     model: ctx.upstreamModel ?? ctx.model ?? '',
-    requestText: requestTextOf(ctx.clientFormat, ctx.api),
-    requestBody: inputKnown ? undefined : ctx.body,
+    requestText: served?.requestText ?? requestTextOf(ctx.clientFormat, ctx.api),
+    requestBody: inputKnown ? undefined : (served?.body ?? ctx.body),
     outputText,
   });
 }

@@ -96,6 +96,7 @@ function requestRewriter(
   const applyAuth = authApplier(rule, deps);
   return (ctx, req) => {
     applyAuth(ctx, req);
+    translators.forgetServed(ctx);
     let body = req.body;
     const v: TemplateVars = {
       model: ctx.model ?? '',

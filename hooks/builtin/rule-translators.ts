@@ -9,6 +9,7 @@ import { generationTextOf, requestTextOf } from '../families/index.ts';
 import type { StreamTransform, StreamTransformFactory } from '../transforms/types.ts';
 import type { Translator, TranslatorFactory } from '../translators/types.ts';
 import { estimateInputTokens } from '../usage/estimate.ts';
+import type { RequestText } from '../usage/types.ts';
 
 export interface StreamEvent {
   event?: string | undefined;
@@ -24,8 +25,22 @@ export interface StreamStep {
 export interface RuleState {
   translators: Map<string, Translator>;
   steps: StreamStep[] | undefined;
-  /** The body as the upstream reads it, with its wire format, once a req_map translated it. */
-  served?: { body: JsonObject; format: string } | undefined;
+}
+
+/** A request as its serving provider reads it: the translated body, and where that body holds text. */
+export interface ServedRequest {
+  readonly body: JsonObject;
+  readonly requestText: RequestText;
+}
+
+const SERVED = new RequestState<ServedRequest | undefined>();
+
+/**
+ * The request as the provider reads it once a rule's req_map translated it to a family the estimate
+ * knows, for estimates in the serving provider's framing; undefined when it was not translated.
+ */
+export function servedRequestOf(ctx: RequestContext): ServedRequest | undefined {
+  return SERVED.get(ctx);
 }
 
 export class RuleTranslators {
@@ -68,12 +83,12 @@ export class RuleTranslators {
         headers: ctx.headers,
         inputTokens: () => {
           // Counted as the serving provider reads it: the translated body in its family's framing.
-          const served = s.served;
-          const text = served === undefined ? undefined : generationTextOf(served.format);
-          const model = ctx.upstreamModel ?? ctx.model ?? '';
-          return served !== undefined && text !== undefined
-            ? estimateInputTokens(model, text, served.body)
-            : estimateInputTokens(model, requestTextOf(ctx.clientFormat, ctx.api), ctx.body);
+          const served = SERVED.get(ctx);
+          return estimateInputTokens(
+            ctx.upstreamModel ?? ctx.model ?? '',
+            served?.requestText ?? requestTextOf(ctx.clientFormat, ctx.api),
+            served?.body ?? ctx.body,
+          );
         },
       });
       s.translators.set(name, t);
@@ -81,10 +96,16 @@ export class RuleTranslators {
     return t;
   }
 
+  /** A rule rewrites the request for its upstream: what an earlier candidate's rule translated is gone. */
+  forgetServed(ctx: RequestContext): void {
+    if (SERVED.get(ctx) !== undefined) SERVED.set(ctx, undefined);
+  }
+
   /** The rule's req_map: the client body translated for the upstream, kept for the input estimate. */
   mapRequest(ctx: RequestContext, name: string, body: JsonObject): JsonObject {
     const upstream = this.translator(ctx, name).request(body);
-    this.state(ctx).served = { body: upstream, format: this.#translators.get(name)!.to };
+    const requestText = generationTextOf(this.#translators.get(name)!.to);
+    if (requestText !== undefined) SERVED.set(ctx, { body: upstream, requestText });
     return upstream;
   }
 

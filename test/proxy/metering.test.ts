@@ -7,8 +7,9 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { pino } from 'pino';
 import type { ApiName, JsonObject, RequestContext } from '../../common/types.ts';
+import { RuleTranslators } from '../../hooks/builtin/rule-translators.ts';
 import { createUsageMeterHook } from '../../hooks/builtin/usage-meter.ts';
-import { requestTextOf, USAGE_PRESETS } from '../../hooks/families/index.ts';
+import { requestTextOf, TRANSLATORS, USAGE_PRESETS } from '../../hooks/families/index.ts';
 import { countTokens, estimateInputTokens, estimateUsageSteps } from '../../hooks/usage/estimate.ts';
 import { deliveredOutputText, settleUsage } from '../../proxy/metering.ts';
 import { type SseEvent, SseReader } from '../../proxy/sse.ts';
@@ -255,4 +256,27 @@ test('a huge prompt is settled in slices: the event loop runs in between, the co
     estimateInputTokens(GPT, requestTextOf('openai', 'chat.completions'), body),
   );
   assert.equal(ctx.usage?.outputTokens, countTokens('Echo: x', GPT));
+});
+
+test("an input estimate is the serving provider's: the body its rule translated, in its framing", async () => {
+  const body: JsonObject = {
+    model: 'gpt-5.4-mini',
+    max_tokens: 100,
+    stream: true,
+    system: 'Answer briefly.',
+    tools: [{ name: 'lookup', description: 'Find a word.', input_schema: { type: 'object' } }],
+    messages: [{ role: 'user', content: 'Define serendipity.' }],
+  };
+  const ctx = context('native.messages', 'gpt-5.4-mini', body);
+  const rules = new RuleTranslators(TRANSLATORS, new Map(), []);
+  const served = rules.mapRequest(ctx, 'anthropic_to_openai', body);
+  ctx.clientAborted = true;
+  await settleUsage(ctx, estimateUsageSteps);
+  const expected = estimateInputTokens('gpt-5.4-mini', requestTextOf('openai', 'chat.completions'), served);
+  assert.equal(usageOf(ctx)?.inputTokens, expected);
+  // Counted in the client's (Anthropic's) framing it would add the tool-use system prompt.
+  assert.notEqual(
+    expected,
+    estimateInputTokens('gpt-5.4-mini', requestTextOf('anthropic', 'native.messages'), body),
+  );
 });
