@@ -2,7 +2,7 @@
 // models/{model}:generateContent | :streamGenerateContent | :countTokens | :embedContent | :batchEmbedContents.
 
 import type { IncomingHttpHeaders } from 'node:http';
-import { geminiFunctionPartTokens } from './prompt-rules.ts';
+import { geminiPartTokens } from './prompt-rules.ts';
 import { geminiJsonRequest, structuredText } from './structured.ts';
 import {
   asArray,
@@ -75,7 +75,7 @@ function readContents(body: Record<string, unknown>): Conversation {
     const content = asObject(c);
     const parts = content?.parts;
     const text = contentText(parts);
-    promptTokens += tokens(text) + geminiFunctionPartTokens(parts);
+    promptTokens += tokens(text) + geminiPartTokens(parts);
     const isUserTurn =
       (content?.role ?? 'user') === 'user' &&
       !asArray(parts).some((p) => asObject(p)?.functionResponse !== undefined);

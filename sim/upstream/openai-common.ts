@@ -2,7 +2,7 @@
 // the simulated model answers (text, tool calls, reasoning, structured output).
 
 import type { IncomingHttpHeaders } from 'node:http';
-import { chatToolCallTokens } from './prompt-rules.ts';
+import { chatToolCallTokens, openaiImagePartTokens } from './prompt-rules.ts';
 import { type JsonRequest, structuredText } from './structured.ts';
 import {
   asObject,
@@ -113,7 +113,12 @@ export function readChatMessages(messages: unknown[]): Conversation {
     const role = asString(msg?.role) ?? '';
     const text = contentText(msg?.content);
     // OpenAI's recipe: 3 per message, its role, content and name (and 1 more for a name).
-    promptTokens += 3 + tokens(role) + tokens(text) + chatToolCallTokens(msg?.tool_calls);
+    promptTokens +=
+      3 +
+      tokens(role) +
+      tokens(text) +
+      openaiImagePartTokens(msg?.content) +
+      chatToolCallTokens(msg?.tool_calls);
     const name = asString(msg?.name);
     if (name !== undefined) promptTokens += 1 + tokens(name);
     if (role === 'user') userText = text;

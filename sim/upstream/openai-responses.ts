@@ -1,7 +1,7 @@
 // OpenAI Responses API: POST /v1/responses (plain and streamed) and POST /v1/responses/input_tokens.
 
 import { badRequest, type Conversation, decide, json, responsesUsage, SSE } from './openai-common.ts';
-import { openaiToolTokens, responsesItemTokens } from './prompt-rules.ts';
+import { openaiImagePartTokens, openaiToolTokens, responsesItemTokens } from './prompt-rules.ts';
 import { responsesJsonRequest } from './structured.ts';
 import {
   asArray,
@@ -34,7 +34,12 @@ function readResponsesInput(input: unknown, instructions: string | undefined): C
     const o = asObject(item);
     const role = asString(o?.role);
     const text = contentText(o?.content);
-    promptTokens += 3 + (role === undefined ? 0 : tokens(role)) + tokens(text) + responsesItemTokens(o);
+    promptTokens +=
+      3 +
+      (role === undefined ? 0 : tokens(role)) +
+      tokens(text) +
+      openaiImagePartTokens(o?.content) +
+      responsesItemTokens(o);
     if (role === 'user') userText = text;
     lastIsUser = role === 'user';
   }

@@ -1,11 +1,18 @@
 // The parts of a prompt the providers publish counting rules for beyond plain text: tool definitions,
-// tool calls and tool results (test/fixtures/usage/counting-rules.md names the sources). The rules are
+// tool calls and tool results, images (test/fixtures/usage/counting-rules.md names the sources). The rules are
 // the gateway's own (hooks/families/*): the simulator stands in for the providers that publish them.
 // Tokens are o200k_base, like the rest of the simulator.
 
 import type { JsonObject, JsonValue } from '../../common/types.ts';
 import { toolSystemPromptTokens } from '../../hooks/families/anthropic/request-text.ts';
 import { toolListParts } from '../../hooks/families/openai/tool-text.ts';
+import {
+  anthropicImageTokens,
+  base64ImageSize,
+  geminiImageTokens,
+  openaiImageTokens,
+  urlImageSize,
+} from '../../hooks/usage/image-tokens.ts';
 import type { PromptParts } from '../../hooks/usage/types.ts';
 import { asArray, asObject, asString, contentText, tokens } from './text.ts';
 
@@ -63,6 +70,10 @@ export function anthropicContentTokens(content: unknown): number {
       n += tokens(asString(block.name) ?? '') + tokens(JSON.stringify(block.input ?? {}));
     } else if (block?.type === 'tool_result') {
       n += anthropicContentTokens(block.content);
+    } else if (block?.type === 'image') {
+      const source = asObject(block.source);
+      const data = source?.type === 'base64' ? asString(source.data) : undefined;
+      n += anthropicImageTokens(data === undefined ? undefined : base64ImageSize(data));
     } else {
       n += tokens(asString(block?.text) ?? '');
     }
@@ -70,8 +81,11 @@ export function anthropicContentTokens(content: unknown): number {
   return n;
 }
 
-/** Gemini's function call and response parts: name and JSON of the arguments or the response. */
-export function geminiFunctionPartTokens(parts: unknown): number {
+/**
+ * Gemini's parts beyond text: function calls and responses (name and JSON of the arguments or the
+ * response) and images (inline data, by Gemini's image rule).
+ */
+export function geminiPartTokens(parts: unknown): number {
   let n = 0;
   for (const p of asArray(parts)) {
     const part = asObject(p);
@@ -79,6 +93,26 @@ export function geminiFunctionPartTokens(parts: unknown): number {
     const reply = asObject(part?.functionResponse);
     if (call) n += tokens(asString(call.name) ?? '') + tokens(JSON.stringify(call.args ?? {}));
     if (reply) n += tokens(asString(reply.name) ?? '') + tokens(JSON.stringify(reply.response ?? {}));
+    const inline = asObject(part?.inlineData);
+    const mime = asString(inline?.mimeType);
+    if (mime?.startsWith('image/')) {
+      const data = asString(inline?.data);
+      n += geminiImageTokens(data === undefined ? undefined : base64ImageSize(data));
+    }
+  }
+  return n;
+}
+
+/** Images among chat content parts (image_url) or Responses ones (input_image), by OpenAI's rule. */
+export function openaiImagePartTokens(content: unknown): number {
+  let n = 0;
+  for (const p of asArray(content)) {
+    const part = asObject(p);
+    const chat = part?.type === 'image_url' ? asObject(part.image_url) : undefined;
+    const image = chat ?? (part?.type === 'input_image' ? part : undefined);
+    if (image === undefined) continue;
+    const url = asString(chat === undefined ? image.image_url : image.url);
+    n += openaiImageTokens(url === undefined ? undefined : urlImageSize(url), asString(image.detail));
   }
   return n;
 }
