@@ -65,9 +65,13 @@ export async function relayStream(job: RelayJob, framing?: StreamFraming): Promi
   const held: SseEvent[] = [];
   let unchanged = true;
   const trace = ctx.trace;
+  // Events the client has been given (as received when passed through, else the hooks' output): an
+  // error event the gateway adds continues their numbering.
+  let eventsSent = 0;
   const emit = (parts: readonly ResponsePart[]) => {
     for (const part of parts) {
       if (part.type !== 'event') continue;
+      if (!passthrough) eventsSent++;
       if (!passthrough) held.push(part);
       if (keep.bytes < DELIVERED_TEXT_LIMIT) recordDelivered(ctx, part.data, keep);
       if (trace !== undefined) traceEvent(trace, ctx.clientFormat, part.data);
@@ -80,6 +84,7 @@ export async function relayStream(job: RelayJob, framing?: StreamFraming): Promi
     return text;
   };
   const onEvent = (ev: SseEvent) => {
+    if (passthrough) eventsSent++;
     if (ctx.firstTokenMs === undefined && GENERATED_TEXT.test(ev.data)) {
       ctx.firstTokenMs = performance.now() - ctx.startedAt;
     }
@@ -139,9 +144,9 @@ export async function relayStream(job: RelayJob, framing?: StreamFraming): Promi
   const ended = held.length > before;
   let out = serializeHeld();
   if (passthrough && ctx.error !== undefined) {
-    out += `\n\n${serializeEvent(errorEvent(ctx.clientFormat, streamFailure(ctx), ctx.id))}`;
+    out += `\n\n${serializeEvent(errorEvent(ctx.clientFormat, streamFailure(ctx), ctx.id, eventsSent))}`;
   } else if (ctx.error !== undefined && !ended) {
-    out += serializeEvent(errorEvent(ctx.clientFormat, streamFailure(ctx), ctx.id));
+    out += serializeEvent(errorEvent(ctx.clientFormat, streamFailure(ctx), ctx.id, eventsSent));
   }
   if (out !== '') res.write(out);
   // Clients (and SDKs) see the stream as over only when the response ends: complete first.

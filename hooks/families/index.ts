@@ -224,8 +224,13 @@ export function errorBody(format: string, err: GatewayError, requestId: string):
 }
 
 /** The SSE event that ends a stream with an error, in the shape the client's SDK raises. */
-export function errorEvent(format: string, err: GatewayError, requestId: string): SseOut {
-  return familyOf(format).errorEvent(err, requestId);
+export function errorEvent(
+  format: string,
+  err: GatewayError,
+  requestId: string,
+  eventsSent?: number,
+): SseOut {
+  return familyOf(format).errorEvent(err, requestId, eventsSent);
 }
 
 /** Query parameters an api's upstream request needs (the client's own query never goes upstream). */

@@ -268,8 +268,11 @@ export interface WireFamily {
   errorType(status: number): string;
   /** The body of an error the gateway answers itself, in the shape the family's SDKs raise. */
   errorBody(err: GatewayError, requestId: string): JsonObject;
-  /** The SSE event that ends a stream with that error. */
-  errorEvent(err: GatewayError, requestId: string): SseOut;
+  /**
+   * The SSE event that ends a stream with that error; `eventsSent` is how many events the client already
+   * has (a family that numbers its events continues the count).
+   */
+  errorEvent(err: GatewayError, requestId: string, eventsSent?: number): SseOut;
 
   // Rate limits (docs/operations.md "Rate limits per key and subject")
   /** The gateway's limits as the vendor's own rate-limit headers say them (none: the family has none). */

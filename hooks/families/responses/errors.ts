@@ -7,7 +7,8 @@ import type { GatewayError } from '../../../common/errors.ts';
 import { withRequestId } from '../../../common/errors.ts';
 import type { SseOut } from '../../../common/types.ts';
 
-export function responsesErrorEvent(err: GatewayError, requestId: string): SseOut {
+/** `eventsSent`: the events of the stream before it, numbered from 0, so this one continues them. */
+export function responsesErrorEvent(err: GatewayError, requestId: string, eventsSent = 0): SseOut {
   const error = {
     type: err.type,
     code: err.code,
@@ -17,6 +18,6 @@ export function responsesErrorEvent(err: GatewayError, requestId: string): SseOu
   const { code, message, param } = error;
   return {
     event: 'error',
-    data: JSON.stringify({ type: 'error', sequence_number: 0, code, message, param, error }),
+    data: JSON.stringify({ type: 'error', sequence_number: eventsSent, code, message, param, error }),
   };
 }
