@@ -53,6 +53,8 @@ export async function countAtProvider(
   );
   const reply = tokens === undefined ? undefined : target.count.read(tokens);
   if (reply === undefined) return false;
+  // A provider served it: the completion counts it as a count that is not billable.
+  ctx.provider = provider.name;
   ctx.status = 200;
   res.setHeader('x-router-request-id', ctx.id);
   res.setHeader('x-router-token-count', 'provider');
