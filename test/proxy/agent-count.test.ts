@@ -149,3 +149,21 @@ test('an image is counted by each serving family as its published image rule say
     assert.ok(within(counted, input), `${model}: count_tokens ${counted} vs billed ${input}`);
   }
 });
+
+test("when OpenAI's counting endpoint cannot be reached, the gateway counts itself and says so", async () => {
+  // Port 9 (discard) refuses the connection at once.
+  const down = await startStack({ baseUrls: { openai: 'http://127.0.0.1:9' } });
+  try {
+    const reply = await postJson(
+      `${down.url}/v1/messages/count_tokens`,
+      { model: 'gpt-5.4-mini', ...countBody },
+      HEADERS,
+    );
+    assert.equal(reply.status, 200, reply.text);
+    assert.equal(reply.headers.get('x-router-token-count'), 'estimated');
+    const counted = (reply.json as { input_tokens: number }).input_tokens;
+    assert.ok(within(counted, await billed('gpt-5.4-mini', countBody)), `estimate ${counted}`);
+  } finally {
+    await down.close();
+  }
+});
