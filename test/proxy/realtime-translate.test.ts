@@ -20,7 +20,8 @@ const GEMINI_PATH = '/ws/google.ai.generativelanguage.v1beta.GenerativeService.B
 let stack: BillingStack;
 
 before(async () => {
-  stack = await startBillingStack();
+  // Audio tokens as items of their own, which the audio tests below check (docs/billing.md "Charge items").
+  stack = await startBillingStack({ billing: { item_detail: 'detailed' } });
 });
 
 after(async () => {
