@@ -111,6 +111,7 @@ test('an empty file gets every documented default', async () => {
     deliveryLingerMs: 20,
     maxAttempts: 10,
     onlyBillableSuccess: false,
+    itemDetail: 'spec',
     subjectType: 'api_key',
     fallbackSubjectId: '',
     listen: { host: '127.0.0.1', port: 8081 },
