@@ -220,3 +220,23 @@ test('the outbox holds compact and whole lines side by side, and the reader give
     [undefined, undefined, TRACEPARENT, undefined, TRACEPARENT, undefined],
   );
 });
+
+test('the price version and the unpriced mark ride in the shape; a line written before them still reads', () => {
+  const version = pricing.version;
+  const priced = buildUsageEvent(chat({ priceVersion: version }));
+  const line = compact(priced);
+  assert.ok(line);
+  assert.match(line, new RegExp(`"price_version":"${version}"\\},`));
+  assert.deepEqual(eventOfCompactLine(JSON.parse(line))?.event, priced);
+  const unpriced = buildUsageEvent(chat({ priceVersion: version, price: undefined }));
+  const unpricedLine = compact(unpriced);
+  assert.ok(unpricedLine?.includes('"unpriced":true'));
+  assert.deepEqual(eventOfCompactLine(JSON.parse(unpricedLine!))?.event, unpriced);
+  // An older gateway's line: no price version; the event is rebuilt without one.
+  const older = JSON.parse(line) as [number, Record<string, unknown>, ...unknown[]];
+  delete older[1].price_version;
+  const event = eventOfCompactLine(older)?.event;
+  assert.equal(event?.raw_json.meta.price_version, undefined);
+  assert.equal(event?.['x-billing']?.price_version, undefined);
+  assert.deepEqual(event?.['x-billing']?.items, priced['x-billing']?.items);
+});
