@@ -50,6 +50,7 @@ test('the registry holds the documented preset names', () => {
     'openai_images',
     'openai_responses',
     'openai_speech',
+    'vertex_predict_embeddings',
   ]);
   for (const [name, value] of USAGE_PRESETS) assert.equal(value.name, name);
 });
