@@ -2,8 +2,8 @@
 // provider files, registry, keys, pricing) without opening anything, and prints every problem as
 // `file:line:col: message`. Exit codes: common/exit-codes.ts.
 
-import '../common/compile-cache.ts';
 import '../common/early-async-context.ts';
+import '../common/compile-cache.ts';
 import cluster from 'node:cluster';
 import { Command, Option, UsageError } from 'clipanion';
 import type { Logger } from 'pino';
