@@ -36,6 +36,23 @@ export function base64Floats(values: JsonValue[]): string {
   return buffer.toString('base64');
 }
 
+/** The OpenAI embeddings reply for these vectors (each a list of floats, base64 when asked). */
+export function openaiEmbeddingList(
+  vectors: readonly JsonValue[][],
+  base64: boolean,
+  model: string,
+  tokens: number,
+): JsonObject {
+  const data = vectors.map(
+    (values, index): JsonObject => ({
+      object: 'embedding',
+      index,
+      embedding: base64 ? base64Floats(values) : values,
+    }),
+  );
+  return { object: 'list', data, model, usage: { prompt_tokens: tokens, total_tokens: tokens } };
+}
+
 function createOpenaiEmbeddingsToGemini(init: TranslatorInit): Translator {
   let base64 = false;
   let estimatedTokens = 0;
@@ -67,17 +84,13 @@ function createOpenaiEmbeddingsToGemini(init: TranslatorInit): Translator {
     if (!isObject(body)) throw new TranslationError('upstream reply is not a JSON object');
     const meta = field(body, 'usageMetadata');
     const reported = isObject(meta) ? asNumber(field(meta, 'promptTokenCount')) : undefined;
-    const data = asArray(body.embeddings).map((entry, index): JsonObject => {
-      const values = isObject(entry) ? asArray(entry.values) : [];
-      return { object: 'embedding', index, embedding: base64 ? base64Floats(values) : values };
-    });
-    const tokens = reported ?? estimatedTokens;
-    return {
-      object: 'list',
-      data,
-      model: init.model ?? init.upstreamModel ?? '',
-      usage: { prompt_tokens: tokens, total_tokens: tokens },
-    };
+    const vectors = asArray(body.embeddings).map((entry) => (isObject(entry) ? asArray(entry.values) : []));
+    return openaiEmbeddingList(
+      vectors,
+      base64,
+      init.model ?? init.upstreamModel ?? '',
+      reported ?? estimatedTokens,
+    );
   }
 
   return {

@@ -9,7 +9,7 @@ import type { Translator, TranslatorInit } from '../../translators/types.ts';
 import { defineTranslator, TranslationError } from '../../translators/types.ts';
 import type { UsagePreset } from '../../usage/types.ts';
 import { googleThrottling } from '../gemini/errors.ts';
-import { base64Floats, inputTexts } from '../gemini/openai-embeddings-to-gemini.ts';
+import { inputTexts, openaiEmbeddingList } from '../gemini/openai-embeddings-to-gemini.ts';
 import { asArray, asNumber, openaiErrorFromGemini } from '../gemini/translator-shared.ts';
 
 /** The token counts of a predict reply's embeddings, in order (0 where one has none). */
@@ -43,18 +43,12 @@ function createOpenaiEmbeddingsToVertexPredict(init: TranslatorInit): Translator
 
   function response(body: JsonValue): JsonValue {
     if (!isObject(body)) throw new TranslationError('upstream reply is not a JSON object');
-    const data = asArray(body.predictions).map((p, index): JsonObject => {
+    const vectors = asArray(body.predictions).map((p) => {
       const embeddings = isObject(p) ? p.embeddings : undefined;
-      const values = isObject(embeddings) ? asArray(embeddings.values) : [];
-      return { object: 'embedding', index, embedding: base64 ? base64Floats(values) : values };
+      return isObject(embeddings) ? asArray(embeddings.values) : [];
     });
     const tokens = (tokenCounts(body) ?? []).reduce((sum, n) => sum + n, 0);
-    return {
-      object: 'list',
-      data,
-      model: init.model ?? init.upstreamModel ?? '',
-      usage: { prompt_tokens: tokens, total_tokens: tokens },
-    };
+    return openaiEmbeddingList(vectors, base64, init.model ?? init.upstreamModel ?? '', tokens);
   }
 
   return {
