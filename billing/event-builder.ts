@@ -366,7 +366,7 @@ export function buildTokenEvent(input: UsageEventInput): TokenEvent | undefined 
     tokens(usage.outputAudioTokens) > 0 ||
     tokens(usage.images) > 0 ||
     tokens(usage.inputCharacters) > 0 ||
-    (usage.audioSeconds !== undefined && usage.audioSeconds > 0)
+    unitQuantities(usage).seconds > 0
   ) {
     return undefined;
   }

@@ -485,6 +485,19 @@ const sizedInput = fc
     return { ...input, usage };
   });
 
+test('a non-finite audio length bills no seconds, and the token event agrees the event is token-only', () => {
+  for (const audioSeconds of [Number.POSITIVE_INFINITY, Number.NaN, -3]) {
+    const input = fc.sample(eventInput, { numRuns: 1, seed: 7 })[0];
+    assert.ok(input);
+    const usage = { inputTokens: 3, outputTokens: 2, totalTokens: 5, audioSeconds };
+    const event = buildUsageEvent({ ...input, usage, model: 'm', subjectId: 's' });
+    assert.equal(event.raw_json.usage.audio_seconds, undefined, String(audioSeconds));
+    const parts = buildTokenEvent({ ...input, usage, model: 'm', subjectId: 's' });
+    assert.ok(parts, `a token event for audioSeconds ${audioSeconds}`);
+    assert.deepEqual(usageEventOf(parts), event);
+  }
+});
+
 test('buildTokenEvent: exactly the token-only events, and usageEventOf of it is the built event key for key', () => {
   fc.assert(
     fc.property(sizedInput, (input) => {
