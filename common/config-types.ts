@@ -73,6 +73,8 @@ export interface BillingConfig {
   readonly baseUrl: string;
   readonly projectId: string;
   readonly apiKey: string;
+  /** Key with read access to usage events (router-admin billing reconcile); billing.api_key when unset. */
+  readonly readApiKey: string;
   readonly extractorRuleSetId: string;
   /** Value of the event's `source` field. */
   readonly source: string;
@@ -90,6 +92,11 @@ export interface BillingConfig {
   readonly deliveryLingerMs: number;
   /** Attempts before an event is dead-lettered (file mode; store mode uses store.billingMaxAttempts). */
   readonly maxAttempts: number;
+  /**
+   * Hours delivered events stay in the outbox segments / the stream as the ledger of what was served
+   * (docs/billing.md "The ledger"); 0 deletes them once delivered.
+   */
+  readonly ledgerRetentionH: number;
   readonly onlyBillableSuccess: boolean;
   /** How token usage is itemised in x-billing (docs/billing.md "Charge items"). */
   readonly itemDetail: ItemDetail;

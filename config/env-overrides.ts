@@ -29,6 +29,8 @@ export const ENV_OVERRIDES: readonly EnvOverride[] = [
   env('ROUTER_BILLING_PROJECT_ID', 'string', 'billing.project_id'),
   env('ROUTER_BILLING_API_KEY', 'string', 'billing.api_key'),
   env('ROUTER_BILLING_EXTRACTOR_RULE_SET_ID', 'string', 'billing.extractor_rule_set_id'),
+  env('ROUTER_BILLING_READ_API_KEY', 'string', 'billing.read_api_key'),
+  env('ROUTER_BILLING_LEDGER_RETENTION_H', 'integer', 'billing.ledger_retention_h'),
   env('ROUTER_BILLING_BALANCE_ENABLED', 'boolean', 'billing.balance_enforcement.enabled'),
   env('ROUTER_BILLING_BALANCE_CURRENCY', 'string', 'billing.balance_enforcement.currency'),
   env('ROUTER_BILLING_BALANCE_FAILURE_MODE', 'string', 'billing.balance_enforcement.failure_mode'),

@@ -516,6 +516,10 @@ export const ROUTER_CONFIG_SCHEMA = {
           "type": "string",
           "description": "Published extractor rule set id. Env ROUTER_BILLING_EXTRACTOR_RULE_SET_ID."
         },
+        "read_api_key": {
+          "type": "string",
+          "description": "Billing API key with read access to usage events (GET /usage/events/details), used by `router-admin billing reconcile` only. Empty or unset: billing.api_key. Env ROUTER_BILLING_READ_API_KEY. Secret."
+        },
         "source": {
           "type": "string",
           "description": "Value of the usage event `source` field.",
@@ -569,6 +573,13 @@ export const ROUTER_CONFIG_SCHEMA = {
           "description": "Delivery attempts before an event is dead-lettered (file mode; store mode uses store.billing_max_attempts).",
           "default": 10,
           "minimum": 1
+        },
+        "ledger_retention_h": {
+          "type": "integer",
+          "description": "Hours delivered usage events are kept as the gateway's ledger (delivered outbox segments in file mode, acknowledged stream entries in shared-store mode) for `router-admin billing reconcile`; the sidecar trims them by age. 0 deletes them once delivered (reconcile then has no ledger). Env ROUTER_BILLING_LEDGER_RETENTION_H.",
+          "default": 72,
+          "minimum": 0,
+          "maximum": 8760
         },
         "only_billable_success": {
           "type": "boolean",

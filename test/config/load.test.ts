@@ -100,6 +100,7 @@ test('an empty file gets every documented default', async () => {
     baseUrl: '',
     projectId: '',
     apiKey: '',
+    readApiKey: '',
     extractorRuleSetId: '',
     source: 'router',
     outboxDir: join(homedir(), '.local/state/llm-router/outbox'),
@@ -110,6 +111,7 @@ test('an empty file gets every documented default', async () => {
     maxRetryIntervalMs: 60000,
     deliveryLingerMs: 20,
     maxAttempts: 10,
+    ledgerRetentionH: 72,
     onlyBillableSuccess: false,
     itemDetail: 'spec',
     subjectType: 'api_key',
@@ -162,6 +164,8 @@ const FULL_ENV: Record<string, string> = {
   ROUTER_BILLING_PROJECT_ID: 'proj_1',
   ROUTER_BILLING_API_KEY: 'billing-api-key',
   ROUTER_BILLING_EXTRACTOR_RULE_SET_ID: 'ers_1',
+  ROUTER_BILLING_READ_API_KEY: 'billing-read-key',
+  ROUTER_BILLING_LEDGER_RETENTION_H: '24',
   ROUTER_BILLING_BALANCE_ENABLED: '1',
   ROUTER_BILLING_BALANCE_CURRENCY: 'EUR',
   ROUTER_BILLING_BALANCE_FAILURE_MODE: 'open',
@@ -242,6 +246,8 @@ test('every ROUTER_* and OTEL_* override reaches the configuration and wins over
   assert.equal(billing.projectId, 'proj_1');
   assert.equal(billing.apiKey, 'billing-api-key');
   assert.equal(billing.extractorRuleSetId, 'ers_1');
+  assert.equal(billing.readApiKey, 'billing-read-key');
+  assert.equal(billing.ledgerRetentionH, 24);
   assert.equal(billing.outboxDir, '/var/lib/router/outbox');
   assert.equal(billing.outboxFsyncIntervalMs, 250);
   assert.equal(billing.stateDir, '/var/lib/router/state');
