@@ -68,6 +68,13 @@ export interface BalanceEnforcementConfig {
  */
 export type ItemDetail = 'spec' | 'detailed';
 
+/**
+ * What an interrupted stream is billed for (docs/billing.md "Interrupted streams"): `bill_delivered` what
+ * reached the client; `finish_upstream` the provider's final usage, the upstream read on after the client
+ * left for at most interruptedStreamMaxMs; `void` nothing (no event).
+ */
+export type InterruptedStreamPolicy = 'bill_delivered' | 'finish_upstream' | 'void';
+
 export interface BillingConfig {
   readonly enabled: boolean;
   readonly baseUrl: string;
@@ -100,6 +107,9 @@ export interface BillingConfig {
   readonly onlyBillableSuccess: boolean;
   /** How token usage is itemised in x-billing (docs/billing.md "Charge items"). */
   readonly itemDetail: ItemDetail;
+  readonly interruptedStream: InterruptedStreamPolicy;
+  /** finish_upstream: longest time a stream is read on after its client left. */
+  readonly interruptedStreamMaxMs: number;
   readonly subjectType: string;
   readonly fallbackSubjectId: string;
   /** Where the sidecar listens (health, webhooks); env ROUTER_BILLING_LISTEN. */

@@ -80,6 +80,8 @@ function toBilling(raw: RawConfig['billing'], dir: string, env: Env): BillingCon
     ledgerRetentionH: raw.ledger_retention_h,
     onlyBillableSuccess: raw.only_billable_success,
     itemDetail: raw.item_detail,
+    interruptedStream: raw.interrupted_stream,
+    interruptedStreamMaxMs: raw.interrupted_stream_max_ms,
     subjectType: raw.subject_type,
     fallbackSubjectId: raw.fallback_subject_id,
     listen: fallbackListen(raw.listen),

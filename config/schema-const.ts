@@ -595,6 +595,23 @@ export const ROUTER_CONFIG_SCHEMA = {
           "description": "How token usage is itemised in x-billing. spec: prompt_tokens and completion_tokens cover every token (cache reads and writes, audio), with exact pricing hints, so a rule set charging the specification's two metrics charges everything. detailed: cache_read_tokens, cache_creation_tokens, input_audio_tokens and output_audio_tokens are items of their own (rule sets written for them). See docs/billing.md \"Charge items\".",
           "default": "spec"
         },
+        "interrupted_stream": {
+          "type": "string",
+          "enum": [
+            "bill_delivered",
+            "finish_upstream",
+            "void"
+          ],
+          "description": "What a stream that ends before the provider's final usage is billed for (the client left, the upstream failed or cut it). bill_delivered: the upstream's counts so far, output at least what reached the client, usage_stage estimated. finish_upstream: the upstream is read on after the client left, for at most interrupted_stream_max_ms, and its final usage billed (usage_stage upstream); the request keeps its rate-limit slot and tokens until then. void: no event is sent (counted as void_interrupted): a client can stop a stream at its last chunk without paying. Every interrupted event names why in raw_json.meta.end_reason. See docs/billing.md \"Interrupted streams\".",
+          "default": "bill_delivered"
+        },
+        "interrupted_stream_max_ms": {
+          "type": "integer",
+          "description": "finish_upstream: longest time a stream is read on after its client left; then it is cut and billed as bill_delivered would (end_reason timeout).",
+          "default": 30000,
+          "minimum": 1,
+          "maximum": 3600000
+        },
         "subject_type": {
           "type": "string",
           "description": "Billing subject type of usage events (the access key maps to the subject id).",

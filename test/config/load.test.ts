@@ -114,6 +114,8 @@ test('an empty file gets every documented default', async () => {
     ledgerRetentionH: 72,
     onlyBillableSuccess: false,
     itemDetail: 'spec',
+    interruptedStream: 'bill_delivered',
+    interruptedStreamMaxMs: 30000,
     subjectType: 'api_key',
     fallbackSubjectId: '',
     listen: { host: '127.0.0.1', port: 8081 },

@@ -39,6 +39,8 @@ function billingConfig(over: Partial<BillingConfig>): BillingConfig {
     ledgerRetentionH: 72,
     onlyBillableSuccess: false,
     itemDetail: 'spec',
+    interruptedStream: 'bill_delivered',
+    interruptedStreamMaxMs: 30000,
     subjectType: 'api_key',
     fallbackSubjectId: '',
     listen: { host: '127.0.0.1', port: 0 },
