@@ -22,8 +22,13 @@ export interface GatewayMetrics {
    * model is labelled `other` on the GenAI series (none given: all are).
    */
   observeRequest(ctx: RequestContext, durationMs: number, models?: ReadonlySet<string>): void;
+  /**
+   * One model response of a realtime session, billed as a request of its own (proxy/realtime-record.ts):
+   * counted in router_requests_total and router_tokens_total, so served and billed stay one number.
+   */
+  observeSessionResponse(ctx: RequestContext): void;
   readonly activeStreams: client.Gauge;
-  /** Usage events by result (label `result`). */
+  /** Served requests by usage-event result (label `result`; proxy/metrics.ts BILLING_RESULTS). */
   readonly billingEnqueued: SeriesCounter;
   readonly balanceChecks: client.Counter<'result'>;
   readonly storeErrors: client.Counter<'operation'>;
@@ -31,7 +36,10 @@ export interface GatewayMetrics {
   readonly unpricedModels: SeriesCounter;
   /** Served models (registry routes) without a price, counted when billing starts or reloads. */
   readonly unpricedServedModels: client.Gauge;
-  readonly unmeteredRequests: client.Counter<'reason'>;
+  /** Served requests without a usage event, by reason (proxy/metrics.ts UNREPORTED_REASONS). */
+  readonly unmeteredRequests: SeriesCounter;
+  /** Usage events handed to the queue whose outcome (queued, queue_failed) is not known yet. */
+  readonly billingInFlight: { add(n: number): void };
   /** Client connections closed to make room (idle) or turned away (refused) at limits.max_connections. */
   readonly connectionsShed: client.Counter<'reason'>;
   /** Client timeouts that fired: header, body, keepalive. */

@@ -34,6 +34,9 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
   const { billing, pricing, queue, metrics } = deps;
   const queued = metrics.billingEnqueued.series('queued');
   const queueFailed = metrics.billingEnqueued.series('queue_failed');
+  const notBillable = metrics.billingEnqueued.series('not_billable');
+  const clientAborted = metrics.unmeteredRequests.series('client_aborted');
+  const noUsage = metrics.unmeteredRequests.series('no_usage');
   let last: Outcome | undefined;
   // Providers are configured, so few: a series each, resolved once.
   const unpriced = new Map<string, { inc(by?: number): void }>();
@@ -45,14 +48,22 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
     }
     return series;
   };
+  // Every request that reached a provider ends in exactly one count here (the served-billed gap of
+  // docs/billing.md is 0): queued or queue_failed once its event's write settles, or the reason it has
+  // no event.
   return {
     name: 'billing-enqueue',
     onComplete(ctx: RequestContext): void {
       // Nothing was served: a request refused before reaching an upstream is not a model request.
-      if (ctx.provider === undefined || ctx.status === 0) return;
+      if (ctx.provider === undefined) return;
       // Counting tokens is not a model call; providers do not charge for it either.
       if (tokenCountOf(ctx.api) !== undefined) {
-        metrics.billingEnqueued.series('not_billable').inc();
+        notBillable.inc();
+        return;
+      }
+      // The client went away before the provider answered: no reply, no usage to report.
+      if (ctx.status === 0) {
+        clientAborted.inc();
         return;
       }
       const subjectId = ctx.principal?.subjectId ?? billing.fallbackSubjectId;
@@ -76,60 +87,77 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
       // reported with zero usage, which charges nothing. Only a successful reply needs usage.
       const usage = ctx.usage ?? (ctx.status >= 400 ? NO_USAGE : undefined);
       if (usage === undefined) {
-        metrics.unmeteredRequests.inc({ reason: 'no_usage' });
+        noUsage.inc();
         ctx.log.warn({ provider: ctx.provider }, 'no usage could be metered; not reported');
         return;
       }
-      const model = ctx.model ?? ctx.upstreamModel ?? '';
-      let price: ModelPrice | undefined = pricing.lookup(
-        ctx.provider,
-        ctx.upstreamModel ?? model,
-        ctx.channel,
-      );
-      if (price === undefined && ctx.upstreamModel !== undefined && ctx.upstreamModel !== model) {
-        price = pricing.lookup(ctx.provider, model, ctx.channel);
+      let outcome: Promise<void>;
+      try {
+        outcome = enqueue(ctx, subjectId, usage);
+      } catch (err) {
+        // An event that cannot be built or handed over is lost like one the queue refused.
+        queueFailed.inc();
+        deps.log.error({ reqIds: [ctx.id], err: errorText(err) }, 'usage events could not be queued');
+        return;
       }
-      if (price === undefined) unpricedSeries(ctx.provider).inc();
-      const input: UsageEventInput = {
-        requestId: ctx.id,
-        correlationId: ctx.correlationId,
-        occurredAtMs: ctx.receivedAt,
-        provider: ctx.provider,
-        api: ctx.api,
-        model,
-        stream: ctx.stream,
-        status: ctx.status,
-        usage,
-        usageStage: ctx.usageStage ?? 'upstream',
-        subjectType: ctx.principal?.subjectType ?? billing.subjectType,
-        subjectId,
-        source: billing.source,
-        completionStyle: completionStyleUsage(ctx.clientFormat),
-        price,
-        itemDetail: billing.itemDetail,
-        priceVersion: pricing.version,
-      };
-      // Not awaited: the reply's last byte already waits for the queue's write of this turn
-      // (endReply(), proxy/request-completion.ts), and waiting for the fsync or the Redis reply here would
-      // keep the whole request (context, bodies) alive for that long, which showed up as old-space garbage
-      // collection under load. The outcome is counted when it arrives, once per promise: events the
-      // queue puts on record together share one.
-      const tokens = queue.enqueueTokens === undefined ? undefined : buildTokenEvent(input);
-      const outcome =
-        tokens !== undefined && queue.enqueueTokens !== undefined
-          ? queue.enqueueTokens(tokens, ctx.traceparent)
-          : queue.enqueue(buildUsageEvent(input), ctx.traceparent);
-      if (outcome !== last?.outcome) last = watch(outcome);
+      // A promise already counted (settled) is watched again: its callbacks have run.
+      if (outcome !== last?.outcome || last.settled) last = watch(outcome);
       last.reqIds.push(ctx.id);
+      metrics.billingInFlight.add(1);
     },
   } satisfies Hook;
 
+  /** Builds the request's event and hands it to the queue: the promise that it is on record. */
+  function enqueue(ctx: RequestContext, subjectId: string, usage: Usage): Promise<void> {
+    const provider = ctx.provider ?? '';
+    const model = ctx.model ?? ctx.upstreamModel ?? '';
+    let price: ModelPrice | undefined = pricing.lookup(provider, ctx.upstreamModel ?? model, ctx.channel);
+    if (price === undefined && ctx.upstreamModel !== undefined && ctx.upstreamModel !== model) {
+      price = pricing.lookup(provider, model, ctx.channel);
+    }
+    if (price === undefined) unpricedSeries(provider).inc();
+    const input: UsageEventInput = {
+      requestId: ctx.id,
+      correlationId: ctx.correlationId,
+      occurredAtMs: ctx.receivedAt,
+      provider,
+      api: ctx.api,
+      model,
+      stream: ctx.stream,
+      status: ctx.status,
+      usage,
+      usageStage: ctx.usageStage ?? 'upstream',
+      subjectType: ctx.principal?.subjectType ?? billing.subjectType,
+      subjectId,
+      source: billing.source,
+      completionStyle: completionStyleUsage(ctx.clientFormat),
+      price,
+      itemDetail: billing.itemDetail,
+      priceVersion: pricing.version,
+    };
+    // Not awaited: the reply's last byte already waits for the queue's write of this turn
+    // (endReply(), proxy/request-completion.ts), and waiting for the fsync or the Redis reply here would
+    // keep the whole request (context, bodies) alive for that long, which showed up as old-space garbage
+    // collection under load. The outcome is counted when it arrives, once per promise: events the
+    // queue puts on record together share one.
+    const tokens = queue.enqueueTokens === undefined ? undefined : buildTokenEvent(input);
+    return tokens !== undefined && queue.enqueueTokens !== undefined
+      ? queue.enqueueTokens(tokens, ctx.traceparent)
+      : queue.enqueue(buildUsageEvent(input), ctx.traceparent);
+  }
+
   function watch(outcome: Promise<void>): Outcome {
-    const o: Outcome = { outcome, reqIds: [] };
+    const o: Outcome = { outcome, reqIds: [], settled: false };
     outcome.then(
-      () => queued.inc(o.reqIds.length),
+      () => {
+        o.settled = true;
+        queued.inc(o.reqIds.length);
+        metrics.billingInFlight.add(-o.reqIds.length);
+      },
       (err: unknown) => {
+        o.settled = true;
         queueFailed.inc(o.reqIds.length);
+        metrics.billingInFlight.add(-o.reqIds.length);
         deps.log.error({ reqIds: o.reqIds, err: errorText(err) }, 'usage events could not be queued');
       },
     );
@@ -137,8 +165,25 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
   }
 }
 
+/**
+ * Billing off: no event is made, and each request that reached a provider is still counted once
+ * (skip_disabled, or not_billable for a token count), so served and accounted stay one number.
+ */
+export function createBillingOffHook(metrics: GatewayMetrics): Hook {
+  const disabled = metrics.billingEnqueued.series('skip_disabled');
+  const notBillable = metrics.billingEnqueued.series('not_billable');
+  return {
+    name: 'billing-off',
+    onComplete(ctx: RequestContext): void {
+      if (ctx.provider === undefined) return;
+      (tokenCountOf(ctx.api) === undefined ? disabled : notBillable).inc();
+    },
+  };
+}
+
 /** The requests whose events wait on one promise of the queue. */
 interface Outcome {
   readonly outcome: Promise<void>;
   readonly reqIds: string[];
+  settled: boolean;
 }

@@ -7,6 +7,7 @@ import { setBounded } from '../common/bounded-map.ts';
 import type { GatewayMetrics, RelayCounter } from '../common/gateway-metrics.ts';
 import { NO_SPANS, type SpanExportCounters } from '../common/span-export.ts';
 import { registerTraceMetrics } from '../common/trace-metrics.ts';
+import type { RequestContext } from '../common/types.ts';
 import { FastCounter, FastHistogram } from './fast-metrics.ts';
 import {
   createGenAiMetrics,
@@ -21,18 +22,50 @@ const MAX_CACHED_SERIES = 2048;
 
 const NO_MODELS: ReadonlySet<string> = new Set();
 
+/**
+ * The results of router_billing_events_total: an event on record (queued) or lost (queue_failed); no
+ * event because the reply failed (skip_status, only_billable_success), names no subject
+ * (skip_no_subject) or billing is off (skip_disabled); a token count (not_billable, not a model call).
+ */
+export const BILLING_RESULTS = [
+  'queued',
+  'queue_failed',
+  'skip_status',
+  'skip_no_subject',
+  'skip_disabled',
+  'not_billable',
+] as const;
+
+/**
+ * The reasons of router_unreported_requests_total: a successful reply whose usage could not be metered
+ * (no_usage), or a client gone before the provider answered (client_aborted: no reply, no usage).
+ */
+export const UNREPORTED_REASONS = ['no_usage', 'client_aborted'] as const;
+
 export function createGatewayMetrics(): GatewayMetrics {
   const registry = new client.Registry();
   // Unprefixed (process_*, nodejs_*): the names stock Node.js dashboards and alerts expect.
   client.collectDefaultMetrics({ register: registry });
-  const observeRequest = requestObserver(registry);
+  const { observeRequest, observeSessionResponse } = requestObserver(registry);
   const activeStreams = gauge(registry, 'router_active_streams', 'Streaming replies in flight');
   const billingEnqueued = new FastCounter(
     registry,
     'router_billing_events_total',
-    'Usage events by result: queued, queue_failed, skip_status, skip_no_subject, not_billable',
+    `Served requests by usage-event result: ${BILLING_RESULTS.join(', ')}`,
     ['result'],
   );
+  // Every series exists from the start (at 0), so the served-billed gap (docs/billing.md) is a
+  // difference of series a scrape always finds.
+  for (const result of BILLING_RESULTS) billingEnqueued.series(result);
+  let eventsInFlight = 0;
+  new client.Gauge({
+    name: 'router_billing_events_in_flight',
+    help: 'Usage events handed to the queue whose write has neither succeeded nor failed yet',
+    registers: [registry],
+    collect() {
+      this.set(eventsInFlight);
+    },
+  });
   const balanceChecks = counter(
     registry,
     'router_balance_checks_total',
@@ -56,12 +89,13 @@ export function createGatewayMetrics(): GatewayMetrics {
     'router_unpriced_models',
     'Models the registry serves that have no price (billing on)',
   );
-  const unmeteredRequests = counter(
+  const unmeteredRequests = new FastCounter(
     registry,
     'router_unreported_requests_total',
-    'Requests not reported to billing, by reason',
-    'reason',
+    `Served requests that have no usage event, by reason: ${UNREPORTED_REASONS.join(', ')}`,
+    ['reason'],
   );
+  for (const reason of UNREPORTED_REASONS) unmeteredRequests.series(reason);
   let openConnections = () => 0;
   new client.Gauge({
     name: 'router_client_connections',
@@ -136,6 +170,11 @@ export function createGatewayMetrics(): GatewayMetrics {
     unpricedModels,
     unpricedServedModels,
     unmeteredRequests,
+    billingInFlight: {
+      add(n) {
+        eventsInFlight += n;
+      },
+    },
     connectionsShed,
     clientTimeouts,
     clientRejected,
@@ -150,6 +189,7 @@ export function createGatewayMetrics(): GatewayMetrics {
       traceSpans = spans;
     },
     observeRequest,
+    observeSessionResponse,
   };
 }
 
@@ -157,7 +197,9 @@ export function createGatewayMetrics(): GatewayMetrics {
  * The per-request series, in the fast implementations (proxy/fast-metrics.ts; the other metrics are
  * rare), and the function that counts a request in them.
  */
-function requestObserver(registry: client.Registry): GatewayMetrics['observeRequest'] {
+function requestObserver(
+  registry: client.Registry,
+): Pick<GatewayMetrics, 'observeRequest' | 'observeSessionResponse'> {
   const requests = new FastCounter(
     registry,
     'router_requests_total',
@@ -186,8 +228,7 @@ function requestObserver(registry: client.Registry): GatewayMetrics['observeRequ
   );
   const genai = createGenAiMetrics(registry);
   const series = new Map<string, Series>();
-  return (ctx, durationMs, models = NO_MODELS) => {
-    const provider = ctx.provider ?? 'none';
+  const seriesOf = (ctx: RequestContext, provider: string): Series => {
     const stream = ctx.stream ? 'true' : 'false';
     const key = `${provider}\u0000${ctx.api}\u0000${ctx.status}\u0000${stream}`;
     let s = series.get(key);
@@ -204,14 +245,26 @@ function requestObserver(registry: client.Registry): GatewayMetrics['observeRequ
       };
       setBounded(series, key, s, MAX_CACHED_SERIES);
     }
+    return s;
+  };
+  const countTokens = (s: Series, ctx: RequestContext): void => {
+    if (ctx.usage === undefined) return;
+    const estimated = ctx.usageStage === 'estimated';
+    (estimated ? s.inputEstimated : s.inputUpstream).inc(ctx.usage.inputTokens);
+    (estimated ? s.outputEstimated : s.outputUpstream).inc(ctx.usage.outputTokens);
+  };
+  const observeSessionResponse = (ctx: RequestContext): void => {
+    const s = seriesOf(ctx, ctx.provider ?? 'none');
+    s.requests.inc();
+    countTokens(s, ctx);
+  };
+  const observeRequest: GatewayMetrics['observeRequest'] = (ctx, durationMs, models = NO_MODELS) => {
+    const provider = ctx.provider ?? 'none';
+    const s = seriesOf(ctx, provider);
     s.requests.inc();
     s.latency.observe(durationMs / 1000);
     if (ctx.upstreamTtfbMs !== undefined) s.ttfb.observe(ctx.upstreamTtfbMs / 1000);
-    if (ctx.usage !== undefined) {
-      const estimated = ctx.usageStage === 'estimated';
-      (estimated ? s.inputEstimated : s.inputUpstream).inc(ctx.usage.inputTokens);
-      (estimated ? s.outputEstimated : s.outputUpstream).inc(ctx.usage.outputTokens);
-    }
+    countTokens(s, ctx);
     if (ctx.provider === undefined) return;
     const model = modelLabel(ctx.model, models);
     const errorType = errorTypeOf(ctx);
@@ -225,6 +278,7 @@ function requestObserver(registry: client.Registry): GatewayMetrics['observeRequ
     }
     observeGenAi(g, ctx, durationMs, errorType);
   };
+  return { observeRequest, observeSessionResponse };
 }
 
 // Labelled children per label set, so a request does one map lookup instead of hashing label

@@ -19,7 +19,10 @@ export function record(
   usage: Usage,
   stage: 'upstream' | 'estimated',
 ): Promise<void> | undefined {
-  const done = runOnComplete(hooks.complete, sessionContext(ctx, `${ctx.id}:${responseId}`, usage, stage));
+  const step = sessionContext(ctx, `${ctx.id}:${responseId}`, usage, stage);
+  // Served as a request of its own (router_requests_total), as billing counts it.
+  rt.metrics.observeSessionResponse(step);
+  const done = runOnComplete(hooks.complete, step);
   const recorded = rt.recorded();
   return recorded === undefined ? done : Promise.all([done, recorded]).then(() => undefined);
 }

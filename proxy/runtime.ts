@@ -33,6 +33,7 @@ import { tokenCountOf } from '../hooks/families/index.ts';
 import { estimateUsageSteps } from '../hooks/usage/estimate.ts';
 import { openStateStore } from '../store/index.ts';
 import { MemoryResponses } from '../store/memory-response-store.ts';
+import { createBillingOffHook } from './enqueue-hook.ts';
 import { watchKeysFile } from './keys-watch.ts';
 import { settleUsage } from './metering.ts';
 import { createGatewayMetrics } from './metrics.ts';
@@ -158,7 +159,8 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
     config.billing.enabled && opts.billing !== undefined
       ? await opts.billing(config, log, metrics)
       : undefined;
-  const billingHooks = billing?.hooks ?? [];
+  // Billing off still counts what it serves (proxy/enqueue-hook.ts), for the served-billed gap.
+  const billingHooks = billing?.hooks ?? [createBillingOffHook(metrics)];
   const upstream =
     opts.upstream ?? new UpstreamClient({ connectTimeoutMs: config.limits.upstreamConnectTimeoutMs });
   const keys = await openAccessKeys(config, opts, compiled.authenticator, metrics);

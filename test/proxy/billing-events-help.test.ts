@@ -1,5 +1,6 @@
-// The HELP text of router_billing_events_total lists exactly the `result` values the usage-event hook
-// emits: every outcome of a request the hook sees is driven once, and /metrics is compared with HELP.
+// The HELP texts of router_billing_events_total and router_unreported_requests_total list exactly the
+// values the usage-event hooks emit (billing on, and billing off): every outcome of a request the hooks
+// see is driven once, and /metrics is compared with HELP.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -8,7 +9,7 @@ import type { EventQueue } from '../../billing/event/event-queue.ts';
 import { compilePricing } from '../../billing/pricing.ts';
 import type { BillingConfig } from '../../common/config-types.ts';
 import type { RequestContext } from '../../common/types.ts';
-import { createBillingEnqueueHook } from '../../proxy/enqueue-hook.ts';
+import { createBillingEnqueueHook, createBillingOffHook } from '../../proxy/enqueue-hook.ts';
 import { createGatewayMetrics } from '../../proxy/metrics.ts';
 
 const log = pino({ level: 'silent' });
@@ -31,7 +32,7 @@ function request(id: string, fields: Partial<Record<string, unknown>> = {}): Req
   } as unknown as RequestContext;
 }
 
-test('router_billing_events_total: HELP names exactly the results the hook emits', async () => {
+test('router_billing_events_total and router_unreported_requests_total: HELP names exactly what the hooks emit', async () => {
   const metrics = createGatewayMetrics();
   let fail = false;
   const queue: EventQueue = {
@@ -58,6 +59,9 @@ test('router_billing_events_total: HELP names exactly the results the hook emits
   hook.onComplete!(request('status', { status: 500 }));
   hook.onComplete!(request('no-subject', { principal: undefined }));
   hook.onComplete!(request('count', { api: 'messages.count_tokens' }));
+  hook.onComplete!(request('aborted', { status: 0 }));
+  hook.onComplete!(request('unmetered', { usage: undefined }));
+  createBillingOffHook(metrics).onComplete!(request('billing-off'));
   await new Promise((resolve) => setImmediate(resolve));
 
   const text = await metrics.registry.metrics();
@@ -67,6 +71,21 @@ test('router_billing_events_total: HELP names exactly the results the hook emits
   const emitted = [...text.matchAll(/^router_billing_events_total\{result="([^"]+)"\} [1-9]/gm)]
     .map((m) => m[1]!)
     .sort();
-  assert.deepEqual(emitted, ['not_billable', 'queue_failed', 'queued', 'skip_no_subject', 'skip_status']);
+  assert.deepEqual(emitted, [
+    'not_billable',
+    'queue_failed',
+    'queued',
+    'skip_disabled',
+    'skip_no_subject',
+    'skip_status',
+  ]);
   assert.deepEqual(listed, emitted);
+
+  const reasonsHelp = /^# HELP router_unreported_requests_total [^:\n]*: (.*)$/m.exec(text);
+  assert.ok(reasonsHelp !== null, text);
+  const reasons = [...text.matchAll(/^router_unreported_requests_total\{reason="([^"]+)"\} [1-9]/gm)]
+    .map((m) => m[1]!)
+    .sort();
+  assert.deepEqual(reasons, ['client_aborted', 'no_usage']);
+  assert.deepEqual(reasonsHelp[1]!.split(', ').sort(), reasons);
 });
