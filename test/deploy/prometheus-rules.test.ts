@@ -126,3 +126,93 @@ test('the gateway\'s rate-limit refusals (provider="none") fire RouterRateLimite
     },
   ]);
 });
+
+/** The series of one gateway that the served-billed gap adds up, each growing by `perMinute` (or given values). */
+function gapSeries(
+  name: string,
+  labels: string,
+  values: string | number,
+): { series: string; values: string } {
+  const s = series(labels, typeof values === 'number' ? values : 0);
+  return { series: `${name}${s.series}`, values: typeof values === 'number' ? s.values : values };
+}
+
+/** A gateway whose counts balance: 100 served a minute = 80 queued + 12 skip_status + 5 client_aborted + 3 no_usage. */
+function balanced(queued: string | number = 80): { series: string; values: string }[] {
+  return [
+    gapSeries(
+      'router_requests_total',
+      'provider="openai",api="chat.completions",status="200",stream="false"',
+      100,
+    ),
+    // Never in the gap: the gateway's own refusals, and token counts.
+    gapSeries(
+      'router_requests_total',
+      'provider="none",api="chat.completions",status="401",stream="false"',
+      7,
+    ),
+    gapSeries(
+      'router_requests_total',
+      'provider="anthropic",api="messages.count_tokens",status="200",stream="false"',
+      9,
+    ),
+    gapSeries('router_billing_events_total', 'result="queued"', queued),
+    gapSeries('router_billing_events_total', 'result="skip_status"', 12),
+    gapSeries('router_billing_events_total', 'result="not_billable"', 9),
+    gapSeries('router_billing_events_total', 'result="queue_failed"', 0),
+    gapSeries('router_unreported_requests_total', 'reason="client_aborted"', 5),
+    gapSeries('router_unreported_requests_total', 'reason="no_usage"', 3),
+    {
+      series: '{__name__="router_billing_events_in_flight",job="router",instance="gw:8080"}',
+      values: '0x40',
+    },
+  ];
+}
+
+test('RouterServedNotBilled fires when served - (queued + not reportable) stays non-zero for 15 minutes, not before', () => {
+  const fired = [{ exp_labels: { severity: 'critical', job: 'router', instance: 'gw:8080' } }];
+  testAlertsWithPromtool(rules, [
+    {
+      // Balanced (token counts and provider="none" left out of both sides): never.
+      interval: '1m',
+      input_series: balanced(),
+      alert_rule_test: [{ eval_time: '30m', alertname: 'RouterServedNotBilled', exp_alerts: [] }],
+    },
+    {
+      // One request a minute leaves no count: non-zero from minute 1, firing once 15 minutes have passed.
+      interval: '1m',
+      input_series: balanced(79),
+      alert_rule_test: [
+        { eval_time: '10m', alertname: 'RouterServedNotBilled', exp_alerts: [] },
+        { eval_time: '30m', alertname: 'RouterServedNotBilled', exp_alerts: fired },
+      ],
+    },
+    {
+      // Counted twice (a negative gap) fires as well.
+      interval: '1m',
+      input_series: balanced(81),
+      alert_rule_test: [{ eval_time: '30m', alertname: 'RouterServedNotBilled', exp_alerts: fired }],
+    },
+    {
+      // Events stuck for 10 minutes, then written: a gap that closes again never fires.
+      interval: '1m',
+      input_series: balanced('0+80x10 800x9 1680+80x19'),
+      alert_rule_test: [
+        { eval_time: '20m', alertname: 'RouterServedNotBilled', exp_alerts: [] },
+        { eval_time: '30m', alertname: 'RouterServedNotBilled', exp_alerts: [] },
+      ],
+    },
+    {
+      // Events handed to the queue and not yet written are in flight, not missing.
+      interval: '1m',
+      input_series: [
+        ...balanced(78).filter((s) => !s.series.startsWith('{__name__="router_billing_events_in_flight"')),
+        {
+          series: '{__name__="router_billing_events_in_flight",job="router",instance="gw:8080"}',
+          values: '0+2x40',
+        },
+      ],
+      alert_rule_test: [{ eval_time: '30m', alertname: 'RouterServedNotBilled', exp_alerts: [] }],
+    },
+  ]);
+});
