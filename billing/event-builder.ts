@@ -26,7 +26,7 @@
 import { createHash } from 'node:crypto';
 import type { Decimal } from 'decimal.js';
 import type { ItemDetail } from '../common/config-types.ts';
-import type { ApiName, Usage, UsageStage } from '../common/types.ts';
+import type { ApiName, StreamEndReason, Usage, UsageStage } from '../common/types.ts';
 import { isCount, type TokenEvent } from './event/token-event.ts';
 import {
   type BillingItem,
@@ -64,6 +64,8 @@ export interface UsageEventInput {
   itemDetail?: ItemDetail | undefined;
   /** The pricing's version (Pricing.version), carried in meta and x-billing. */
   priceVersion?: string | undefined;
+  /** Why the stream was interrupted (meta.end_reason); such an event is never a token event. */
+  endReason?: StreamEndReason | undefined;
 }
 
 /** A token count for the wire: a non-negative integer whatever the upstream sent. */
@@ -210,6 +212,7 @@ function inputChars(input: UsageEventInput, items: number): number {
     input.usageStage.length +
     (input.correlationId?.length ?? 0) +
     2 * (input.priceVersion?.length ?? 0) +
+    (input.endReason?.length ?? 0) +
     (input.price === undefined ? 0 : items * input.price.currency.length)
   );
 }
@@ -317,6 +320,7 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
   if (input.correlationId !== undefined) meta.correlation_id = input.correlationId;
   if (input.priceVersion !== undefined) meta.price_version = input.priceVersion;
   if (input.price === undefined) meta.unpriced = true;
+  if (input.endReason !== undefined) meta.end_reason = input.endReason;
   const event: UsageEvent = {
     source: input.source,
     external_event_id: input.requestId,
@@ -360,6 +364,7 @@ export function buildUsageEvent(input: UsageEventInput): UsageEvent {
 export function buildTokenEvent(input: UsageEventInput): TokenEvent | undefined {
   const usage = input.usage;
   if (
+    input.endReason !== undefined ||
     tokens(usage.cacheReadTokens) > 0 ||
     tokens(usage.cacheCreationTokens) > 0 ||
     tokens(usage.inputAudioTokens) > 0 ||

@@ -75,6 +75,14 @@ export interface Usage {
 
 export type UsageStage = 'upstream' | 'estimated';
 
+/**
+ * Why a stream ended before it was read to its end with the provider's final usage (docs/billing.md
+ * "Interrupted streams"): the client left, the upstream reported an error in the stream, the stream
+ * stopped without an error and without its final usage (connection closed or reset, body timeout, an
+ * early end), or the bound of `billing.interrupted_stream: finish_upstream` ended the reading.
+ */
+export type StreamEndReason = 'client_gone' | 'upstream_error' | 'upstream_cut' | 'timeout';
+
 /** Who is calling: the result of authentication. */
 export interface Principal {
   /** Access key name; undefined for the master key. */
@@ -204,6 +212,12 @@ export interface RequestContext {
   /** Usage as reported by the upstream (set by the usage hooks) or estimated at completion. */
   usage: Usage | undefined;
   usageStage: UsageStage | undefined;
+  /**
+   * Streams: why the stream was interrupted, set when usage is settled (proxy/metering.ts); undefined
+   * for a stream read to its end with its final usage. The relay sets it while it reads a stream on
+   * after its client left (`client_gone`) and when it stops that reading at its bound (`timeout`).
+   */
+  endReason?: StreamEndReason | undefined;
   /** True once any byte of the reply reached the client (retries stop here). */
   responseStarted: boolean;
   /** True when the client went away before the reply finished. */

@@ -35,6 +35,8 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
   const queued = metrics.billingEnqueued.series('queued');
   const queueFailed = metrics.billingEnqueued.series('queue_failed');
   const notBillable = metrics.billingEnqueued.series('not_billable');
+  const voidInterrupted = metrics.billingEnqueued.series('void_interrupted');
+  const voiding = billing.interruptedStream === 'void';
   const clientAborted = metrics.unmeteredRequests.series('client_aborted');
   const noUsage = metrics.unmeteredRequests.series('no_usage');
   let last: Outcome | undefined;
@@ -81,6 +83,11 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
             'served request maps to no billing subject; not reported',
           );
         }
+        return;
+      }
+      // billing.interrupted_stream: void: an interrupted stream is not charged (docs/billing.md).
+      if (voiding && ctx.endReason !== undefined) {
+        voidInterrupted.inc();
         return;
       }
       // A failed reply (reported because only_billable_success is off) consumed no tokens: it is
@@ -134,6 +141,7 @@ export function createBillingEnqueueHook(deps: BillingEnqueueDeps): Hook {
       price,
       itemDetail: billing.itemDetail,
       priceVersion: pricing.version,
+      endReason: ctx.endReason,
     };
     // Not awaited: the reply's last byte already waits for the queue's write of this turn
     // (endReply(), proxy/request-completion.ts), and waiting for the fsync or the Redis reply here would

@@ -302,9 +302,11 @@ export async function startGateway(file: string, opts: StartOptions = {}): Promi
         log.warn({ inFlight: gateway.inFlight() }, 'drain timeout: closing the connections still open');
         // Closing a connection aborts its request (upstream call cancelled); each still completes
         // (usage settled on what was delivered, event queued) before the queue may close. Realtime
-        // sessions still open get a close frame (1001, going away).
+        // sessions still open get a close frame (1001, going away). Streams read on after their client
+        // left (finish_upstream) stop too, as do those whose client the cut makes leave.
         stage = 'requests cut at the drain timeout';
         const sessionsClosed = gateway.closeSessions();
+        upstream.stopOrphans();
         gateway.server.closeAllConnections();
         await sessionsClosed;
         await waitCompleting(gateway, COMPLETION_STALL_MS);

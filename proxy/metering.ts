@@ -3,9 +3,9 @@
 // (usage is estimated when the upstream returns none; an aborted stream is billed for what was
 // delivered). docs/billing.md "Where the counts come from" states the rule.
 
-import type { JsonValue, RequestContext, Usage } from '../common/types.ts';
+import type { JsonValue, RequestContext, StreamEndReason, Usage } from '../common/types.ts';
 import { servedRequestOf } from '../hooks/builtin/rule-translators.ts';
-import { streamUsage } from '../hooks/builtin/usage-meter.ts';
+import { streamFailed, streamUsage } from '../hooks/builtin/usage-meter.ts';
 import {
   REPLY_TEXT_FIELDS,
   requestTextOf,
@@ -13,7 +13,7 @@ import {
   USAGE_FIELDS,
 } from '../hooks/families/index.ts';
 import { runInSlices, runToEnd, type SliceBudget } from '../hooks/usage/token-slices.ts';
-import type { RequestText } from '../hooks/usage/types.ts';
+import type { RequestText, UsageSniffer } from '../hooks/usage/types.ts';
 
 /** Most output text the gateway keeps per request for estimation; beyond it the estimate is capped. */
 export const DELIVERED_TEXT_LIMIT = 1024 * 1024;
@@ -70,11 +70,12 @@ export type Estimator = (input: {
 }) => Generator<number, Usage, undefined>;
 
 /**
- * Settle ctx.usage. A reply whose upstream gave its final counts keeps them. Otherwise usage is
- * estimated (`estimated`): when there are no counts at all, or when a stream ended without its final
- * report (client gone, upstream failed, in-stream error, cut): then input keeps the upstream's figure
- * when it had arrived (Anthropic's message_start, Gemini's promptTokenCount) and output is the larger
- * of the upstream's running count and the estimate of what was delivered.
+ * Settle ctx.usage and, for a stream, ctx.endReason. A reply whose upstream gave its final counts keeps
+ * them. Otherwise usage is estimated (`estimated`): when there are no counts at all, or when a stream
+ * ended without its final report (client gone, upstream failed, in-stream error, cut): then input keeps
+ * the upstream's figure when it had arrived (Anthropic's message_start, Gemini's promptTokenCount) and
+ * output is the larger of the upstream's running count and the estimate of what was delivered. A stream
+ * read on to its end after its client left (finish_upstream) keeps its final counts.
  *
  * Returns undefined when settled now, or a promise when the estimate needs more than one slice
  * (hooks/usage/token-slices.ts): the caller must wait for it before reporting the usage.
@@ -87,9 +88,13 @@ export function settleUsage(
   if (ctx.status >= 400 || ctx.status === 0) return undefined;
   const running = ctx.stream ? streamUsage(ctx) : undefined;
   const reported = ctx.usage ?? running?.result();
-  const partial =
-    ctx.stream &&
-    (ctx.clientAborted || ctx.error !== undefined || (running !== undefined && !running.final()));
+  let partial = false;
+  if (ctx.stream) {
+    // The relay's mark: read on after the client left (finish_upstream), to the end or not.
+    const readOn = ctx.endReason === 'client_gone';
+    ctx.endReason = endReasonOf(ctx, running, readOn);
+    partial = ctx.endReason !== undefined && !(readOn && ctx.endReason === 'client_gone');
+  }
   if (reported !== undefined && !partial) {
     ctx.usage = reported;
     ctx.usageStage ??= 'upstream';
@@ -100,6 +105,23 @@ export function settleUsage(
   if (estimated instanceof Promise) return estimated.then((usage) => applyEstimate(ctx, reported, usage));
   applyEstimate(ctx, reported, estimated);
   return undefined;
+}
+
+/**
+ * Why a stream ended before its final usage was read (docs/billing.md "Interrupted streams"), or
+ * undefined when it was read to its end with it. A client that left counts unless the stream was read on
+ * to its end and that end had the final usage.
+ */
+function endReasonOf(
+  ctx: RequestContext,
+  running: UsageSniffer | undefined,
+  readOn: boolean,
+): StreamEndReason | undefined {
+  if (ctx.endReason === 'timeout') return 'timeout';
+  if (ctx.clientAborted && !readOn) return 'client_gone';
+  if (ctx.error !== undefined || streamFailed(ctx)) return 'upstream_error';
+  if (running !== undefined && !running.final()) return 'upstream_cut';
+  return readOn ? 'client_gone' : undefined;
 }
 
 function* estimateSteps(

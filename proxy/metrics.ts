@@ -25,7 +25,8 @@ const NO_MODELS: ReadonlySet<string> = new Set();
 /**
  * The results of router_billing_events_total: an event on record (queued) or lost (queue_failed); no
  * event because the reply failed (skip_status, only_billable_success), names no subject
- * (skip_no_subject) or billing is off (skip_disabled); a token count (not_billable, not a model call).
+ * (skip_no_subject), billing is off (skip_disabled) or the stream was interrupted under
+ * billing.interrupted_stream: void (void_interrupted); a token count (not_billable, not a model call).
  */
 export const BILLING_RESULTS = [
   'queued',
@@ -33,6 +34,7 @@ export const BILLING_RESULTS = [
   'skip_status',
   'skip_no_subject',
   'skip_disabled',
+  'void_interrupted',
   'not_billable',
 ] as const;
 

@@ -69,6 +69,8 @@ export async function relayStream(job: RelayJob, framing?: StreamFraming): Promi
   // error event the gateway adds continues their numbering.
   let eventsSent = 0;
   const emit = (parts: readonly ResponsePart[]) => {
+    // Read on after the client left: the hooks saw the events, nothing is delivered.
+    if (ctx.clientAborted) return;
     for (const part of parts) {
       if (part.type !== 'event') continue;
       if (!passthrough) eventsSent++;
@@ -103,10 +105,19 @@ export async function relayStream(job: RelayJob, framing?: StreamFraming): Promi
   // (`: keep-alive`) and id/retry fields in such a chunk reach the client as sent; a chunk that starts
   // or ends mid-event, or in which a hook changed anything, is serialized from the hooks' output.
   let atBoundary = true;
+  const readOnMs = completion.readOnMs;
+  let stopReading: (() => void) | undefined;
+  if (readOnMs !== undefined) {
+    ctx.cancellation.defer(() => {
+      stopReading = readOn(ctx, completion, readOnMs);
+    });
+  }
   try {
     for await (const chunk of up.body) {
       if (chunk.length === 0) continue;
-      if (passthrough) {
+      if (ctx.clientAborted) {
+        reader.push(chunk);
+      } else if (passthrough) {
         const pending = write(res, chunk);
         reader.push(chunk);
         if (pending !== undefined) await pending;
@@ -130,13 +141,17 @@ export async function relayStream(job: RelayJob, framing?: StreamFraming): Promi
     }
     reader.end();
   } catch (err) {
-    if (ctx.clientAborted) return;
+    // The client left and the upstream call was ended: at once, or (read on) at the bound or a shutdown.
+    if (ctx.clientAborted && ctx.endReason !== 'client_gone') return;
     const gwErr = classifyUpstreamError(err);
     ctx.error = {
       code: gwErr instanceof GatewayError ? gwErr.code : 'upstream_unreachable',
       message: 'upstream stream failed',
     };
     ctx.log.warn({ provider: ctx.provider, err: errorText(err) }, 'upstream stream failed mid-way');
+  } finally {
+    if (readOnMs !== undefined) ctx.cancellation.defer(undefined);
+    stopReading?.();
   }
   if (ctx.clientAborted) return;
   const before = held.length;
@@ -151,6 +166,29 @@ export async function relayStream(job: RelayJob, framing?: StreamFraming): Promi
   if (out !== '') res.write(out);
   // Clients (and SDKs) see the stream as over only when the response ends: complete first.
   await completion.endReply(res);
+}
+
+/**
+ * finish_upstream: the client left, and the stream is read on (its events through the hooks, so the
+ * usage meter reads the final counts) until the upstream ends it or `maxMs` passes. Returns what stops
+ * the bound and forgets the stream when the reading is over.
+ */
+function readOn(ctx: Context, completion: RequestCompletion, maxMs: number): () => void {
+  ctx.endReason = 'client_gone';
+  ctx.log.debug({ maxMs }, 'client gone: reading the upstream on for its final usage');
+  const timer = setTimeout(() => {
+    ctx.endReason = 'timeout';
+    ctx.cancellation.end();
+  }, maxMs);
+  // A shutdown stops the reading, and the stream is billed as if it had stopped with its client.
+  const forget = completion.adoptOrphan(() => {
+    ctx.endReason = undefined;
+    ctx.cancellation.end();
+  });
+  return () => {
+    clearTimeout(timer);
+    forget();
+  };
 }
 
 /** A binary stream's decoder behind the SSE reader's two calls. */

@@ -25,6 +25,22 @@ export class RequestCompletion {
     this.#hooks = hooks;
   }
 
+  /**
+   * billing.interrupted_stream: finish_upstream: how long a stream whose client left is read on for its
+   * final usage; undefined when it stops at once.
+   */
+  get readOnMs(): number | undefined {
+    const billing = this.#rt.config.billing;
+    return billing.enabled && billing.interruptedStream === 'finish_upstream'
+      ? billing.interruptedStreamMaxMs
+      : undefined;
+  }
+
+  /** Keeps how to stop a stream read on after its client left, for a shutdown (UpstreamClient.adopt). */
+  adoptOrphan(stop: () => void): () => void {
+    return this.#rt.upstream.adopt(stop);
+  }
+
   /** Whether the request has completed (or begun to). */
   get started(): boolean {
     return this.#done !== undefined;

@@ -38,6 +38,7 @@ export class Context implements RequestContext {
   status = 0;
   usage: RequestContext['usage'] = undefined;
   usageStage: RequestContext['usageStage'] = undefined;
+  endReason: RequestContext['endReason'] = undefined;
   responseStarted = false;
   clientAborted = false;
   deliveredText: string[] = [];

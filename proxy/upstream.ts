@@ -150,6 +150,7 @@ function tooLarge(): GatewayError {
 export class Cancellation {
   #cancelled = false;
   #listener: (() => void) | undefined;
+  #instead: (() => void) | undefined;
 
   get cancelled(): boolean {
     return this.#cancelled;
@@ -158,6 +159,21 @@ export class Cancellation {
   cancel(): void {
     if (this.#cancelled) return;
     this.#cancelled = true;
+    const instead = this.#instead;
+    if (instead === undefined) this.end();
+    else instead();
+  }
+
+  /**
+   * A cancel from now on runs `instead` and leaves the running call on: a stream read on after its client
+   * left (billing.interrupted_stream: finish_upstream), which end() stops. undefined: cancels end it again.
+   */
+  defer(instead: (() => void) | undefined): void {
+    this.#instead = instead;
+  }
+
+  /** Ends the running call now, if one is running. */
+  end(): void {
     const listener = this.#listener;
     this.#listener = undefined;
     listener?.();
@@ -229,6 +245,8 @@ class ReplyHandler implements Dispatcher.DispatchHandler {
 
 export class UpstreamClient {
   readonly #agent: Agent;
+  /** How to stop each call read on after its client left (finish_upstream); undefined once shutting down. */
+  #orphans: Set<() => void> | undefined = new Set();
 
   constructor(opts: UpstreamClientOptions) {
     this.#agent = new Agent({
@@ -263,6 +281,30 @@ export class UpstreamClient {
         new ReplyHandler(resolve, reject, cancel),
       );
     });
+  }
+
+  /**
+   * Keeps `stop` for a call read on after its client left, until the returned function forgets it; a
+   * call that starts reading on after stopOrphans() is stopped at once.
+   */
+  adopt(stop: () => void): () => void {
+    const orphans = this.#orphans;
+    if (orphans === undefined) {
+      stop();
+      return () => {};
+    }
+    orphans.add(stop);
+    return () => orphans.delete(stop);
+  }
+
+  /**
+   * Shutdown: the calls read on after their client left stop now instead of at their bound, so that they
+   * complete (and their usage is queued) while the queue is still open.
+   */
+  stopOrphans(): void {
+    const orphans = this.#orphans;
+    this.#orphans = undefined;
+    for (const stop of orphans ?? []) stop();
   }
 
   close(): Promise<void> {

@@ -133,7 +133,8 @@ export function tokenEventOf(e: UsageEvent): TokenEvent | undefined {
     !isCount(c.total_tokens) ||
     !isCount(e.occurred_at) ||
     (m.price_version !== undefined && typeof m.price_version !== 'string') ||
-    (m.unpriced !== undefined && m.unpriced !== true)
+    (m.unpriced !== undefined && m.unpriced !== true) ||
+    m.end_reason !== undefined
   ) {
     return undefined;
   }

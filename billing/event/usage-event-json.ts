@@ -36,7 +36,13 @@ const writesEveryField: [
   >,
   Only<
     UsageEvent['raw_json']['meta'],
-    'subject_type' | 'subject_id' | 'request_id' | 'correlation_id' | 'price_version' | 'unpriced'
+    | 'subject_type'
+    | 'subject_id'
+    | 'request_id'
+    | 'correlation_id'
+    | 'price_version'
+    | 'unpriced'
+    | 'end_reason'
   >,
   Only<NonNullable<UsageEvent['x-billing']>, 'items' | 'pricing_hints' | 'price_version'>,
   Only<BillingItem, 'metric' | 'quantity' | 'unit'>,
@@ -489,6 +495,7 @@ const IDEMPOTENCY_KEY = encoded(',"idempotency_key":');
 const ROUTER_KEY = encoded(',"idempotency_key":"router:');
 const OCCURRED_AT = encoded(',"occurred_at":');
 const CORRELATION_ID = encoded(',"correlation_id":');
+const END_REASON = encoded(',"end_reason":');
 
 /** `{"source":…,"external_event_id":`, after the traceparent when there is one. */
 function openEvent(out: JsonBytes, k: Middle, traceparent: string | undefined): void {
@@ -534,6 +541,10 @@ export function writeQueuedEvent(out: JsonBytes, event: UsageEvent, traceparent:
     out.string(r.meta.correlation_id);
   }
   metaTail(out, r.meta.price_version, r.meta.unpriced === true);
+  if (r.meta.end_reason !== undefined) {
+    out.bytes(END_REASON);
+    out.string(r.meta.end_reason);
+  }
   if (x === undefined) out.bytes(NO_BILLING_CLOSE);
   else billing(out, x);
 }

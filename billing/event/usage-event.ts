@@ -1,6 +1,6 @@
 // The usage event sent to the billing service (docs/billing.md "The usage event").
 
-import type { ApiName } from '../../common/types.ts';
+import type { ApiName, StreamEndReason } from '../../common/types.ts';
 
 export interface UsageCounts {
   input_tokens: number;
@@ -58,6 +58,8 @@ export interface UsageEvent {
       price_version?: string;
       /** The model had no price: the items carry no pricing_hints. */
       unpriced?: true;
+      /** Why a stream was interrupted (docs/billing.md "Interrupted streams"); only on such a stream's event. */
+      end_reason?: StreamEndReason;
     };
   };
   'x-billing'?: {

@@ -6,6 +6,7 @@ import { RequestState } from '../../common/request-state.ts';
 import type { Hook, RequestContext, ResponseHead, ResponsePart, Usage } from '../../common/types.ts';
 import type { CompiledRule } from '../dsl/types.ts';
 import { mergeRequestUsage } from '../usage/request-usage.ts';
+import { isStreamError } from '../usage/sniffers.ts';
 import type { RequestUsage, UsagePreset, UsageSniffer } from '../usage/types.ts';
 
 export interface UsageMeterDeps {
@@ -34,6 +35,14 @@ const sniffers = new RequestState<UsageSniffer>();
  */
 export function streamUsage(ctx: RequestContext): UsageSniffer | undefined {
   return sniffers.get(ctx);
+}
+
+/** Streams in which the upstream reported an error (set only then). */
+const failures = new RequestState<true>();
+
+/** Whether the upstream reported an error inside the stream (docs/billing.md "Interrupted streams"). */
+export function streamFailed(ctx: RequestContext): boolean {
+  return failures.get(ctx) === true;
 }
 
 /** Quantities a preset read from the request (fromRequest), merged under what the reply reports. */
@@ -84,6 +93,7 @@ export function createUsageMeterHook(preset: UsagePreset): Hook {
           sniffers.set(ctx, sniffer);
         }
         sniffer.event(part.event, part.data);
+        if (isStreamError(part.event, part.data)) failures.set(ctx, true);
       }
       return parts;
     },

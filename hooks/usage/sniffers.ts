@@ -61,6 +61,17 @@ export function hasObjectKey(data: string, quotedKey: string): boolean {
   }
 }
 
+const ERROR_DATA = /^\{\s*"(?:error"|type"\s*:\s*"error")/;
+
+/**
+ * An upstream's error report inside a stream, in any family's shape: an `error` event (Anthropic,
+ * Responses, Bedrock's exceptions as the gateway decodes them), or data that is an error object
+ * (`{"error":…}` of OpenAI chat and Gemini; `{"type":"error",…}` when a proxy stripped the event name).
+ */
+export function isStreamError(event: string | undefined, data: string): boolean {
+  return event === 'error' || (data.charCodeAt(0) === 0x7b && ERROR_DATA.test(data));
+}
+
 export function buildUsage(
   input: number,
   output: number,

@@ -62,6 +62,21 @@ test('router_billing_events_total and router_unreported_requests_total: HELP nam
   hook.onComplete!(request('aborted', { status: 0 }));
   hook.onComplete!(request('unmetered', { usage: undefined }));
   createBillingOffHook(metrics).onComplete!(request('billing-off'));
+  const voiding = createBillingEnqueueHook({
+    billing: {
+      enabled: true,
+      onlyBillableSuccess: false,
+      subjectType: 'api_key',
+      fallbackSubjectId: '',
+      source: 'llm-router',
+      interruptedStream: 'void',
+    } as BillingConfig,
+    pricing: compilePricing([]).pricing,
+    queue,
+    metrics,
+    log,
+  });
+  voiding.onComplete!(request('interrupted', { stream: true, endReason: 'client_gone' }));
   await new Promise((resolve) => setImmediate(resolve));
 
   const text = await metrics.registry.metrics();
@@ -78,6 +93,7 @@ test('router_billing_events_total and router_unreported_requests_total: HELP nam
     'skip_disabled',
     'skip_no_subject',
     'skip_status',
+    'void_interrupted',
   ]);
   assert.deepEqual(listed, emitted);
 

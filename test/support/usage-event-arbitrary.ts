@@ -75,6 +75,19 @@ export const eventInput: fc.Arbitrary<UsageEventInput> = fc
     completionStyle: fc.boolean(),
     itemDetail: fc.constantFrom('spec' as const, 'detailed' as const, undefined),
     priceVersion: fc.option(fc.oneof(fc.constant(pricing.version), text), { nil: undefined }),
+    // Most events are of requests that ended normally.
+    endReason: fc.oneof(
+      { arbitrary: fc.constant(undefined), weight: 6 },
+      {
+        arbitrary: fc.constantFrom(
+          'client_gone' as const,
+          'upstream_error' as const,
+          'upstream_cut' as const,
+          'timeout' as const,
+        ),
+        weight: 1,
+      },
+    ),
   })
   .map(({ model, modelName, ...rest }) => {
     const [provider, name, api] = MODELS[model] as [string, string, ApiName];

@@ -27,9 +27,15 @@ const TOKEN_KEYS = new Set([
   'completion_tokens',
 ]);
 
-/** Whether the compact line can hold the event: token counts only, each a safe integer. */
+/**
+ * Whether the compact line can hold the event: token counts only, each a safe integer, and no
+ * interrupted stream's end reason.
+ */
 function tokenOnly(event: UsageEvent): boolean {
-  return Object.entries(event.raw_json.usage).every(([k, v]) => TOKEN_KEYS.has(k) && Number.isSafeInteger(v));
+  return (
+    event.raw_json.meta.end_reason === undefined &&
+    Object.entries(event.raw_json.usage).every(([k, v]) => TOKEN_KEYS.has(k) && Number.isSafeInteger(v))
+  );
 }
 
 function chat(overrides: Partial<UsageEventInput> = {}): UsageEventInput {
