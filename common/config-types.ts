@@ -21,6 +21,11 @@ export interface LimitsConfig {
   readonly upstreamBodyTimeoutMs: number;
   /** Further providers tried after the first on connect error, 429 or 5xx before any byte was sent. */
   readonly maxRetries: number;
+  /**
+   * How long after asking the serving provider's count (alongside the generation) an Anthropic client's
+   * translated stream waits for it before message_start states the estimate (0: never asked).
+   */
+  readonly earlyCountWaitMs: number;
   /** Longest a realtime session may last, in seconds (0: no limit). */
   readonly realtimeMaxSessionS: number;
   readonly realtimeMaxMessageBytes: number;

@@ -184,6 +184,7 @@ export function toConfig(
       upstreamHeadersTimeoutMs: raw.limits.upstream_headers_timeout_ms,
       upstreamBodyTimeoutMs: raw.limits.upstream_body_timeout_ms,
       maxRetries: raw.limits.max_retries,
+      earlyCountWaitMs: raw.limits.early_count_wait_ms,
       realtimeMaxSessionS: raw.limits.realtime_max_session_s,
       realtimeMaxMessageBytes: raw.limits.realtime_max_message_bytes,
       drainTimeoutMs: raw.limits.drain_timeout_ms,

@@ -100,6 +100,13 @@ export const ROUTER_CONFIG_SCHEMA = {
           "default": 300000,
           "minimum": 1
         },
+        "early_count_wait_ms": {
+          "type": "integer",
+          "description": "An Anthropic client's stream served by another family: how long after asking the serving provider's token count (alongside the generation) message_start waits for it before stating the gateway's estimate instead (logged). 0: never ask, always the estimate.",
+          "default": 1000,
+          "minimum": 0,
+          "maximum": 60000
+        },
         "max_retries": {
           "type": "integer",
           "description": "Further providers tried after the first one on connect error, 429 or 5xx, before any byte went to the client.",

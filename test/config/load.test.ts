@@ -82,6 +82,7 @@ test('an empty file gets every documented default', async () => {
     upstreamHeadersTimeoutMs: 60000,
     upstreamBodyTimeoutMs: 300000,
     maxRetries: 1,
+    earlyCountWaitMs: 1000,
     realtimeMaxSessionS: 0,
     realtimeMaxMessageBytes: 16 * 1024 * 1024,
     drainTimeoutMs: 30000,
