@@ -399,7 +399,12 @@ function countTokens(req: SimRequest): SimReply {
     if (!messagesBody || !Array.isArray(messagesBody.messages))
       return malformed('#: required key [messages] not found');
   } else if (conv !== undefined) {
-    messagesBody = converseToMessages({ messages: conv.messages ?? [], system: conv.system });
+    messagesBody = converseToMessages({
+      messages: conv.messages ?? [],
+      system: conv.system,
+      toolConfig: conv.toolConfig,
+      additionalModelRequestFields: conv.additionalModelRequestFields,
+    });
   } else {
     return bedrockError(
       400,

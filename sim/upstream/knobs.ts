@@ -51,6 +51,7 @@ export function readKnobs(headers: IncomingHttpHeaders, model: string, defaultCh
     cacheWriteTokens: intOr(header(headers, 'x-sim-cache-write-tokens'), 0),
     reasoningTokens: intOr(header(headers, 'x-sim-reasoning-tokens'), 0),
     replay: header(headers, 'x-sim-replay'),
+    countHang: isOn(header(headers, 'x-sim-count-hang')),
   };
   const failTimes = header(headers, 'x-sim-fail-times');
   if (failTimes !== undefined) knobs.failTimes = intOr(failTimes, 0);
@@ -77,4 +78,5 @@ function applyModelKnobs(knobs: Knobs, model: string, headers: IncomingHttpHeade
   if (model.includes('no-usage')) knobs.noUsage = true;
   if (model.includes('unicode')) knobs.unicode = true;
   if (model.includes('tool')) knobs.tool = true;
+  if (model.includes('count-hang')) knobs.countHang = true;
 }

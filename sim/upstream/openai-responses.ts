@@ -1,7 +1,7 @@
 // OpenAI Responses API: POST /v1/responses (plain and streamed) and POST /v1/responses/input_tokens.
 
 import { badRequest, type Conversation, decide, json, responsesUsage, SSE } from './openai-common.ts';
-import { openaiImagePartTokens, openaiToolTokens, responsesItemTokens } from './prompt-rules.ts';
+import { openaiImagePartTokens, openaiToolTokens } from './prompt-rules.ts';
 import { responsesJsonRequest } from './structured.ts';
 import {
   asArray,
@@ -14,13 +14,15 @@ import {
   splitPieces,
   tokens,
 } from './text.ts';
-import type { SimReply, SimRequest } from './types.ts';
+import { framesBeforeCut, type SimReply, type SimRequest } from './types.ts';
 
 // ---------------------------------------------------------------- responses
 
-// The model reads a Responses input as the same chat it reads a chat request as, so it is counted by
-// the same recipe: 3 per message plus its role and text (instructions are a developer message), 3 per
-// function call or output item around what it holds, and 3 priming the reply.
+// The model reads a Responses input as the same chat it reads a chat request as, so it is counted as
+// that chat by the same recipe (readChatMessages): 3 per message plus its role and text (instructions are
+// a developer message); function calls join the assistant message before them (one is opened when there
+// is none), 3 each around the name and arguments; a function call output is a `tool` message; 3 prime
+// the reply. The same conversation costs the same through either API.
 function readResponsesInput(input: unknown, instructions: string | undefined): Conversation {
   const REPLY_PRIMING = 3;
   let promptTokens = REPLY_PRIMING + (instructions ? 3 + tokens('developer') + tokens(instructions) : 0);
@@ -30,18 +32,31 @@ function readResponsesInput(input: unknown, instructions: string | undefined): C
   }
   let userText = '';
   let lastIsUser = false;
+  let lastRole: string | undefined;
   for (const item of asArray(input)) {
     const o = asObject(item);
+    if (o?.type === 'function_call') {
+      if (lastRole !== 'assistant') promptTokens += 3 + tokens('assistant');
+      promptTokens += 3 + tokens(asString(o.name) ?? '') + tokens(asString(o.arguments) ?? '');
+      lastRole = 'assistant';
+      lastIsUser = false;
+      continue;
+    }
+    if (o?.type === 'function_call_output') {
+      const output = o.output;
+      promptTokens +=
+        3 + tokens('tool') + (typeof output === 'string' ? tokens(output) : tokens(contentText(output)));
+      lastRole = 'tool';
+      lastIsUser = false;
+      continue;
+    }
     const role = asString(o?.role);
     const text = contentText(o?.content);
     promptTokens +=
-      3 +
-      (role === undefined ? 0 : tokens(role)) +
-      tokens(text) +
-      openaiImagePartTokens(o?.content) +
-      responsesItemTokens(o);
+      3 + (role === undefined ? 0 : tokens(role)) + tokens(text) + openaiImagePartTokens(o?.content);
     if (role === 'user') userText = text;
     lastIsUser = role === 'user';
+    lastRole = role;
   }
   return { userText, lastIsUser, promptTokens };
 }
@@ -204,7 +219,8 @@ export function responses(req: SimRequest): SimReply {
     emit('response.output_item.done', { output_index: at, item: doneItem });
   }
   emit(incomplete ? 'response.incomplete' : 'response.completed', { response: completed });
-  const errorFrame = `event: error\ndata: ${JSON.stringify({ type: 'error', sequence_number: seq, code: 'server_error', message: 'The server had an error while processing your request.', param: null })}\n\n`;
+  // Numbered after the frames a midstream failure sends, as the real stream numbers its error event.
+  const errorFrame = `event: error\ndata: ${JSON.stringify({ type: 'error', sequence_number: framesBeforeCut(frames.length), code: 'server_error', message: 'The server had an error while processing your request.', param: null })}\n\n`;
   return { kind: 'stream', contentType: SSE, frames, errorFrame };
 }
 

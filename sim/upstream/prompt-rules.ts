@@ -3,7 +3,7 @@
 // the gateway's own (hooks/families/*): the simulator stands in for the providers that publish them.
 // Tokens are o200k_base, like the rest of the simulator.
 
-import type { JsonObject, JsonValue } from '../../common/types.ts';
+import type { JsonValue } from '../../common/types.ts';
 import { toolSystemPromptTokens } from '../../hooks/families/anthropic/request-text.ts';
 import { toolListParts } from '../../hooks/families/openai/tool-text.ts';
 import {
@@ -14,7 +14,7 @@ import {
   urlImageSize,
 } from '../../hooks/usage/image-tokens.ts';
 import type { PromptParts } from '../../hooks/usage/types.ts';
-import { asArray, asObject, asString, contentText, tokens } from './text.ts';
+import { asArray, asObject, asString, tokens } from './text.ts';
 
 function partsTokens(parts: PromptParts): number {
   let n = parts.tokens;
@@ -115,16 +115,4 @@ export function openaiImagePartTokens(content: unknown): number {
     n += openaiImageTokens(url === undefined ? undefined : urlImageSize(url), asString(image.detail));
   }
   return n;
-}
-
-/** A Responses input item that is no message: function calls and their outputs. */
-export function responsesItemTokens(item: JsonObject | Record<string, unknown> | undefined): number {
-  if (item?.type === 'function_call') {
-    return tokens(asString(item.name) ?? '') + tokens(asString(item.arguments) ?? '');
-  }
-  if (item?.type === 'function_call_output') {
-    const output = item.output;
-    return typeof output === 'string' ? tokens(output) : tokens(contentText(output));
-  }
-  return 0;
 }

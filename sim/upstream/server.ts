@@ -239,6 +239,9 @@ function modelOf(json: unknown, params: Record<string, string>): string {
   return '';
 }
 
+/** The counting endpoints of every provider (x-sim-count-hang). */
+const COUNT_PATH = /(?:\/count_tokens|:countTokens|\/input_tokens|\/count-tokens|\/count-tokens:rawPredict)$/;
+
 const FAIL_MESSAGES: Record<number, string> = {
   400: 'Simulated bad request (x-sim-fail: 400).',
   401: 'Simulated authentication failure (x-sim-fail: 401).',
@@ -429,6 +432,10 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
 
   async function respond(res: ServerResponse, ex: Exchange, route: Route, simReq: SimRequest): Promise<void> {
     const { knobs } = simReq;
+    if (knobs.countHang && COUNT_PATH.test(simReq.pathname)) {
+      stats.injected++;
+      return;
+    }
     const failure = activeFailure(knobs);
     if (failure !== undefined) {
       stats.injected++;

@@ -29,6 +29,8 @@ export interface Knobs {
   reasoningTokens: number;
   /** "<provider>/<name>" of a fixture to replay instead of generating a reply. */
   replay: string | undefined;
+  /** Counting endpoints never answer (the generation endpoints answer as usual). */
+  countHang: boolean;
 }
 
 /** The parsed request a route handler works from. */
