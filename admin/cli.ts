@@ -11,6 +11,7 @@ import { MigrateAccessKeysCommand } from './commands/access-key/migrate.ts';
 import { RevokeAccessKeyCommand } from './commands/access-key/revoke.ts';
 import { RotateAccessKeyCommand } from './commands/access-key/rotate.ts';
 import { UpdateAccessKeyCommand } from './commands/access-key/update.ts';
+import { ReconcileBillingCommand } from './commands/billing/reconcile.ts';
 import { ListDeadLettersCommand } from './commands/dead-letter/list.ts';
 import { ReplayDeadLettersCommand } from './commands/dead-letter/replay.ts';
 import { ShowDeadLetterCommand } from './commands/dead-letter/show.ts';
@@ -35,6 +36,11 @@ export const NOUNS: readonly Noun[] = [
       RevokeAccessKeyCommand,
       MigrateAccessKeysCommand,
     ],
+  },
+  {
+    name: 'billing',
+    summary: "the billing service's usage events against what the gateway served",
+    commands: [ReconcileBillingCommand],
   },
   {
     name: 'dead-letter',

@@ -3,7 +3,7 @@
 // Never logs the api key or event contents: log lines carry ids, statuses and error codes only.
 
 import type { Logger } from 'pino';
-import { Pool } from 'undici';
+import { Pool, request } from 'undici';
 import type { BillingConfig } from '../common/config-types.ts';
 import { errorText } from '../common/errors.ts';
 import { failSpan, type Tracing } from '../common/tracing.ts';
@@ -300,6 +300,65 @@ export function createBillingClient(
     getBalance,
     close: () => pool.close(),
   } satisfies BillingClient;
+}
+
+/** Largest `limit` of GET /usage/events/details. */
+export const DETAILS_MAX_LIMIT = 1000;
+
+export type DetailsClientConfig = Pick<
+  BillingConfig,
+  'baseUrl' | 'projectId' | 'readApiKey' | 'requestTimeoutMs'
+>;
+
+/**
+ * One page of `GET /v1/projects/{project_id}/usage/events/details?limit&offset` (spec 4.3): the ingested
+ * events as the service returns them, newest first. Authorised with billing.read_api_key. Throws a
+ * BillingRequestError on any failure; its message never carries the key.
+ */
+export async function fetchUsageEventDetails(
+  config: DetailsClientConfig,
+  page: { readonly limit: number; readonly offset: number },
+): Promise<Record<string, unknown>[]> {
+  const base = new URL(config.baseUrl);
+  const prefix = base.pathname.replace(/\/+$/, '');
+  const path = `${prefix}/v1/projects/${encodeURIComponent(config.projectId)}/usage/events/details`;
+  const url = `${base.origin}${path}?limit=${page.limit}&offset=${page.offset}`;
+  let status: number;
+  let text: string;
+  try {
+    const res = await request(url, {
+      method: 'GET',
+      headers: { authorization: `Bearer ${config.readApiKey}`, accept: 'application/json' },
+      headersTimeout: config.requestTimeoutMs,
+      bodyTimeout: config.requestTimeoutMs,
+    });
+    status = res.statusCode;
+    text = status >= 200 && status < 300 ? await res.body.text() : await readLimited(res.body);
+  } catch (err) {
+    throw new BillingRequestError(errCode(err) || 'network_error', undefined, errorText(err));
+  }
+  if (status === 401 || status === 403) {
+    throw new BillingRequestError(
+      'unauthorized',
+      status,
+      `the billing service refused to list usage events (${status}: ${serviceMessage(text)}); ` +
+        'billing.read_api_key (default billing.api_key) needs read access to usage events',
+    );
+  }
+  if (status < 200 || status >= 300) {
+    const hint = status === 404 && !text.trimStart().startsWith('{') ? ` (${PORTAL_HINT})` : '';
+    throw new BillingRequestError(`http_${status}`, status, `${serviceMessage(text)}${hint}`);
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new BillingRequestError('invalid_response', status, 'usage event details: the answer is not JSON');
+  }
+  const data = Array.isArray(body) ? body : (body as { data?: unknown } | null)?.data;
+  if (!Array.isArray(data))
+    throw new BillingRequestError('invalid_response', status, 'usage event details: no "data" list');
+  return data.filter((d): d is Record<string, unknown> => typeof d === 'object' && d !== null);
 }
 
 async function readLimited(body: AsyncIterable<Buffer>): Promise<string> {

@@ -26,6 +26,7 @@ import {
   type Redis,
   withTimeout,
 } from '../store/redis-client.ts';
+import { streamBacklog } from '../store/stream-ledger.ts';
 import { streamCommands } from './stream-commands.ts';
 
 // Longer than a loaded Redis's usual answer on a local network, short beside an LLM reply.
@@ -343,7 +344,7 @@ function asQueueError(err: unknown): unknown {
 
 export interface BillingSink {
   readonly queue: EventQueue;
-  /** XLEN of the stream and of its dead-letter stream. */
+  /** Entries of the stream still to deliver (store/stream-ledger.ts) and XLEN of its dead letter. */
   readiness(): Promise<{ pending: number; dead_letter: number }>;
   /** Whether the store answers a PING now (Redis sink only). */
   readonly health?: () => Promise<StoreHealth>;
@@ -384,7 +385,10 @@ export async function openRedisBillingSink(
       try {
         lengths = await withTimeout(
           Promise.all(
-            keys.shards.flatMap((shard) => [client.xlen(shard.stream), client.xlen(shard.deadLetter)]),
+            keys.shards.flatMap((shard) => [
+              streamBacklog(client, shard.stream, store.billingConsumerGroup),
+              client.xlen(shard.deadLetter),
+            ]),
           ),
           timeoutMs,
         );

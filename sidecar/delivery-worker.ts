@@ -23,7 +23,7 @@ export type { IngestClient } from './ingest-transport.ts';
 
 export interface DeliveryWorkerOptions {
   config: Pick<BillingConfig, 'outboxDir' | 'retryIntervalMs' | 'maxRetryIntervalMs' | 'maxAttempts'> &
-    Partial<Pick<BillingConfig, 'deliveryLingerMs'>>;
+    Partial<Pick<BillingConfig, 'deliveryLingerMs' | 'ledgerRetentionH'>>;
   client: IngestClient;
   /** Ingests in flight at most (default 16). 1 gives strict one-by-one delivery. */
   window?: number;
@@ -41,6 +41,8 @@ export interface DeliveryWorkerOptions {
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
   logger?: Logger;
   reader?: OutboxReaderOptions;
+  /** How often delivered segments are trimmed by age (default 60 s). */
+  trimIntervalMs?: number;
 }
 
 export interface DeliveryCounters {
@@ -77,13 +79,18 @@ export async function startDeliveryWorker(opts: DeliveryWorkerOptions): Promise<
     maxAttempts: config.maxAttempts,
     delay: (failures) => jitteredDelay(failures, config.retryIntervalMs, config.maxRetryIntervalMs, random),
   };
-  const reader = await openOutboxReader(config.outboxDir, opts.reader);
+  // Delivered segments stay as the ledger for billing.ledger_retention_h (docs/billing.md "The ledger").
+  const reader = await openOutboxReader(config.outboxDir, {
+    retentionMs: (config.ledgerRetentionH ?? 0) * 3_600_000,
+    ...opts.reader,
+  });
   const deadLetters = new DeadLetterFile(config.outboxDir, opts.reader?.onFsync);
   const status = openOutboxStatus(config.outboxDir);
   const queue = new OutboxQueue(reader, deadLetters, {
     checkpointEvery: opts.checkpointEvery ?? 500,
     checkpointIntervalMs: opts.checkpointIntervalMs ?? 200,
     pollIntervalMs,
+    ...(opts.trimIntervalMs === undefined ? {} : { trimIntervalMs: opts.trimIntervalMs }),
     logger,
   });
   const outbox = new DeliveryLoop<OutboxItem>({

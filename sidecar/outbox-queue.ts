@@ -24,6 +24,9 @@ export type EventItem = Extract<OutboxItem, { kind: 'event' }>;
 /** How often an outbox stopped at a newer line format is looked at again (the events wait meanwhile). */
 const FORMAT_RECHECK_MS = 60_000;
 
+/** How often delivered segments kept as the ledger are looked at for trimming by age. */
+const TRIM_INTERVAL_MS = 60_000;
+
 export interface OutboxQueueOptions {
   /** Write the checkpoint after this many done items ... */
   readonly checkpointEvery: number;
@@ -31,6 +34,8 @@ export interface OutboxQueueOptions {
   readonly checkpointIntervalMs: number;
   /** Fallback poll when fs.watch misses a change or is unavailable. */
   readonly pollIntervalMs: number;
+  /** How often the reader trims the ledger by age (default 60 s; the reader knows the retention). */
+  readonly trimIntervalMs?: number;
   readonly logger?: Logger;
 }
 
@@ -50,6 +55,8 @@ export class OutboxQueue implements DeliveryQueue<OutboxItem> {
   #readError: unknown;
   /** The newer line format last reported, so the stop is logged once, not at every retry. */
   #reportedFormat: string | undefined;
+  #nextTrimAt = 0;
+  #trimming: Promise<void> | undefined;
 
   constructor(reader: OutboxReader, deadLetters: DeadLetterFile, opts: OutboxQueueOptions) {
     this.#reader = reader;
@@ -143,9 +150,32 @@ export class OutboxQueue implements DeliveryQueue<OutboxItem> {
   }
 
   housekeep(idle: boolean): number | Promise<number> {
+    this.#trimSometimes();
     const pending = this.#doneSinceCheckpoint > 0 || this.#attemptsDirty;
     if (this.#checkpointDue() || (idle && pending)) return this.#checkpoint().then(() => this.#waitBound());
     return this.#waitBound();
+  }
+
+  /**
+   * The ledger's trim by age (outbox/reader.ts trim), at most once per interval, beside the loop: it
+   * never holds up a delivery.
+   */
+  #trimSometimes(): void {
+    const now = Date.now();
+    if (this.#trimming !== undefined || now < this.#nextTrimAt) return;
+    this.#nextTrimAt = now + (this.#opts.trimIntervalMs ?? TRIM_INTERVAL_MS);
+    this.#trimming = this.#reader
+      .trim(now)
+      .then(
+        (removed) => {
+          if (removed > 0) this.#opts.logger?.debug({ removed }, 'ledger segments trimmed by age');
+        },
+        (err: unknown) =>
+          this.#opts.logger?.warn({ err: errorText(err) }, 'could not trim the ledger segments'),
+      )
+      .finally(() => {
+        this.#trimming = undefined;
+      });
   }
 
   /** Something is in flight and a settled send wakes the loop: the bound only limits checkpoint lag. */
@@ -174,6 +204,7 @@ export class OutboxQueue implements DeliveryQueue<OutboxItem> {
     try {
       if (this.#doneSinceCheckpoint > 0 || this.#attemptsDirty) await this.#checkpoint();
     } finally {
+      await this.#trimming;
       await this.#reader.close();
     }
   }

@@ -1,5 +1,7 @@
 // Delivered stream entries are acknowledged in batches: one MULTI (XACK, XDEL, HDEL with every id) at
-// most ACK_DELAY_MS after the first of them, or at ACK_BATCH ids. One MULTI per event cost the sidecar a
+// most ACK_DELAY_MS after the first of them, or at ACK_BATCH ids. With a ledger retention
+// (billing.ledger_retention_h) the XDEL is left out: the acknowledged entries stay on the stream as the
+// ledger of what was served until the consumer trims them by age (store/stream-ledger.ts). One MULTI per event cost the sidecar a
 // socket write and redis-server a transaction per event, about a quarter of the sidecar's CPU in the
 // bench. The entry's slot is free as soon as the ingest succeeded; flush() sends the last batch at stop.
 // An entry whose acknowledgement is lost (crash, store down at stop) is sent again later and counted
@@ -21,6 +23,8 @@ export class StreamAcks {
   /** Aborts at stop: a failing acknowledgement is then given up (the entries are sent again later). */
   readonly #stop: AbortSignal;
   readonly #recordError: (code: string, message: string) => void;
+  /** Keep acknowledged entries on the stream (the ledger). */
+  readonly #retain: boolean;
   #ids: string[] = [];
   #timer: NodeJS.Timeout | undefined;
   readonly #acking = new Set<Promise<void>>();
@@ -32,6 +36,7 @@ export class StreamAcks {
     random: () => number,
     stop: AbortSignal,
     recordError: (code: string, message: string) => void,
+    retain = false,
   ) {
     this.#cmd = cmd;
     this.#keys = keys;
@@ -39,6 +44,7 @@ export class StreamAcks {
     this.#random = random;
     this.#stop = stop;
     this.#recordError = recordError;
+    this.#retain = retain;
   }
 
   add(id: string): void {
@@ -67,12 +73,9 @@ export class StreamAcks {
     let failures = 0;
     while (true) {
       try {
-        await this.#cmd
-          .multi()
-          .xack(this.#keys.stream, this.#group, ...ids)
-          .xdel(this.#keys.stream, ...ids)
-          .hdel(this.#keys.attempts, ...ids)
-          .exec();
+        const tx = this.#cmd.multi().xack(this.#keys.stream, this.#group, ...ids);
+        if (!this.#retain) tx.xdel(this.#keys.stream, ...ids);
+        await tx.hdel(this.#keys.attempts, ...ids).exec();
         return;
       } catch (err) {
         // Delivered but not acknowledged: if we give up, the entries are sent again and deduplicated.

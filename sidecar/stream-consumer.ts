@@ -15,6 +15,7 @@ import {
   defaultConsumerName,
   waitReady,
 } from '../store/redis-client.ts';
+import { streamBacklog } from '../store/stream-ledger.ts';
 import type { DeliveryError } from './delivery-worker.ts';
 import { type IngestClient, ingestTransport } from './ingest-transport.ts';
 import { type EventEntry, type StreamEntry, StreamQueue } from './stream-queue.ts';
@@ -22,7 +23,7 @@ import { type EventEntry, type StreamEntry, StreamQueue } from './stream-queue.t
 export interface StreamConsumerOptions {
   readonly store: StoreConfig;
   readonly billing: Pick<BillingConfig, 'retryIntervalMs' | 'maxRetryIntervalMs'> &
-    Partial<Pick<BillingConfig, 'deliveryLingerMs'>>;
+    Partial<Pick<BillingConfig, 'deliveryLingerMs' | 'ledgerRetentionH'>>;
   readonly client: IngestClient;
   readonly logger?: Logger;
   /** Ingests in flight at most (default 16). */
@@ -35,6 +36,8 @@ export interface StreamConsumerOptions {
   readonly random?: () => number;
   /** Which of the billing_stream_shards streams (default 0). */
   readonly shard?: number;
+  /** How often delivered entries kept as the ledger are trimmed by age (default 60 s). */
+  readonly trimIntervalMs?: number;
 }
 
 export interface StreamConsumerCounters {
@@ -47,7 +50,10 @@ export interface StreamConsumerCounters {
 }
 
 export interface StreamStatus {
-  /** Entries in the stream: queued or being delivered (delivered entries are deleted). */
+  /**
+   * Entries still to deliver: queued or being delivered (delivered entries kept as the ledger are not
+   * counted, store/stream-ledger.ts).
+   */
   pending: number;
   /** Entries delivered to some consumer and not yet acknowledged (XPENDING). */
   claimed: number;
@@ -57,7 +63,7 @@ export interface StreamStatus {
 export interface StreamConsumer {
   readonly name: string;
   counters(): StreamConsumerCounters;
-  /** XLEN / XPENDING / XLEN of the dead-letter stream; throws when the store is down. */
+  /** Backlog / XPENDING / XLEN of the dead-letter stream; throws when the store is down. */
   status(): Promise<StreamStatus>;
   /**
    * Lets in-flight ingests end (or aborts them), hands back the entries it held but did not deliver
@@ -98,6 +104,9 @@ export async function startStreamConsumer(opts: StreamConsumerOptions): Promise<
     random,
     logger,
     recordError: (code, message) => loop.recordError(code, undefined, message),
+    // Delivered entries stay as the ledger (docs/billing.md "The ledger").
+    retentionMs: (billing.ledgerRetentionH ?? 0) * 3_600_000,
+    ...(opts.trimIntervalMs === undefined ? {} : { trimIntervalMs: opts.trimIntervalMs }),
   });
   const loop = new DeliveryLoop<StreamEntry>({
     queue,
@@ -142,14 +151,12 @@ async function streamStatus(
   keys: { stream: string; deadLetter: string },
   group: string,
 ): Promise<StreamStatus> {
-  const reply = await cmd
-    .pipeline()
-    .xlen(keys.stream)
-    .xpending(keys.stream, group)
-    .xlen(keys.deadLetter)
-    .exec();
-  const [lenR, pendR, deadR] = reply ?? [];
-  if (reply === null || lenR === undefined || pendR === undefined || deadR === undefined) {
+  const [backlog, reply] = await Promise.all([
+    streamBacklog(cmd, keys.stream, group),
+    cmd.pipeline().xpending(keys.stream, group).xlen(keys.deadLetter).exec(),
+  ]);
+  const [pendR, deadR] = reply ?? [];
+  if (reply === null || pendR === undefined || deadR === undefined) {
     throw new Error('store did not answer');
   }
   for (const [err] of reply) {
@@ -157,7 +164,7 @@ async function streamStatus(
   }
   const pend = pendR[1] as [number, ...unknown[]] | null;
   return {
-    pending: Number(lenR[1] ?? 0),
+    pending: backlog,
     claimed: Array.isArray(pend) ? Number(pend[0] ?? 0) : 0,
     deadLetter: Number(deadR[1] ?? 0),
   };

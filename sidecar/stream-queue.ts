@@ -3,7 +3,8 @@
 //
 // Group semantics (docs/operations.md "Billing stream delivery"): all sidecars read with XREADGROUP in
 // `billing_consumer_group` under a name unique per process. An entry stays in its consumer's pending
-// list until it is delivered (XACK + XDEL + HDEL in one MULTI) or dead-lettered. A consumer that stops
+// list until it is delivered (XACK + XDEL + HDEL in one MULTI; with a ledger retention XACK + HDEL, the
+// entry staying as the ledger until trimmed by age, store/stream-ledger.ts) or dead-lettered. A consumer that stops
 // hands back what it had not delivered (re-added to the stream at once). A consumer that dies leaves its
 // entries pending; once idle for reclaim_idle_ms another consumer takes them with XAUTOCLAIM. A live
 // consumer refreshes the idle time of what it holds (XCLAIM JUSTID, only while it is still the owner) at
@@ -20,6 +21,7 @@ import { jitteredDelay } from '../common/backoff.ts';
 import type { StoreConfig } from '../common/config-types.ts';
 import { errorText } from '../common/errors.ts';
 import { defineScript, type Redis, type StreamShardKeys } from '../store/redis-client.ts';
+import { trimDelivered } from '../store/stream-ledger.ts';
 import { logIngestFailure } from './ingest-transport.ts';
 import { StreamAcks } from './stream-acks.ts';
 
@@ -100,6 +102,10 @@ export interface StreamQueueOptions {
   readonly logger?: Logger;
   /** Records a store error among the delivery counters. */
   readonly recordError: (code: string, message: string) => void;
+  /** Keep delivered entries this long as the ledger (0: deleted once delivered). */
+  readonly retentionMs?: number;
+  /** How often delivered entries are trimmed by age (default 60 s). */
+  readonly trimIntervalMs?: number;
 }
 
 export class StreamQueue implements DeliveryQueue<StreamEntry> {
@@ -108,6 +114,7 @@ export class StreamQueue implements DeliveryQueue<StreamEntry> {
   readonly #held = new Map<string, StreamEntry>();
   readonly #acks: StreamAcks;
   readonly #heartbeat: NodeJS.Timeout;
+  readonly #trimTimer: NodeJS.Timeout | undefined;
   reclaimed = 0;
   #groupReady = false;
   #ownPending = true;
@@ -119,7 +126,16 @@ export class StreamQueue implements DeliveryQueue<StreamEntry> {
   constructor(o: StreamQueueOptions) {
     this.#o = o;
     this.#group = o.store.billingConsumerGroup;
-    this.#acks = new StreamAcks(o.cmd, o.keys, this.#group, o.random, this.#closing.signal, o.recordError);
+    const retentionMs = o.retentionMs ?? 0;
+    this.#acks = new StreamAcks(
+      o.cmd,
+      o.keys,
+      this.#group,
+      o.random,
+      this.#closing.signal,
+      o.recordError,
+      retentionMs > 0,
+    );
     this.#heartbeat = setInterval(
       () => {
         this.#touchAll().catch((err: unknown) =>
@@ -129,6 +145,21 @@ export class StreamQueue implements DeliveryQueue<StreamEntry> {
       Math.max(10, Math.floor(o.store.reclaimIdleMs / 3)),
     );
     this.#heartbeat.unref();
+    // The ledger's trim by age, beside the loop (every sidecar of the group may run it: it is one script
+    // that never removes an entry still to deliver).
+    this.#trimTimer =
+      retentionMs > 0
+        ? setInterval(() => {
+            trimDelivered(o.cmd, o.keys.stream, this.#group, Date.now() - retentionMs).then(
+              (removed) => {
+                if (removed > 0) o.logger?.debug({ removed }, 'ledger stream entries trimmed by age');
+              },
+              (err: unknown) =>
+                o.logger?.debug({ err: errorText(err) }, 'could not trim the ledger stream entries'),
+            );
+          }, o.trimIntervalMs ?? 60_000)
+        : undefined;
+    this.#trimTimer?.unref();
   }
 
   /**
@@ -243,6 +274,7 @@ export class StreamQueue implements DeliveryQueue<StreamEntry> {
   /** Flushes the acknowledgements, hands back `unfinished`, closes nothing (the consumer owns the clients). */
   async close(unfinished: readonly StreamEntry[]): Promise<void> {
     clearInterval(this.#heartbeat);
+    clearInterval(this.#trimTimer);
     await Promise.all([this.#acks.flush(), this.#handBack(unfinished)]);
   }
 

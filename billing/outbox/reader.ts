@@ -11,6 +11,10 @@
 // Cost: each event is written once (append), read once (sequential chunked reads) and passed by the
 // checkpoint; checkpoints are written every few hundred events or milliseconds and segments are deleted
 // whole once the checkpoint moves past them, so the work per event is constant, whatever the backlog.
+// With a retention (billing.ledger_retention_h, the sidecar's outbox) a segment the checkpoint passed is
+// kept instead, as the ledger `router-admin billing reconcile` reads (billing/outbox/ledger.ts), and
+// trim() deletes those whose last write is older than the retention: a readdir and a stat per segment
+// now and then, nothing per event.
 //
 // Crash safety (kill -9 of either process at any instant; power loss noted where it differs):
 // - Writer dies mid-write: the file may end in a torn line. The reader only consumes bytes up to the last
@@ -111,6 +115,11 @@ export interface OutboxReaderOptions {
   onFsync?: () => void;
   /** Told about each quarantined line (segment, offset, reason); never gets the line itself. */
   onQuarantine?: (info: { segment: number; offset: number; reason: string }) => void;
+  /**
+   * Keep segments the checkpoint passed for this long after their last write (trim() deletes them
+   * then). 0 or unset: deleted as soon as a checkpoint past them is durable.
+   */
+  retentionMs?: number;
 }
 
 export interface OutboxReader {
@@ -122,8 +131,13 @@ export interface OutboxReader {
    * OutboxFormatError, at every call from then on, once it reaches lines newer than this build reads.
    */
   next(): Promise<OutboxItem | undefined>;
-  /** Durably records that everything before `pos` is done; deletes segments below it. */
+  /** Durably records that everything before `pos` is done; deletes segments below it (no retention). */
   commit(pos: OutboxPosition, attempts: Record<string, number>): Promise<void>;
+  /**
+   * With a retention: deletes the segments below the checkpoint whose last write is older than it
+   * (oldest first; the first one still young ends the pass). Returns how many. Without: nothing.
+   */
+  trim(now?: number): Promise<number>;
   deadLetter(item: Extract<OutboxItem, { kind: 'event' }>, info: DeadLetterInfo): Promise<void>;
   quarantined(): number;
   close(): Promise<void>;
@@ -148,8 +162,11 @@ export async function openOutboxReader(dir: string, opts: OutboxReaderOptions = 
         await removeIfExists(join(dir, name));
     }
     initial = await readCheckpoint(dir);
-    for (const seq of (await listOutbox(dir)).segments) {
-      if (seq < initial.segment) await removeIfExists(join(dir, segmentFileName(seq)));
+    // Kept segments are the ledger: trim() removes them by age.
+    if (!((opts.retentionMs ?? 0) > 0)) {
+      for (const seq of (await listOutbox(dir)).segments) {
+        if (seq < initial.segment) await removeIfExists(join(dir, segmentFileName(seq)));
+      }
     }
   } catch (err) {
     await lock.release();
@@ -171,6 +188,8 @@ class FileOutboxReader implements OutboxReader {
   #quarantinedCount = 0;
   readonly #sealedSeen: number[] = [];
   #closed = false;
+  /** The segment of the last durable checkpoint: segments below it are done. */
+  #committedSegment: number;
   /** Set when the next line is of a format newer than this build reads; permanent for this reader. */
   #newer: OutboxFormatError | undefined;
 
@@ -180,6 +199,7 @@ class FileOutboxReader implements OutboxReader {
     this.#opts = opts;
     this.#lock = lock;
     this.#target = { segment: initial.segment, offset: initial.offset };
+    this.#committedSegment = initial.segment;
     this.#buf = Buffer.allocUnsafe(opts.chunkBytes ?? 1024 * 1024);
   }
 
@@ -209,11 +229,32 @@ class FileOutboxReader implements OutboxReader {
       { version: 1, segment: pos.segment, offset: pos.offset, attempts },
       this.#opts.onFsync,
     );
+    this.#committedSegment = pos.segment;
     const sealedSeen = this.#sealedSeen;
+    const keep = (this.#opts.retentionMs ?? 0) > 0;
     while (sealedSeen.length > 0 && sealedSeen[0]! < pos.segment) {
       const seq = sealedSeen.shift() as number;
-      await removeIfExists(join(this.dir, segmentFileName(seq)));
+      if (!keep) await removeIfExists(join(this.dir, segmentFileName(seq)));
     }
+  }
+
+  async trim(now = Date.now()): Promise<number> {
+    const retentionMs = this.#opts.retentionMs ?? 0;
+    if (!(retentionMs > 0) || this.#closed) return 0;
+    let removed = 0;
+    for (const seq of (await listOutbox(this.dir)).segments) {
+      if (seq >= this.#committedSegment) break;
+      const path = join(this.dir, segmentFileName(seq));
+      const st = await stat(path).catch((err: unknown) => {
+        if (isErrno(err, 'ENOENT')) return undefined;
+        throw err;
+      });
+      if (st === undefined) continue;
+      if (st.mtimeMs > now - retentionMs) break;
+      await removeIfExists(path);
+      removed++;
+    }
+    return removed;
   }
 
   async deadLetter(item: Extract<OutboxItem, { kind: 'event' }>, info: DeadLetterInfo): Promise<void> {

@@ -286,6 +286,20 @@ class BillingSimulator implements BillingSim {
     };
   }
 
+  deleteEvents(requestIds: readonly string[]): number {
+    const wanted = new Set(requestIds);
+    let deleted = 0;
+    for (let i = this.#events.length - 1; i >= 0; i -= 1) {
+      const event = this.#events[i]!;
+      if (!wanted.has(event.external_event_id)) continue;
+      this.#events.splice(i, 1);
+      this.#receivedAt.splice(i, 1);
+      this.#seenKeys.delete(event.idempotency_key);
+      deleted += 1;
+    }
+    return deleted;
+  }
+
   reset(): void {
     this.#dropHeld();
     this.#sender.reset();
@@ -643,21 +657,35 @@ class BillingSimulator implements BillingSim {
   #detailsRoute(req: IncomingMessage, res: ServerResponse, route: Route, query: string): void {
     req.resume();
     if (!this.#admit(req, res, route)) return;
-    const limitText = new URLSearchParams(query).get('limit');
+    const params = new URLSearchParams(query);
+    const limitText = params.get('limit');
     const limit = limitText === null ? DETAILS_DEFAULT_LIMIT : Number(limitText);
     if (!Number.isInteger(limit) || limit < 1 || limit > DETAILS_MAX_LIMIT) {
       sendError(res, 400, 'invalid_request', `limit must be an integer from 1 to ${DETAILS_MAX_LIMIT}`);
       return;
     }
+    const offsetText = params.get('offset');
+    const offset = offsetText === null || this.#options.detailsIgnoreOffset === true ? 0 : Number(offsetText);
+    if (!Number.isInteger(offset) || offset < 0) {
+      sendError(res, 400, 'invalid_request', 'offset must be an integer of 0 or more');
+      return;
+    }
+    // Newest first: `offset` skips that many of the newest.
     const data: Array<Record<string, unknown>> = [];
-    for (let i = this.#events.length - 1; i >= 0 && data.length < limit; i -= 1) {
+    for (let i = this.#events.length - 1 - offset; i >= 0 && data.length < limit; i -= 1) {
       const event = this.#events[i]!;
       const amounts: Record<string, string> = {};
       for (const [currency, amount] of chargeTotals(chargeItems(event, this.#ruleSetMode)))
         amounts[currency] = formatMoney(amount);
       data.push({ ...event, received_at: Math.floor(this.#receivedAt[i]! / 1000), amounts });
     }
-    sendJson(res, 200, { data, limit, total: this.#accepted, has_more: this.#events.length > data.length });
+    sendJson(res, 200, {
+      data,
+      limit,
+      offset,
+      total: this.#events.length,
+      has_more: this.#events.length > offset + data.length,
+    });
   }
 
   #summaryRoute(req: IncomingMessage, res: ServerResponse, route: Route, query: string): void {
@@ -702,6 +730,12 @@ class BillingSimulator implements BillingSim {
         const cur = typeof currency === 'string' ? currency : this.#currency;
         this.setWallet(type, id, balance, cur);
         return { subject_type: type, subject_id: id, currency: cur, balance: this.balance(type, id, cur) };
+      },
+      'POST /_sim/events/delete': (body) => {
+        const ids = body.request_ids;
+        if (!Array.isArray(ids) || !ids.every((id) => typeof id === 'string'))
+          throw new Error('request_ids (a list of strings) is required');
+        return { deleted: this.deleteEvents(ids as string[]) };
       },
       'POST /_sim/rule-sets': (body) => {
         if (typeof body.id !== 'string' || (body.status !== 'published' && body.status !== 'draft')) {

@@ -55,6 +55,12 @@ export interface BillingSimOptions {
   thresholds?: string[];
   /** false: count accepted events without keeping them (benchmarks). Default true. */
   keepEvents?: boolean;
+  /**
+   * GET /usage/events/details ignores `offset` and answers the newest events every time, as a service
+   * without paging would (tests of the reconcile command's refusal). Default false: `offset` skips that
+   * many of the newest.
+   */
+  detailsIgnoreOffset?: boolean;
   /** Largest ingest body in bytes (default 1 MiB). */
   ingestBodyLimitBytes?: number;
   /**
@@ -161,6 +167,12 @@ export interface BillingSim {
   ): Promise<WebhookDelivery>;
   /** Sends the exact body and headers of an earlier delivery again (one attempt). */
   replayWebhook(delivery: WebhookDelivery): Promise<WebhookDelivery>;
+  /**
+   * Test only (also POST /_sim/events/delete {"request_ids": [...]}): forgets accepted events as if the
+   * service had lost them; their idempotency keys are free again, so a re-send is accepted. Wallets are
+   * not credited back. Returns how many were found.
+   */
+  deleteEvents(requestIds: readonly string[]): number;
   /** Resolves once at least n events were accepted; rejects after timeoutMs. */
   waitForEvents(n: number, timeoutMs: number): Promise<void>;
   /** Resolves with the first n settled deliveries once n webhooks have settled; rejects after timeoutMs. */

@@ -26,6 +26,7 @@ import { Decimal } from 'decimal.js';
 import fc from 'fast-check';
 import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import { countTokens } from '../../hooks/usage/estimate.ts';
+import { streamBacklog } from '../../store/stream-ledger.ts';
 import {
   type BillingStack,
   type ChildGateway,
@@ -551,7 +552,7 @@ async function runScenario(mode: Mode, actions: readonly Action[], run: number):
       async () =>
         redis === undefined
           ? (await sidecarPending(sidecarUrl)) === 0
-          : Number(await redis.admin.xlen(streamKey)) === 0,
+          : (await streamBacklog(redis.admin, streamKey, 'router-billing')) === 0,
       'the queue drained',
       20_000,
     ).catch((err: Error) => violations.push(err.message));

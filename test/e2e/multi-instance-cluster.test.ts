@@ -15,6 +15,7 @@ import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
 import { type BillingSim, startBillingSim } from '../../sim/billing/server.ts';
 import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
 import { createKeyLayout } from '../../store/redis-client.ts';
+import { streamBacklog } from '../../store/stream-ledger.ts';
 import {
   type ChildGateway,
   capturingLogger,
@@ -178,7 +179,10 @@ async function chat(gateway: RunningGateway, key: string, requestId?: string): P
 }
 
 async function streamLengths(): Promise<number> {
-  const lengths = await Promise.all(shards.map((s) => cluster.admin.xlen(s.stream)));
+  // Entries still to deliver: delivered ones stay on the stream as the ledger.
+  const lengths = await Promise.all(
+    shards.map((s) => streamBacklog(cluster.admin, s.stream, 'router-billing')),
+  );
   return lengths.reduce((a, b) => a + b, 0);
 }
 

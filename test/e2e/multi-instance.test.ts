@@ -12,6 +12,7 @@ import { runAdmin } from '../../admin/cli.ts';
 import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
 import { type BillingSim, startBillingSim } from '../../sim/billing/server.ts';
 import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
+import { streamBacklog } from '../../store/stream-ledger.ts';
 import {
   type ChildGateway,
   capturingLogger,
@@ -288,7 +289,10 @@ test('a webhook received by one instance blocks the subject on both, and a credi
 });
 
 test('killing one sidecar mid-delivery leaves its entries to the other; each event billed once', async () => {
-  await waitUntil(async () => (await redis.admin.xlen(STREAM)) === 0, 'earlier events delivered');
+  await waitUntil(
+    async () => (await streamBacklog(redis.admin, STREAM, 'router-billing')) === 0,
+    'earlier events delivered',
+  );
   const before = billing.accepted;
   billing.setFailure('hang');
   const ids = Array.from({ length: 8 }, (_, i) => `kill-${i}`);
@@ -318,7 +322,10 @@ test('killing one sidecar mid-delivery leaves its entries to the other; each eve
     'every event delivered by the surviving sidecar',
     20_000,
   );
-  await waitUntil(async () => (await redis.admin.xlen(STREAM)) === 0, 'stream drained');
+  await waitUntil(
+    async () => (await streamBacklog(redis.admin, STREAM, 'router-billing')) === 0,
+    'stream drained',
+  );
   for (const id of ids) {
     assert.equal(billing.events.filter((e) => e.external_event_id === id).length, 1, `${id} billed once`);
   }

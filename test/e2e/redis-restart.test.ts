@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { appendFile, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { streamBacklog } from '../../store/stream-ledger.ts';
 import {
   type BillingStack,
   type ChildGateway,
@@ -134,7 +135,8 @@ test('three SIGKILLs of Redis mid-run: every event reaches billing once', async 
 
   await stack.billing.waitForEvents(TOTAL, 60_000);
   await waitUntil(
-    async () => Number(await redis.admin.xlen(`restart${process.pid}:billing:events`)) === 0,
+    async () =>
+      (await streamBacklog(redis.admin, `restart${process.pid}:billing:events`, 'router-billing')) === 0,
     'stream drained',
     30_000,
   );

@@ -14,6 +14,7 @@ import { runAdmin } from '../../admin/cli.ts';
 import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
 import { type BillingSim, startBillingSim } from '../../sim/billing/server.ts';
 import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
+import { streamBacklog } from '../../store/stream-ledger.ts';
 import {
   type ChildGateway,
   capturingLogger,
@@ -186,7 +187,11 @@ test('a Sentinel failover mid-run: every served request billed exactly once; key
     30_000,
   );
   const stream = `${PREFIX}billing:events`;
-  await waitUntil(async () => (await setup.replica.admin.xlen(stream)) === 0, 'the stream drained', 20_000);
+  await waitUntil(
+    async () => (await streamBacklog(setup.replica.admin, stream, 'router-billing')) === 0,
+    'the stream drained',
+    20_000,
+  );
   const ids = billing.events.map((e) => e.external_event_id);
   assert.equal(new Set(ids).size, ids.length, 'no event accepted twice');
   const unserved = ids.filter((id) => !served.includes(id));

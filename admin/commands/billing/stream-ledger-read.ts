@@ -1,0 +1,95 @@
+// The shared ledger of shared-store mode, read for `router-admin billing reconcile`: the billing stream's
+// entries (delivered ones stay, acknowledged, for billing.ledger_retention_h: store/stream-ledger.ts)
+// and the dead letter's, of every shard. Read-only: XRANGE, XINFO and XPENDING.
+
+import { takeTraceparent, type UsageEvent } from '../../../billing/event/usage-event.ts';
+import { isUsageEvent } from '../../../billing/outbox/layout.ts';
+import type { LedgerEvent, LedgerRead, LedgerWindow } from '../../../billing/outbox/ledger.ts';
+import type { KeyLayout, Redis } from '../../../store/redis-client.ts';
+import { groupPosition } from '../../../store/stream-ledger.ts';
+
+const BATCH = 1000;
+
+type Entries = [id: string, fields: string[]][];
+
+function payloadEvent(fields: readonly string[]): UsageEvent | undefined {
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    if (fields[i] !== 'payload') continue;
+    try {
+      const value: unknown = JSON.parse(fields[i + 1]!);
+      if (!isUsageEvent(value)) return undefined;
+      takeTraceparent(value as unknown as Record<string, unknown>);
+      return value;
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
+/** a > b for stream ids (`<ms>-<seq>`). */
+function after(a: string, b: string): boolean {
+  const [am = 0, as = 0] = a.split('-').map(Number);
+  const [bm = 0, bs = 0] = b.split('-').map(Number);
+  return am !== bm ? am > bm : as > bs;
+}
+
+async function* range(client: Redis, key: string, start: string): AsyncGenerator<Entries> {
+  let from = start;
+  for (;;) {
+    const batch = (await client.xrange(key, from, '+', 'COUNT', BATCH)) as Entries;
+    if (batch.length > 0) yield batch;
+    if (batch.length < BATCH) return;
+    from = `(${batch[batch.length - 1]![0]}`;
+  }
+}
+
+/**
+ * The window's events of every shard's stream and dead letter. An entry is pending while the group has
+ * not read it or a consumer holds it unacknowledged; dead-lettered events are not pending (they were
+ * given up on). The ledger begins with the oldest entry every shard still has.
+ */
+export async function readStreamLedger(
+  client: Redis,
+  keys: KeyLayout,
+  group: string,
+  window: LedgerWindow,
+): Promise<LedgerRead> {
+  const events: LedgerEvent[] = [];
+  let beginsAt: number | undefined;
+  for (const shard of keys.shards) {
+    const position = await groupPosition(client, shard.stream, group);
+    const held = new Set<string>();
+    if (position !== undefined && position.pending > 0) {
+      const pel = (await client.xpending(shard.stream, group, '-', '+', position.pending)) as [
+        string,
+        ...unknown[],
+      ][];
+      for (const [id] of pel) held.add(id);
+    }
+    const first = (await client.xrange(shard.stream, '-', '+', 'COUNT', 1)) as Entries;
+    if (first[0] !== undefined) {
+      const at = Math.floor(Number(first[0][0].split('-')[0]) / 1000);
+      beginsAt = beginsAt === undefined ? at : Math.max(beginsAt, at);
+    }
+    // An entry is added when its request completes, after it occurred: none before --since is of the window.
+    for await (const batch of range(client, shard.stream, `${window.since * 1000}-0`)) {
+      for (const [id, fields] of batch) {
+        const event = payloadEvent(fields);
+        if (event === undefined || event.occurred_at < window.since || event.occurred_at >= window.until)
+          continue;
+        const pending = position === undefined || after(id, position.lastDelivered) || held.has(id);
+        events.push({ event, pending });
+      }
+    }
+    for await (const batch of range(client, shard.deadLetter, '-')) {
+      for (const [, fields] of batch) {
+        const event = payloadEvent(fields);
+        if (event === undefined || event.occurred_at < window.since || event.occurred_at >= window.until)
+          continue;
+        events.push({ event, pending: false });
+      }
+    }
+  }
+  return { events, beginsAt };
+}
