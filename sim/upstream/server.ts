@@ -20,15 +20,16 @@ import type { RealtimeRecording } from './realtime-types.ts';
 import { FixtureLibrary } from './replay.ts';
 import { type AwsCredentials, verifySigV4 } from './sigv4.ts';
 import { precountTokens, withPrecounted } from './text.ts';
-import type {
-  Dialect,
-  FailMode,
-  Knobs,
-  RecordedRequest,
-  RouteHandler,
-  SimReply,
-  SimRequest,
-  SimStats,
+import {
+  type Dialect,
+  type FailMode,
+  framesBeforeCut,
+  type Knobs,
+  type RecordedRequest,
+  type RouteHandler,
+  type SimReply,
+  type SimRequest,
+  type SimStats,
 } from './types.ts';
 import { VERTEX_PATH, vertexAnthropicDialect, vertexDialect, vertexHandler } from './vertex.ts';
 
@@ -403,7 +404,7 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
     let frames: (string | Buffer)[] = reply.frames;
     let endWithReset = false;
     if (midstream !== undefined) {
-      frames = frames.slice(0, Math.max(1, frames.length >> 1));
+      frames = frames.slice(0, framesBeforeCut(frames.length));
       if (midstream === 'midstream' && reply.errorFrame.length > 0) frames.push(reply.errorFrame);
       else endWithReset = true;
     }

@@ -104,3 +104,8 @@ export interface SimStats {
   /** Failures injected through x-sim-fail (or a fail-… model name). */
   injected: number;
 }
+
+/** How many of a stream's frames a `midstream` failure sends before its error frame (at least one). */
+export function framesBeforeCut(total: number): number {
+  return Math.max(1, total >> 1);
+}

@@ -152,6 +152,32 @@ test('midstream sends some deltas, then the provider’s in-stream error', async
   const gEvents = sseEvents(g);
   assert.equal(JSON.parse(gEvents.at(-1)?.data ?? '{}').error.status, 'INTERNAL');
   assert.ok(gEvents.length >= 2);
+
+  const r = await fetch(`${sim.url}/v1/responses`, {
+    method: 'POST',
+    headers: { ...OPENAI_AUTH, 'x-sim-fail': 'midstream' },
+    body: JSON.stringify({ model: 'gpt-4o-mini', input: 'hi', stream: true }),
+  });
+  const numbers = sseEvents(await r.text()).map((e) => JSON.parse(e.data).sequence_number);
+  assert.ok(numbers.length >= 2);
+  assert.equal(
+    sseEvents(
+      await (
+        await fetch(`${sim.url}/v1/responses`, {
+          method: 'POST',
+          headers: OPENAI_AUTH,
+          body: JSON.stringify({ model: 'gpt-4o-mini', input: 'hi', stream: true }),
+        })
+      ).text(),
+    ).length > numbers.length,
+    true,
+    'the stream was cut',
+  );
+  assert.deepEqual(
+    numbers,
+    numbers.map((_, i) => i),
+    'the error event continues the numbering',
+  );
 });
 
 test('midstream-reset cuts the stream without a terminator', async () => {
