@@ -7,9 +7,10 @@ import type { FailMode, Knobs } from './types.ts';
 export const DEFAULT_CHUNKS = 8;
 export const DEFAULT_WORDS = 16;
 
-const FAIL_WORDS = new Set(['reset', 'midstream', 'midstream-reset', 'hang']);
-const MODEL_FAIL_RE = /(?:^|[-_+/])fail-(midstream-reset|midstream|reset|hang|[45]\d\d)(?=$|[-_+])/;
-const MODEL_NUM_RE = /(?:^|[-_+/])(chunks|delay|latency|words|cached|cachewrite)-(\d+)(?=$|[-_+])/g;
+const FAIL_WORDS = new Set(['reset', 'midstream', 'midstream-reset', 'midstream-end', 'hang']);
+const MODEL_FAIL_RE =
+  /(?:^|[-_+/])fail-(midstream-reset|midstream-end|midstream|reset|hang|[45]\d\d)(?=$|[-_+])/;
+const MODEL_NUM_RE = /(?:^|[-_+/])(chunks|delay|latency|words|cached|cachewrite|hold)-(\d+)(?=$|[-_+])/g;
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {
   const v = headers[name];
@@ -51,8 +52,11 @@ export function readKnobs(headers: IncomingHttpHeaders, model: string, defaultCh
     cacheWriteTokens: intOr(header(headers, 'x-sim-cache-write-tokens'), 0),
     reasoningTokens: intOr(header(headers, 'x-sim-reasoning-tokens'), 0),
     replay: header(headers, 'x-sim-replay'),
+    holdAfter: undefined,
     countHang: isOn(header(headers, 'x-sim-count-hang')),
   };
+  const holdAfter = header(headers, 'x-sim-hold-after');
+  if (holdAfter !== undefined) knobs.holdAfter = intOr(holdAfter, 0, 10_000);
   const failTimes = header(headers, 'x-sim-fail-times');
   if (failTimes !== undefined) knobs.failTimes = intOr(failTimes, 0);
   if (model !== '' && model.includes('-')) applyModelKnobs(knobs, model.toLowerCase(), headers);
@@ -74,6 +78,7 @@ function applyModelKnobs(knobs: Knobs, model: string, headers: IncomingHttpHeade
     else if (m[1] === 'cached' && headers['x-sim-cached-tokens'] === undefined) knobs.cachedTokens = n;
     else if (m[1] === 'cachewrite' && headers['x-sim-cache-write-tokens'] === undefined)
       knobs.cacheWriteTokens = n;
+    else if (m[1] === 'hold' && headers['x-sim-hold-after'] === undefined) knobs.holdAfter = n;
   }
   if (model.includes('no-usage')) knobs.noUsage = true;
   if (model.includes('unicode')) knobs.unicode = true;

@@ -84,6 +84,8 @@ export interface UpstreamSim {
   readonly auth: CloudAuth;
   /** Clears recorded requests, realtime sessions, stats and x-sim-fail-times counters. */
   reset(): void;
+  /** Lets every stream held at its x-sim-hold-after point go on; returns how many it released. */
+  release(): number;
   /**
    * Resolves once `predicate` holds; re-checked after every request, response end and abort, and after
    * every realtime handshake, frame (either way) and close.
@@ -243,6 +245,10 @@ function modelOf(json: unknown, params: Record<string, string>): string {
 /** The counting endpoints of every provider (x-sim-count-hang). */
 const COUNT_PATH = /(?:\/count_tokens|:countTokens|\/input_tokens|\/count-tokens|\/count-tokens:rawPredict)$/;
 
+function joined(frames: readonly (string | Buffer)[]): string | Buffer {
+  return typeof frames[0] === 'string' ? frames.join('') : Buffer.concat(frames as Buffer[]);
+}
+
 const FAIL_MESSAGES: Record<number, string> = {
   400: 'Simulated bad request (x-sim-fail: 400).',
   401: 'Simulated authentication failure (x-sim-fail: 401).',
@@ -273,9 +279,11 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
   const requireAuth = opts.requireAuth ?? true;
   const fixtures = new FixtureLibrary(opts.fixturesDir);
   const requests: RecordedRequest[] = [];
-  const stats: SimStats = { aborted: 0, served: 0, injected: 0 };
+  const stats: SimStats = { aborted: 0, served: 0, injected: 0, held: 0 };
   const failCounts = new Map<string, number>();
   const waiters = new Set<() => void>();
+  /** Streams held at their x-sim-hold-after point: what sends the rest of each. */
+  const holding = new Set<() => void>();
   let closing = false;
   let simUrl = '';
   const aws = opts.aws;
@@ -406,14 +414,36 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
     if (midstream !== undefined) {
       frames = frames.slice(0, framesBeforeCut(frames.length));
       if (midstream === 'midstream' && reply.errorFrame.length > 0) frames.push(reply.errorFrame);
-      else endWithReset = true;
+      else if (midstream !== 'midstream-end') endWithReset = true;
     }
     const finish = (): void => {
       if (endWithReset) destroy(res, ex, false);
       else res.end();
     };
+    const hold = knobs.holdAfter;
+    if (hold !== undefined && hold < frames.length) {
+      if (hold > 0) res.write(joined(frames.slice(0, hold)));
+      const rest = frames.slice(hold);
+      stats.held++;
+      holding.add(() => {
+        if (!res.destroyed) writeFrames(res, ex, rest, knobs, endWithReset, finish);
+      });
+      notify();
+      return;
+    }
+    writeFrames(res, ex, frames, knobs, endWithReset, finish);
+  }
+
+  function writeFrames(
+    res: ServerResponse,
+    ex: Exchange,
+    frames: (string | Buffer)[],
+    knobs: Knobs,
+    endWithReset: boolean,
+    finish: () => void,
+  ): void {
     if (knobs.chunkDelayMs <= 0) {
-      const whole = typeof frames[0] === 'string' ? frames.join('') : Buffer.concat(frames as Buffer[]);
+      const whole = joined(frames);
       if (endWithReset) res.write(whole, finish);
       else res.end(whole);
       return;
@@ -482,6 +512,8 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
     } else if (method === 'POST' && pathname === '/_sim/reset') {
       sim.reset();
       res.writeHead(204).end();
+    } else if (method === 'POST' && pathname === '/_sim/release') {
+      sendJson(res, 200, JSON.stringify({ released: sim.release() }));
     } else if (method === 'GET' && pathname.startsWith('/_sim/replay/')) {
       const reply = await fixtures.load(decodeURIComponent(pathname.slice('/_sim/replay/'.length)));
       if (reply) send(res, ex, reply, knobs, undefined);
@@ -620,7 +652,14 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
       stats.aborted = 0;
       stats.served = 0;
       stats.injected = 0;
+      stats.held = 0;
       failCounts.clear();
+    },
+    release() {
+      const held = [...holding];
+      holding.clear();
+      for (const resume of held) resume();
+      return held.length;
     },
     waitFor(predicate, timeoutMs = 5000) {
       if (predicate(sim)) return Promise.resolve();
@@ -643,6 +682,7 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
     },
     close() {
       closing = true;
+      holding.clear();
       realtime.closeAll();
       return new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -3,7 +3,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 
 /** How a request asks the simulator to misbehave (x-sim-fail). */
-export type FailMode = 'reset' | 'midstream' | 'midstream-reset' | 'hang' | number;
+export type FailMode = 'reset' | 'midstream' | 'midstream-reset' | 'midstream-end' | 'hang' | number;
 
 /** Per-request control knobs, read from x-sim-* headers, then from the model name. */
 export interface Knobs {
@@ -29,6 +29,8 @@ export interface Knobs {
   reasoningTokens: number;
   /** "<provider>/<name>" of a fixture to replay instead of generating a reply. */
   replay: string | undefined;
+  /** A stream sends this many frames, then waits for UpstreamSim.release(). */
+  holdAfter: number | undefined;
   /** Counting endpoints never answer (the generation endpoints answer as usual). */
   countHang: boolean;
 }
@@ -103,6 +105,8 @@ export interface SimStats {
   served: number;
   /** Failures injected through x-sim-fail (or a fail-… model name). */
   injected: number;
+  /** Streams that reached their x-sim-hold-after point. */
+  held: number;
 }
 
 /** How many of a stream's frames a `midstream` failure sends before its error frame (at least one). */

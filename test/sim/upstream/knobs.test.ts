@@ -349,6 +349,7 @@ test('admin endpoints: requests, stats, reset', async () => {
     aborted: 0,
     served: 1,
     injected: 0,
+    held: 0,
   });
   assert.equal((await fetch(`${sim.url}/_sim/reset`, { method: 'POST' })).status, 204);
   assert.equal(sim.requests.length, 0);
