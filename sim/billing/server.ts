@@ -120,6 +120,7 @@ class BillingSimulator implements BillingSim {
   readonly #ruleSetMode: RuleSetMode;
   readonly #currency: string;
   readonly #keepEvents: boolean;
+  #detailsIgnoreOffset: boolean;
   readonly #ingestBodyLimit: number;
   readonly #oversize: 'reset' | '413';
   readonly #now: () => number;
@@ -154,6 +155,7 @@ class BillingSimulator implements BillingSim {
     this.projectId = options.projectId ?? 'proj_local';
     this.#currency = options.currency ?? 'USD';
     this.#keepEvents = options.keepEvents ?? true;
+    this.#detailsIgnoreOffset = options.detailsIgnoreOffset ?? false;
     this.#ingestBodyLimit = options.ingestBodyLimitBytes ?? BODY_LIMIT;
     this.#oversize = options.oversize ?? 'reset';
     this.#now = options.now ?? Date.now;
@@ -284,6 +286,10 @@ class BillingSimulator implements BillingSim {
         balance: formatMoney(wallet.balance),
       })),
     };
+  }
+
+  setDetailsIgnoreOffset(ignore: boolean): void {
+    this.#detailsIgnoreOffset = ignore;
   }
 
   deleteEvents(requestIds: readonly string[]): number {
@@ -665,7 +671,7 @@ class BillingSimulator implements BillingSim {
       return;
     }
     const offsetText = params.get('offset');
-    const offset = offsetText === null || this.#options.detailsIgnoreOffset === true ? 0 : Number(offsetText);
+    const offset = offsetText === null || this.#detailsIgnoreOffset ? 0 : Number(offsetText);
     if (!Number.isInteger(offset) || offset < 0) {
       sendError(res, 400, 'invalid_request', 'offset must be an integer of 0 or more');
       return;

@@ -173,6 +173,8 @@ export interface BillingSim {
    * not credited back. Returns how many were found.
    */
   deleteEvents(requestIds: readonly string[]): number;
+  /** Turns BillingSimOptions.detailsIgnoreOffset on or off. */
+  setDetailsIgnoreOffset(ignore: boolean): void;
   /** Resolves once at least n events were accepted; rejects after timeoutMs. */
   waitForEvents(n: number, timeoutMs: number): Promise<void>;
   /** Resolves with the first n settled deliveries once n webhooks have settled; rejects after timeoutMs. */
