@@ -10,6 +10,7 @@ import type { StoredAccessKey } from '../common/store-types.ts';
 import { accessKeyFields, CREATE, parseAccessKey } from '../store/redis-access-keys.ts';
 import type { KeyLayout, Redis } from '../store/redis-client.ts';
 import { flatten } from '../store/redis-view.ts';
+import { groupPosition, streamBacklog } from '../store/stream-ledger.ts';
 
 export interface MigrationSide {
   readonly client: Redis;
@@ -29,7 +30,8 @@ const BATCH = 200;
 export async function migrateStore(
   from: MigrationSide,
   to: MigrationSide,
-  opts: { dryRun: boolean; includeEvents: boolean },
+  /** group: the billing consumer group, whose delivered entries stay at the source. */
+  opts: { dryRun: boolean; includeEvents: boolean; group?: string },
 ): Promise<MigrationReport> {
   return {
     accessKeys: await copyAccessKeys(from, to, opts.dryRun),
@@ -110,18 +112,37 @@ async function copyStrings(
   return report;
 }
 
+/** Whether a stream entry was delivered: read by the group and not pending (acknowledged). */
+async function deliveredTest(client: Redis, stream: string, group: string): Promise<(id: string) => boolean> {
+  const at = await groupPosition(client, stream, group);
+  if (at === undefined) return () => false;
+  const held = new Set<string>();
+  if (at.pending > 0) {
+    const pel = (await client.xpending(stream, group, '-', '+', at.pending)) as [string, ...unknown[]][];
+    for (const [id] of pel) held.add(id);
+  }
+  const [lastMs = 0, lastSeq = 0] = at.lastDelivered.split('-').map(Number);
+  return (id) => {
+    const [ms = 0, seq = 0] = id.split('-').map(Number);
+    const read = ms !== lastMs ? ms < lastMs : seq <= lastSeq;
+    return read && !held.has(id);
+  };
+}
+
 function escapeGlob(text: string): string {
   return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
 }
 
 /**
  * The source's stream (its shard 0: a single endpoint of earlier versions had one) and its dead letter,
- * moved to the target's shard 0 entry by entry (XADD there, then XDEL here), or counted as left.
+ * moved to the target's shard 0 entry by entry (XADD there, then XDEL here), or counted as left. Stream
+ * entries the consumer group already delivered (kept as the ledger, billing.ledger_retention_h) are
+ * neither: they stay at the source and are not sent again.
  */
 async function moveEvents(
   from: MigrationSide,
   to: MigrationSide,
-  opts: { dryRun: boolean; includeEvents: boolean },
+  opts: { dryRun: boolean; includeEvents: boolean; group?: string },
 ): Promise<{ moved: number; left: number }> {
   let moved = 0;
   let left = 0;
@@ -131,20 +152,27 @@ async function moveEvents(
       [shard.stream, target.stream],
       [shard.deadLetter, target.deadLetter],
     ] as const) {
-      const length = await from.client.xlen(source);
+      const isStream = source === shard.stream && opts.group !== undefined;
+      const length = isStream
+        ? await streamBacklog(from.client, source, opts.group!)
+        : await from.client.xlen(source);
       if (!opts.includeEvents || opts.dryRun) {
         if (opts.includeEvents) moved += length;
         else left += length;
         continue;
       }
+      const delivered = isStream ? await deliveredTest(from.client, source, opts.group!) : () => false;
+      let start = '-';
       for (;;) {
-        const entries = await from.client.xrange(source, '-', '+', 'COUNT', BATCH);
+        const entries = await from.client.xrange(source, start, '+', 'COUNT', BATCH);
         if (entries.length === 0) break;
         for (const [id, fields] of entries) {
+          if (delivered(id)) continue;
           await to.client.xadd(dest, '*', ...fields);
           await from.client.xdel(source, id);
           moved++;
         }
+        start = `(${entries[entries.length - 1]![0]}`;
       }
     }
   }

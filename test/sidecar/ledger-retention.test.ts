@@ -9,6 +9,7 @@ import { mkdtemp, readdir, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { migrateStore } from '../../admin/store-migration.ts';
 import type { IngestResult } from '../../billing/billing-client.ts';
 import { readOutboxLedger } from '../../billing/outbox/ledger.ts';
 import { openOutboxReader } from '../../billing/outbox/reader.ts';
@@ -132,4 +133,17 @@ test('shared-store mode: acknowledged entries stay; the backlog and the trim cou
   // Delivered now: the old ones go, the recent ones (younger than the retention) stay.
   assert.equal(await trimDelivered(redis.admin, keys.stream, group, Date.now() - 3_600_000), 4);
   assert.equal(await redis.admin.xlen(keys.stream), 5);
+
+  // `store migrate --include-events` moves what is still to deliver, not the ledger.
+  await consumer.stop();
+  await redis.admin.xadd(keys.stream, '*', 'payload', JSON.stringify(makeEvent(10)));
+  const target = testStoreConfig(redis.url, { keyPrefix: `ledger-target${process.pid}:` });
+  const r = await migrateStore(
+    { client: redis.admin, keys: createKeyLayout(store) },
+    { client: redis.admin, keys: createKeyLayout(target) },
+    { dryRun: false, includeEvents: true, group },
+  );
+  assert.deepEqual(r.events, { moved: 1, left: 0 });
+  assert.equal(await redis.admin.xlen(keys.stream), 5, 'the delivered entries stay at the source');
+  assert.equal(await redis.admin.xlen(createKeyLayout(target).shards[0]!.stream), 1);
 });

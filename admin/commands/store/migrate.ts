@@ -112,10 +112,11 @@ export class MigrateStoreCommand extends ConfigCommand<Sides> {
     };
   }
 
-  async run(sides: Sides): Promise<number> {
+  async run(sides: Sides, config: RouterConfig): Promise<number> {
     const r = await migrateStore(sides.from, sides.to, {
       dryRun: this.dryRun,
       includeEvents: this.includeEvents,
+      group: config.store.billingConsumerGroup,
     });
     const would = this.dryRun ? 'would copy' : 'copied';
     const k = r.accessKeys;
