@@ -8,6 +8,7 @@ import { errorText, GatewayError, toGatewayError } from '../common/errors.ts';
 import type { RequestContext, UpstreamRequest } from '../common/types.ts';
 import type { CompiledRule } from '../hooks/dsl/types.ts';
 import { FORWARDED_REQUEST_HEADERS, tokenCountOf, upstreamQuery } from '../hooks/families/index.ts';
+import { askEarlyCount, type EarlyCount } from './early-count.ts';
 import { answerCountLocally } from './local-count.ts';
 import { runRewriteBody, runSelectTarget } from './pipeline.ts';
 import { countAtProvider } from './provider-count.ts';
@@ -83,9 +84,15 @@ export async function forward(
     trace?.attempt(ctx, candidate.provider, upstreamReq, t0);
     const last = i === attempts - 1;
     let upstreamRes: UpstreamResponse;
+    let early: EarlyCount | undefined;
     try {
-      upstreamRes = await rt.upstream.send(upstreamReq, hooks.timeouts, ctx.cancellation);
+      const sending = rt.upstream.send(upstreamReq, hooks.timeouts, ctx.cancellation);
+      // An Anthropic client's translated stream: the provider's count of the input, asked alongside
+      // (after the generation is on its way: preparing the count takes a translation of the body).
+      early = askEarlyCount(rt, ctx, provider, rule);
+      upstreamRes = await sending;
     } catch (err) {
+      early?.cancel();
       if (ctx.clientAborted) {
         completion.useRule(hooks);
         return;
@@ -107,6 +114,7 @@ export async function forward(
     }
     ctx.upstreamTtfbMs = performance.now() - t0;
     const status = upstreamRes.statusCode;
+    if (early !== undefined && (status < 200 || status >= 300)) early.cancel();
     if (status === 401 || status === 403) {
       // The upstream refused the operator's key, not the client's: its text (which may quote the key)
       // stays in the gateway's log, and the client learns the provider is misconfigured.
@@ -141,6 +149,8 @@ export async function forward(
     // A count the provider made (forwarded, maybe translated), as opposed to the gateway's estimate.
     if (status < 300 && tokenCountOf(ctx.api) !== undefined)
       res.setHeader('x-router-token-count', 'provider');
+    // The stream's first event states the count: it waits for it (bounded by limits.early_count_wait_ms).
+    if (early !== undefined) await early.ready();
     await relay(ctx, hooks, upstreamRes, res, rt.metrics.activeStreams, completion);
     return;
   }

@@ -8,7 +8,7 @@
 import type { ServerResponse } from 'node:http';
 import { splitBaseUrl } from '../common/base-url.ts';
 import { errorText } from '../common/errors.ts';
-import type { JsonValue, UpstreamRequest } from '../common/types.ts';
+import type { JsonValue, RequestContext, UpstreamRequest } from '../common/types.ts';
 import type { CompiledProvider, CompiledRule } from '../hooks/dsl/types.ts';
 import { DEFAULT_FAMILY, pivotTokenCounts, requestTextOf } from '../hooks/families/index.ts';
 import type { TokenCount } from '../hooks/families/types.ts';
@@ -17,6 +17,7 @@ import { runRewriteBody } from './pipeline.ts';
 import type { Context } from './request-context.ts';
 import type { Runtime } from './runtime.ts';
 import { sendJson } from './send.ts';
+import type { Cancellation } from './upstream.ts';
 
 /** A counting reply is one small JSON object. */
 const MAX_REPLY_BYTES = 64 * 1024;
@@ -32,24 +33,18 @@ export async function countAtProvider(
 ): Promise<boolean> {
   if (ctx.body === undefined) return false;
   const model = ctx.upstreamModel ?? ctx.model;
-  let target: { count: TokenCount; rule: CompiledRule } | undefined;
-  for (const candidate of pivotTokenCounts()) {
-    const rule = rt.matchRule(provider, candidate.api, false, model);
-    if (rule !== undefined) {
-      target = { count: candidate, rule };
-      break;
-    }
-  }
+  const target = pivotCountRule(rt, provider, model);
   if (target === undefined) return false;
   const body = count.generationBody?.(ctx.body) ?? ctx.body;
   const served = servedBody(ctx, body, requestTextOf(ctx.clientFormat, count.countedApi), generation);
   if (served.format !== DEFAULT_FAMILY.name) return false;
-  const tokens = await askProvider(
+  const tokens = await askProviderCount(
     rt,
     ctx,
     provider.name,
     target.rule,
     target.count.fromPivot!(served.body, model),
+    ctx.cancellation,
   );
   const reply = tokens === undefined ? undefined : target.count.read(tokens);
   if (reply === undefined) return false;
@@ -62,13 +57,31 @@ export async function countAtProvider(
   return true;
 }
 
-/** The provider's JSON answer to a counting request, or undefined (logged) when it gave none. */
-async function askProvider(
+/** The provider's counting endpoint that takes a completion-style body (OpenAI's input_tokens), if any. */
+export function pivotCountRule(
   rt: Runtime,
-  ctx: Context,
+  provider: CompiledProvider,
+  model: string | undefined,
+): { count: TokenCount; rule: CompiledRule } | undefined {
+  for (const count of pivotTokenCounts()) {
+    const rule = rt.matchRule(provider, count.api, false, model);
+    if (rule !== undefined) return { count, rule };
+  }
+  return undefined;
+}
+
+/**
+ * The provider's JSON answer to a counting request sent by `rule` (its rewrite and credential, so the
+ * route and signature are the generation's own), or undefined (logged) when it gave none. A call
+ * cancelled through `cancel` is not logged here: the caller says why it stopped waiting.
+ */
+export async function askProviderCount(
+  rt: Runtime,
+  ctx: RequestContext,
   provider: string,
   rule: CompiledRule,
   body: UpstreamRequest['body'],
+  cancel: Cancellation,
 ): Promise<JsonValue | undefined> {
   const hooks = rt.ruleHooks(provider, rule);
   const { origin, prefix } = splitBaseUrl(rule.upstreamConfig.baseUrl);
@@ -83,7 +96,7 @@ async function askProvider(
   try {
     const req = await runRewriteBody(hooks.rewrite, ctx, base);
     if (hooks.authorizer !== undefined) await hooks.authorizer.authorize(ctx, req);
-    const reply = await rt.upstream.send(req, hooks.timeouts, ctx.cancellation);
+    const reply = await rt.upstream.send(req, hooks.timeouts, cancel);
     if (reply.statusCode < 200 || reply.statusCode >= 300) {
       await reply.body.dump().catch(() => undefined);
       ctx.log.warn({ provider, status: reply.statusCode }, 'provider count failed; counting locally');
@@ -91,7 +104,8 @@ async function askProvider(
     }
     return JSON.parse((await reply.body.readAll(MAX_REPLY_BYTES)).toString('utf8')) as JsonValue;
   } catch (err) {
-    ctx.log.warn({ provider, err: errorText(err) }, 'provider count failed; counting locally');
+    if (!cancel.cancelled)
+      ctx.log.warn({ provider, err: errorText(err) }, 'provider count failed; counting locally');
     return undefined;
   }
 }

@@ -7,9 +7,11 @@ import { RequestState } from '../../common/request-state.ts';
 import type { JsonObject, JsonValue, RequestContext } from '../../common/types.ts';
 import { generationTextOf, requestTextOf } from '../families/index.ts';
 import type { StreamTransform, StreamTransformFactory } from '../transforms/types.ts';
-import type { Translator, TranslatorFactory } from '../translators/types.ts';
+import type { InputCount, Translator, TranslatorFactory } from '../translators/types.ts';
+import { providerInputCount } from '../usage/early-input.ts';
 import { estimateInputTokens } from '../usage/estimate.ts';
 import type { RequestText } from '../usage/types.ts';
+import { streamUsage } from './usage-meter.ts';
 
 export interface StreamEvent {
   event?: string | undefined;
@@ -41,6 +43,28 @@ const SERVED = new RequestState<ServedRequest | undefined>();
  */
 export function servedRequestOf(ctx: RequestContext): ServedRequest | undefined {
   return SERVED.get(ctx);
+}
+
+/**
+ * The request's input as a stream states it before the upstream's final report: what the upstream's
+ * stream reported so far (Gemini's first chunk; the usage meter reads each event before the
+ * translators), else the serving provider's count asked alongside the generation, else the estimate of
+ * the body as the serving provider reads it (the translated body in its family's framing).
+ */
+function inputCountOf(ctx: RequestContext): InputCount {
+  const reported = streamUsage(ctx)?.result();
+  if (reported !== undefined && reported.inputTokens > 0) {
+    return { tokens: reported.inputTokens, cacheRead: reported.cacheReadTokens ?? 0, source: 'upstream' };
+  }
+  const counted = providerInputCount(ctx);
+  if (counted !== undefined) return { tokens: counted, cacheRead: 0, source: 'provider' };
+  const served = SERVED.get(ctx);
+  const tokens = estimateInputTokens(
+    ctx.upstreamModel ?? ctx.model ?? '',
+    served?.requestText ?? requestTextOf(ctx.clientFormat, ctx.api),
+    served?.body ?? ctx.body,
+  );
+  return { tokens, cacheRead: 0, source: 'estimate' };
 }
 
 export class RuleTranslators {
@@ -81,15 +105,7 @@ export class RuleTranslators {
         stream: ctx.stream,
         createdAt: Math.floor(ctx.receivedAt / 1000),
         headers: ctx.headers,
-        inputTokens: () => {
-          // Counted as the serving provider reads it: the translated body in its family's framing.
-          const served = SERVED.get(ctx);
-          return estimateInputTokens(
-            ctx.upstreamModel ?? ctx.model ?? '',
-            served?.requestText ?? requestTextOf(ctx.clientFormat, ctx.api),
-            served?.body ?? ctx.body,
-          );
-        },
+        inputCount: () => inputCountOf(ctx),
       });
       s.translators.set(name, t);
     }

@@ -297,6 +297,17 @@ export function tokenCountOf(api: ApiName): TokenCount | undefined {
   return TOKEN_COUNTS.get(api);
 }
 
+/**
+ * The counting endpoint of a client format whose streams state the input first (Anthropic's
+ * message_start) and count the bodies of `api`: what a translated stream of it asks the serving
+ * provider alongside the generation. Undefined for every other format and api.
+ */
+export function earlyInputCount(format: string, api: ApiName): TokenCount | undefined {
+  const family = familyOf(format);
+  if (family.streamStatesInput !== true) return undefined;
+  return family.tokenCount?.countedApi === api ? family.tokenCount : undefined;
+}
+
 /** Counting endpoints that take a completion-style (pivot) body through a request translation. */
 export function pivotTokenCounts(): TokenCount[] {
   return [...TOKEN_COUNTS.values()].filter((count) => count.fromPivot !== undefined);

@@ -309,6 +309,12 @@ export interface WireFamily {
 
   /** The family's token-counting endpoint, when it has one. */
   readonly tokenCount?: TokenCount;
+  /**
+   * Its streams state the input tokens before any output (Anthropic's message_start): a stream the
+   * gateway translates for it asks the serving provider's count alongside the generation
+   * (proxy/early-count.ts) unless the provider's own stream opens with one.
+   */
+  readonly streamStatesInput?: boolean;
 
   /** GenAI trace attributes of its requests and replies. */
   readonly telemetry?: FamilyTelemetry;

@@ -22,12 +22,24 @@ export interface TranslatorInit {
   /** Unix seconds of the request, for `created` fields. */
   readonly createdAt: number;
   /**
-   * The gateway's own count of the client request's input tokens (bounded estimator), for replies that
-   * must state it before the upstream does (Anthropic's message_start). Computed on first call.
+   * The request's input, for replies that must state it before the upstream's final report (Anthropic's
+   * message_start): the upstream's own count when its stream already gave one, else the serving
+   * provider's count asked alongside the generation, else the gateway's estimate of the body as the
+   * provider reads it (docs/billing.md "Where the counts come from"). Computed when called.
    */
-  readonly inputTokens?: () => number;
+  readonly inputCount?: () => InputCount;
   /** The client's request headers (a wire that carries a header in its body: Bedrock's `anthropic_beta`). */
   readonly headers?: IncomingHttpHeaders;
+}
+
+/** Input tokens as a reply states them before the upstream's final report. */
+export interface InputCount {
+  /** The whole input, cache reads included. */
+  readonly tokens: number;
+  /** The part of it the upstream reported read from its prompt cache (0 when unknown). */
+  readonly cacheRead: number;
+  /** Where the number comes from. */
+  readonly source: 'upstream' | 'provider' | 'estimate';
 }
 
 export interface Translator {

@@ -78,4 +78,9 @@ export interface UsagePreset {
   /** Usage from a complete JSON reply, or undefined when it carries none. Must never throw. */
   fromJson(body: JsonValue): Usage | undefined;
   createSniffer(): UsageSniffer;
+  /**
+   * A stream's first event already reports the input tokens (Gemini's usageMetadata on every chunk,
+   * Anthropic's message_start): no count needs asking alongside the generation (proxy/early-count.ts).
+   */
+  readonly inputFirst?: boolean;
 }

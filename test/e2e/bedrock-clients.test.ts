@@ -372,8 +372,14 @@ function reportedCounts(bytes: Buffer, contentType: string): Counts {
   return c;
 }
 
-function lastBedrockRequest(): RecordedRequest {
-  const found = stack.upstream.requests.findLast((r) => r.path.startsWith('/model/'));
+/**
+ * The last call to Bedrock; with `modelCall`, the last model call (an Anthropic client's Converse stream
+ * also asks CountTokens alongside, for message_start, and that request may land last).
+ */
+function lastBedrockRequest(modelCall = false): RecordedRequest {
+  const found = stack.upstream.requests.findLast(
+    (r) => r.path.startsWith('/model/') && !(modelCall && r.path.endsWith('/count-tokens')),
+  );
   assert.ok(found, 'the gateway called Bedrock');
   return found;
 }
@@ -425,7 +431,7 @@ for (const [clientName, makeClient] of Object.entries(CLIENTS)) {
         for (const mode of ['plain', 'stream', 'tools', 'structured'] as const) {
           const rid = nextId();
           const out = await client.run(mode, CLAUDE, { route, rid });
-          const recorded = lastBedrockRequest();
+          const recorded = lastBedrockRequest(true);
           const action =
             mode === 'plain' || mode === 'structured' ? ROUTES[route].invoke : ROUTES[route].stream;
           assert.equal(recorded.path, `/model/${SEGMENT}/${action}`, mode);
@@ -487,7 +493,7 @@ describe('prompt cache reads and writes', () => {
               stream_options: { include_usage: true },
             })
             .finalChatCompletion();
-        const counts = await assertBilledAsReported(rid, route, lastBedrockRequest());
+        const counts = await assertBilledAsReported(rid, route, lastBedrockRequest(true));
         assert.deepEqual([counts.cacheRead, counts.cacheWrite], [7, 5], `${route} ${mode}`);
       }
     }

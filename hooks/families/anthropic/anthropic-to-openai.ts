@@ -11,7 +11,8 @@
 // - Streaming: `stream_options.include_usage` is injected so output usage is known; the usage chunk
 //   comes after the finish_reason chunk, so message_delta (carrying stop_reason and usage) is held back
 //   until `[DONE]` or the end of the upstream stream. message_start goes out on the first chunk with
-//   the gateway's own count of the input (TranslatorInit.inputTokens); the upstream's input_tokens
+//   the best count of the input by then (TranslatorInit.inputCount: the upstream's, the serving
+//   provider's count asked alongside, or the gateway's estimate); the upstream's final input_tokens
 //   arrive in message_delta (the Anthropic SDK overwrites them there).
 // - Reasoning: `thinking` (its budget, by steps) and `output_config.effort` become `reasoning_effort`;
 //   the upstream's `reasoning_content` comes back as a thinking block with an empty signature (there is
@@ -198,19 +199,27 @@ class AnthropicToOpenai implements Translator {
       content: [],
       stop_reason: null,
       stop_sequence: null,
-      usage: this.#counts === undefined ? this.#estimatedUsage() : anthropicUsage(this.#counts),
+      usage: this.#counts === undefined ? this.#inputUsage() : anthropicUsage(this.#counts),
     };
     out.push(sse({ type: 'message_start', message }));
   }
 
   /**
-   * message_start comes before the upstream's counts: it carries the gateway's own count of the input
-   * (clients such as LangChain read it there); message_delta then carries the upstream's numbers.
+   * message_start comes before the upstream's final counts: it carries the best count of the input there
+   * is by then (TranslatorInit.inputCount: the upstream's own, the provider's count asked alongside, or
+   * the gateway's estimate; clients such as LangChain read it there); message_delta then carries the
+   * upstream's final numbers, which are billed.
    */
-  #estimatedUsage(): JsonObject {
-    const usage = anthropicUsage(undefined);
-    usage.input_tokens = this.#init.inputTokens?.() ?? 0;
-    return usage;
+  #inputUsage(): JsonObject {
+    const count = this.#init.inputCount?.();
+    const cached = Math.min(count?.cacheRead ?? 0, count?.tokens ?? 0);
+    return anthropicUsage({
+      prompt: count?.tokens ?? 0,
+      cached,
+      completion: 0,
+      total: undefined,
+      reasoning: undefined,
+    });
   }
 
   #closeBlock(out: SseOut[]): void {

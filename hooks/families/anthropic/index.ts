@@ -57,5 +57,6 @@ export const anthropicFamily: WireFamily = {
   replyTextFields: ['text', 'partial_json', 'thinking'],
   translators: [openaiToAnthropic, anthropicToOpenai],
   tokenCount: anthropicTokenCount,
+  streamStatesInput: true,
   telemetry: anthropicTelemetry,
 };

@@ -47,6 +47,8 @@ function anthropicUsage(counts: AnthropicCounts): Usage {
 
 export const anthropicMessages: UsagePreset = {
   name: 'anthropic_messages',
+  // message_start, the first event, carries the input.
+  inputFirst: true,
   fromJson(body) {
     const counts: AnthropicCounts = {};
     return readAnthropicCounts(asObject(body)?.['usage'], counts) ? anthropicUsage(counts) : undefined;

@@ -74,6 +74,7 @@ export function invocationMetricsUsage(value: JsonValue | undefined): Usage | un
 
 export const bedrockInvoke: UsagePreset = {
   name: 'bedrock_invoke',
+  inputFirst: true,
   fromJson: (body) => anthropicMessages.fromJson(body),
   createSniffer() {
     const anthropic = anthropicMessages.createSniffer();

@@ -50,13 +50,12 @@ function closesGeminiStream(body: JsonValue): boolean {
   return candidates.some((candidate) => typeof asObject(candidate)?.['finishReason'] === 'string');
 }
 
-// Every Gemini chunk may carry usageMetadata; counts are cumulative, so only the last is parsed.
-export const geminiGenerateContent: UsagePreset = keyedUsagePreset(
-  'gemini_generate_content',
-  '"usageMetadata"',
-  readGeminiBody,
-  closesGeminiStream,
-);
+// Every Gemini chunk may carry usageMetadata; counts are cumulative, so only the last is parsed. The
+// first chunk already has promptTokenCount.
+export const geminiGenerateContent: UsagePreset = {
+  ...keyedUsagePreset('gemini_generate_content', '"usageMetadata"', readGeminiBody, closesGeminiStream),
+  inputFirst: true,
+};
 
 /** embedContent and batchEmbedContents report no usage; the gateway estimates it. */
 export const geminiEmbedContent: UsagePreset = {
