@@ -311,7 +311,7 @@ export type DetailsClientConfig = Pick<
 >;
 
 /**
- * One page of `GET /v1/projects/{project_id}/usage/events/details?limit&offset` (spec 4.3): the ingested
+ * One page of `GET /v1/projects/{project_id}/usage/events/details?limit&offset`: the ingested
  * events as the service returns them, newest first. Authorised with billing.read_api_key. Throws a
  * BillingRequestError on any failure; its message never carries the key.
  */
