@@ -12,6 +12,7 @@ const ANSI = /\u001b\[/;
 /** The commands of each noun, in the order --help lists them. */
 const COMMANDS: Record<string, string[]> = {
   'access-key': ['init', 'create', 'list', 'update', 'rotate', 'revoke', 'migrate'],
+  billing: ['reconcile'],
   store: ['migrate'],
   'dead-letter': ['list', 'show', 'replay'],
   subject: ['set-limits'],
@@ -39,7 +40,7 @@ for (const flag of ['--help', '-h']) {
     const lines = listed(r.out);
     assert.deepEqual(
       lines.map((l) => l.trim().split(/\s+/)[0]),
-      ['access-key', 'dead-letter', 'store', 'subject'],
+      ['access-key', 'billing', 'dead-letter', 'store', 'subject'],
     );
     assert.match(
       lines[0]!,
@@ -48,7 +49,7 @@ for (const flag of ['--help', '-h']) {
     assert.match(r.out, /router-admin <noun> --help/);
   });
 
-  for (const noun of ['access-key', 'store', 'dead-letter', 'subject']) {
+  for (const noun of ['access-key', 'billing', 'store', 'dead-letter', 'subject']) {
     test(`router-admin ${noun} ${flag} lists its commands, one line each`, async () => {
       const r = await admin([noun, flag]);
       assert.equal(r.code, 0, r.err);
