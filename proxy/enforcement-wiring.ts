@@ -14,7 +14,7 @@ import type { StateStore, SubjectRef } from '../common/store-types.ts';
 import type { Hook } from '../common/types.ts';
 import { type BalanceLookup, createBalanceCheckHook } from '../hooks/builtin/balance-check.ts';
 import { openStateStore } from '../store/index.ts';
-import type { BillingParts, BuildOptions } from './runtime.ts';
+import { type BillingParts, type BuildOptions, storeError } from './runtime.ts';
 
 export interface EnforcementParts {
   readonly hook: Hook;
@@ -51,6 +51,7 @@ export async function createEnforcementParts(
     (await openStateStore(config, {
       role: 'gateway',
       onError: (err) => log.error({ err: errorText(err) }, 'subject state reload failed'),
+      onStoreError: storeError(metrics),
     }));
   const client =
     deps.lookup === undefined

@@ -169,12 +169,14 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
   const limitStore =
     keys.store ??
     (config.store.enabled && limitsConfigured(config)
-      ? await openStateStore(config, { role: 'gateway', logger: log })
+      ? await openStateStore(config, { role: 'gateway', logger: log, onStoreError: storeError(metrics) })
       : undefined);
   const limiter = openRateLimiter(config, limitStore, opts.cluster, metrics);
   const responseState =
     config.responses.storeTtlS > 0 && config.store.enabled
-      ? (keys.store ?? limitStore ?? (await openStateStore(config, { role: 'gateway', logger: log })))
+      ? (keys.store ??
+        limitStore ??
+        (await openStateStore(config, { role: 'gateway', logger: log, onStoreError: storeError(metrics) })))
       : undefined;
   const responses =
     config.responses.storeTtlS <= 0
@@ -297,6 +299,11 @@ export async function buildRuntime(config: RouterConfig, opts: BuildOptions): Pr
   return { runtime, diagnostics };
 }
 
+/** Counts a failed shared-store operation in router_store_errors_total{operation}. */
+export function storeError(metrics: GatewayMetrics): (operation: string) => void {
+  return (operation) => metrics.storeErrors.inc({ operation });
+}
+
 /**
  * The shared store's health for /readyz from a connection this runtime already holds (any will do: they
  * reach the one store), so file_only keys report it too; undefined in file mode.
@@ -349,7 +356,9 @@ async function openAccessKeys(
   };
   // Shared-store mode looks access keys up in the store; redis_only ignores the file's keys.
   const storeKeys = config.store.enabled && config.store.accessKeyMode !== 'file_only';
-  const keyStore = storeKeys ? await openStateStore(config, { role: 'gateway', logger: log }) : undefined;
+  const keyStore = storeKeys
+    ? await openStateStore(config, { role: 'gateway', logger: log, onStoreError: storeError(metrics) })
+    : undefined;
   const storeAuth =
     keyStore === undefined
       ? undefined

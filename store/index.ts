@@ -20,6 +20,8 @@ export interface OpenStateStoreOptions {
   readonly onError?: (err: unknown) => void;
   /** Redis mode: connection loss and recovery are logged here. */
   readonly logger?: Logger;
+  /** Redis mode: every failed store operation, once, by its bounded name (router_store_errors_total). */
+  readonly onStoreError?: (operation: string) => void;
 }
 
 export async function openStateStore(config: RouterConfig, opts: OpenStateStoreOptions): Promise<StateStore> {
@@ -30,6 +32,7 @@ export async function openStateStore(config: RouterConfig, opts: OpenStateStoreO
       connectionName: `router-${opts.role}`,
       // Only the serving path reads views per request; the sidecar's writes need no cache.
       viewCacheMs: opts.role === 'gateway' ? config.store.viewCacheMs : 0,
+      ...(opts.onStoreError === undefined ? {} : { onStoreError: opts.onStoreError }),
     });
     return stores.state;
   }

@@ -244,18 +244,23 @@ export async function connectRedis(
   return { client, keys: createKeyLayout(config), connected };
 }
 
+/** How long a close waits for the server to answer QUIT before it drops the connection. */
+export const QUIT_TIMEOUT_MS = 1000;
+
 /**
- * Close without waiting for a dead server. `quitTimeoutMs` bounds the QUIT of a client made with
- * `ownTimeouts` (the others time out by their commandTimeout).
+ * Close without waiting for a dead server: a connection that is not up (the server is gone, the client
+ * reconnects) is dropped at once; otherwise QUIT is sent and waited for at most `quitTimeoutMs`
+ * (QUIT_TIMEOUT_MS by default, whatever the client's command timeout: a server that stopped answering
+ * without closing its socket never answers it), then the connection is dropped either way.
  */
-export async function closeRedisClient(client: Redis, quitTimeoutMs?: number): Promise<void> {
+export async function closeRedisClient(client: Redis, quitTimeoutMs = QUIT_TIMEOUT_MS): Promise<void> {
   if (client.status === 'end') return;
   if (client.status !== 'ready') {
     client.disconnect();
     return;
   }
   try {
-    await (quitTimeoutMs === undefined ? client.quit() : withTimeout(client.quit(), quitTimeoutMs));
+    await withTimeout(client.quit(), quitTimeoutMs);
   } catch {
     // disconnect() below
   }

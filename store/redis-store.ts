@@ -61,6 +61,11 @@ export interface RedisStoreOptions {
    * 0 or absent: every view reads Redis. Only processes that serve requests want it.
    */
   readonly viewCacheMs?: number;
+  /**
+   * Told of every failed store operation, once, by a bounded name (`view`, `rehashAccessKey`,
+   * `rateLimits`, `responses`, `getSubject`, ...): the gateway counts them in router_store_errors_total.
+   */
+  readonly onStoreError?: (operation: string) => void;
 }
 
 export interface RedisStores {
@@ -103,19 +108,53 @@ function changeFields(change: AccessKeyChange): string[] {
   return fields;
 }
 
-/** Runs one store operation; connection failures become StoreUnavailableError. */
-async function guard<T>(operation: string, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (isConnectionError(err)) throw new StoreUnavailableError(operation, err);
-    throw err;
-  }
-}
+/** Runs one store operation: a failure is counted, and a connection failure becomes StoreUnavailableError. */
+type Guard = <T>(operation: string, fn: () => Promise<T>) => Promise<T>;
 
 /** The guard's mapping for a caller that batches its own calls (the rate limiter's lanes). */
-function storeFailure(operation: string): (err: unknown) => unknown {
-  return (err) => (isConnectionError(err) ? new StoreUnavailableError(operation, err) : err);
+type StoreFailure = (operation: string) => (err: unknown) => unknown;
+
+/**
+ * The guard and the failure mapping of one set of stores, telling `onStoreError` of every failed
+ * operation once: an error several callers of one operation share (a view read shared by concurrent
+ * misses, a rate-limit call batching several requests) or that passes through two guards counts once.
+ */
+function guards(onStoreError?: (operation: string) => void): { guard: Guard; storeFailure: StoreFailure } {
+  // The operations each error was counted for (one error may end calls of several operations when a
+  // connection drops).
+  const counted = new WeakMap<object, Set<string>>();
+  const count = (operation: string, err: unknown): void => {
+    if (onStoreError === undefined) return;
+    if (typeof err !== 'object' || err === null) {
+      onStoreError(operation);
+      return;
+    }
+    let ops = counted.get(err);
+    if (ops === undefined) {
+      ops = new Set();
+      counted.set(err, ops);
+    }
+    if (ops.has(operation)) return;
+    ops.add(operation);
+    onStoreError(operation);
+  };
+  const failed = (operation: string, err: unknown): unknown => {
+    count(operation, err);
+    if (!isConnectionError(err)) return err;
+    const mapped = new StoreUnavailableError(operation, err);
+    counted.set(mapped, new Set([operation]));
+    return mapped;
+  };
+  return {
+    async guard(operation, fn) {
+      try {
+        return await fn();
+      } catch (err) {
+        throw failed(operation, err);
+      }
+    },
+    storeFailure: (operation) => (err) => failed(operation, err),
+  };
 }
 
 export async function openRedisStores(
@@ -132,6 +171,7 @@ export async function openRedisStores(
     ...(opts.readyTimeoutMs === undefined ? {} : { readyTimeoutMs: opts.readyTimeoutMs }),
   });
   if (!connected) opts.logger?.warn('store not reachable at start; requests needing it fail until it is');
+  const { guard, storeFailure } = guards(opts.onStoreError);
   const currencies = new Set(opts.currencies ?? []);
   const maxAgeMs = opts.viewCacheMs ?? 0;
   const cache =
@@ -152,7 +192,7 @@ export async function openRedisStores(
     await closeRedisClient(client);
   }
 
-  const subjectLimits = redisSubjectLimits(client, k);
+  const subjectLimits = redisSubjectLimits(client, k, guard);
 
   const state: StateStore = {
     kind: 'redis',
@@ -260,7 +300,7 @@ export async function openRedisStores(
     close,
   } satisfies StateStore;
 
-  const accessKeys = redisAccessKeys(client, k, wrote);
+  const accessKeys = redisAccessKeys(client, k, wrote, guard);
 
   return {
     state,
@@ -275,7 +315,7 @@ export async function openRedisStores(
 }
 
 /** Subjects' own limits: replaced whole, so the admission script never sees half an update. */
-function redisSubjectLimits(client: Redis, k: KeyLayout): SubjectLimitStore {
+function redisSubjectLimits(client: Redis, k: KeyLayout, guard: Guard): SubjectLimitStore {
   return {
     getSubjectLimits: (subject) =>
       guard('getSubjectLimits', async () =>
@@ -298,7 +338,12 @@ function redisSubjectLimits(client: Redis, k: KeyLayout): SubjectLimitStore {
 }
 
 /** Access-key records: each change in one script, dropped from this process's view cache around it. */
-function redisAccessKeys(client: Redis, k: KeyLayout, wrote: (...keys: string[]) => void): AccessKeyStore {
+function redisAccessKeys(
+  client: Redis,
+  k: KeyLayout,
+  wrote: (...keys: string[]) => void,
+  guard: Guard,
+): AccessKeyStore {
   return {
     create: (key) =>
       guard('createAccessKey', async () => {

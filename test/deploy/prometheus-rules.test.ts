@@ -216,3 +216,25 @@ test('RouterServedNotBilled fires when served - (queued + not reportable) stays 
     },
   ]);
 });
+
+test('RouterStoreErrors fires on failed store operations of any operation for 5 minutes', () => {
+  const errors = (operation: string, values: string) => ({
+    series: `router_store_errors_total{job="router",instance="gw:8080",operation="${operation}"}`,
+    values,
+  });
+  testAlertsWithPromtool(rules, [
+    {
+      interval: '1m',
+      // Key lookups failing from minute 10 on; nothing before.
+      input_series: [errors('view', '0x10 1+6x30'), errors('rateLimits', '0x40')],
+      alert_rule_test: [
+        { eval_time: '8m', alertname: 'RouterStoreErrors', exp_alerts: [] },
+        {
+          eval_time: '25m',
+          alertname: 'RouterStoreErrors',
+          exp_alerts: [{ exp_labels: { severity: 'critical' } }],
+        },
+      ],
+    },
+  ]);
+});
