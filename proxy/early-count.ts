@@ -91,7 +91,11 @@ function requestFormat(rule: CompiledRule): string | undefined {
 }
 
 /** The count in the provider's reply, through the rule's reply mapping into the counting family's shape. */
-function readCount(ctx: RequestContext, route: CountRoute, reply: JsonValue): number | undefined {
+function readCount(
+  ctx: RequestContext,
+  route: Pick<CountRoute, 'rule' | 'count'>,
+  reply: JsonValue,
+): number | undefined {
   const op = route.rule.response.find((o) => o.op === 'resp_map');
   let value = reply;
   if (op?.op === 'resp_map') {
@@ -142,9 +146,11 @@ export function askEarlyCount(
   const cancel = new Cancellation();
   let over = false;
   let timer: NodeJS.Timeout | undefined;
+  // What the reply is read with; the body (a copy of the prompt) is not kept once it is sent.
+  const reading = { rule: route.rule, count: route.count };
   const side = new CountContext(ctx, route.count.api);
   const asked = askProviderCount(rt, side, provider.name, route.rule, route.body, cancel).then((reply) => {
-    const tokens = reply === undefined ? undefined : readCount(ctx, route, reply);
+    const tokens = reply === undefined ? undefined : readCount(ctx, reading, reply);
     if (!over && tokens !== undefined) setProviderInputCount(ctx, tokens);
   });
   const deadline = new Promise<'late'>((resolve) => {

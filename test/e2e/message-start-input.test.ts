@@ -5,7 +5,7 @@
 // Vertex and on Bedrock InvokeModel), message_start's input_tokens is the input the billing simulator
 // then receives in the usage event; served by an OpenAI-compatible provider (no counting endpoint) it is
 // the gateway's estimate, within the error docs/billing.md states. The count asked alongside is never
-// billed. A counting endpoint that never answers: message_start states the estimate once
+// billed and takes nothing of the key's rate limit; completion-style clients ask none. A counting endpoint that never answers: message_start states the estimate once
 // limits.early_count_wait_ms have passed (small here), and the log says so without the prompt.
 
 import assert from 'node:assert/strict';
@@ -50,6 +50,7 @@ const MODELS_YAML = `models:
   ec-converse-claude: { providers: [{ provider: bedrock-converse, model: "us.anthropic.claude-sonnet-5-v1:0" }] }
   ec-converse-nova: { providers: [{ provider: bedrock, model: "amazon.nova-pro-v1:0" }] }
   ec-deepseek: { providers: [{ provider: deepseek, model: deepseek-chat }] }
+  ec-anthropic: { providers: [{ provider: anthropic, model: claude-sonnet-5 }] }
   ec-openai-hang: { providers: [{ provider: openai, model: gpt-5.4-mini-count-hang }] }
   ec-converse-hang: { providers: [{ provider: bedrock-converse, model: "us.anthropic.claude-count-hang-v1:0" }] }
 `;
@@ -201,6 +202,7 @@ describe('message_start states the billed input', () => {
       'ec-vertex-gemini',
       'ec-vertex-claude',
       'ec-bedrock-claude',
+      'ec-anthropic',
       ESTIMATED,
     ]) {
       from = stack.upstream.requests.length;
@@ -231,12 +233,37 @@ describe('a counting endpoint that never answers', () => {
       sim: { aws: AWS },
       env: AWS_ENV,
       simEnv: cloudEnv,
-      extraYaml: 'limits: { early_count_wait_ms: 50 }',
+      extraYaml: [
+        'limits: { early_count_wait_ms: 50 }',
+        'rate_limits: { per_key: { requests_per_minute: 1000 } }',
+      ].join('\n'),
       logger: capturingLogger(logs, 'info'),
     });
   });
   after(async () => {
     await stack?.close();
+  });
+
+  test("the count asked alongside takes nothing of the key's rate limit", async () => {
+    const remaining: number[] = [];
+    const counts = () => stack.sim.requests.filter((r) => r.path === '/v1/responses/input_tokens').length;
+    const asked = counts();
+    for (let i = 0; i < 2; i++) {
+      const res = await fetch(`${stack.url}/v1/messages`, {
+        method: 'POST',
+        headers: {
+          'x-api-key': ACCESS_KEY,
+          'anthropic-version': '2023-06-01',
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({ model: 'ec-openai', max_tokens: 64, stream: true, ...PLAIN }),
+      });
+      assert.equal(res.status, 200);
+      await res.text();
+      remaining.push(Number(res.headers.get('anthropic-ratelimit-requests-remaining')));
+    }
+    assert.equal(counts() - asked, 2, 'each stream asked its count');
+    assert.equal(remaining[0]! - remaining[1]!, 1, `one request each: ${remaining.join(', ')}`);
   });
 
   for (const model of ['ec-openai-hang', 'ec-converse-hang']) {
