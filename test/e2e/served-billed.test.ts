@@ -4,9 +4,11 @@
 // connection, replies without usage, clients that hang up mid-stream or before the provider answered,
 // token counts, refused keys, and a realtime session's responses) leave the gap of
 // test/support/served-billed.ts at exactly 0 on the gateway's /metrics: every request that reached a
-// provider ends in exactly one of queued / not reportable. Once with the gateway in this process and
-// only_billable_success on (failed replies have no event), once as a `router` child with `workers: 2`
-// and the default (failed replies are reported with zero usage), whose /metrics adds up both workers.
+// provider ends in exactly one of queued / not reportable. With the gateway in this process and
+// only_billable_success on (failed replies have no event); with billing.interrupted_stream void (no event
+// for an interrupted stream) and finish_upstream (the upstream read on after its client left); and as a
+// `router` child with `workers: 2` and the defaults (failed replies are reported with zero usage), whose
+// /metrics adds up both workers.
 //
 // The mix is drawn from a fixed seed. Knobs of the upstream simulator ride in the model name
 // (sim/upstream/README.md): fail-500, fail-400, fail-midstream, fail-midstream-reset, fail-hang, no-usage,
@@ -283,6 +285,27 @@ describe('the gateway in this process', () => {
     assertMix(result, planned, true);
   });
 });
+
+for (const policy of ['void', 'finish_upstream'] as const) {
+  describe(`billing.interrupted_stream: ${policy}`, () => {
+    let stack: BillingStack;
+    before(async () => {
+      stack = await startBillingStack({
+        sim: { maxRecorded: 2000 },
+        billing: { interrupted_stream: policy },
+      });
+    });
+    after(async () => {
+      await stack?.close();
+    });
+
+    test(`${REQUESTS} mixed requests and a realtime session: the gap is exactly 0 (${policy === 'void' ? 'void_interrupted is not reportable' : 'streams read on after the client left'})`, async () => {
+      const { result, planned } = await runMix(stack, stack.url);
+      assertMix(result, planned, false);
+      if (policy === 'void') assert.ok((result.results.void_interrupted ?? 0) > 0, JSON.stringify(result));
+    });
+  });
+}
 
 describe('a router child with workers: 2 (/metrics adds up both workers)', () => {
   let stack: BillingStack;

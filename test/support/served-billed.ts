@@ -4,8 +4,8 @@
 //
 //   served   router_requests_total{provider!="none"}, token counts left out (not model calls)
 //   queued   router_billing_events_total{result="queued"}
-//   not reportable   router_billing_events_total{result=~"skip_status|skip_no_subject|skip_disabled"}
-//                    + router_unreported_requests_total (every reason)
+//   not reportable   router_billing_events_total, every other result (skip_status, skip_no_subject,
+//                    skip_disabled, void_interrupted, ...) + router_unreported_requests_total (every reason)
 //   in flight        router_billing_events_in_flight (handed to the queue, outcome not known yet)
 //   gap = served - queued - not reportable - in flight
 //
@@ -19,15 +19,19 @@ export const TOKEN_COUNT_APIS: readonly string[] = [
   'responses.input_tokens',
 ];
 
-/** router_billing_events_total results that say a served request has no event, and why. */
-export const NOT_REPORTABLE_RESULTS: readonly string[] = ['skip_status', 'skip_no_subject', 'skip_disabled'];
+/**
+ * router_billing_events_total results that are not "no event by rule": on record, lost, or a token
+ * count. Every other result (skip_status, skip_no_subject, skip_disabled, void_interrupted, and any added
+ * later) says why a served request has no event.
+ */
+export const NOT_A_SKIP: readonly string[] = ['queued', 'queue_failed', 'not_billable'];
 
 export interface ServedBilled {
   /** Model requests that reached a provider. */
   readonly served: number;
   /** Their usage events on record (the outbox, the billing stream or the spool). */
   readonly queued: number;
-  /** Served requests that have no usage event by rule (a failed reply, no subject, billing off, no usage). */
+  /** Served requests that have no usage event by rule (a failed reply, no subject, billing off, no usage, ...). */
   readonly notReportable: number;
   /** Events whose write has not settled yet (0 once the gateway is idle). */
   readonly inFlight: number;
@@ -88,7 +92,7 @@ export function servedBilled(metricsText: string): ServedBilled {
   }
   const queued = results.queued ?? 0;
   let notReportable = 0;
-  for (const r of NOT_REPORTABLE_RESULTS) notReportable += results[r] ?? 0;
+  for (const [r, v] of Object.entries(results)) if (!NOT_A_SKIP.includes(r)) notReportable += v;
   for (const v of Object.values(unreported)) notReportable += v;
   return {
     served,
