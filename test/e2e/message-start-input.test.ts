@@ -31,6 +31,7 @@ const LOCATION = 'us-east5';
 
 /** Client-facing model -> how message_start learns the input. */
 const MODELS = {
+  'ec-anthropic': 'Anthropic: its own message_start, passed through',
   'ec-openai': 'OpenAI: POST /v1/responses/input_tokens alongside',
   'ec-gemini': "Gemini: the stream's first chunk",
   'ec-vertex-gemini': "Vertex Google publisher: the stream's first chunk",
