@@ -6,9 +6,9 @@
 // test/support/served-billed.ts at exactly 0 on the gateway's /metrics: every request that reached a
 // provider ends in exactly one of queued / not reportable. With the gateway in this process and
 // only_billable_success on (failed replies have no event); with billing.interrupted_stream void (no event
-// for an interrupted stream) and finish_upstream (the upstream read on after its client left); and as a
-// `router` child with `workers: 2` and the defaults (failed replies are reported with zero usage), whose
-// /metrics adds up both workers.
+// for an interrupted stream) and finish_upstream (the upstream read on after its client left); in
+// shared-store mode (events on the Redis billing stream); and as a `router` child with `workers: 2` and
+// the defaults (failed replies are reported with zero usage), whose /metrics adds up both workers.
 //
 // The mix is drawn from a fixed seed. Knobs of the upstream simulator ride in the model name
 // (sim/upstream/README.md): fail-500, fail-400, fail-midstream, fail-midstream-reset, fail-hang, no-usage,
@@ -24,6 +24,7 @@ import {
   waitUntil,
 } from '../support/billing-stack.ts';
 import { RealtimeClient } from '../support/realtime-client.ts';
+import { type RedisServer, startRedis } from '../support/redis.ts';
 import { type ServedBilled, scrapeServedBilled } from '../support/served-billed.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
 
@@ -306,6 +307,34 @@ for (const policy of ['void', 'finish_upstream'] as const) {
     });
   });
 }
+
+describe('shared-store mode (usage events on the Redis billing stream)', () => {
+  let redis: RedisServer;
+  let stack: BillingStack;
+  before(async () => {
+    redis = await startRedis();
+    stack = await startBillingStack({
+      sim: { maxRecorded: 2000 },
+      extraYaml: [
+        'store:',
+        '  enabled: true',
+        `  addr: ${redis.url}`,
+        `  key_prefix: "served${process.pid}:"`,
+        '  access_key_mode: file_only',
+        '  access_key_hash_secret: served-billed-hash-secret',
+      ].join('\n'),
+    });
+  });
+  after(async () => {
+    await stack?.close();
+    await redis?.close();
+  });
+
+  test(`${REQUESTS} mixed requests and a realtime session: the gap is exactly 0`, async () => {
+    const { result, planned } = await runMix(stack, stack.url);
+    assertMix(result, planned, false);
+  });
+});
 
 describe('a router child with workers: 2 (/metrics adds up both workers)', () => {
   let stack: BillingStack;
