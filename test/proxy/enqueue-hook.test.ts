@@ -1,6 +1,7 @@
 // The usage-event hook counts each event's outcome once, also when the queue puts the events of one
 // event-loop turn on record together and hands them one promise: `queued` for every event of a durable
-// turn, `queue_failed` for every event of a failed one, with one error line naming all their requests.
+// turn, `queue_failed` for every event of a failed one, with one error line naming all their requests;
+// events whose write has not settled are in flight meanwhile; an event the queue throws on is lost.
 
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -67,7 +68,7 @@ function harness(queue: EventQueue) {
     (await metrics.registry.getSingleMetric('router_billing_events_total')!.get()).values.find(
       (v) => v.labels.result === result,
     )?.value ?? 0;
-  return { hook, lines, count };
+  return { hook, lines, count, metrics };
 }
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
@@ -152,4 +153,38 @@ test('a failed turn: each of its events counted as queue_failed, one error line 
   const errors = lines.filter((l) => l.msg === 'usage events could not be queued');
   assert.equal(errors.length, 1);
   assert.deepEqual(errors[0]!.reqIds, ['lost-0', 'lost-1', 'lost-2']);
+});
+
+test('events whose write has not settled are in flight (router_billing_events_in_flight), then counted once', async () => {
+  let settle!: () => void;
+  const pending = new Promise<void>((resolve) => {
+    settle = resolve;
+  });
+  const { hook, metrics, count } = harness({ enqueue: () => pending });
+  const inFlight = async () =>
+    (await metrics.registry.getSingleMetric('router_billing_events_in_flight')!.get()).values[0]?.value;
+  for (let i = 0; i < 3; i++) hook.onComplete!(served(`w${i}`));
+  assert.equal(await inFlight(), 3);
+  assert.equal(await count('queued'), 0);
+  settle();
+  await pending;
+  await nextTurn();
+  assert.equal(await inFlight(), 0);
+  assert.equal(await count('queued'), 3);
+  // The same promise handed out again after it settled is watched again: counted, not lost.
+  hook.onComplete!(served('w3'));
+  await nextTurn();
+  assert.equal(await count('queued'), 4);
+  assert.equal(await inFlight(), 0);
+});
+
+test('an event that cannot be built or handed over counts as queue_failed, with an error line', async () => {
+  const { hook, lines, count } = harness({
+    enqueue: () => {
+      throw new Error('queue closed');
+    },
+  });
+  hook.onComplete!(served('thrown'));
+  assert.equal(await count('queue_failed'), 1);
+  assert.deepEqual(lines.find((l) => l.msg === 'usage events could not be queued')?.reqIds, ['thrown']);
 });
