@@ -312,13 +312,13 @@ export type DetailsClientConfig = Pick<
 
 /**
  * One page of `GET /v1/projects/{project_id}/usage/events/details?limit&offset`: the ingested
- * events as the service returns them, newest first. Authorised with billing.read_api_key. Throws a
- * BillingRequestError on any failure; its message never carries the key.
+ * events as the service returns them, newest first, and its `has_more` when it says. Authorised with
+ * billing.read_api_key. Throws a BillingRequestError on any failure; its message never carries the key.
  */
 export async function fetchUsageEventDetails(
   config: DetailsClientConfig,
   page: { readonly limit: number; readonly offset: number },
-): Promise<Record<string, unknown>[]> {
+): Promise<{ records: Record<string, unknown>[]; hasMore: boolean | undefined }> {
   const base = new URL(config.baseUrl);
   const prefix = base.pathname.replace(/\/+$/, '');
   const path = `${prefix}/v1/projects/${encodeURIComponent(config.projectId)}/usage/events/details`;
@@ -358,7 +358,11 @@ export async function fetchUsageEventDetails(
   const data = Array.isArray(body) ? body : (body as { data?: unknown } | null)?.data;
   if (!Array.isArray(data))
     throw new BillingRequestError('invalid_response', status, 'usage event details: no "data" list');
-  return data.filter((d): d is Record<string, unknown> => typeof d === 'object' && d !== null);
+  const hasMore = (body as { has_more?: unknown } | null)?.has_more;
+  return {
+    records: data.filter((d): d is Record<string, unknown> => typeof d === 'object' && d !== null),
+    hasMore: typeof hasMore === 'boolean' ? hasMore : undefined,
+  };
 }
 
 async function readLimited(body: AsyncIterable<Buffer>): Promise<string> {

@@ -53,13 +53,17 @@ export interface BillingWindowRead {
 }
 
 /**
- * Pages `fetchPage(limit, offset)` (newest first) until a short page, or a whole page whose events all
+ * Pages `fetchPage(limit, offset)` (newest first) until the last page (empty, or short with no
+ * `has_more: true`: a service may cap the limit below the one asked), or a whole page whose events all
  * occurred more than LATE_DELIVERY_S before `since`. Events ingested while it pages push older ones
  * down, so a page may begin with the last records of the one before: that overlap is read once. A page
  * mostly made of records already read means the service ignores `offset`: OffsetIgnoredError.
  */
 export async function readBillingWindow(
-  fetchPage: (limit: number, offset: number) => Promise<BillingRecord[]>,
+  fetchPage: (
+    limit: number,
+    offset: number,
+  ) => Promise<{ records: BillingRecord[]; hasMore?: boolean | undefined }>,
   since: number,
   limit: number,
 ): Promise<BillingWindowRead> {
@@ -68,7 +72,7 @@ export async function readBillingWindow(
   let offset = 0;
   let pages = 0;
   for (;;) {
-    const page = await fetchPage(limit, offset);
+    const { records: page, hasMore } = await fetchPage(limit, offset);
     pages++;
     if (page.length === 0) break;
     const keys = page.map(recordKey);
@@ -88,7 +92,7 @@ export async function readBillingWindow(
       records.push(page[i]!);
       seen.add(keys[i]!);
     }
-    if (page.length < limit) break;
+    if (page.length < limit && hasMore !== true) break;
     if (page.every((r) => occurredAtOf(r) < since - LATE_DELIVERY_S)) break;
     offset += page.length;
   }

@@ -166,8 +166,7 @@ export class ReconcileBillingCommand extends ConfigCommand<Ledgers> {
     let read: Awaited<ReturnType<typeof readBillingWindow>>;
     try {
       read = await readBillingWindow(
-        (limit, offset) =>
-          fetchUsageEventDetails(billing, { limit, offset }) as Promise<Record<string, unknown>[]>,
+        (limit, offset) => fetchUsageEventDetails(billing, { limit, offset }),
         window.since,
         this.#limit,
       );

@@ -118,7 +118,7 @@ test('pages that shift while new events arrive are read without doubling the ove
           { external_event_id: 'n1', occurred_at: 200, received_at: 31 },
           { external_event_id: 'n2', occurred_at: 200, received_at: 30 },
         );
-      return list.slice(offset, offset + limit);
+      return { records: list.slice(offset, offset + limit) };
     },
     100,
     10,
