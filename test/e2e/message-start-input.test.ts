@@ -52,6 +52,7 @@ const MODELS_YAML = `models:
   ec-converse-nova: { providers: [{ provider: bedrock, model: "amazon.nova-pro-v1:0" }] }
   ec-deepseek: { providers: [{ provider: deepseek, model: deepseek-chat }] }
   ec-anthropic: { providers: [{ provider: anthropic, model: claude-sonnet-5 }] }
+  ec-gemini-cached: { providers: [{ provider: gemini, model: gemini-3.8-flash-cached-5 }] }
   ec-openai-hang: { providers: [{ provider: openai, model: gpt-5.4-mini-count-hang }] }
   ec-converse-hang: { providers: [{ provider: bedrock-converse, model: "us.anthropic.claude-count-hang-v1:0" }] }
 `;
@@ -99,6 +100,9 @@ interface Streamed {
   readonly start: number;
   /** The input of the final message (message_delta's, which the SDK keeps). */
   readonly final: number;
+  /** message_start's and the final message's cache reads. */
+  readonly startCached: number;
+  readonly finalCached: number;
 }
 
 /** Streams through the Anthropic SDK; message_start's input as the first event gave it. */
@@ -115,12 +119,21 @@ async function stream(url: string, model: string, body: Json, rid: string): Prom
     ...(body as Omit<Anthropic.MessageStreamParams, 'model' | 'max_tokens'>),
   });
   let start: number | undefined;
+  let startCached = 0;
   for await (const event of s) {
-    if (event.type === 'message_start') start ??= event.message.usage.input_tokens;
+    if (event.type === 'message_start' && start === undefined) {
+      start = event.message.usage.input_tokens;
+      startCached = event.message.usage.cache_read_input_tokens ?? 0;
+    }
   }
   const message = await s.finalMessage();
   assert.ok(start !== undefined, `${model}: message_start`);
-  return { start, final: message.usage.input_tokens };
+  return {
+    start,
+    final: message.usage.input_tokens,
+    startCached,
+    finalCached: message.usage.cache_read_input_tokens ?? 0,
+  };
 }
 
 const within = (a: number, b: number, bound: number): boolean => Math.abs(a - b) / b <= bound;
@@ -182,6 +195,18 @@ describe('message_start states the billed input', () => {
       // docs/billing.md: 3.53 % mean error over recorded counts (the estimate test fails above 4.5 %).
       assert.ok(within(start, billed, 0.045), `${name}: message_start ${start} vs billed ${billed}`);
     }
+  });
+
+  test('an input partly read from the prompt cache: message_start and message_delta each add up to the billed input', async (t) => {
+    const rid = nextId();
+    const r = await stream(stack.url, 'ec-gemini-cached', AGENT, rid);
+    const billed = await billedInput(rid);
+    t.diagnostic(
+      `message_start ${r.start} + ${r.startCached} cached, message_delta ${r.final} + ${r.finalCached} cached, billed ${billed}`,
+    );
+    assert.equal(r.finalCached, 5);
+    assert.equal(r.start + r.startCached, billed);
+    assert.equal(r.final + r.finalCached, billed);
   });
 
   test('which counting endpoint each stream asked, and that other clients ask none', async () => {
