@@ -56,6 +56,8 @@ export interface BillingStackOptions {
   readonly modelsYaml?: string;
   /** Options of the upstream simulator (the cloud credentials it checks). */
   readonly sim?: UpstreamSimOptions;
+  /** Level of the in-process gateway's and sidecar's logs kept in `logs` (default info). */
+  readonly logLevel?: string;
   /** More environment made once the upstream simulator runs (stack.ts `simEnv`). */
   readonly simEnv?: (sim: UpstreamSim, dir: string) => Promise<Readonly<Record<string, string>>>;
 }
@@ -166,7 +168,7 @@ export async function startBillingStack(opts: BillingStackOptions = {}): Promise
   if (opts.simEnv !== undefined) Object.assign(env, await opts.simEnv(upstream, dir));
 
   const logs: LogLine[] = [];
-  const logger = capturingLogger(logs);
+  const logger = capturingLogger(logs, opts.logLevel);
   let gateway: RunningGateway | undefined;
   let sidecar: Sidecar | undefined;
   let config: RouterConfig | undefined;
