@@ -4,13 +4,20 @@
 // billing simulator. Then: served = billed in the gateway's metrics; reconcile finds no difference; with
 // three events deleted from the simulator it names exactly those three and exits 1; --resend sends them
 // again and a second reconcile is clean; a billing service that ignores `offset` is refused with a clear
-// message.
+// message; an event the gateway never served is a phantom, one of another source unknown_source.
 
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
 import { runAdmin } from '../../admin/cli.ts';
-import { type BillingStack, startBillingStack, waitUntil } from '../support/billing-stack.ts';
+import {
+  BILLING_API_KEY,
+  BILLING_PROJECT,
+  BILLING_RULE_SET,
+  type BillingStack,
+  startBillingStack,
+  waitUntil,
+} from '../support/billing-stack.ts';
 import { startRedis } from '../support/redis.ts';
 import { scrapeServedBilled } from '../support/served-billed.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
@@ -105,8 +112,8 @@ interface Report {
   billing_events: number;
   missing: { request_id: string }[];
   duplicate: unknown[];
-  phantom: unknown[];
-  unknown_source: unknown[];
+  phantom: { request_id: string }[];
+  unknown_source: { request_id: string }[];
   pending: unknown[];
   resent?: { request_id: string; ok: boolean }[];
   differences: number;
@@ -172,6 +179,42 @@ async function reconcileRun(stack: BillingStack): Promise<void> {
   const after = await reconcile(stack, ['--since', since, '--json']);
   assert.equal(after.code, 0, after.err);
   assert.equal((JSON.parse(after.out) as Report).differences, 0);
+
+  // An event the gateway never served (its source, in the window): a phantom, exit 1. One of another
+  // source: unknown_source, which alone is no difference.
+  const template = stack.billing.events[0]!;
+  const forged = (id: string, source: string) => ({
+    ...template,
+    source,
+    external_event_id: id,
+    idempotency_key: `router:${id}`,
+    raw_json: { ...template.raw_json, meta: { ...template.raw_json.meta, request_id: id } },
+  });
+  for (const e of [forged('never-served', 'router'), forged('other-program', 'another-program')]) {
+    const res = await fetch(
+      `${stack.billing.url}/v1/projects/${BILLING_PROJECT}/extractor-rule-sets/${BILLING_RULE_SET}/events/ingest`,
+      {
+        method: 'POST',
+        headers: { authorization: `Bearer ${BILLING_API_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify(e),
+      },
+    );
+    assert.equal(res.status, 202, await res.text());
+  }
+  const ghost = await reconcile(stack, ['--since', since, '--json']);
+  assert.equal(ghost.code, 1, ghost.err);
+  const ghostReport = JSON.parse(ghost.out) as Report;
+  assert.deepEqual(
+    ghostReport.phantom.map((d) => d.request_id),
+    ['never-served'],
+  );
+  assert.deepEqual(
+    ghostReport.unknown_source.map((d) => d.request_id),
+    ['other-program'],
+  );
+  assert.equal(ghostReport.differences, 1);
+  stack.billing.deleteEvents(['never-served']);
+  assert.equal((await reconcile(stack, ['--since', since])).code, 0, 'unknown_source alone exits 0');
 
   // A billing service that ignores `offset`: the window holds more than a page, so nothing is compared.
   stack.billing.setDetailsIgnoreOffset(true);
