@@ -5,7 +5,8 @@
 //   simply stops is upstream_cut;
 // - finish_upstream: the upstream is read on after the client left and its final usage billed (`upstream`,
 //   end_reason client_gone, the same counts as the whole stream), the request holding its concurrency slot
-//   until then; an upstream that outlasts interrupted_stream_max_ms is cut there (`estimated`, timeout);
+//   until then (in shared-store mode its provisional tokens in Redis too); an upstream that outlasts
+//   interrupted_stream_max_ms is cut there (`estimated`, timeout), and a shutdown's drain cut stops it;
 // - void: no event, router_billing_events_total{result="void_interrupted"}.
 // Streams are held by the simulator (model token hold-N) until the test releases them, and the gateway's
 // own log line says when it reads on: no step waits a guessed duration.
@@ -18,6 +19,7 @@ import { GoogleGenAI } from '@google/genai';
 import OpenAI from 'openai';
 import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import { type BillingStack, outboxText, startBillingStack, waitUntil } from '../support/billing-stack.ts';
+import { type RedisServer, startRedis } from '../support/redis.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
 
 type Family = 'chat' | 'responses' | 'anthropic' | 'gemini';
@@ -264,6 +266,61 @@ describe('finish_upstream', () => {
     const rid = await leave('chat', `${MODEL.chat}-hold-3-fail-midstream-end-chunks-12`);
     assert.equal(stack.upstream.release(), 1);
     assertInterrupted(await stack.eventFor(rid), 'upstream_cut', 'estimated');
+  });
+});
+
+describe('finish_upstream in shared-store mode (rate limits in Redis, events on the Redis stream)', () => {
+  let redis: RedisServer;
+  let stack: BillingStack;
+  before(async () => {
+    redis = await startRedis();
+    stack = await startBillingStack({
+      billing: { interrupted_stream: 'finish_upstream', interrupted_stream_max_ms: 60_000 },
+      extraYaml: [
+        'store:',
+        '  enabled: true',
+        `  addr: ${redis.url}`,
+        `  key_prefix: "interrupted${process.pid}:"`,
+        '  access_key_mode: file_only',
+        '  access_key_hash_secret: interrupted-streams-hash-secret',
+        // One request without an output cap is admitted at its input plus 1,024 output tokens: that
+        // provisional count alone fills the minute until it is settled to the metered usage.
+        'rate_limits:',
+        '  per_key:',
+        '    tokens_per_minute: 1000',
+      ].join('\n'),
+      logLevel: 'debug',
+    });
+  });
+  after(async () => {
+    await stack?.close();
+    await redis?.close();
+  });
+
+  async function probe(): Promise<{ status: number; code: unknown }> {
+    const res = await fetch(`${stack.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ACCESS_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-5.4-mini', messages: [{ role: 'user', content: 'probe' }] }),
+    });
+    const body = (await res.json()) as { error?: { code?: unknown } };
+    return { status: res.status, code: body.error?.code };
+  }
+
+  test('the read-on stream keeps its provisional tokens until its final usage is billed', async () => {
+    const rid = nextId();
+    await stream(stack, 'chat', `${MODEL.chat}-${HOLD}`, rid, true);
+    await waitUntil(
+      () => stack.logs.some((line) => line.msg === READ_ON && line.reqId === rid),
+      `the gateway reading ${rid} on`,
+    );
+    assert.deepEqual(await probe(), { status: 429, code: 'rate_limit_tokens' });
+    assert.equal(stack.upstream.release(), 1);
+    const event = await stack.eventFor(rid);
+    assertInterrupted(event, 'client_gone', 'upstream');
+    assert.ok(event.raw_json.usage.total_tokens < 200, 'settled to the metered usage');
+    // The settle is a Redis call of its own, sent before the event was queued; a refused probe adds nothing.
+    await waitUntil(async () => (await probe()).status === 200, 'room in the minute once settled');
   });
 });
 
