@@ -141,7 +141,12 @@ export class ReconcileBillingCommand extends ConfigCommand<Ledgers> {
     });
     return {
       names: [`billing stream of ${where}`],
-      read: async (window) => [await readStreamLedger(client, keys, store.billingConsumerGroup, window)],
+      read: async (window) => {
+        const read = await readStreamLedger(client, keys, store.billingConsumerGroup, window);
+        // Without a retention delivered entries are deleted: the stream is no record of what was served,
+        // so nothing unmatched at the billing service can be called a phantom.
+        return [billing.ledgerRetentionH === 0 ? { ...read, beginsAt: undefined } : read];
+      },
       close: () => closeRedisClient(client),
     };
   }
