@@ -1,6 +1,7 @@
 // Settling usage at the end of a reply (proxy/metering.ts) with the real usage hook, presets and
 // estimator, fed the recorded upstream streams of test/fixtures/upstream through the gateway's own SSE
-// reader. Every family's stream endings: complete, in-stream error, cut, client gone.
+// reader. Every family's stream endings: complete, in-stream error, cut, client gone, and the end reason
+// each gets; finish_upstream's reading on after the client left.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -279,4 +280,137 @@ test("an input estimate is the serving provider's: the body its rule translated,
     expected,
     estimateInputTokens('gpt-5.4-mini', requestTextOf('anthropic', 'native.messages'), body),
   );
+});
+
+test('end reasons: none for a whole stream; client_gone, upstream_error (error event, failed connection), upstream_cut', async () => {
+  const cases: [string, ApiName, string, JsonObject, string, Ending, string | undefined][] = [
+    [
+      'anthropic_messages',
+      'native.messages',
+      CLAUDE,
+      CLAUDE_BODY,
+      'anthropic/messages-stream-text.sse',
+      'complete',
+      undefined,
+    ],
+    [
+      'anthropic_messages',
+      'native.messages',
+      CLAUDE,
+      CLAUDE_BODY,
+      'anthropic/messages-stream-midstream-error.sse',
+      'complete',
+      'upstream_error',
+    ],
+    [
+      'gemini_generate_content',
+      'native.streamGenerateContent',
+      GEMINI,
+      GEMINI_BODY,
+      'gemini/stream-midstream-error.sse',
+      'complete',
+      'upstream_error',
+    ],
+    [
+      'openai_chat_completions',
+      'chat.completions',
+      GPT,
+      GPT_BODY,
+      'openai/chat-stream-midstream-error.sse',
+      'complete',
+      'upstream_error',
+    ],
+    [
+      'openai_chat_completions',
+      'chat.completions',
+      GPT,
+      GPT_BODY,
+      'openai/chat-stream-text.sse',
+      'client-gone',
+      'client_gone',
+    ],
+    [
+      'openai_chat_completions',
+      'chat.completions',
+      GPT,
+      GPT_BODY,
+      'openai/chat-stream-text.sse',
+      'upstream-failed',
+      'upstream_error',
+    ],
+    ['openai_responses', 'responses', GPT, GPT_BODY, 'openai/responses-stream.sse', 'complete', undefined],
+  ];
+  for (const [preset, api, model, body, fixture, ending, reason] of cases) {
+    const ctx = context(api, model, body);
+    await relay(ctx, preset, fixtureEvents(fixture), ending);
+    assert.equal(ctx.endReason, reason, `${fixture}, ${ending}`);
+    assert.equal(ctx.usageStage, reason === undefined ? 'upstream' : 'estimated', `${fixture}, ${ending}`);
+  }
+  // A stream that stops before its final report, with no error: cut.
+  const events = fixtureEvents('anthropic/messages-stream-text.sse');
+  const ctx = context('native.messages', CLAUDE, CLAUDE_BODY);
+  await relay(ctx, 'anthropic_messages', events.slice(0, events.length - 3), 'complete');
+  assert.equal(ctx.endReason, 'upstream_cut');
+  assert.equal(ctx.usageStage, 'estimated');
+});
+
+/**
+ * finish_upstream as the relay does it: the client leaves after `delivered` events (the relay marks the
+ * reading on with client_gone), the rest still goes through the usage hook but reaches nobody, and the
+ * stream ends (no onResponseEnd: the reply is gone) or is cut at the bound.
+ */
+async function readOn(
+  ctx: RequestContext,
+  preset: string,
+  events: SseEvent[],
+  delivered: number,
+  bound: boolean,
+): Promise<void> {
+  const hook = createUsageMeterHook(USAGE_PRESETS.get(preset)!);
+  events.forEach((ev, i) => {
+    if (i === delivered) {
+      ctx.clientAborted = true;
+      ctx.endReason = 'client_gone';
+    }
+    hook.onResponseChunk?.(ctx, [{ type: 'event', event: ev.event, data: ev.data }]);
+    if (i < delivered) ctx.deliveredText.push(ev.data);
+  });
+  if (bound) ctx.endReason = 'timeout';
+  await settleUsage(ctx, estimateUsageSteps);
+}
+
+test('finish_upstream: a stream read on to its final report after the client left keeps its counts (client_gone)', async () => {
+  const events = fixtureEvents('anthropic/messages-stream-text.sse');
+  const whole = context('native.messages', CLAUDE, CLAUDE_BODY);
+  await relay(whole, 'anthropic_messages', events, 'complete');
+
+  const ctx = context('native.messages', CLAUDE, CLAUDE_BODY);
+  await readOn(ctx, 'anthropic_messages', events, 3, false);
+  assert.equal(ctx.endReason, 'client_gone');
+  assert.equal(ctx.usageStage, 'upstream');
+  assert.deepEqual(usageOf(ctx), usageOf(whole));
+
+  const stopped = context('native.messages', CLAUDE, CLAUDE_BODY);
+  await readOn(stopped, 'anthropic_messages', events.slice(0, events.length - 3), 3, false);
+  assert.equal(stopped.endReason, 'upstream_cut', 'read on, but the stream stopped before its final report');
+  assert.equal(stopped.usageStage, 'estimated');
+
+  const failed = context('native.messages', CLAUDE, CLAUDE_BODY);
+  await readOn(
+    failed,
+    'anthropic_messages',
+    fixtureEvents('anthropic/messages-stream-midstream-error.sse'),
+    3,
+    false,
+  );
+  assert.equal(failed.endReason, 'upstream_error');
+  assert.equal(failed.usageStage, 'estimated');
+
+  const bound = context('native.messages', CLAUDE, CLAUDE_BODY);
+  await readOn(bound, 'anthropic_messages', events.slice(0, 8), 5, true);
+  assert.equal(bound.endReason, 'timeout');
+  assert.equal(bound.usageStage, 'estimated');
+  assert.equal(bound.usage?.inputTokens, 25, 'message_start’s input');
+  assert.ok(delivered(bound) > 1);
+  assert.equal(bound.usage?.outputTokens, delivered(bound), 'output: what reached the client');
 });
