@@ -94,6 +94,7 @@ async function finish(rt: Runtime, ctx: Context, hooks: RuleHooks | undefined): 
         upstreamTtfbMs:
           ctx.upstreamTtfbMs === undefined ? undefined : Math.round(ctx.upstreamTtfbMs * 1000) / 1000,
         aborted: ctx.clientAborted || undefined,
+        endReason: ctx.endReason,
         error: ctx.error?.code,
       },
       'request',
