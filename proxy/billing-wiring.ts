@@ -13,7 +13,7 @@ import type { GatewayMetrics } from '../common/gateway-metrics.ts';
 import { sharedByKey } from '../common/shared-by-key.ts';
 import { createBillingEnqueueHook } from './enqueue-hook.ts';
 import { type BillingSink, openRedisBillingSink } from './redis-queue.ts';
-import type { BillingParts } from './runtime.ts';
+import { type BillingParts, storeError } from './runtime.ts';
 
 export async function createBillingParts(
   config: RouterConfig,
@@ -38,7 +38,11 @@ export async function createBillingParts(
   // cannot take waits in a spool under the outbox directory), else the outbox file that this host's
   // sidecar delivers.
   const sink = config.store.enabled
-    ? await openRedisBillingSink(config.store, { spoolRoot: config.billing.outboxDir, logger: log })
+    ? await openRedisBillingSink(config.store, {
+        spoolRoot: config.billing.outboxDir,
+        logger: log,
+        onStoreError: storeError(metrics),
+      })
     : await openOutboxSink(config.billing.outboxDir, config.billing.outboxFsyncIntervalMs, log);
   const hook = createBillingEnqueueHook({
     billing: config.billing,

@@ -47,8 +47,19 @@ export function createRedisEventQueue(
   commandTimeoutMs?: number,
   /** How long events may wait for the batch ahead of them to be answered before they are written. */
   holdMs = DEFAULT_HOLD_MS,
+  /** Told once per batch the stream did not take (`billingStream`): router_store_errors_total. */
+  onStoreError?: (operation: string) => void,
 ): RedisEventQueue {
-  return new StreamEventQueue(client, keys, spool, logger, replication, commandTimeoutMs, holdMs);
+  return new StreamEventQueue(
+    client,
+    keys,
+    spool,
+    logger,
+    replication,
+    commandTimeoutMs,
+    holdMs,
+    onStoreError,
+  );
 }
 
 interface Replication {
@@ -59,6 +70,7 @@ interface Replication {
 class StreamEventQueue implements RedisEventQueue {
   readonly #client: Redis;
   readonly #spool: EventSpool | undefined;
+  readonly #onStoreError: ((operation: string) => void) | undefined;
   readonly #logger: Logger | undefined;
   readonly #replication: Replication;
   readonly #commandTimeoutMs: number | undefined;
@@ -110,7 +122,9 @@ class StreamEventQueue implements RedisEventQueue {
     replication: Replication,
     commandTimeoutMs: number | undefined,
     holdMs: number,
+    onStoreError: ((operation: string) => void) | undefined,
   ) {
+    this.#onStoreError = onStoreError;
     this.#client = client;
     this.#spool = spool;
     this.#logger = logger;
@@ -176,6 +190,8 @@ class StreamEventQueue implements RedisEventQueue {
   }
 
   #toSpool(events: PendingEvent[], cause: unknown): void {
+    // One failed write of the stream (a batch refused or timed out, or a turn while the connection is down).
+    this.#onStoreError?.('billingStream');
     const spool = this.#spool;
     if (spool === undefined) {
       const failure = asQueueError(cause);
@@ -357,7 +373,7 @@ export interface BillingSink {
  */
 export async function openRedisBillingSink(
   store: StoreConfig,
-  opts: { spoolRoot?: string; logger?: Logger } = {},
+  opts: { spoolRoot?: string; logger?: Logger; onStoreError?: (operation: string) => void } = {},
 ): Promise<BillingSink> {
   const { spoolRoot, logger } = opts;
   const shared = spoolRoot === undefined ? undefined : await acquireEventSpool(spoolRoot, store, logger);
@@ -376,6 +392,8 @@ export async function openRedisBillingSink(
     logger,
     { replicas: store.billingWaitReplicas, timeoutMs },
     timeoutMs,
+    DEFAULT_HOLD_MS,
+    opts.onStoreError,
   );
   return {
     queue,

@@ -296,3 +296,37 @@ test('held events of a connection that dropped are failed (or spooled), and sett
     own.disconnect();
   }
 });
+
+test('each write the stream does not take tells onStoreError once (billingStream): a refused batch, a turn while down', async () => {
+  const store = testStoreConfig(redis.url, { keyPrefix: 'store-errors:' });
+  const keys = createKeyLayout(store);
+  const own = createRedisClient(store, { writeAtOnce: true });
+  try {
+    await waitReady(own, 2000);
+    const errors: string[] = [];
+    const queue = createRedisEventQueue(
+      own,
+      keys,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      (op) => errors.push(op),
+    );
+    await redis.admin.set(keys.shards[0]!.stream, 'not a stream');
+    // Two events of one turn: one command refused, one error.
+    const refused = [queue.enqueue(makeEvent(1)), queue.enqueue(makeEvent(2))];
+    await Promise.allSettled(refused);
+    assert.deepEqual(errors, ['billingStream']);
+    await redis.admin.del(keys.shards[0]!.stream);
+    await queue.enqueue(makeEvent(3));
+    assert.deepEqual(errors, ['billingStream'], 'a write the stream took is no error');
+    // The connection is down: the turn's events are not written (no spool here: failed), one error.
+    own.disconnect();
+    await Promise.allSettled([queue.enqueue(makeEvent(4)), queue.enqueue(makeEvent(5))]);
+    assert.deepEqual(errors, ['billingStream', 'billingStream']);
+  } finally {
+    own.disconnect();
+  }
+});
