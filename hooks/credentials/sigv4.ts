@@ -1,201 +1,116 @@
-// AWS Signature Version 4 (Bedrock). The signature covers the request as it is sent (method, path, query,
-// headers and the body's bytes), so this runs after every rewrite, and the JSON body is serialized here
-// once and sent as those bytes. It signs what @smithy/signature-v4 (the AWS SDK's signer) signs, byte for
-// byte (test/hooks/credentials/sigv4.test.ts holds the two side by side), written out here because that
-// signer's generality (a cloned request, a promise per hash, date parsing) cost more than twice the
-// hashing itself on every request (docs/benchmarks.md section 15). The path is given already
-// percent-encoded and is encoded once more, as the SDK does for every service but S3. Temporary
-// credentials (web identity, container, instance) come from a TokenCache.
+// AWS Signature Version 4 (Bedrock) with @smithy/signature-v4, the AWS SDK's own signer: it derives the
+// signing key once per day, region and service and keeps it. The signature covers the request as it is
+// sent (method, path, query, headers and the body's bytes), so this runs after every rewrite, and the
+// JSON body is serialized here once and sent as those bytes. The path is given already percent-encoded
+// and the signer encodes it once more, as the SDK does for every service but S3. Temporary credentials
+// (web identity, container, instance) come from a TokenCache; a signer is made per credential set.
+// Around the signer, what it would otherwise redo on every request is done once: the request time's
+// text once a second, HMAC keys once per key, the origin parsed once (docs/benchmarks.md section 15).
 
 import { createHmac, createSecretKey, hash, type KeyObject } from 'node:crypto';
+import { SignatureV4 } from '@smithy/signature-v4';
 import type { AwsCredentials } from '../../common/config-types.ts';
 import type { RequestContext, UpstreamRequest } from '../../common/types.ts';
 import { TokenCache } from './token-cache.ts';
 import type { UpstreamAuthorizer } from './types.ts';
 
-const ALGORITHM = 'AWS4-HMAC-SHA256';
-const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
-/** Headers the signer writes, whatever a client or a rule put there. */
-const GENERATED = ['authorization', 'date', 'x-amz-date', 'x-amz-security-token', 'x-amz-content-sha256'];
-/** Headers never signed: proxies and clients may change them on the way. */
-const UNSIGNABLE = new Set([
-  'authorization',
-  'cache-control',
-  'connection',
-  'expect',
-  'from',
-  'keep-alive',
-  'max-forwards',
-  'pragma',
-  'referer',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'user-agent',
-  'x-amzn-trace-id',
-]);
+// HMAC keys as KeyObjects, made once per key: Node builds a key object for every createHmac given bytes,
+// which cost more than the rest of a signature. The signer HMACs with the secret (to find its cached
+// signing key) and with that day's signing key, the same array each time, on every request.
+const keysByText = new Map<string, KeyObject>();
+const keysByArray = new WeakMap<object, KeyObject>();
+const MAX_HMAC_KEYS = 256;
 
-/** RFC 3986 unreserved characters stay; everything else is %XX, upper case. */
-function escapeUri(text: string): string {
-  return encodeURIComponent(text).replace(
-    /[!'()*]/g,
-    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
-  );
-}
-
-/** The path's segments normalized (no empty, `.` or `..` segments) and encoded once more. */
-function canonicalPath(path: string): string {
-  const segments: string[] = [];
-  for (const segment of path.split('/')) {
-    if (segment === '' || segment === '.') continue;
-    if (segment === '..') segments.pop();
-    else segments.push(segment);
-  }
-  const normalized = `${path.startsWith('/') ? '/' : ''}${segments.join('/')}${segments.length > 0 && path.endsWith('/') ? '/' : ''}`;
-  return escapeUri(normalized).replaceAll('%2F', '/');
-}
-
-// Few paths per provider (one per model and operation): each is encoded once.
-const paths = new Map<string, string>();
-const MAX_PATHS = 1024;
-
-function pathOf(path: string): string {
-  let canonical = paths.get(path);
-  if (canonical === undefined) {
-    if (paths.size >= MAX_PATHS) paths.clear();
-    canonical = canonicalPath(path);
-    paths.set(path, canonical);
-  }
-  return canonical;
-}
-
-/** Names and values encoded, sorted by name, then a name's values sorted; the last of duplicates kept. */
-function canonicalQuery(query: URLSearchParams): string {
-  if (query.size === 0) return '';
-  const byName = new Map<string, string[]>();
-  for (const [name, value] of query) {
-    if (name.toLowerCase() === 'x-amz-signature') continue;
-    const key = escapeUri(name);
-    let values = byName.get(key);
-    if (values === undefined) {
-      values = [];
-      byName.set(key, values);
+function hmacKey(secret: string | ArrayBuffer | ArrayBufferView): KeyObject {
+  if (typeof secret !== 'string') {
+    let key = keysByArray.get(secret);
+    if (key === undefined) {
+      key = createSecretKey(bytesOf(secret));
+      keysByArray.set(secret, key);
     }
-    values.push(`${key}=${escapeUri(value)}`);
+    return key;
   }
-  return [...byName.keys()]
-    .sort()
-    .map((key) => byName.get(key)!.sort().join('&'))
-    .join('&');
+  let key = keysByText.get(secret);
+  if (key === undefined) {
+    if (keysByText.size >= MAX_HMAC_KEYS) keysByText.clear();
+    key = createSecretKey(Buffer.from(secret, 'utf8'));
+    keysByText.set(secret, key);
+  }
+  return key;
 }
 
-const NEEDS_TRIM = /[\r\n\t]| {2}|^ | $/;
+// HMACs of short messages, by key and message: the signer HMACs the access key id with the secret on
+// every request only to look up its cached signing key, and derives that key by HMACs of the date,
+// region and service. Their results never change; the string to sign (longer) is never kept.
+const shortHmacs = new Map<string, Buffer>();
+const SHORT_HMAC_BYTES = 64;
 
-function headerValue(value: string): string {
-  if (!NEEDS_TRIM.test(value)) return value;
-  return value
-    .replace(/[\r\n]/g, ' ')
-    .replace(/[ \t]+/g, ' ')
-    .replace(/^ | $/g, '');
+function bytesOf(data: string | ArrayBuffer | ArrayBufferView): Buffer {
+  if (typeof data === 'string') return Buffer.from(data, 'utf8');
+  if (ArrayBuffer.isView(data)) return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  return Buffer.from(data);
+}
+
+/** The signer's SHA-256 (and HMAC-SHA-256, given a secret), in the shape @smithy/signature-v4 takes. */
+class Sha256 {
+  readonly #secret: string | ArrayBuffer | ArrayBufferView | undefined;
+  #parts: Buffer[] = [];
+
+  constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
+    this.#secret = secret;
+  }
+
+  update(data: string | ArrayBuffer | ArrayBufferView): void {
+    this.#parts.push(bytesOf(data));
+  }
+
+  digest(): Promise<Uint8Array> {
+    const data = this.#parts.length === 1 ? this.#parts[0]! : Buffer.concat(this.#parts);
+    if (this.#secret === undefined) return Promise.resolve(hash('sha256', data, 'buffer'));
+    const key = hmacKey(this.#secret);
+    if (data.length > SHORT_HMAC_BYTES)
+      return Promise.resolve(createHmac('sha256', key).update(data).digest());
+    const secret = this.#secret;
+    const id = `${typeof secret === 'string' ? secret : bytesOf(secret).toString('latin1')}\n${data.toString('latin1')}`;
+    let mac = shortHmacs.get(id);
+    if (mac === undefined) {
+      if (shortHmacs.size >= MAX_HMAC_KEYS) shortHmacs.clear();
+      mac = createHmac('sha256', key).update(data).digest();
+      shortHmacs.set(id, mac);
+    }
+    return Promise.resolve(mac);
+  }
+
+  reset(): void {
+    this.#parts = [];
+  }
 }
 
 /** The request time as SigV4 writes it (20261129T150405Z), made once a second. */
-let clockSecond = -1;
-let clockLong = '';
+class Signer extends SignatureV4 {
+  #second = -1;
+  #date = { longDate: '', shortDate: '' };
 
-function longDate(nowMs: number): string {
-  const second = Math.floor(nowMs / 1000);
-  if (second !== clockSecond) {
-    clockSecond = second;
-    clockLong = new Date(second * 1000)
-      .toISOString()
-      .replace(/\.\d{3}Z$/, 'Z')
-      .replace(/[-:]/g, '');
-  }
-  return clockLong;
-}
-
-interface SigningKey {
-  readonly day: string;
-  readonly scope: string;
-  readonly key: KeyObject;
-}
-
-function hmac(key: string | Buffer | KeyObject, data: string): Buffer {
-  return createHmac('sha256', key).update(data, 'utf8').digest();
-}
-
-/** One credential set's signer for one service and region: its signing key derived once a day. */
-export class SigV4Signer {
-  readonly #credentials: AwsCredentials;
-  readonly #region: string;
-  readonly #service: string;
-  #signing: SigningKey | undefined;
-
-  constructor(credentials: AwsCredentials, region: string, service: string) {
-    this.#credentials = credentials;
-    this.#region = region;
-    this.#service = service;
-  }
-
-  #keyFor(day: string): SigningKey {
-    const current = this.#signing;
-    if (current !== undefined && current.day === day) return current;
-    let key = hmac(`AWS4${this.#credentials.secretAccessKey}`, day);
-    for (const part of [this.#region, this.#service, 'aws4_request']) key = hmac(key, part);
-    const signing = {
-      day,
-      scope: `${day}/${this.#region}/${this.#service}/aws4_request`,
-      key: createSecretKey(key),
-    };
-    this.#signing = signing;
-    return signing;
-  }
-
-  /**
-   * Signs `req` in place: the body fixed as bytes, the generated headers written (host among them),
-   * every signable header covered.
-   */
-  sign(req: UpstreamRequest, nowMs: number = Date.now()): void {
-    const body =
-      req.body === undefined
-        ? undefined
-        : Buffer.isBuffer(req.body)
-          ? req.body
-          : Buffer.from(JSON.stringify(req.body));
-    req.body = body;
-    const date = longDate(nowMs);
-    const signing = this.#keyFor(date.slice(0, 8));
-    const payloadHash = body === undefined ? EMPTY_SHA256 : hash('sha256', body, 'hex');
-    const headers: Record<string, string> = {};
-    for (const name in req.headers) {
-      const value = req.headers[name];
-      if (value !== undefined) headers[name.toLowerCase()] = value;
+  protected override formatDate(now: Date): { longDate: string; shortDate: string } {
+    const second = Math.floor(now.getTime() / 1000);
+    if (second !== this.#second) {
+      this.#second = second;
+      this.#date = super.formatDate(now);
     }
-    for (const name of GENERATED) delete headers[name];
-    // Signed as the SDK signs it; undici sends the same value for these bytes.
-    if (body !== undefined) headers['content-length'] = String(body.length);
-    else delete headers['content-length'];
-    headers.host = new URL(req.origin).host;
-    headers['x-amz-date'] = date;
-    if (this.#credentials.sessionToken) headers['x-amz-security-token'] = this.#credentials.sessionToken;
-    headers['x-amz-content-sha256'] = payloadHash;
-    const names: string[] = [];
-    for (const name in headers) {
-      if (UNSIGNABLE.has(name) || name.startsWith('proxy-') || name.startsWith('sec-')) continue;
-      names.push(name);
-    }
-    names.sort();
-    let canonicalHeaders = '';
-    for (const name of names) canonicalHeaders += `${name}:${headerValue(headers[name]!)}\n`;
-    const signedHeaders = names.join(';');
-    const canonicalRequest = `${req.method}\n${pathOf(req.path)}\n${canonicalQuery(req.query)}\n${canonicalHeaders}\n${signedHeaders}\n${payloadHash}`;
-    const stringToSign = `${ALGORITHM}\n${date}\n${signing.scope}\n${hash('sha256', canonicalRequest, 'hex')}`;
-    const signature = createHmac('sha256', signing.key).update(stringToSign, 'utf8').digest('hex');
-    headers.authorization = `${ALGORITHM} Credential=${this.#credentials.accessKeyId}/${signing.scope}, SignedHeaders=${signedHeaders}, Signature=${signature}`;
-    req.headers = headers;
+    return this.#date;
   }
+}
+
+const origins = new Map<string, URL>();
+
+function originOf(origin: string): URL {
+  let url = origins.get(origin);
+  if (url === undefined) {
+    if (origins.size >= MAX_HMAC_KEYS) origins.clear();
+    url = new URL(origin);
+    origins.set(origin, url);
+  }
+  return url;
 }
 
 export interface SigV4Options {
@@ -207,27 +122,67 @@ export interface SigV4Options {
 }
 
 export function createSigV4Authorizer(opts: SigV4Options): UpstreamAuthorizer {
-  const make = (c: AwsCredentials) => new SigV4Signer(c, opts.region, opts.service);
+  const make = (c: AwsCredentials) =>
+    new Signer({
+      service: opts.service,
+      region: opts.region,
+      credentials: {
+        accessKeyId: c.accessKeyId,
+        secretAccessKey: c.secretAccessKey,
+        ...(c.sessionToken === undefined ? {} : { sessionToken: c.sessionToken }),
+      },
+      sha256: Sha256,
+    });
   const cache = opts.credentials instanceof TokenCache ? opts.credentials : undefined;
-  if (cache === undefined) {
-    const signer = make(opts.credentials as AwsCredentials);
-    return { scheme: 'sigv4', channel: opts.channel, authorize: (_ctx, req) => signer.sign(req) };
-  }
-  let signedWith: AwsCredentials | undefined;
-  let signer: SigV4Signer | undefined;
+  let signedWith = cache === undefined ? (opts.credentials as AwsCredentials) : undefined;
+  let signer = signedWith === undefined ? undefined : make(signedWith);
   return {
     scheme: 'sigv4',
     channel: opts.channel,
     async authorize(ctx: RequestContext, req: UpstreamRequest): Promise<void> {
-      const pending = cache.token(ctx.log);
-      const creds = pending instanceof Promise ? await pending : pending;
-      if (creds !== signedWith || signer === undefined) {
-        signedWith = creds;
-        signer = make(creds);
+      if (cache !== undefined) {
+        const pending = cache.token(ctx.log);
+        const creds = pending instanceof Promise ? await pending : pending;
+        if (creds !== signedWith) {
+          signedWith = creds;
+          signer = make(creds);
+        }
       }
-      signer.sign(req);
+      const body =
+        req.body === undefined
+          ? undefined
+          : Buffer.isBuffer(req.body)
+            ? req.body
+            : Buffer.from(JSON.stringify(req.body));
+      req.body = body;
+      const url = originOf(req.origin);
+      const query: Record<string, string | string[]> = {};
+      if (req.query.size > 0)
+        for (const [name, value] of req.query) {
+          const seen = query[name];
+          query[name] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
+        }
+      // Whatever a client or a rule put there, these are the signer's to write.
+      for (const name of ['authorization', 'x-amz-date', 'x-amz-security-token', 'x-amz-content-sha256']) {
+        delete req.headers[name];
+      }
+      // Signed as the SDK signs it; undici sends the same value for these bytes.
+      if (body !== undefined) req.headers['content-length'] = String(body.length);
+      else delete req.headers['content-length'];
+      const signed = await signer!.sign({
+        method: req.method,
+        protocol: url.protocol,
+        hostname: url.hostname,
+        ...(url.port === '' ? {} : { port: Number(url.port) }),
+        path: req.path,
+        query,
+        headers: { ...req.headers, host: url.host },
+        body,
+      });
+      // Lower-case already: the request's by its contract, the signer's own as it writes them.
+      req.headers = signed.headers;
     },
-    refused: () => cache.refused(),
+    ...(cache === undefined ? {} : { refused: () => cache.refused() }),
   };
 }
 
