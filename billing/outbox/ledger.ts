@@ -11,6 +11,8 @@ import { takeTraceparent, type UsageEvent } from '../event/usage-event.ts';
 import { eventOfCompactLine } from './compact-line.ts';
 import {
   ACTIVE_FILE,
+  type Checkpoint,
+  INITIAL_CHECKPOINT,
   isHeader,
   isUsageEvent,
   listOutbox,
@@ -41,52 +43,95 @@ export interface LedgerWindow {
   readonly until: number;
 }
 
-/** An outbox directory and its slots (billing/outbox/slots.ts) as one ledger. */
-export async function readOutboxLedger(root: string, window: LedgerWindow): Promise<LedgerRead> {
-  const events: LedgerEvent[] = [];
-  let beginsAt: number | undefined;
-  let dirs: string[];
-  try {
-    dirs = await outboxDirs(root);
-  } catch (err) {
-    if (isErrno(err, 'ENOENT')) throw new Error(`no outbox at ${root}`);
-    throw err;
-  }
-  for (const dir of dirs) {
-    const read = await readDir(dir, window, events);
-    // Every directory has its own beginning; the union holds everything only from the latest of them.
-    if (read !== undefined) beginsAt = beginsAt === undefined ? read : Math.max(beginsAt, read);
-  }
-  return { events, beginsAt };
+/**
+ * A ledger whose delivery state was taken first: what was delivered is judged by the checkpoints read
+ * when it was made, and read() (later) reads the lines. Reconcile takes it before it reads the billing
+ * service and reads the lines after: an event the service holds was written before it was delivered,
+ * so the lines have it; an event written meanwhile lies past the earlier checkpoint and is pending, not
+ * missing.
+ */
+export interface LedgerSnapshot {
+  read(window: LedgerWindow): Promise<LedgerRead>;
 }
 
-/** Adds the window's events of one directory; returns when the directory's record begins. */
-async function readDir(dir: string, window: LedgerWindow, out: LedgerEvent[]): Promise<number | undefined> {
-  const listing = await listOutbox(dir);
-  const checkpoint = await readCheckpoint(dir);
-  const files = listing.segments.map((seq) => ({ seq, name: segmentFileName(seq) }));
-  if (listing.activeSeq !== undefined) files.push({ seq: listing.activeSeq, name: ACTIVE_FILE });
-  let beginsAt: number | undefined;
-  for (const [i, { seq, name }] of files.entries()) {
-    const path = join(dir, name);
-    if (i === 0) {
-      const header = await readCreatedAt(path);
-      if (header !== undefined) beginsAt = header;
-    }
-    // Lines are written when their request completes, after it occurred: a file last written before
-    // the window begins holds nothing of it.
-    const st = await stat(path).catch((err: unknown) => {
-      if (isErrno(err, 'ENOENT')) return undefined;
+/** An outbox directory and its slots (billing/outbox/slots.ts) as one ledger. */
+export async function snapshotOutboxLedger(root: string): Promise<LedgerSnapshot> {
+  const dirsOf = async () => {
+    try {
+      return await outboxDirs(root);
+    } catch (err) {
+      if (isErrno(err, 'ENOENT')) throw new Error(`no outbox at ${root}`);
       throw err;
-    });
-    if (st === undefined || st.mtimeMs < window.since * 1000) continue;
-    const pendingFrom =
-      seq < checkpoint.segment
-        ? Number.POSITIVE_INFINITY
-        : seq === checkpoint.segment
-          ? checkpoint.offset
-          : 0;
-    await readFileEvents(path, pendingFrom, window, out);
+    }
+  };
+  const checkpoints = new Map<string, Checkpoint>();
+  for (const dir of await dirsOf()) checkpoints.set(dir, await readCheckpoint(dir));
+  return {
+    async read(window) {
+      const events: LedgerEvent[] = [];
+      let beginsAt: number | undefined;
+      for (const dir of await dirsOf()) {
+        // A slot that appeared since holds only events written since: all pending.
+        const checkpoint = checkpoints.get(dir) ?? INITIAL_CHECKPOINT;
+        const read = await readDir(dir, checkpoint, window, events);
+        // Every directory has its own beginning; the union holds everything only from the latest of them.
+        if (read !== undefined) beginsAt = beginsAt === undefined ? read : Math.max(beginsAt, read);
+      }
+      return { events, beginsAt };
+    },
+  };
+}
+
+/** snapshotOutboxLedger and its read at once. */
+export async function readOutboxLedger(root: string, window: LedgerWindow): Promise<LedgerRead> {
+  return (await snapshotOutboxLedger(root)).read(window);
+}
+
+/**
+ * Adds the window's events of one directory; returns when the directory's record begins. The writer
+ * may rotate while it reads (events.jsonl renamed to a segment, a new one begun): it lists again until
+ * no file it has not read whole appears. A file read twice adds its events twice, which the comparison
+ * counts once.
+ */
+async function readDir(
+  dir: string,
+  checkpoint: Checkpoint,
+  window: LedgerWindow,
+  out: LedgerEvent[],
+): Promise<number | undefined> {
+  let beginsAt: number | undefined;
+  const sealedRead = new Set<number>();
+  let activeRead: number | undefined;
+  for (let pass = 0; pass < 8; pass++) {
+    const listing = await listOutbox(dir);
+    const files = listing.segments
+      .filter((seq) => !sealedRead.has(seq))
+      .map((seq) => ({ seq, name: segmentFileName(seq), sealed: true }));
+    if (listing.activeSeq !== undefined && listing.activeSeq !== activeRead)
+      files.push({ seq: listing.activeSeq, name: ACTIVE_FILE, sealed: false });
+    // Nothing new since the last listing: done. An active file sealed meanwhile is listed as a segment
+    // now and read again, whole.
+    if (files.length === 0) break;
+    if (pass === 0 && files[0] !== undefined) beginsAt = await readCreatedAt(join(dir, files[0].name));
+    for (const { seq, name, sealed } of files) {
+      if (sealed) sealedRead.add(seq);
+      else activeRead = seq;
+      const path = join(dir, name);
+      // Lines are written when their request completes, after it occurred: a file last written before
+      // the window begins holds nothing of it.
+      const st = await stat(path).catch((err: unknown) => {
+        if (isErrno(err, 'ENOENT')) return undefined;
+        throw err;
+      });
+      if (st === undefined || st.mtimeMs < window.since * 1000) continue;
+      const pendingFrom =
+        seq < checkpoint.segment
+          ? Number.POSITIVE_INFINITY
+          : seq === checkpoint.segment
+            ? checkpoint.offset
+            : 0;
+      await readFileEvents(path, pendingFrom, window, out);
+    }
   }
   return beginsAt;
 }

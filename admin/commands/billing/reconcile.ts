@@ -11,7 +11,11 @@ import {
   fetchUsageEventDetails,
 } from '../../../billing/billing-client.ts';
 import type { UsageEvent } from '../../../billing/event/usage-event.ts';
-import { type LedgerEvent, type LedgerRead, readOutboxLedger } from '../../../billing/outbox/ledger.ts';
+import {
+  type LedgerEvent,
+  type LedgerSnapshot,
+  snapshotOutboxLedger,
+} from '../../../billing/outbox/ledger.ts';
 import type { RouterConfig } from '../../../common/config-types.ts';
 import { errorText } from '../../../common/errors.ts';
 import { EXIT } from '../../../common/exit-codes.ts';
@@ -27,7 +31,7 @@ import {
   OffsetIgnoredError,
   readBillingWindow,
 } from './compare.ts';
-import { readStreamLedger } from './stream-ledger-read.ts';
+import { snapshotStreamLedger } from './stream-ledger-read.ts';
 
 /** RFC 3339 with a zone (`2026-11-29T03:00:00Z`, `2026-11-29T04:00:00+01:00`), to Unix seconds. */
 export function parseRfc3339(text: string, option: string): number {
@@ -49,7 +53,8 @@ function iso(seconds: number | undefined): string {
 interface Ledgers {
   /** What each ledger is, for the report. */
   readonly names: string[];
-  read(window: { since: number; until: number }): Promise<LedgerRead[]>;
+  /** Their delivery state now; the lines are read later (billing/outbox/ledger.ts LedgerSnapshot). */
+  snapshot(): Promise<LedgerSnapshot[]>;
   close(): Promise<void>;
 }
 
@@ -129,7 +134,7 @@ export class ReconcileBillingCommand extends ConfigCommand<Ledgers> {
       const roots = dirs.length > 0 ? dirs : [billing.outboxDir];
       return {
         names: roots.map((d) => `outbox ${d}`),
-        read: (window) => Promise.all(roots.map((d) => readOutboxLedger(d, window))),
+        snapshot: () => Promise.all(roots.map((d) => snapshotOutboxLedger(d))),
         close: async () => {},
       };
     }
@@ -141,11 +146,12 @@ export class ReconcileBillingCommand extends ConfigCommand<Ledgers> {
     });
     return {
       names: [`billing stream of ${where}`],
-      read: async (window) => {
-        const read = await readStreamLedger(client, keys, store.billingConsumerGroup, window);
+      snapshot: async () => {
+        const snapshot = await snapshotStreamLedger(client, keys, store.billingConsumerGroup);
         // Without a retention delivered entries are deleted: the stream is no record of what was served,
         // so nothing unmatched at the billing service can be called a phantom.
-        return [billing.ledgerRetentionH === 0 ? { ...read, beginsAt: undefined } : read];
+        if (billing.ledgerRetentionH > 0) return [snapshot];
+        return [{ read: async (window) => ({ ...(await snapshot.read(window)), beginsAt: undefined }) }];
       },
       close: () => closeRedisClient(client),
     };
@@ -159,15 +165,9 @@ export class ReconcileBillingCommand extends ConfigCommand<Ledgers> {
       warnings.push(
         'billing.ledger_retention_h is 0: delivered events are not kept, so the ledger holds only events not yet delivered',
       );
-    const reads = await ledgers.read(window);
-    const ledgerEvents: LedgerEvent[] = reads.flatMap((r) => r.events);
-    const begins = reads.map((r) => r.beginsAt);
-    const beginsAt = begins.some((b) => b === undefined) ? undefined : Math.max(...(begins as number[]));
-    if (beginsAt !== undefined && beginsAt > window.since)
-      warnings.push(
-        `the ledgers begin at ${iso(beginsAt)}, after --since: billing events before it are unknown_source`,
-      );
-
+    // Delivery state first, then the billing service, then the ledgers' lines: an event the service
+    // holds is in the lines, and one written meanwhile counts as pending, not missing.
+    const snapshots = await ledgers.snapshot();
     let read: Awaited<ReturnType<typeof readBillingWindow>>;
     try {
       read = await readBillingWindow(
@@ -182,6 +182,14 @@ export class ReconcileBillingCommand extends ConfigCommand<Ledgers> {
         EXIT.unavailable,
       );
     }
+    const reads = await Promise.all(snapshots.map((s) => s.read(window)));
+    const ledgerEvents: LedgerEvent[] = reads.flatMap((r) => r.events);
+    const begins = reads.map((r) => r.beginsAt);
+    const beginsAt = begins.some((b) => b === undefined) ? undefined : Math.max(...(begins as number[]));
+    if (beginsAt !== undefined && beginsAt > window.since)
+      warnings.push(
+        `the ledgers begin at ${iso(beginsAt)}, after --since: billing events before it are unknown_source`,
+      );
     const sources = new Set([billing.source, ...ledgerEvents.map((e) => e.event.source)]);
     const comparison = compareWindow({
       ledger: ledgerEvents,

@@ -4,7 +4,12 @@
 
 import { takeTraceparent, type UsageEvent } from '../../../billing/event/usage-event.ts';
 import { isUsageEvent } from '../../../billing/outbox/layout.ts';
-import type { LedgerEvent, LedgerRead, LedgerWindow } from '../../../billing/outbox/ledger.ts';
+import type {
+  LedgerEvent,
+  LedgerRead,
+  LedgerSnapshot,
+  LedgerWindow,
+} from '../../../billing/outbox/ledger.ts';
 import type { KeyLayout, Redis } from '../../../store/redis-client.ts';
 import { groupPosition } from '../../../store/stream-ledger.ts';
 
@@ -45,51 +50,72 @@ async function* range(client: Redis, key: string, start: string): AsyncGenerator
 }
 
 /**
- * The window's events of every shard's stream and dead letter. An entry is pending while the group has
- * not read it or a consumer holds it unacknowledged; dead-lettered events are not pending (they were
- * given up on). The ledger begins with the oldest entry every shard still has.
+ * The window's events of every shard's stream and dead letter. An entry is pending while the group had
+ * not read it or a consumer held it unacknowledged when the snapshot was taken (before the billing
+ * service was read: billing/outbox/ledger.ts LedgerSnapshot); dead-lettered events are not pending (they
+ * were given up on). The ledger begins with the oldest entry every shard still has.
  */
+export async function snapshotStreamLedger(
+  client: Redis,
+  keys: KeyLayout,
+  group: string,
+): Promise<LedgerSnapshot> {
+  const positions = await Promise.all(
+    keys.shards.map(async (shard) => {
+      const position = await groupPosition(client, shard.stream, group);
+      const held = new Set<string>();
+      if (position !== undefined && position.pending > 0) {
+        const pel = (await client.xpending(shard.stream, group, '-', '+', position.pending)) as [
+          string,
+          ...unknown[],
+        ][];
+        for (const [id] of pel) held.add(id);
+      }
+      return { position, held };
+    }),
+  );
+  return {
+    async read(window) {
+      const events: LedgerEvent[] = [];
+      let beginsAt: number | undefined;
+      for (const [k, shard] of keys.shards.entries()) {
+        const { position, held } = positions[k]!;
+        const first = (await client.xrange(shard.stream, '-', '+', 'COUNT', 1)) as Entries;
+        if (first[0] !== undefined) {
+          const at = Math.floor(Number(first[0][0].split('-')[0]) / 1000);
+          beginsAt = beginsAt === undefined ? at : Math.max(beginsAt, at);
+        }
+        // An entry is added when its request completes, after it occurred: none before --since is of
+        // the window.
+        for await (const batch of range(client, shard.stream, `${window.since * 1000}-0`)) {
+          for (const [id, fields] of batch) {
+            const event = payloadEvent(fields);
+            if (event === undefined || event.occurred_at < window.since || event.occurred_at >= window.until)
+              continue;
+            const pending = position === undefined || after(id, position.lastDelivered) || held.has(id);
+            events.push({ event, pending });
+          }
+        }
+        for await (const batch of range(client, shard.deadLetter, '-')) {
+          for (const [, fields] of batch) {
+            const event = payloadEvent(fields);
+            if (event === undefined || event.occurred_at < window.since || event.occurred_at >= window.until)
+              continue;
+            events.push({ event, pending: false });
+          }
+        }
+      }
+      return { events, beginsAt };
+    },
+  };
+}
+
+/** snapshotStreamLedger and its read at once. */
 export async function readStreamLedger(
   client: Redis,
   keys: KeyLayout,
   group: string,
   window: LedgerWindow,
 ): Promise<LedgerRead> {
-  const events: LedgerEvent[] = [];
-  let beginsAt: number | undefined;
-  for (const shard of keys.shards) {
-    const position = await groupPosition(client, shard.stream, group);
-    const held = new Set<string>();
-    if (position !== undefined && position.pending > 0) {
-      const pel = (await client.xpending(shard.stream, group, '-', '+', position.pending)) as [
-        string,
-        ...unknown[],
-      ][];
-      for (const [id] of pel) held.add(id);
-    }
-    const first = (await client.xrange(shard.stream, '-', '+', 'COUNT', 1)) as Entries;
-    if (first[0] !== undefined) {
-      const at = Math.floor(Number(first[0][0].split('-')[0]) / 1000);
-      beginsAt = beginsAt === undefined ? at : Math.max(beginsAt, at);
-    }
-    // An entry is added when its request completes, after it occurred: none before --since is of the window.
-    for await (const batch of range(client, shard.stream, `${window.since * 1000}-0`)) {
-      for (const [id, fields] of batch) {
-        const event = payloadEvent(fields);
-        if (event === undefined || event.occurred_at < window.since || event.occurred_at >= window.until)
-          continue;
-        const pending = position === undefined || after(id, position.lastDelivered) || held.has(id);
-        events.push({ event, pending });
-      }
-    }
-    for await (const batch of range(client, shard.deadLetter, '-')) {
-      for (const [, fields] of batch) {
-        const event = payloadEvent(fields);
-        if (event === undefined || event.occurred_at < window.since || event.occurred_at >= window.until)
-          continue;
-        events.push({ event, pending: false });
-      }
-    }
-  }
-  return { events, beginsAt };
+  return (await snapshotStreamLedger(client, keys, group)).read(window);
 }

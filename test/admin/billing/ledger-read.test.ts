@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { readStreamLedger } from '../../../admin/commands/billing/stream-ledger-read.ts';
-import { ACTIVE_FILE, writeCheckpoint } from '../../../billing/outbox/layout.ts';
-import { readOutboxLedger } from '../../../billing/outbox/ledger.ts';
+import { ACTIVE_FILE, listOutbox, writeCheckpoint } from '../../../billing/outbox/layout.ts';
+import { readOutboxLedger, snapshotOutboxLedger } from '../../../billing/outbox/ledger.ts';
 import { openOutboxWriter } from '../../../billing/outbox/writer.ts';
 import { createKeyLayout } from '../../../store/redis-client.ts';
 import { startRedis, testStoreConfig } from '../../support/redis.ts';
@@ -46,6 +46,32 @@ test('file outbox: events before the checkpoint are delivered, after it pending;
   assert.deepEqual(
     window.events.map((e) => e.event.external_event_id),
     ['req-2', 'req-3'],
+  );
+});
+
+test('file outbox: events written after the snapshot are pending, even once delivered and rotated away', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'ledger-snapshot-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  let writer = await openOutboxWriter(dir, { maxSegmentBytes: 1500 });
+  for (let i = 0; i < 3; i++) await writer.append(makeEvent(i));
+  await writer.close();
+  const snapshot = await snapshotOutboxLedger(dir);
+  // After the snapshot: more events, several rotations, and a checkpoint past all of them.
+  writer = await openOutboxWriter(dir, { maxSegmentBytes: 1500 });
+  for (let i = 3; i < 12; i++) await writer.append(makeEvent(i));
+  await writer.close();
+  const listing = await listOutbox(dir);
+  assert.ok(listing.segments.length >= 3, 'rotated');
+  await writeCheckpoint(dir, { version: 1, segment: (listing.activeSeq ?? 0) + 1, offset: 0, attempts: {} });
+  const read = await snapshot.read(ALL);
+  const pending = new Map(read.events.map((e) => [e.event.external_event_id, e.pending]));
+  assert.equal(pending.size, 12);
+  for (let i = 0; i < 3; i++) assert.equal(pending.get(`req-${i}`), true, 'no checkpoint at the snapshot');
+  for (let i = 3; i < 12; i++)
+    assert.equal(pending.get(`req-${i}`), true, `req-${i} came after the snapshot`);
+  assert.ok(
+    (await readOutboxLedger(dir, ALL)).events.every((e) => !e.pending),
+    'a new snapshot sees them delivered',
   );
 });
 
