@@ -1,10 +1,11 @@
 // `router-admin billing reconcile` end to end, in file mode and in shared-store mode (real redis-server):
 // 1,000 mixed requests (plain and streamed replies, clients hanging up mid-stream, upstream 500s, 429s
 // and mid-stream failures, requests the gateway refuses itself) through the gateway, the sidecar and the
-// billing simulator. Then: served = billed in the gateway's metrics; reconcile finds no difference; with
-// three events deleted from the simulator it names exactly those three and exits 1; --resend sends them
-// again and a second reconcile is clean; a billing service that ignores `offset` is refused with a clear
-// message; an event the gateway never served is a phantom, one of another source unknown_source.
+// billing simulator, with a reconcile while they flow (no false difference). Then: served = billed in
+// the gateway's metrics; reconcile finds no difference; with three events deleted from the simulator it
+// names exactly those three and exits 1; --resend sends them again and a second reconcile is clean; an
+// event the gateway never served is a phantom, one of another source unknown_source; a billing service
+// that ignores `offset` is refused with a clear message.
 
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
@@ -94,13 +95,19 @@ async function one(url: string, i: number): Promise<void> {
   await res.arrayBuffer().catch(() => undefined);
 }
 
-async function runMix(url: string): Promise<void> {
+/** The mix; `midway` runs once half the requests are under way, while the rest keep coming. */
+async function runMix(url: string, midway: () => Promise<void>): Promise<void> {
   let next = 0;
+  let half: Promise<void> | undefined;
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
-      while (next < REQUESTS) await one(url, next++);
+      while (next < REQUESTS) {
+        if (next === REQUESTS / 2) half ??= midway();
+        await one(url, next++);
+      }
     }),
   );
+  await half;
 }
 
 function rfc3339(ms: number): string {
@@ -121,7 +128,17 @@ interface Report {
 
 async function reconcileRun(stack: BillingStack): Promise<void> {
   const since = rfc3339(Date.now() - 2000);
-  await runMix(stack.url);
+  // A reconcile while the traffic flows: events written or delivered while it reads are pending, never
+  // a false missing or phantom.
+  let live: { code: number; out: string; err: string } | undefined;
+  await runMix(stack.url, async () => {
+    live = await reconcile(stack, ['--since', since, '--json']);
+  });
+  assert.ok(live !== undefined);
+  assert.equal(live.code, 0, live.err + live.out);
+  const during = JSON.parse(live.out) as Report;
+  assert.deepEqual([during.missing, during.duplicate, during.phantom], [[], [], []]);
+  assert.ok(during.ledger_events > 0);
 
   // Every served request has its event on record (or is not reportable by rule), and the billing
   // simulator has every event on record: served = billed.
