@@ -236,3 +236,53 @@ test('flow control: readAll collects without pausing; an abandoned iteration abo
   for await (const _ of body) break;
   assert.deepEqual(abandon.calls, ['abort']);
 });
+
+test('a deferred cancellation runs its stand-in and leaves the body flowing until end(); then it ends the call', async (t) => {
+  const client = new UpstreamClient({ connectTimeoutMs: 1000 });
+  t.after(() => client.close());
+  let upstream: ServerResponse | undefined;
+  routes.set('/read-on', (res: ServerResponse) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('data: 1\n\n');
+    upstream = res;
+  });
+  const cancel = new Cancellation();
+  const up = await client.send(request('/read-on'), TIMEOUTS, cancel);
+  let stoodIn = 0;
+  cancel.defer(() => stoodIn++);
+  const seen: string[] = [];
+  await assert.rejects(
+    (async () => {
+      for await (const chunk of up.body) {
+        seen.push(chunk.toString());
+        if (seen.length === 1) {
+          cancel.cancel();
+          assert.equal(stoodIn, 1);
+          assert.equal(cancel.cancelled, true);
+          upstream?.write('data: 2\n\n');
+        } else {
+          cancel.end();
+        }
+      }
+    })(),
+    (err: Error) => err.name === 'AbortError',
+  );
+  assert.deepEqual(seen, ['data: 1\n\n', 'data: 2\n\n'], 'the body went on after the cancel');
+  cancel.cancel();
+  assert.equal(stoodIn, 1, 'a cancellation runs once');
+});
+
+test('calls read on after their client left: stopOrphans stops them, and any adopted later at once', () => {
+  const client = new UpstreamClient({ connectTimeoutMs: 1000 });
+  const stopped: string[] = [];
+  const forgetA = client.adopt(() => stopped.push('a'));
+  client.adopt(() => stopped.push('b'));
+  forgetA();
+  client.stopOrphans();
+  assert.deepEqual(stopped, ['b'], 'a forgotten call is not stopped');
+  client.adopt(() => stopped.push('c'));
+  assert.deepEqual(stopped, ['b', 'c'], 'a call adopted during the shutdown stops at once');
+  client.stopOrphans();
+  assert.deepEqual(stopped, ['b', 'c']);
+  return client.close();
+});
