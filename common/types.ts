@@ -77,9 +77,9 @@ export type UsageStage = 'upstream' | 'estimated';
 
 /**
  * Why a stream ended before it was read to its end with the provider's final usage (docs/billing.md
- * "Interrupted streams"): the client left, the upstream reported an error in the stream, the stream
- * stopped without an error and without its final usage (connection closed or reset, body timeout, an
- * early end), or the bound of `billing.interrupted_stream: finish_upstream` ended the reading.
+ * "Interrupted streams"): the client left; the upstream failed mid-stream (an error event in the stream,
+ * a connection reset, the body timeout); the upstream ended the stream without an error and without its
+ * final usage; or the bound of `billing.interrupted_stream: finish_upstream` ended the reading.
  */
 export type StreamEndReason = 'client_gone' | 'upstream_error' | 'upstream_cut' | 'timeout';
 
