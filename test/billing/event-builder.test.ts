@@ -260,11 +260,15 @@ prices:
   assert.equal(amount(spec), '0.03341824');
 });
 
-/** Counts below a billion tokens: an amount then has far fewer than the 15 digits a JSON number holds. */
+/**
+ * Counts below ten million tokens, beyond any model's context: an amount then has at most the 15
+ * significant digits a JSON number holds exactly (699,061,760 audio tokens at 32 USD a million with a
+ * multiplier of 1.07 need 16).
+ */
 function realistic(input: UsageEventInput): UsageEventInput {
   const usage: Record<string, unknown> = { ...input.usage };
   for (const [k, v] of Object.entries(usage))
-    if (typeof v === 'number' && Number.isFinite(v)) usage[k] = Math.abs(v) % 1e9;
+    if (typeof v === 'number' && Number.isFinite(v)) usage[k] = Math.abs(v) % 1e7;
   return { ...input, usage: usage as unknown as UsageEventInput['usage'] };
 }
 
