@@ -20,7 +20,7 @@ import { servedRequestOf } from '../hooks/builtin/rule-translators.ts';
 import type { CompiledProvider, CompiledRule } from '../hooks/dsl/types.ts';
 import { DEFAULT_FAMILY, earlyInputCount, TRANSLATORS, USAGE_PRESETS } from '../hooks/families/index.ts';
 import type { TokenCount } from '../hooks/families/types.ts';
-import { setProviderInputCount } from '../hooks/usage/early-input.ts';
+import { forgetProviderInputCount, setProviderInputCount } from '../hooks/usage/early-input.ts';
 import { askProviderCount, pivotCountRule } from './provider-count.ts';
 import type { Context } from './request-context.ts';
 import type { Runtime } from './runtime.ts';
@@ -33,7 +33,10 @@ export interface EarlyCount {
    * it states the estimate); never rejects.
    */
   ready(): Promise<void>;
-  /** The attempt is over without a stream (refused, failed): stop waiting, cancel the count. */
+  /**
+   * The attempt is over without a stream (refused, failed): stop waiting, cancel the count, and forget
+   * it if it came (the next candidate's stream and usage are another provider's).
+   */
   cancel(): void;
 }
 
@@ -171,7 +174,13 @@ export function askEarlyCount(
     }
     finish();
   });
-  return { ready: () => ready, cancel: finish };
+  return {
+    ready: () => ready,
+    cancel: () => {
+      finish();
+      forgetProviderInputCount(ctx);
+    },
+  };
 }
 
 /**

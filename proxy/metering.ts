@@ -12,6 +12,7 @@ import {
   STREAM_END_MARKERS,
   USAGE_FIELDS,
 } from '../hooks/families/index.ts';
+import { providerInputCount } from '../hooks/usage/early-input.ts';
 import { runInSlices, runToEnd, type SliceBudget } from '../hooks/usage/token-slices.ts';
 import type { RequestText, UsageSniffer } from '../hooks/usage/types.ts';
 
@@ -72,10 +73,11 @@ export type Estimator = (input: {
 /**
  * Settle ctx.usage and, for a stream, ctx.endReason. A reply whose upstream gave its final counts keeps
  * them. Otherwise usage is estimated (`estimated`): when there are no counts at all, or when a stream
- * ended without its final report (client gone, upstream failed, in-stream error, cut): then input keeps
- * the upstream's figure when it had arrived (Anthropic's message_start, Gemini's promptTokenCount) and
- * output is the larger of the upstream's running count and the estimate of what was delivered. A stream
- * read on to its end after its client left (finish_upstream) keeps its final counts.
+ * ended without its final report (client gone, upstream failed, in-stream error, cut): then input is the
+ * provider's own count when one had arrived (the stream's: Anthropic's message_start, Gemini's
+ * promptTokenCount; else the count asked alongside the generation, proxy/early-count.ts) and output is
+ * the larger of the upstream's running count and the estimate of what was delivered. A stream read on to
+ * its end after its client left (finish_upstream) keeps its final counts.
  *
  * Returns undefined when settled now, or a promise when the estimate needs more than one slice
  * (hooks/usage/token-slices.ts): the caller must wait for it before reporting the usage.
@@ -100,10 +102,12 @@ export function settleUsage(
     ctx.usageStage ??= 'upstream';
     return undefined;
   }
-  const inputKnown = reported !== undefined && reported.inputTokens > 0;
-  const estimated = runInSlices(estimateSteps(ctx, estimate, inputKnown), budget);
-  if (estimated instanceof Promise) return estimated.then((usage) => applyEstimate(ctx, reported, usage));
-  applyEstimate(ctx, reported, estimated);
+  const input =
+    reported !== undefined && reported.inputTokens > 0 ? reported.inputTokens : providerInputCount(ctx);
+  const estimated = runInSlices(estimateSteps(ctx, estimate, input !== undefined), budget);
+  if (estimated instanceof Promise)
+    return estimated.then((usage) => applyEstimate(ctx, reported, input, usage));
+  applyEstimate(ctx, reported, input, estimated);
   return undefined;
 }
 
@@ -140,13 +144,20 @@ function* estimateSteps(
   });
 }
 
-function applyEstimate(ctx: RequestContext, reported: Usage | undefined, estimated: Usage): void {
-  if (reported === undefined) {
-    ctx.usage = estimated;
-  } else {
-    const inputTokens = reported.inputTokens > 0 ? reported.inputTokens : estimated.inputTokens;
-    const outputTokens = Math.max(reported.outputTokens, estimated.outputTokens);
-    ctx.usage = { ...reported, inputTokens, outputTokens, totalTokens: inputTokens + outputTokens };
-  }
+/** `input`: the provider's count of the input when one arrived, which replaces the estimate's. */
+function applyEstimate(
+  ctx: RequestContext,
+  reported: Usage | undefined,
+  input: number | undefined,
+  estimated: Usage,
+): void {
+  const inputTokens = input ?? estimated.inputTokens;
+  const outputTokens = Math.max(reported?.outputTokens ?? 0, estimated.outputTokens);
+  ctx.usage = {
+    ...(reported ?? estimated),
+    inputTokens,
+    outputTokens,
+    totalTokens: inputTokens + outputTokens,
+  };
   ctx.usageStage = 'estimated';
 }

@@ -245,6 +245,9 @@ function modelOf(json: unknown, params: Record<string, string>): string {
 /** The counting endpoints of every provider (x-sim-count-hang). */
 const COUNT_PATH = /(?:\/count_tokens|:countTokens|\/input_tokens|\/count-tokens|\/count-tokens:rawPredict)$/;
 
+/** Failures of a generation's stream: a count of the same model, asked alongside it, is answered whole. */
+const MIDSTREAM = new Set<FailMode | undefined>(['midstream', 'midstream-reset', 'midstream-end']);
+
 function joined(frames: readonly (string | Buffer)[]): string | Buffer {
   return typeof frames[0] === 'string' ? frames.join('') : Buffer.concat(frames as Buffer[]);
 }
@@ -467,7 +470,8 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
       stats.injected++;
       return;
     }
-    const failure = activeFailure(knobs);
+    const counting = MIDSTREAM.has(knobs.fail) && COUNT_PATH.test(simReq.pathname);
+    const failure = counting ? undefined : activeFailure(knobs);
     if (failure !== undefined) {
       stats.injected++;
       if (failure === 'reset') {

@@ -11,6 +11,7 @@ import type { ApiName, JsonObject, RequestContext } from '../../common/types.ts'
 import { RuleTranslators } from '../../hooks/builtin/rule-translators.ts';
 import { createUsageMeterHook } from '../../hooks/builtin/usage-meter.ts';
 import { requestTextOf, TRANSLATORS, USAGE_PRESETS } from '../../hooks/families/index.ts';
+import { setProviderInputCount } from '../../hooks/usage/early-input.ts';
 import { countTokens, estimateInputTokens, estimateUsageSteps } from '../../hooks/usage/estimate.ts';
 import { deliveredOutputText, settleUsage } from '../../proxy/metering.ts';
 import { type SseEvent, SseReader } from '../../proxy/sse.ts';
@@ -413,4 +414,47 @@ test('finish_upstream: a stream read on to its final report after the client lef
   assert.equal(bound.usage?.inputTokens, 25, 'message_start’s input');
   assert.ok(delivered(bound) > 1);
   assert.equal(bound.usage?.outputTokens, delivered(bound), 'output: what reached the client');
+});
+
+test("a cut stream whose provider's count was asked alongside bills that count as its input", async () => {
+  const body: JsonObject = { ...CLAUDE_BODY, model: GPT };
+  const events = fixtureEvents('openai/chat-stream-text.sse');
+  const estimate = estimateInputTokens(GPT, requestTextOf('anthropic', 'native.messages'), body);
+  for (const ending of ['client-gone', 'upstream-failed'] as const) {
+    const ctx = context('native.messages', GPT, body);
+    setProviderInputCount(ctx, estimate + 7);
+    await relay(ctx, 'openai_chat_completions', events.slice(0, 3), ending);
+    assert.equal(ctx.usageStage, 'estimated', ending);
+    assert.equal(usageOf(ctx)?.inputTokens, estimate + 7, `${ending}: the provider's count`);
+    assert.equal(usageOf(ctx)?.outputTokens, delivered(ctx), `${ending}: output as delivered`);
+    assert.equal(usageOf(ctx)?.totalTokens, estimate + 7 + delivered(ctx));
+  }
+  // A stream that reported the input itself keeps the stream's figure.
+  const ctx = context('native.messages', CLAUDE, CLAUDE_BODY);
+  setProviderInputCount(ctx, 99);
+  const anthropic = fixtureEvents('anthropic/messages-stream-text.sse');
+  await relay(ctx, 'anthropic_messages', anthropic.slice(0, 4), 'client-gone');
+  assert.equal(usageOf(ctx)?.inputTokens, 25);
+});
+
+test('Responses: a usage object in the opening events is the input before the end, not the final report', async () => {
+  const events = fixtureEvents('openai/responses-stream.sse').map((ev) => {
+    if (ev.event !== 'response.created') return ev;
+    const data = JSON.parse(ev.data) as { response: JsonObject };
+    data.response.usage = { input_tokens: 31, output_tokens: 0, total_tokens: 31 };
+    return { ...ev, data: JSON.stringify(data) };
+  });
+  const terminal = events.findIndex((ev) => ev.event === 'response.completed');
+  const cut = context('responses', GPT, GPT_BODY);
+  await relay(cut, 'openai_responses', events.slice(0, terminal), 'complete');
+  assert.equal(cut.endReason, 'upstream_cut');
+  assert.equal(cut.usageStage, 'estimated');
+  assert.equal(usageOf(cut)?.inputTokens, 31);
+  assert.equal(usageOf(cut)?.outputTokens, delivered(cut));
+
+  const whole = context('responses', GPT, GPT_BODY);
+  await relay(whole, 'openai_responses', events, 'complete');
+  assert.equal(whole.endReason, undefined);
+  assert.equal(whole.usageStage, 'upstream');
+  assert.notEqual(usageOf(whole)?.inputTokens, 31, "the terminal event's counts");
 });

@@ -67,18 +67,38 @@ function readResponsesUsage(usageValue: JsonValue | undefined): Usage | undefine
 
 /** Terminal Responses events; each carries the final `response.usage` (incomplete and failed are billed too). */
 const RESPONSES_TERMINAL = ['response.completed', 'response.incomplete', 'response.failed'];
+/**
+ * The events that open a Responses stream. OpenAI's carry `usage: null`; a server that states the input
+ * there already (a usage object) gives the provider's count before the end.
+ */
+const RESPONSES_OPENING = ['response.created', 'response.in_progress'];
 
-function isResponsesTerminal(event: string | undefined, data: string): boolean {
-  if (event !== undefined && event !== '' && event !== 'message') return RESPONSES_TERMINAL.includes(event);
+function isResponsesReport(event: string | undefined, data: string): boolean {
+  if (event !== undefined && event !== '' && event !== 'message') {
+    if (RESPONSES_TERMINAL.includes(event)) return true;
+    return RESPONSES_OPENING.includes(event) && hasObjectKey(data, '"usage"');
+  }
   // No SSE event name (some proxies strip it): fall back to the `type` inside the data.
-  return RESPONSES_TERMINAL.some((type) => data.includes(`"${type}"`)) && hasObjectKey(data, '"usage"');
+  return (
+    (RESPONSES_TERMINAL.some((type) => data.includes(`"${type}"`)) ||
+      RESPONSES_OPENING.some((type) => data.includes(`"${type}"`))) &&
+    hasObjectKey(data, '"usage"')
+  );
+}
+
+/** An opening event's usage is a running count; every other report is the final one. */
+function closesResponsesStream(body: JsonValue): boolean {
+  const type = asObject(body)?.['type'];
+  return typeof type !== 'string' || !RESPONSES_OPENING.includes(type);
 }
 
 export const openAiResponses: UsagePreset = {
   name: 'openai_responses',
   fromJson: (body) => safeRead((b) => readResponsesUsage(asObject(b)?.['usage']), body),
   createSniffer: () =>
-    latestEventSniffer(isResponsesTerminal, (body) =>
-      readResponsesUsage(asObject(asObject(body)?.['response'])?.['usage']),
+    latestEventSniffer(
+      isResponsesReport,
+      (body) => readResponsesUsage(asObject(asObject(body)?.['response'])?.['usage']),
+      closesResponsesStream,
     ),
 };
