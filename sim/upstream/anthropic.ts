@@ -56,6 +56,7 @@ export const anthropicDialect: Dialect = {
 };
 
 const MIDSTREAM_ERROR = `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })}\n\n`;
+const MIDSTREAM_THROTTLE = `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'rate_limit_error', message: 'Simulated rate limit: this request would exceed the rate limit for your organization.' } })}\n\n`;
 
 export interface Conversation {
   userText: string;
@@ -289,6 +290,7 @@ export function anthropicReply(turn: AnthropicTurn, stream: boolean, knobs: Knob
     contentType: SSE,
     frames: anthropicStreamEvents(turn, knobs).map((e) => sse(e.type as string, e)),
     errorFrame: MIDSTREAM_ERROR,
+    throttleFrame: MIDSTREAM_THROTTLE,
     headers: { 'request-id': nextId('req_') },
   };
 }

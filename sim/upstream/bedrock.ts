@@ -139,6 +139,10 @@ function streamErrorFrame(headers: IncomingHttpHeaders): Buffer {
   return exceptionFrame(type, payload);
 }
 
+const THROTTLE_FRAME = exceptionFrame('throttlingException', {
+  message: 'Simulated throttling: too many tokens, please wait before trying again.',
+});
+
 function streamHeaders(): Record<string, string> {
   return { 'x-amzn-requestid': randomUUID(), 'x-amzn-bedrock-content-type': 'application/json' };
 }
@@ -188,6 +192,7 @@ function invokeModel(req: SimRequest, stream: boolean): SimReply {
       eventFrame('chunk', { bytes: Buffer.from(JSON.stringify(e), 'utf8').toString('base64') }),
     ),
     errorFrame: streamErrorFrame(req.headers),
+    throttleFrame: THROTTLE_FRAME,
     headers: streamHeaders(),
   };
 }
@@ -380,6 +385,7 @@ function converse(req: SimRequest, stream: boolean): SimReply {
     contentType: EVENTSTREAM,
     frames,
     errorFrame: streamErrorFrame(req.headers),
+    throttleFrame: THROTTLE_FRAME,
     headers: streamHeaders(),
   };
 }

@@ -58,6 +58,7 @@ export const geminiDialect: Dialect = {
 // Gemini separates SSE events with CRLF pairs; clients must cope, so the simulator does too.
 const EOL = '\r\n\r\n';
 const MIDSTREAM_ERROR = `data: ${errorBody(500, 'An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting')}${EOL}`;
+const THROTTLE_MESSAGE = 'Simulated quota exhaustion: Resource exhausted. Please try again later.';
 
 interface Conversation {
   userText: string;
@@ -231,6 +232,7 @@ function generate(req: SimRequest, stream: boolean): SimReply {
       contentType: 'text/event-stream',
       frames: chunks.map((c) => `data: ${c}${EOL}`),
       errorFrame: MIDSTREAM_ERROR,
+      throttleFrame: `data: ${errorBody(429, THROTTLE_MESSAGE)}${EOL}`,
     };
   }
   // Without alt=sse the API streams one JSON array, element by element.
@@ -241,6 +243,7 @@ function generate(req: SimRequest, stream: boolean): SimReply {
     contentType: 'application/json; charset=UTF-8',
     frames,
     errorFrame: `\n,\r\n${errorBody(500, 'An internal error has occurred.')}\n]`,
+    throttleFrame: `\n,\r\n${errorBody(429, THROTTLE_MESSAGE)}\n]`,
   };
 }
 

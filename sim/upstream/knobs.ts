@@ -7,9 +7,16 @@ import type { FailMode, Knobs } from './types.ts';
 export const DEFAULT_CHUNKS = 8;
 export const DEFAULT_WORDS = 16;
 
-const FAIL_WORDS = new Set(['reset', 'midstream', 'midstream-reset', 'midstream-end', 'hang']);
+const FAIL_WORDS = new Set([
+  'reset',
+  'midstream',
+  'midstream-429',
+  'midstream-reset',
+  'midstream-end',
+  'hang',
+]);
 const MODEL_FAIL_RE =
-  /(?:^|[-_+/])fail-(midstream-reset|midstream-end|midstream|reset|hang|[45]\d\d)(?=$|[-_+])/;
+  /(?:^|[-_+/])fail-(midstream-reset|midstream-end|midstream-429|midstream|reset|hang|[45]\d\d)(?=$|[-_+])/;
 const MODEL_NUM_RE = /(?:^|[-_+/])(chunks|delay|latency|words|cached|cachewrite|hold)-(\d+)(?=$|[-_+])/g;
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {

@@ -246,7 +246,12 @@ function modelOf(json: unknown, params: Record<string, string>): string {
 const COUNT_PATH = /(?:\/count_tokens|:countTokens|\/input_tokens|\/count-tokens|\/count-tokens:rawPredict)$/;
 
 /** Failures of a generation's stream: a count of the same model, asked alongside it, is answered whole. */
-const MIDSTREAM = new Set<FailMode | undefined>(['midstream', 'midstream-reset', 'midstream-end']);
+const MIDSTREAM = new Set<FailMode | undefined>([
+  'midstream',
+  'midstream-429',
+  'midstream-reset',
+  'midstream-end',
+]);
 
 function joined(frames: readonly (string | Buffer)[]): string | Buffer {
   return typeof frames[0] === 'string' ? frames.join('') : Buffer.concat(frames as Buffer[]);
@@ -416,7 +421,10 @@ export async function startUpstreamSim(opts: UpstreamSimOptions = {}): Promise<U
     let endWithReset = false;
     if (midstream !== undefined) {
       frames = frames.slice(0, framesBeforeCut(frames.length));
-      if (midstream === 'midstream' && reply.errorFrame.length > 0) frames.push(reply.errorFrame);
+      const errorFrame =
+        midstream === 'midstream-429' ? (reply.throttleFrame ?? reply.errorFrame) : reply.errorFrame;
+      if ((midstream === 'midstream' || midstream === 'midstream-429') && errorFrame.length > 0)
+        frames.push(errorFrame);
       else if (midstream !== 'midstream-end') endWithReset = true;
     }
     const finish = (): void => {

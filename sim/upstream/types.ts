@@ -3,7 +3,14 @@
 import type { IncomingHttpHeaders } from 'node:http';
 
 /** How a request asks the simulator to misbehave (x-sim-fail). */
-export type FailMode = 'reset' | 'midstream' | 'midstream-reset' | 'midstream-end' | 'hang' | number;
+export type FailMode =
+  | 'reset'
+  | 'midstream'
+  | 'midstream-429'
+  | 'midstream-reset'
+  | 'midstream-end'
+  | 'hang'
+  | number;
 
 /** Per-request control knobs, read from x-sim-* headers, then from the model name. */
 export interface Knobs {
@@ -72,6 +79,8 @@ export interface StreamReply {
   readonly frames: string[] | Buffer[];
   /** The provider's in-stream error frame, used by x-sim-fail: midstream ('' = none). */
   readonly errorFrame: string | Buffer;
+  /** The provider's in-stream throttling error, used by x-sim-fail: midstream-429 (absent: errorFrame). */
+  readonly throttleFrame?: string | Buffer;
   readonly headers?: Record<string, string>;
 }
 

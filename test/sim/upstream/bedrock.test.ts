@@ -321,6 +321,13 @@ describe('errors', () => {
     await assert.rejects(async () => {
       for await (const _ of out.stream!);
     }, sdkError('ModelStreamErrorException'));
+    await assert.rejects(drain({ 'x-sim-fail': 'midstream-429' }), sdkError('ThrottlingException'));
+    const throttled = await client({}, { 'x-sim-fail': 'midstream-429' }).send(
+      new ConverseStreamCommand({ modelId: CLAUDE, messages: [{ role: 'user', content: [{ text: 'x' }] }] }),
+    );
+    await assert.rejects(async () => {
+      for await (const _ of throttled.stream!);
+    }, sdkError('ThrottlingException'));
   });
 });
 

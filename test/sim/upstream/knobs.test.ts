@@ -180,6 +180,31 @@ test('midstream sends some deltas, then the provider’s in-stream error', async
   );
 });
 
+test("midstream-429 ends the stream with the provider's in-stream throttling error", async () => {
+  assert.equal(readKnobs({}, 'claude-sonnet-5-fail-midstream-429', 0).fail, 'midstream-429');
+  const a = sseEvents(
+    await (await anthropicMessages({ 'x-sim-fail': 'midstream-429' }, { stream: true })).text(),
+  );
+  assert.equal(a[0]!.event, 'message_start');
+  assert.equal(a.at(-1)?.event, 'error');
+  assert.equal(JSON.parse(a.at(-1)?.data ?? '{}').error.type, 'rate_limit_error');
+
+  const g = sseEvents(
+    await (
+      await geminiGenerate('streamGenerateContent', { 'x-sim-fail': 'midstream-429' }, '?alt=sse')
+    ).text(),
+  );
+  assert.ok(g.length >= 2);
+  assert.deepEqual(
+    [JSON.parse(g.at(-1)?.data ?? '{}').error.code, JSON.parse(g.at(-1)?.data ?? '{}').error.status],
+    [429, 'RESOURCE_EXHAUSTED'],
+  );
+  const array = JSON.parse(
+    await (await geminiGenerate('streamGenerateContent', { 'x-sim-fail': 'midstream-429' })).text(),
+  ) as { error?: { status: string } }[];
+  assert.equal(array.at(-1)?.error?.status, 'RESOURCE_EXHAUSTED');
+});
+
 test('midstream-reset cuts the stream without a terminator', async () => {
   const res = await chat({ 'x-sim-fail': 'midstream-reset' }, { stream: true });
   assert.equal(res.status, 200);
