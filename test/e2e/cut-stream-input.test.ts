@@ -9,11 +9,13 @@
 // answer for the very body the gateway asked it about. The output stays the estimate of what was
 // delivered. Where no count arrives (an OpenAI-compatible provider without a counting endpoint, a
 // counting endpoint that does not answer in time) the input is the gateway's estimate, as message_start
-// stated it.
+// stated it; so it is when the count came for a candidate that then refused and another provider served.
 
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
@@ -314,5 +316,77 @@ describe("an interrupted stream bills the provider's input count", () => {
     );
     assert.equal(event.raw_json.usage.input_tokens, start, 'the estimate message_start stated');
     assert.notEqual(start, count, "the estimate is not the provider's count");
+  });
+});
+
+/**
+ * An OpenAI upstream that counts every input as COUNTED and refuses every generation with 503, answered
+ * once the count asked alongside it has been answered: the count arrives, then the attempt fails.
+ */
+const COUNTED = 4242;
+async function refusingOpenAi(): Promise<{ url: string; close(): Promise<void> }> {
+  let counted: () => void = () => {};
+  let answered = new Promise<void>((resolve) => {
+    counted = resolve;
+  });
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      if (req.url === '/v1/responses/input_tokens') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ object: 'response.input_tokens', input_tokens: COUNTED }), counted);
+        return;
+      }
+      void answered.then(() => {
+        answered = new Promise<void>((resolve) => {
+          counted = resolve;
+        });
+        res.writeHead(503, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: 'overloaded', type: 'server_error', code: null } }));
+      });
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    async close() {
+      server.closeAllConnections();
+      server.close();
+      await once(server, 'close');
+    },
+  };
+}
+
+describe('a count asked for an attempt that did not serve', () => {
+  let openai: Awaited<ReturnType<typeof refusingOpenAi>>;
+  let stack: BillingStack;
+  before(async () => {
+    openai = await refusingOpenAi();
+    stack = await startBillingStack({
+      modelsYaml: [
+        'models:',
+        '  cut-retry:',
+        '    providers:',
+        '      - { provider: openai, model: gpt-5.4-mini }',
+        '      - { provider: deepseek, model: deepseek-chat-fail-midstream }',
+        '',
+      ].join('\n'),
+      env: { ROUTER_PROVIDER_OPENAI_BASE_URL: openai.url },
+    });
+  });
+  after(async () => {
+    await stack?.close();
+    await openai?.close();
+  });
+
+  test("is not the serving provider's: the next candidate's cut stream bills its own estimate", async () => {
+    const rid = nextId();
+    const { start } = await stream(stack.url, 'anthropic', 'cut-retry', rid, false);
+    const event = await stack.eventFor(rid);
+    assertCut(event, 'upstream_error');
+    assert.equal(event.raw_json.provider, 'deepseek');
+    assert.notEqual(start, COUNTED, 'message_start states the estimate');
+    assert.equal(event.raw_json.usage.input_tokens, start);
   });
 });
