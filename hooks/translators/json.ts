@@ -1,6 +1,7 @@
 // Safe reading of JSON that came over the wire (client bodies, upstream replies and stream events),
 // shared by the translators of every family.
 
+import type { ErrorCode } from '../../common/errors.ts';
 import { asString, isObject } from '../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../common/types.ts';
 
@@ -58,4 +59,19 @@ export function readUpstreamError(
 /** Generic text for upstream errors whose body we cannot read: never echo raw (possibly HTML) bodies. */
 export function genericUpstreamMessage(status: number): string {
   return `upstream returned HTTP ${status}`;
+}
+
+/** The catalogue's code for a provider's throttling (common/errors.ts), as stream errors carry it. */
+export const THROTTLED_CODE = 'upstream_rate_limited' satisfies ErrorCode;
+
+/**
+ * Whether an upstream stream error is a provider's throttling that a provider-side translator already
+ * named (Bedrock's throttlingException, Claude's rate_limit_error on a cloud, Vertex's
+ * RESOURCE_EXHAUSTED): the catalogue's code in the error object's `code`, or in an ErrorInfo `reason` of
+ * a Gemini error. A client-side translator keeps that code in its client's error event.
+ */
+export function isThrottled(error: JsonObject): boolean {
+  if (error.code === THROTTLED_CODE) return true;
+  const details = error.details;
+  return Array.isArray(details) && details.some((d) => isObject(d) && d.reason === THROTTLED_CODE);
 }

@@ -23,11 +23,13 @@
 //   the history (other models cannot read Anthropic's signed thinking). tool_result `is_error` has no
 //   OpenAI field and is not rewritten into the content. Any other field is refused by name.
 
-import { withRequestId } from '../../../common/errors.ts';
+import { GatewayError, withRequestId } from '../../../common/errors.ts';
 import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
+import { isThrottled, THROTTLED_CODE } from '../../translators/json.ts';
 import { defineTranslator, type Translator, type TranslatorInit } from '../../translators/types.ts';
 import { type PivotUsage, readPivotUsage } from '../openai/request-fields.ts';
 import { translateRequest } from './anthropic-to-openai-request.ts';
+import { anthropicErrorEvent } from './errors.ts';
 import {
   anthropicTypeForOpenaiError,
   anthropicTypeForStatus,
@@ -169,8 +171,13 @@ class AnthropicToOpenai implements Translator {
     const chunk = parseJsonObject(data);
     if (chunk && isObject(chunk.error)) {
       const error = chunk.error;
+      const message = asString(error.message) ?? 'upstream stream error';
+      if (isThrottled(error)) {
+        this.#finished = true;
+        return [anthropicErrorEvent(new GatewayError(THROTTLED_CODE, message), this.#init.requestId)];
+      }
       const type = anthropicTypeForOpenaiError(asString(error.type), asString(error.code));
-      return this.#fail(type, asString(error.message) ?? 'upstream stream error');
+      return this.#fail(type, message);
     }
     if (event === 'error') return this.#fail('api_error', 'upstream stream error');
     return chunk ? this.#onChunk(chunk) : [];

@@ -22,6 +22,7 @@
 
 import { withRequestId } from '../../../common/errors.ts';
 import type { JsonObject, JsonValue, SseOut } from '../../../common/types.ts';
+import { isThrottled, THROTTLED_CODE } from '../../translators/json.ts';
 import { defineTranslator, type Translator, type TranslatorInit } from '../../translators/types.ts';
 import { translateRequest } from './openai-to-anthropic-request.ts';
 import {
@@ -106,9 +107,10 @@ function completionId(upstreamId: string | undefined, requestId: string): string
   return `chatcmpl-${upstreamId === undefined ? requestId : upstreamId.replace(/^msg_/, '')}`;
 }
 
-function errorPayload(anthropicType: string, message: string): JsonObject {
+/** `throttled`: a provider's throttling, which keeps the catalogue's code (isThrottled). */
+function errorPayload(anthropicType: string, message: string, throttled = false): JsonObject {
   const { type, code } = openaiErrorForAnthropicType(anthropicType);
-  return { error: { message, type, code } };
+  return { error: { message, type, code: throttled ? THROTTLED_CODE : code } };
 }
 
 const TEXT_DELTA_HEAD = '{"type":"content_block_delta","index":';
@@ -279,10 +281,10 @@ class OpenaiToAnthropic implements Translator {
     return out;
   }
 
-  #fail(anthropicType: string, message: string): SseOut[] {
+  #fail(anthropicType: string, message: string, throttled = false): SseOut[] {
     this.#finished = true;
     const text = withRequestId(message, this.#init.requestId);
-    return [{ data: JSON.stringify(errorPayload(anthropicType, text)) }];
+    return [{ data: JSON.stringify(errorPayload(anthropicType, text, throttled)) }];
   }
 
   #onEvent(type: string, event: JsonObject): SseOut[] {
@@ -355,6 +357,7 @@ class OpenaiToAnthropic implements Translator {
         return this.#fail(
           asString(error.type) ?? 'api_error',
           asString(error.message) ?? 'upstream stream error',
+          isThrottled(error),
         );
       }
       default:

@@ -9,7 +9,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue } from '../../../common/types.ts';
-import { parseJsonObject } from '../../translators/json.ts';
+import { parseJsonObject, THROTTLED_CODE } from '../../translators/json.ts';
 import type { Translator, TranslatorFactory, TranslatorInit } from '../../translators/types.ts';
 import { googleThrottling } from '../gemini/errors.ts';
 import { bedrockErrorAsAnthropic, throwIfThrottled } from './errors.ts';
@@ -64,6 +64,19 @@ function throwIfCloudThrottled(cloud: AnthropicCloud, status: number, body: Json
   }
 }
 
+/**
+ * A Claude stream's `rate_limit_error` event on a cloud is the cloud throttling the gateway: it gets the
+ * catalogue's code, as Bedrock's throttlingException frame does (bedrockExceptionEvent), for every
+ * client's translator to keep.
+ */
+function namedThrottling(event: string | undefined, data: string): string {
+  if (event !== 'error' || !data.includes('rate_limit_error')) return data;
+  const parsed = parseJsonObject(data);
+  const error = parsed?.error;
+  if (!isObject(error) || error.type !== 'rate_limit_error' || error.code !== undefined) return data;
+  return JSON.stringify({ ...parsed, error: { ...error, code: THROTTLED_CODE } });
+}
+
 /** A cloud's error body (Bedrock `{message}`, Google `{error:{message,status}}`) in the Anthropic shape. */
 function anthropicError(status: number, body: JsonValue | string): JsonObject {
   if (isObject(body) && isObject(body.error) && body.type !== 'error') {
@@ -87,7 +100,7 @@ function nativeTranslator(cloud: AnthropicCloud): TranslatorFactory {
         streamEvent(event, data) {
           if (ended || parseJsonObject(data) === undefined) return [];
           if (event === 'message_stop' || event === 'error') ended = true;
-          return [{ event, data }];
+          return [{ event, data: namedThrottling(event, data) }];
         },
         streamEnd() {
           if (ended) return [];
@@ -115,7 +128,7 @@ function onCloud(toAnthropic: TranslatorFactory, cloud: AnthropicCloud): Transla
       return {
         request: (body) => cloudAnthropicBody(inner.request(body), cloud, init.headers),
         response: (body) => inner.response(body),
-        streamEvent: (event, data) => inner.streamEvent(event, data),
+        streamEvent: (event, data) => inner.streamEvent(event, namedThrottling(event, data)),
         streamEnd: (complete) => inner.streamEnd(complete),
         error(status, body) {
           throwIfCloudThrottled(cloud, status, body);

@@ -2,11 +2,12 @@
 // and snake_case field names, because the REST API is proto3 JSON), usage and error mapping, and the
 // JSON-schema <-> Gemini Schema conversions used by function declarations and structured output.
 
-import { withRequestId } from '../../../common/errors.ts';
+import { GatewayError, withRequestId } from '../../../common/errors.ts';
 import { asString, isObject } from '../../../common/json-guards.ts';
 import type { JsonObject, JsonValue, Usage } from '../../../common/types.ts';
+import { isThrottled, THROTTLED_CODE } from '../../translators/json.ts';
 import { openaiErrorType } from '../openai/errors.ts';
-import { googleStatusName } from './errors.ts';
+import { geminiErrorBody, googleStatusName } from './errors.ts';
 
 export function asNumber(value: JsonValue | undefined): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
@@ -126,7 +127,7 @@ export function openaiErrorFromGemini(
     error: {
       message: clientMessage(message, requestId),
       type: openaiErrorType(httpStatus),
-      code: statusName.toLowerCase(),
+      code: error !== undefined && isThrottled(error) ? THROTTLED_CODE : statusName.toLowerCase(),
     },
   };
 }
@@ -142,6 +143,8 @@ export function geminiErrorFromOpenai(
   const error = isObject(value) && isObject(value.error) ? value.error : undefined;
   const httpStatus = status >= 400 ? status : error ? statusFromOpenaiError(error) : 500;
   const message = (error && asString(error.message)) ?? `upstream error (HTTP ${httpStatus})`;
+  if (error !== undefined && isThrottled(error))
+    return geminiErrorBody(new GatewayError(THROTTLED_CODE, clientMessage(message, requestId)), requestId);
   return {
     error: {
       code: httpStatus,

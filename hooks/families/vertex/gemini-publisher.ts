@@ -1,11 +1,25 @@
 // The Google publisher on Vertex takes the Gemini API's generateContent bodies and answers with its
 // replies, streams and error shape, so `<client>_to_vertex_gemini` is the client's translator to Gemini
 // (the client's own body for a Gemini client). What Vertex adds is the catalogue's answer to its
-// throttling: a 429 RESOURCE_EXHAUSTED is `upstream_rate_limited` in the client's shape.
+// throttling: a 429 RESOURCE_EXHAUSTED, before the stream or as a stream's error chunk, is
+// `upstream_rate_limited` in the client's shape.
 
-import { parseJsonObject } from '../../translators/json.ts';
+import { GatewayError } from '../../../common/errors.ts';
+import { isObject, parseJsonObject, THROTTLED_CODE } from '../../translators/json.ts';
 import type { TranslatorFactory } from '../../translators/types.ts';
-import { googleThrottling } from '../gemini/errors.ts';
+import { geminiErrorBody, googleThrottling } from '../gemini/errors.ts';
+
+/**
+ * A stream's error chunk that is Vertex throttling the gateway (429 RESOURCE_EXHAUSTED), as the
+ * catalogue's error in the Gemini shape with Google's message, for every client's translator to keep.
+ */
+function namedThrottling(data: string, requestId: string): string {
+  if (!data.includes('"error"')) return data;
+  const error = parseJsonObject(data)?.error;
+  if (!isObject(error) || (error.code !== 429 && error.status !== 'RESOURCE_EXHAUSTED')) return data;
+  const message = typeof error.message === 'string' ? error.message : undefined;
+  return JSON.stringify(geminiErrorBody(new GatewayError(THROTTLED_CODE, message), requestId));
+}
 
 /** A Gemini client's body, reply and events as they are. */
 const geminiAsIs: TranslatorFactory = {
@@ -46,7 +60,7 @@ function onVertex(toGemini: TranslatorFactory): TranslatorFactory {
       return {
         request: (body) => inner.request(body),
         response: (body) => inner.response(body),
-        streamEvent: (event, data) => inner.streamEvent(event, data),
+        streamEvent: (event, data) => inner.streamEvent(event, namedThrottling(data, init.requestId)),
         streamEnd: (complete) => inner.streamEnd(complete),
         error(status, body) {
           const throttled = googleThrottling(status, body);

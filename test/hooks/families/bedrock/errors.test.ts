@@ -86,7 +86,15 @@ test('a throttling exception frame carries the catalogue code; others their exce
   const broken = bedrockExceptionEvent('modelStreamErrorException', '{"message":"bad"}');
   assert.ok(broken.type === 'event');
   assert.equal(JSON.parse(broken.data).error.code, 'modelStreamErrorException');
-  const t = TRANSLATORS.get('openai_to_bedrock_converse')!.create({ ...init, stream: true });
-  const [out] = t.streamEvent('error', throttled.data);
-  assert.equal(JSON.parse(out!.data).error.code, 'upstream_rate_limited');
+  // Every client's translator, on both APIs, keeps the catalogue's code in its error event.
+  const names = [...TRANSLATORS.keys()].filter(
+    (n) => /_to_bedrock_(invoke|converse)$/.test(n) && !n.includes('_count_'),
+  );
+  for (const name of names) {
+    const t = TRANSLATORS.get(name)!.create({ ...init, stream: true });
+    const out = t.streamEvent('error', throttled.data).at(-1);
+    assert.ok(out !== undefined, name);
+    assert.match(out.data, /"upstream_rate_limited"/, name);
+    assert.match(out.data, /slow down/, name);
+  }
 });

@@ -46,6 +46,35 @@ test('a 429 RESOURCE_EXHAUSTED is upstream_rate_limited with Google message, in 
   }
 });
 
+test("a throttle within a stream (Claude's rate_limit_error, Gemini's 429 chunk) keeps upstream_rate_limited in every client's error event", () => {
+  const claude = JSON.stringify({
+    type: 'error',
+    error: { type: 'rate_limit_error', message: 'Quota exceeded for online_prediction_requests' },
+  });
+  const names = [...TRANSLATORS.keys()].filter(
+    (n) => /_to_vertex_(anthropic|gemini)$/.test(n) && !n.includes('_count_'),
+  );
+  assert.ok(names.length >= 8, names.join());
+  for (const name of names) {
+    const t = TRANSLATORS.get(name)!.create({ ...init, stream: true });
+    const out = name.endsWith('_anthropic')
+      ? t.streamEvent('error', claude)
+      : t.streamEvent(undefined, JSON.stringify(QUOTA));
+    const last = out.at(-1);
+    assert.ok(last !== undefined, name);
+    assert.match(last.data, /"upstream_rate_limited"/, name);
+    assert.match(last.data, /Quota exceeded/, name);
+  }
+  // Overload is not throttling: it keeps its own type.
+  const overloaded = TRANSLATORS.get('openai_to_vertex_anthropic')!
+    .create({ ...init, stream: true })
+    .streamEvent(
+      'error',
+      JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }),
+    );
+  assert.doesNotMatch(overloaded.at(-1)!.data, /upstream_rate_limited/);
+});
+
 test('a Gemini client on the Google publisher: body, reply and error as they are', () => {
   const t = TRANSLATORS.get('gemini_to_vertex_gemini')!.create(init);
   const body = { contents: [{ role: 'user', parts: [{ text: 'hi' }] }], generationConfig: { topK: 3 } };
