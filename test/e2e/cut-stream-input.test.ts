@@ -1,23 +1,27 @@
 // The input of an interrupted stream's usage event is the provider's own count wherever one arrived
 // before the end (docs/billing.md "Interrupted streams"), through the shipped configuration, the official
-// SDKs, the upstream simulator and the billing simulator: an Anthropic client on OpenAI and on Bedrock
-// Converse (the count asked alongside the generation), on Gemini (the first chunk's usageMetadata); an
-// OpenAI chat client on Anthropic (message_start's usage) and on Gemini. Each stream is cut three ways:
-// an in-stream error (upstream_error), a stream that simply stops (upstream_cut) and a client that
-// leaves at its first text while the simulator holds the rest (client_gone). The billed input is the
-// count the simulator gives for that prompt: its whole stream's final usage, and the counting endpoint's
-// answer for the very body the gateway asked it about. The output stays the estimate of what was
-// delivered. Where no count arrives (an OpenAI-compatible provider without a counting endpoint, a
-// counting endpoint that does not answer in time) the input is the gateway's estimate, as message_start
-// stated it; so it is when the count came for a candidate that then refused and another provider served.
+// SDKs (@anthropic-ai/sdk, openai chat and Responses, @google/genai), the upstream simulator and the
+// billing simulator, for every client on every provider family whose stream states the input before its
+// end: an Anthropic client on OpenAI and on Bedrock Converse (the count asked alongside the generation);
+// every client on Gemini and Gemini on Vertex (the first chunk's usageMetadata), on Anthropic, Claude on
+// Vertex and Claude on Bedrock InvokeModel (message_start's usage). Each stream is cut three ways: an
+// in-stream error (upstream_error), a stream that simply stops (upstream_cut) and a client that leaves
+// at its first text while the simulator holds the rest (client_gone). The billed input is the count the
+// simulator gives for that prompt: its whole stream's final usage, and the counting endpoint's answer
+// for the very body the gateway asked it about. The output stays the estimate of what was delivered.
+// Where no count arrives (an OpenAI-compatible provider without a counting endpoint, a counting endpoint
+// that does not answer in time) the input is the gateway's estimate, as message_start stated it; so it
+// is when the count came for a candidate that then refused and another provider served.
 
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
+import { type Content, GoogleGenAI, type Tool } from '@google/genai';
 import OpenAI from 'openai';
 import type { UsageEvent } from '../../billing/event/usage-event.ts';
 import type { JsonObject } from '../../common/types.ts';
@@ -28,54 +32,62 @@ import { type BillingStack, startBillingStack } from '../support/billing-stack.t
 import { ACCESS_KEY } from '../support/stack.ts';
 
 type Json = Record<string, unknown>;
-type Client = 'anthropic' | 'chat';
+type Client = 'anthropic' | 'chat' | 'responses' | 'gemini';
+const CLIENTS: readonly Client[] = ['anthropic', 'chat', 'responses', 'gemini'];
 
 const AWS = { accessKeyId: 'AKIDCUTSTREAM', secretAccessKey: 'cut-stream-secret', region: 'us-east-1' };
+const PROJECT = 'sim-project';
+const LOCATION = 'us-east5';
 
-interface Route {
+/** A provider that states the input before its stream's end, for `clients` (every client when absent). */
+interface Provider {
   readonly name: string;
-  readonly client: Client;
-  readonly provider: string;
+  readonly how: string;
   /** The upstream model; `{knob}` is where the simulator's knob goes. */
   readonly model: string;
   /** The counting endpoint the gateway asks alongside the generation, when it asks one. */
   readonly counted?: RegExp;
+  readonly clients?: readonly Client[];
 }
 
-const ROUTES: readonly Route[] = [
+const PROVIDERS: readonly Provider[] = [
   {
-    name: 'Anthropic client on OpenAI (responses/input_tokens alongside)',
-    client: 'anthropic',
-    provider: 'openai',
+    name: 'openai',
+    how: 'responses/input_tokens alongside',
     model: 'gpt-5.4-mini{knob}',
     counted: /^\/v1\/responses\/input_tokens$/,
+    clients: ['anthropic'],
   },
   {
-    name: "Anthropic client on Gemini (the first chunk's usageMetadata)",
-    client: 'anthropic',
-    provider: 'gemini',
-    model: 'gemini-3.8-flash{knob}',
-  },
-  {
-    name: 'Anthropic client on Bedrock Converse (CountTokens alongside)',
-    client: 'anthropic',
-    provider: 'bedrock-converse',
+    name: 'bedrock-converse',
+    how: 'CountTokens alongside',
     model: 'us.anthropic.claude-sonnet-5{knob}-v1:0',
     counted: /\/count-tokens$/,
+    clients: ['anthropic'],
   },
+  { name: 'gemini', how: "the first chunk's usageMetadata", model: 'gemini-3.8-flash{knob}' },
   {
-    name: "OpenAI chat client on Anthropic (message_start's usage)",
-    client: 'chat',
-    provider: 'anthropic',
-    model: 'claude-sonnet-5{knob}',
-  },
-  {
-    name: "OpenAI chat client on Gemini (the first chunk's usageMetadata)",
-    client: 'chat',
-    provider: 'gemini',
+    name: 'vertex',
+    how: "Gemini on Vertex: the first chunk's usageMetadata",
     model: 'gemini-3.8-flash{knob}',
   },
+  { name: 'anthropic', how: "message_start's usage", model: 'claude-sonnet-5{knob}' },
+  { name: 'vertex', how: "Claude on Vertex: message_start's usage", model: 'claude-sonnet-5@20261001{knob}' },
+  {
+    name: 'bedrock',
+    how: "Claude on Bedrock InvokeModel: message_start's usage",
+    model: 'us.anthropic.claude-sonnet-5{knob}-v1:0',
+  },
 ];
+
+interface Route {
+  readonly client: Client;
+  readonly provider: Provider;
+}
+
+const ROUTES: readonly Route[] = PROVIDERS.flatMap((provider) =>
+  (provider.clients ?? CLIENTS).map((client) => ({ client, provider })),
+);
 
 /** How the stream is cut: the simulator's model knob, and the end reason the event names. */
 const CUTS = [
@@ -85,16 +97,16 @@ const CUTS = [
 ] as const;
 
 /** The route whose provider's count differs from the gateway's estimate of the agent request. */
-const CONVERSE = 2;
+const CONVERSE = ROUTES.findIndex((r) => r.provider.name === 'bedrock-converse');
 const clientModel = (route: number, knob: string): string => `cut-${route}${knob}`;
-const upstreamModel = (route: Route, knob: string): string => route.model.replace('{knob}', knob);
+const upstreamModel = (provider: Provider, knob: string): string => provider.model.replace('{knob}', knob);
 
 const MODELS_YAML = [
   'models:',
   ...ROUTES.flatMap((route, i) =>
     ['', ...CUTS.map((c) => c.knob)].map(
       (knob) =>
-        `  ${clientModel(i, knob)}: { providers: [{ provider: ${route.provider}, model: "${upstreamModel(route, knob)}" }] }`,
+        `  ${clientModel(i, knob)}: { providers: [{ provider: ${route.provider.name}, model: "${upstreamModel(route.provider, knob)}" }] }`,
     ),
   ),
   '  cut-deepseek: { providers: [{ provider: deepseek, model: deepseek-chat-fail-midstream }] }',
@@ -109,13 +121,31 @@ const agent = (
 ).request;
 /**
  * A coding agent's request (system blocks, ten tools, a tool turn): the gateway's estimate of it differs
- * from every simulated provider's count, so the billed input says which one it is.
+ * from the count of every simulated provider but OpenAI's (whose published rules the estimate follows
+ * exactly), so the billed input says which one it is.
  */
 const { model: _model, max_tokens: _max, ...AGENT } = agent;
+const translator = (name: string) =>
+  TRANSLATORS.get(name)!.create({
+    requestId: 'cut',
+    model: 'm',
+    upstreamModel: 'm',
+    stream: true,
+    createdAt: 0,
+  });
 /** The same conversation as a chat client sends it. */
-const CHAT = TRANSLATORS.get('anthropic_to_openai')!
-  .create({ requestId: 'cut', model: 'm', upstreamModel: 'm', stream: true, createdAt: 0 })
-  .request({ ...(AGENT as JsonObject), model: 'm', max_tokens: 256 });
+const CHAT = translator('anthropic_to_openai').request({
+  ...(AGENT as JsonObject),
+  model: 'm',
+  max_tokens: 256,
+});
+/** And as a Gemini client sends it. */
+const GEMINI = translator('openai_to_gemini').request(CHAT);
+/** A Responses client's request: its instructions and a question about the same code. */
+const RESPONSES = {
+  instructions: (AGENT['system'] as { text: string }[]).map((b) => b.text).join('\n'),
+  input: 'Why would the checkout test expect a total of 90.00 and receive 100.00?',
+};
 
 let seq = 0;
 function nextId(): string {
@@ -126,6 +156,80 @@ interface Streamed {
   /** message_start's input (Anthropic client). */
   readonly start: number | undefined;
   readonly text: string;
+}
+
+/** Reads a stream's text pieces; true once the client should leave. */
+type Reader = (piece: string | null | undefined) => boolean;
+
+/** Streams with the Anthropic SDK; `started` is told message_start's input. */
+async function anthropicStream(
+  url: string,
+  model: string,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+  read: Reader,
+  started: (input: number) => void,
+): Promise<void> {
+  const client = new Anthropic({ apiKey: ACCESS_KEY, baseURL: url, maxRetries: 0, defaultHeaders: headers });
+  const s = await client.messages.create(
+    {
+      model,
+      max_tokens: 256,
+      stream: true,
+      ...(AGENT as Omit<Anthropic.MessageCreateParamsStreaming, 'model' | 'max_tokens' | 'stream'>),
+    },
+    { signal },
+  );
+  for await (const ev of s) {
+    if (ev.type === 'message_start') started(ev.message.usage.input_tokens);
+    if (ev.type === 'content_block_delta' && ev.delta.type === 'text_delta' && read(ev.delta.text)) break;
+  }
+}
+
+async function openAiStream(
+  url: string,
+  client: 'chat' | 'responses',
+  model: string,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+  read: Reader,
+): Promise<void> {
+  const openai = new OpenAI({
+    apiKey: ACCESS_KEY,
+    baseURL: `${url}/v1`,
+    maxRetries: 0,
+    defaultHeaders: headers,
+  });
+  if (client === 'chat') {
+    const s = await openai.chat.completions.create(
+      { ...(CHAT as unknown as OpenAI.ChatCompletionCreateParamsStreaming), model, stream: true },
+      { signal },
+    );
+    for await (const chunk of s) if (read(chunk.choices[0]?.delta?.content)) break;
+    return;
+  }
+  const s = await openai.responses.create({ ...RESPONSES, model, stream: true }, { signal });
+  for await (const ev of s) if (ev.type === 'response.output_text.delta' && read(ev.delta)) break;
+}
+
+async function geminiStream(
+  url: string,
+  model: string,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+  read: Reader,
+) {
+  const client = new GoogleGenAI({
+    apiKey: ACCESS_KEY,
+    httpOptions: { baseUrl: url, headers: headers },
+  });
+  const body = GEMINI as unknown as { contents: Content[]; systemInstruction?: Content; tools?: Tool[] };
+  const s = await client.models.generateContentStream({
+    model,
+    contents: body.contents,
+    config: { systemInstruction: body.systemInstruction, tools: body.tools, abortSignal: signal },
+  });
+  for await (const chunk of s) if (read(chunk.text)) break;
 }
 
 /**
@@ -143,44 +247,17 @@ async function stream(
   const headers = { 'x-router-request-id': rid };
   let start: number | undefined;
   let text = '';
+  const read: Reader = (piece) => {
+    text += piece ?? '';
+    return leave && text !== '';
+  };
   try {
     if (client === 'anthropic') {
-      const anthropic = new Anthropic({
-        apiKey: ACCESS_KEY,
-        baseURL: url,
-        maxRetries: 0,
-        defaultHeaders: headers,
+      await anthropicStream(url, model, headers, controller.signal, read, (input) => {
+        start = input;
       });
-      const s = await anthropic.messages.create(
-        {
-          model,
-          max_tokens: 256,
-          stream: true,
-          ...(AGENT as Omit<Anthropic.MessageCreateParamsStreaming, 'model' | 'max_tokens' | 'stream'>),
-        },
-        { signal: controller.signal },
-      );
-      for await (const ev of s) {
-        if (ev.type === 'message_start') start = ev.message.usage.input_tokens;
-        if (ev.type === 'content_block_delta' && ev.delta.type === 'text_delta') text += ev.delta.text;
-        if (leave && text !== '') break;
-      }
-    } else {
-      const openai = new OpenAI({
-        apiKey: ACCESS_KEY,
-        baseURL: `${url}/v1`,
-        maxRetries: 0,
-        defaultHeaders: headers,
-      });
-      const s = await openai.chat.completions.create(
-        { ...(CHAT as unknown as OpenAI.ChatCompletionCreateParamsStreaming), model, stream: true },
-        { signal: controller.signal },
-      );
-      for await (const chunk of s) {
-        text += chunk.choices[0]?.delta?.content ?? '';
-        if (leave && text !== '') break;
-      }
-    }
+    } else if (client === 'gemini') await geminiStream(url, model, headers, controller.signal, read);
+    else await openAiStream(url, client, model, headers, controller.signal, read);
   } catch (err) {
     if (leave) throw err;
   }
@@ -189,6 +266,19 @@ async function stream(
     assert.notEqual(text, '', 'the client read text before it left');
   }
   return { start, text };
+}
+
+/** What a Vertex and Bedrock gateway needs of the simulator (its service account, its AWS keys). */
+async function cloudEnv(sim: UpstreamSim, dir: string): Promise<Record<string, string>> {
+  const file = join(dir, 'vertex-sa.json');
+  await sim.auth.writeServiceAccountFile(file, { project: PROJECT });
+  return {
+    GOOGLE_APPLICATION_CREDENTIALS: file,
+    ROUTER_PROVIDER_VERTEX_LOCATION: LOCATION,
+    ROUTER_PROVIDER_VERTEX_BASE_URL: sim.url,
+    ROUTER_PROVIDER_BEDROCK_BASE_URL: sim.url,
+    ROUTER_PROVIDER_BEDROCK_CONVERSE_BASE_URL: sim.url,
+  };
 }
 
 /** Sends a recorded upstream request to the simulator again, as it was (signature included). */
@@ -241,10 +331,7 @@ describe("an interrupted stream bills the provider's input count", () => {
         AWS_SECRET_ACCESS_KEY: AWS.secretAccessKey,
         AWS_REGION: AWS.region,
       },
-      simEnv: async (sim: UpstreamSim) => ({
-        ROUTER_PROVIDER_BEDROCK_CONVERSE_BASE_URL: sim.url,
-        ROUTER_PROVIDER_BEDROCK_BASE_URL: sim.url,
-      }),
+      simEnv: cloudEnv,
     });
   });
   after(async () => {
@@ -252,10 +339,11 @@ describe("an interrupted stream bills the provider's input count", () => {
   });
 
   ROUTES.forEach((route, i) => {
-    test(route.name, async (t) => {
+    const { client, provider } = route;
+    test(`${client} client on ${provider.name} (${provider.how})`, async (t) => {
       // The provider's count of the prompt: its whole stream's final usage.
       const whole = nextId();
-      await stream(stack.url, route.client, clientModel(i, ''), whole, false);
+      await stream(stack.url, client, clientModel(i, ''), whole, false);
       const final = await stack.eventFor(whole);
       assert.equal(final.raw_json.usage_stage, 'upstream');
       const count = final.raw_json.usage.input_tokens;
@@ -265,7 +353,7 @@ describe("an interrupted stream bills the provider's input count", () => {
         const from = stack.upstream.requests.length;
         const aborted = stack.upstream.stats.aborted;
         const leave = cut.reason === 'client_gone';
-        const { start } = await stream(stack.url, route.client, clientModel(i, cut.knob), rid, leave);
+        const { start } = await stream(stack.url, client, clientModel(i, cut.knob), rid, leave);
         if (leave) await stack.upstream.waitFor((s) => s.stats.aborted > aborted, 10_000);
         const event = await stack.eventFor(rid);
         assertCut(event, cut.reason);
@@ -273,8 +361,9 @@ describe("an interrupted stream bills the provider's input count", () => {
         t.diagnostic(`${cut.reason}: billed input ${billed}, the provider's count ${count}`);
         assert.equal(billed, count, `${cut.reason}: the provider's count, not the estimate`);
         if (start !== undefined) assert.equal(start, billed, 'message_start stated it');
-        if (route.counted !== undefined) {
-          const asked = stack.upstream.requests.slice(from).filter((r) => route.counted!.test(r.path));
+        if (provider.counted !== undefined) {
+          const counted = provider.counted;
+          const asked = stack.upstream.requests.slice(from).filter((r) => counted.test(r.path));
           assert.equal(asked.length, 1, 'the count was asked alongside');
           assert.equal(
             countIn(await resend(stack.upstream, asked[0]!)),
