@@ -77,7 +77,7 @@ export function createGatewayMetrics(): GatewayMetrics {
   const storeErrors = counter(
     registry,
     'router_store_errors_total',
-    'Shared-store (Redis) operations of the gateway that failed, each once, by operation (view, rateLimits, responses, ...)',
+    'Shared-store (Redis) operations of the gateway that failed, each once, by operation (view, rateLimits, the response store, ...)',
     'operation',
   );
   const unpricedModels = new FastCounter(
