@@ -35,9 +35,11 @@ local sec = math.floor(ms / 1000)
 // the number of settlements, then per settlement 5 fields: lease, second (-1: this one), token delta,
 // key name, flags (subject tokens, subject slot, key tokens, key slot); then per admission 8 fields:
 // lease, tokens, count request (1/0), hold slot (1/0), key name ('' = none), key rpm, tpm, concurrency.
-// Returns per admission 14 values: admitted, refused dimension, retry ms, second, the scopes' flags
-// (subject tokens, subject slot, key tokens, key slot), then limit, remaining and reset ms for
-// requests, tokens and concurrency (-1 when no limit).
+// Returns one string, the admissions' answers joined by ';', each 14 values joined by ',': admitted,
+// refused dimension, retry ms, second, the scopes' flags (subject tokens, subject slot, key tokens, key
+// slot), then limit, remaining and reset ms for requests, tokens and concurrency (-1 when no limit). One
+// bulk string, because the client's reply parser reads an array of numbers byte by byte in script and
+// cost more than the rest of an admission.
 const TURN_LUA = `${CLOCK_LUA}
 local function settle(prefix, lease, second, delta, tok, slot)
   if slot == '1' then redis.call('ZREM', prefix .. ':c', lease) end
@@ -57,7 +59,7 @@ for at = 7, 6 + settled * 5, 5 do
   end
 end
 local out = {}
-if 6 + settled * 5 >= #ARGV then return out end
+if 6 + settled * 5 >= #ARGV then return '' end
 local leaseMs = tonumber(ARGV[2])
 local function num(v)
   local n = tonumber(v)
@@ -173,11 +175,10 @@ for at = 7 + settled * 5, #ARGV, 8 do
       tighter(3, sc[4], sc[4] - n, 1000)
     end
   end
-  local r = {admitted and 1 or 0, refused, retry, sec, table.concat(flags),
-    dims[1][1], dims[1][2], dims[1][3], dims[2][1], dims[2][2], dims[2][3], dims[3][1], dims[3][2], dims[3][3]}
-  for _, v in ipairs(r) do out[#out + 1] = v end
+  out[#out + 1] = table.concat({admitted and 1 or 0, refused, retry, sec, table.concat(flags),
+    dims[1][1], dims[1][2], dims[1][3], dims[2][1], dims[2][2], dims[2][3], dims[3][1], dims[3][2], dims[3][3]}, ',')
 end
-return out
+return table.concat(out, ';')
 `;
 
 // ARGV: clock, lease ms, then pairs (scope suffix ':s' or ':k:<name>', lease). A slot already past its
@@ -204,19 +205,20 @@ function opt(n: number | undefined): string {
   return n === undefined ? '' : String(n);
 }
 
-function dimension(reply: unknown[], at: number): DimensionState | undefined {
-  const limit = Number(reply[at]);
+function dimension(fields: string[], at: number): DimensionState | undefined {
+  const limit = Number(fields[at]);
   if (limit < 0) return undefined;
-  return { limit, remaining: Number(reply[at + 1]), resetMs: Math.max(0, Number(reply[at + 2])) };
+  return { limit, remaining: Number(fields[at + 1]), resetMs: Math.max(0, Number(fields[at + 2])) };
 }
 
-function admitResult(reply: unknown[], at: number): AdmitResult {
-  const refused = String(reply[at + 1]);
-  const flags = String(reply[at + 4]);
+function admitResult(answer: string): AdmitResult {
+  const fields = answer.split(',');
+  const refused = fields[1]!;
+  const flags = fields[4]!;
   const result: { -readonly [K in keyof AdmitResult]: AdmitResult[K] } = {
-    admitted: Number(reply[at]) === 1,
-    retryAfterMs: Number(reply[at + 2]),
-    second: Number(reply[at + 3]),
+    admitted: fields[0] === '1',
+    retryAfterMs: Number(fields[2]),
+    second: Number(fields[3]),
     counted: {
       subjectTokens: flags[0] === '1',
       subjectSlot: flags[1] === '1',
@@ -226,13 +228,11 @@ function admitResult(reply: unknown[], at: number): AdmitResult {
   };
   if (refused !== '') result.refusedBy = refused as LimitDimension;
   for (let i = 0; i < DIMENSIONS.length; i++) {
-    const state = dimension(reply, at + 5 + i * 3);
+    const state = dimension(fields, 5 + i * 3);
     if (state !== undefined) result[DIMENSIONS[i]!] = state;
   }
   return result;
 }
-
-const ADMIT_FIELDS = 14;
 
 /** Most admissions in one call (a lane's others go in the next). */
 const MAX_PER_CALL = 128;
@@ -365,8 +365,8 @@ export function createRedisRateLimits(
     TURN.send(client, lane.key, lane.slot, args).then(
       (reply) => {
         for (const s of settlements) s.resolve();
-        for (let i = 0; i < admissions.length; i++)
-          admissions[i]!.resolve(admitResult(reply as unknown[], i * ADMIT_FIELDS));
+        const answers = admissions.length === 0 ? [] : String(reply).split(';');
+        for (let i = 0; i < admissions.length; i++) admissions[i]!.resolve(admitResult(answers[i]!));
         lane.busy = false;
         send(lane);
       },
