@@ -1,7 +1,6 @@
 // The gateway's limits as OpenAI's API reports its own: `x-ratelimit-{limit,remaining,reset}-requests`
 // and `-tokens`, the reset a duration (`1s`, `6m0s`), which its SDKs and clients read.
 
-import type { DimensionState } from '../../../common/rate-limit-types.ts';
 import type { RateLimitState } from '../types.ts';
 
 /** A duration in OpenAI's form, rounded up to whole seconds. */
@@ -10,17 +9,21 @@ export function openaiDuration(ms: number): string {
   return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${s % 60}s`;
 }
 
-function add(out: Record<string, string>, suffix: string, d: DimensionState | undefined): void {
-  if (d === undefined) return;
-  out[`x-ratelimit-limit-${suffix}`] = String(d.limit);
-  out[`x-ratelimit-remaining-${suffix}`] = String(d.remaining);
-  out[`x-ratelimit-reset-${suffix}`] = openaiDuration(d.resetMs);
-}
-
+// Names written out, not built per reply: a name made at run time is hashed again as every new key.
 export function openaiRateLimitHeaders(state: RateLimitState): Record<string, string> {
   const out: Record<string, string> = {};
-  add(out, 'requests', state.requests);
-  add(out, 'tokens', state.tokens);
+  const r = state.requests;
+  if (r !== undefined) {
+    out['x-ratelimit-limit-requests'] = String(r.limit);
+    out['x-ratelimit-remaining-requests'] = String(r.remaining);
+    out['x-ratelimit-reset-requests'] = openaiDuration(r.resetMs);
+  }
+  const t = state.tokens;
+  if (t !== undefined) {
+    out['x-ratelimit-limit-tokens'] = String(t.limit);
+    out['x-ratelimit-remaining-tokens'] = String(t.remaining);
+    out['x-ratelimit-reset-tokens'] = openaiDuration(t.resetMs);
+  }
   return out;
 }
 
