@@ -2,27 +2,23 @@
 // connections opened against it (it sheds them at limits.max_connections, lowered to fit its
 // file-descriptor limit), and (b) streaming requests with a large space-less prompt aborted right after
 // their first chunk, in a loop (billing on: each aborted stream has its usage estimated from the
-// prompt). Through both, a /healthz loop measures latency, a chat loop counts successes, and the
-// gateway's RSS is sampled.
+// prompt). Through both, a /healthz loop in a process of its own measures latency, a chat loop counts
+// successes, and the gateway's RSS is sampled.
 
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Client, Pool } from 'undici';
+import { Client } from 'undici';
 import { type BenchContext, eachPeer, type Measured } from '../lib/context.ts';
 import type { HttpTarget } from '../lib/load.ts';
 import type { Peer, PeerId } from '../lib/peers.ts';
 import { monitorResources, type ResourceUse } from '../lib/proc.ts';
 import { CHAT_MODEL, chatTarget, pacedModel } from '../lib/requests.ts';
-import { type Summary, summarize } from '../lib/stats.ts';
+import { type LoopResult, scheduledLoop, startScheduledProbe } from '../lib/scheduled-probe.ts';
+import { summarize } from '../lib/stats.ts';
+
+export type { LoopResult } from '../lib/scheduled-probe.ts';
 
 export const ABUSE_PEERS: PeerId[] = ['gateway-billing'];
-
-export interface LoopResult {
-  ok: number;
-  failed: number;
-  firstError?: string;
-  ms: Summary;
-}
 
 export interface IdleFloodResult {
   /** Idle connections the bench opened (connect succeeded). */
@@ -89,49 +85,6 @@ async function loop(target: HttpTarget, stop: () => boolean, min = 1): Promise<L
   } finally {
     await client.close().catch(() => undefined);
   }
-  return { ok: samples.length, failed, firstError, ms: summarize(samples) };
-}
-
-/**
- * Requests sent on a fixed schedule (every `intervalMs`, whatever the answers do), each timed from when
- * it was due: a gateway that stalls for a second shows a second of latency on every request due in it,
- * not on one request (a sequential loop would hide the stall in its p99).
- */
-async function scheduledLoop(
-  target: HttpTarget,
-  intervalMs: number,
-  stop: () => boolean,
-): Promise<LoopResult> {
-  const pool = new Pool(target.origin, { connections: 8, pipelining: 1, keepAliveTimeout: 60_000 });
-  const samples: number[] = [];
-  let failed = 0;
-  let firstError: string | undefined;
-  const pending: Promise<void>[] = [];
-  let due = performance.now();
-  while (!stop()) {
-    const scheduled = due;
-    pending.push(
-      pool.request({ path: target.path, method: target.method, headers: target.headers }).then(
-        async (res) => {
-          const text = await res.body.text();
-          if (res.statusCode >= 300) {
-            failed++;
-            firstError ??= `${res.statusCode} ${text.slice(0, 200)}`;
-          } else samples.push(performance.now() - scheduled);
-        },
-        (err: unknown) => {
-          failed++;
-          firstError ??= err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-        },
-      ),
-    );
-    due += intervalMs;
-    const wait = due - performance.now();
-    // Timers truncate to whole milliseconds: rounding down would send early and time from the future.
-    if (wait > 0) await sleep(Math.ceil(wait));
-  }
-  await Promise.all(pending);
-  await pool.close().catch(() => undefined);
   return { ok: samples.length, failed, firstError, ms: summarize(samples) };
 }
 
@@ -242,15 +195,13 @@ export async function runAbuse(ctx: BenchContext): Promise<Partial<Record<PeerId
       ctx.log(`    ${s.idleConnections} idle connections`);
       let monitor = await monitorResources(peer.service.pid);
       let holding = true;
-      const probes = Promise.all([
-        scheduledLoop(healthz, s.probeIntervalMs, () => !holding),
-        loop(chat, () => !holding),
-      ]);
+      const idleProbe = await startScheduledProbe(healthz, s.probeIntervalMs);
+      const chatLoop = loop(chat, () => !holding);
       const t0 = performance.now();
       const idle = await openIdle(peer.origin, s.idleConnections, s.connectBatch);
       await sleep(s.holdMs);
       holding = false;
-      const [idleHealthz, idleChat] = await probes;
+      const [idleHealthz, idleChat] = await Promise.all([idleProbe.stop(), chatLoop]);
       const holdMs = Math.round(performance.now() - t0);
       const idleResources = await monitor.stop();
       const closedByGateway = idle.closedByPeer();
@@ -270,10 +221,9 @@ export async function runAbuse(ctx: BenchContext): Promise<Partial<Record<PeerId
       until = performance.now() + s.abortMs;
       const stop = () => performance.now() > until;
       const started = performance.now();
-      const [abortHealthz, aborts] = await Promise.all([
-        scheduledLoop(healthz, s.probeIntervalMs, stop),
-        abortLoop(stream, s.abortConcurrency, stop),
-      ]);
+      const abortProbe = await startScheduledProbe(healthz, s.probeIntervalMs);
+      const aborts = await abortLoop(stream, s.abortConcurrency, stop);
+      const abortHealthz = await abortProbe.stop();
       return {
         baseline,
         idle: {
