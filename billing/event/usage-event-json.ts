@@ -322,18 +322,16 @@ const NO_BILLING_CLOSE = encoded('}}}');
 const BILLING_END = encoded('}}');
 const UNPRICED = encoded(',"unpriced":true');
 
+function versionEntry(version: string): { version: string; meta: Buffer; end: Buffer } {
+  const field = `,"price_version":${quote(version)}`;
+  return { version, meta: encoded(field), end: encoded(`${field}}}`) };
+}
+
 /** The last price version's bytes: in meta, and closing x-billing and the event. It changes on reload. */
-let versionKept: { version: string; meta: Buffer; end: Buffer } = {
-  version: '',
-  meta: Buffer.alloc(0),
-  end: BILLING_END,
-};
+let versionKept = versionEntry('');
 
 function versionBytes(version: string): typeof versionKept {
-  if (version !== versionKept.version) {
-    const field = `,"price_version":${quote(version)}`;
-    versionKept = { version, meta: encoded(field), end: encoded(`${field}}}`) };
-  }
+  if (version !== versionKept.version) versionKept = versionEntry(version);
   return versionKept;
 }
 

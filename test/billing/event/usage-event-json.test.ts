@@ -33,6 +33,14 @@ function oneEvent(overrides: Partial<UsageEventInput>): UsageEvent {
   });
 }
 
+// First in the file: the writer keeps the last price version's bytes, and its starting state must not
+// stand for the empty version (seed 1965309134 found it written without its field).
+test('an empty price version is written, even as the first version the process writes', () => {
+  const event = oneEvent({ priceVersion: '' });
+  assert.equal(event.raw_json.meta.price_version, '');
+  assert.equal(queuedJson(event, undefined), JSON.stringify(event));
+});
+
 test('every event the builder makes is written byte for byte as JSON.stringify writes it, in any sequence', () => {
   fc.assert(
     fc.property(fc.array(input, { minLength: 1, maxLength: 8 }), (inputs) => {
