@@ -10,7 +10,7 @@ import type { StoredAccessKey } from '../common/store-types.ts';
 import { accessKeyFields, CREATE, parseAccessKey } from '../store/redis-access-keys.ts';
 import type { KeyLayout, Redis } from '../store/redis-client.ts';
 import { flatten } from '../store/redis-view.ts';
-import { groupPosition, streamBacklog } from '../store/stream-ledger.ts';
+import { streamBacklog, toDeliverTest } from '../store/stream-ledger.ts';
 
 export interface MigrationSide {
   readonly client: Redis;
@@ -112,23 +112,6 @@ async function copyStrings(
   return report;
 }
 
-/** Whether a stream entry was delivered: read by the group and not pending (acknowledged). */
-async function deliveredTest(client: Redis, stream: string, group: string): Promise<(id: string) => boolean> {
-  const at = await groupPosition(client, stream, group);
-  if (at === undefined) return () => false;
-  const held = new Set<string>();
-  if (at.pending > 0) {
-    const pel = (await client.xpending(stream, group, '-', '+', at.pending)) as [string, ...unknown[]][];
-    for (const [id] of pel) held.add(id);
-  }
-  const [lastMs = 0, lastSeq = 0] = at.lastDelivered.split('-').map(Number);
-  return (id) => {
-    const [ms = 0, seq = 0] = id.split('-').map(Number);
-    const read = ms !== lastMs ? ms < lastMs : seq <= lastSeq;
-    return read && !held.has(id);
-  };
-}
-
 function escapeGlob(text: string): string {
   return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
 }
@@ -161,13 +144,13 @@ async function moveEvents(
         else left += length;
         continue;
       }
-      const delivered = isStream ? await deliveredTest(from.client, source, opts.group!) : () => false;
+      const toDeliver = isStream ? await toDeliverTest(from.client, source, opts.group!) : () => true;
       let start = '-';
       for (;;) {
         const entries = await from.client.xrange(source, start, '+', 'COUNT', BATCH);
         if (entries.length === 0) break;
         for (const [id, fields] of entries) {
-          if (delivered(id)) continue;
+          if (!toDeliver(id)) continue;
           await to.client.xadd(dest, '*', ...fields);
           await from.client.xdel(source, id);
           moved++;

@@ -30,7 +30,7 @@ export interface GroupPosition {
 
 /** The group's position on the stream; undefined when the stream or the group does not exist. */
 export async function groupPosition(
-  client: StreamReader,
+  client: Pick<Redis, 'xinfo'>,
   stream: string,
   group: string,
 ): Promise<GroupPosition | undefined> {
@@ -65,6 +65,32 @@ export async function streamBacklog(client: StreamReader, stream: string, group:
   if (at.lag !== undefined) return at.lag + at.pending;
   const after = await client.xrange(stream, `(${at.lastDelivered}`, '+', 'COUNT', LAG_SCAN);
   return after.length + at.pending;
+}
+
+/** a > b for stream ids (`<ms>-<seq>`). */
+function idAfter(a: string, b: string): boolean {
+  const [am = 0, as = 0] = a.split('-').map(Number);
+  const [bm = 0, bs = 0] = b.split('-').map(Number);
+  return am !== bm ? am > bm : as > bs;
+}
+
+/**
+ * Whether an entry of the stream is still to deliver, as the group stands now: not yet read by it, or
+ * read and not acknowledged. Without the group every entry is.
+ */
+export async function toDeliverTest(
+  client: Pick<Redis, 'xinfo' | 'xpending'>,
+  stream: string,
+  group: string,
+): Promise<(id: string) => boolean> {
+  const at = await groupPosition(client, stream, group);
+  if (at === undefined) return () => true;
+  const held = new Set<string>();
+  if (at.pending > 0) {
+    const pel = (await client.xpending(stream, group, '-', '+', at.pending)) as [string, ...unknown[]][];
+    for (const [id] of pel) held.add(id);
+  }
+  return (id) => idAfter(id, at.lastDelivered) || held.has(id);
 }
 
 // Trims delivered entries older than a cutoff, never one still to deliver: the cutoff is lowered to the

@@ -11,7 +11,7 @@ import type {
   LedgerWindow,
 } from '../../../billing/outbox/ledger.ts';
 import type { KeyLayout, Redis } from '../../../store/redis-client.ts';
-import { groupPosition } from '../../../store/stream-ledger.ts';
+import { toDeliverTest } from '../../../store/stream-ledger.ts';
 
 const BATCH = 1000;
 
@@ -30,13 +30,6 @@ function payloadEvent(fields: readonly string[]): UsageEvent | undefined {
     }
   }
   return undefined;
-}
-
-/** a > b for stream ids (`<ms>-<seq>`). */
-function after(a: string, b: string): boolean {
-  const [am = 0, as = 0] = a.split('-').map(Number);
-  const [bm = 0, bs = 0] = b.split('-').map(Number);
-  return am !== bm ? am > bm : as > bs;
 }
 
 async function* range(client: Redis, key: string, start: string): AsyncGenerator<Entries> {
@@ -60,26 +53,12 @@ export async function snapshotStreamLedger(
   keys: KeyLayout,
   group: string,
 ): Promise<LedgerSnapshot> {
-  const positions = await Promise.all(
-    keys.shards.map(async (shard) => {
-      const position = await groupPosition(client, shard.stream, group);
-      const held = new Set<string>();
-      if (position !== undefined && position.pending > 0) {
-        const pel = (await client.xpending(shard.stream, group, '-', '+', position.pending)) as [
-          string,
-          ...unknown[],
-        ][];
-        for (const [id] of pel) held.add(id);
-      }
-      return { position, held };
-    }),
-  );
+  const toDeliver = await Promise.all(keys.shards.map((shard) => toDeliverTest(client, shard.stream, group)));
   return {
     async read(window) {
       const events: LedgerEvent[] = [];
       let beginsAt: number | undefined;
       for (const [k, shard] of keys.shards.entries()) {
-        const { position, held } = positions[k]!;
         const first = (await client.xrange(shard.stream, '-', '+', 'COUNT', 1)) as Entries;
         if (first[0] !== undefined) {
           const at = Math.floor(Number(first[0][0].split('-')[0]) / 1000);
@@ -92,8 +71,7 @@ export async function snapshotStreamLedger(
             const event = payloadEvent(fields);
             if (event === undefined || event.occurred_at < window.since || event.occurred_at >= window.until)
               continue;
-            const pending = position === undefined || after(id, position.lastDelivered) || held.has(id);
-            events.push({ event, pending });
+            events.push({ event, pending: toDeliver[k]!(id) });
           }
         }
         for await (const batch of range(client, shard.deadLetter, '-')) {
