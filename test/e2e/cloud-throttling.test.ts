@@ -7,16 +7,15 @@
 // error event carrying that code, and the request is billed by the mid-stream rule.
 
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import { ApiError, GoogleGenAI } from '@google/genai';
 import OpenAI from 'openai';
 import { type BillingStack, startBillingStack, waitUntil } from '../support/billing-stack.ts';
+import { cloudSimEnv } from '../support/cloud-sim-env.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
 
 const AWS = { accessKeyId: 'AKIDTHROTTLEE2E', secretAccessKey: 'throttle-e2e-secret', region: 'us-east-1' };
-const PROJECT = 'sim-project';
 const CODE = 'upstream_rate_limited';
 
 /** Each cloud route: the provider the request names, and its model id before the simulator's knob. */
@@ -42,17 +41,7 @@ before(async () => {
       AWS_SECRET_ACCESS_KEY: AWS.secretAccessKey,
       AWS_REGION: AWS.region,
     },
-    simEnv: async (sim, dir) => {
-      const file = join(dir, 'vertex-sa.json');
-      await sim.auth.writeServiceAccountFile(file, { project: PROJECT });
-      return {
-        ROUTER_PROVIDER_BEDROCK_BASE_URL: sim.url,
-        ROUTER_PROVIDER_BEDROCK_CONVERSE_BASE_URL: sim.url,
-        GOOGLE_APPLICATION_CREDENTIALS: file,
-        ROUTER_PROVIDER_VERTEX_LOCATION: 'us-east5',
-        ROUTER_PROVIDER_VERTEX_BASE_URL: sim.url,
-      };
-    },
+    simEnv: cloudSimEnv,
   });
 });
 after(async () => {

@@ -18,7 +18,6 @@ import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import { type Content, GoogleGenAI, type Tool } from '@google/genai';
@@ -29,6 +28,7 @@ import { TRANSLATORS } from '../../hooks/families/index.ts';
 import type { UpstreamSim } from '../../sim/upstream/server.ts';
 import type { RecordedRequest } from '../../sim/upstream/types.ts';
 import { type BillingStack, startBillingStack } from '../support/billing-stack.ts';
+import { cloudSimEnv } from '../support/cloud-sim-env.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
 
 type Json = Record<string, unknown>;
@@ -36,8 +36,6 @@ type Client = 'anthropic' | 'chat' | 'responses' | 'gemini';
 const CLIENTS: readonly Client[] = ['anthropic', 'chat', 'responses', 'gemini'];
 
 const AWS = { accessKeyId: 'AKIDCUTSTREAM', secretAccessKey: 'cut-stream-secret', region: 'us-east-1' };
-const PROJECT = 'sim-project';
-const LOCATION = 'us-east5';
 
 /** A provider that states the input before its stream's end, for `clients` (every client when absent). */
 interface Provider {
@@ -268,19 +266,6 @@ async function stream(
   return { start, text };
 }
 
-/** What a Vertex and Bedrock gateway needs of the simulator (its service account, its AWS keys). */
-async function cloudEnv(sim: UpstreamSim, dir: string): Promise<Record<string, string>> {
-  const file = join(dir, 'vertex-sa.json');
-  await sim.auth.writeServiceAccountFile(file, { project: PROJECT });
-  return {
-    GOOGLE_APPLICATION_CREDENTIALS: file,
-    ROUTER_PROVIDER_VERTEX_LOCATION: LOCATION,
-    ROUTER_PROVIDER_VERTEX_BASE_URL: sim.url,
-    ROUTER_PROVIDER_BEDROCK_BASE_URL: sim.url,
-    ROUTER_PROVIDER_BEDROCK_CONVERSE_BASE_URL: sim.url,
-  };
-}
-
 /** Sends a recorded upstream request to the simulator again, as it was (signature included). */
 function resend(sim: UpstreamSim, recorded: RecordedRequest): Promise<Json> {
   const { host: _host, 'content-length': _length, connection: _c, ...headers } = recorded.headers;
@@ -331,7 +316,7 @@ describe("an interrupted stream bills the provider's input count", () => {
         AWS_SECRET_ACCESS_KEY: AWS.secretAccessKey,
         AWS_REGION: AWS.region,
       },
-      simEnv: cloudEnv,
+      simEnv: cloudSimEnv,
     });
   });
   after(async () => {

@@ -10,24 +10,21 @@
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import type { UpstreamSim } from '../../sim/upstream/server.ts';
 import {
   type BillingStack,
   capturingLogger,
   type LogLine,
   startBillingStack,
 } from '../support/billing-stack.ts';
+import { cloudSimEnv } from '../support/cloud-sim-env.ts';
 import { ACCESS_KEY, type Stack, startStack } from '../support/stack.ts';
 
 type Json = Record<string, unknown>;
 
 const AWS = { accessKeyId: 'AKIDEARLYCOUNT', secretAccessKey: 'early-count-secret', region: 'us-east-1' };
-const PROJECT = 'sim-project';
-const LOCATION = 'us-east5';
 
 /** Client-facing model -> how message_start learns the input. */
 const MODELS = {
@@ -72,18 +69,6 @@ const AGENT_PROMPT: Json = {
   system: [...(AGENT['system'] as Json[]), { type: 'text', text: PROMPT }],
 };
 
-/** What a Vertex and Bedrock gateway needs of the simulator (its service account, its AWS keys). */
-async function cloudEnv(sim: UpstreamSim, dir: string): Promise<Record<string, string>> {
-  const file = join(dir, 'vertex-sa.json');
-  await sim.auth.writeServiceAccountFile(file, { project: PROJECT });
-  return {
-    GOOGLE_APPLICATION_CREDENTIALS: file,
-    ROUTER_PROVIDER_VERTEX_LOCATION: LOCATION,
-    ROUTER_PROVIDER_VERTEX_BASE_URL: sim.url,
-    ROUTER_PROVIDER_BEDROCK_BASE_URL: sim.url,
-    ROUTER_PROVIDER_BEDROCK_CONVERSE_BASE_URL: sim.url,
-  };
-}
 const AWS_ENV = {
   AWS_ACCESS_KEY_ID: AWS.accessKeyId,
   AWS_SECRET_ACCESS_KEY: AWS.secretAccessKey,
@@ -145,7 +130,7 @@ describe('message_start states the billed input', () => {
       modelsYaml: MODELS_YAML,
       sim: { aws: AWS },
       env: AWS_ENV,
-      simEnv: cloudEnv,
+      simEnv: cloudSimEnv,
     });
   });
   after(async () => {
@@ -258,7 +243,7 @@ describe('a counting endpoint that never answers', () => {
       modelsYaml: MODELS_YAML,
       sim: { aws: AWS },
       env: AWS_ENV,
-      simEnv: cloudEnv,
+      simEnv: cloudSimEnv,
       extraYaml: [
         'limits: { early_count_wait_ms: 50 }',
         'rate_limits: { per_key: { requests_per_minute: 1000 } }',
