@@ -62,6 +62,8 @@ export interface AdmitResult {
   readonly concurrency?: DimensionState;
   /** Which scopes the admission counted tokens in and took a slot of (settlement undoes exactly those). */
   readonly counted: ScopeUse;
+  /** The slot's lease when the counters chose it (an instance's share hands out its own); else the admission's. */
+  readonly lease?: string;
 }
 
 export interface ScopeUse {

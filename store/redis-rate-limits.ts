@@ -1,8 +1,6 @@
-// Rate-limit counters in Redis: one script admits a request against its key's and its subject's limits
-// at once, since all of a subject's counters share the hash tag `{rl:<type>:<id>}` (one slot in a
-// cluster). Windows are 60 one-second buckets in a hash (field: the second); concurrency slots are a
-// sorted set scored by lease expiry. Time is the server's (TIME), so every instance counts on one clock.
-// Layout: docs/operations.md "Keys in Redis".
+// Rate-limit counters in Redis (scripts and layout in store/rate-limit-scripts.ts). Each subject has one
+// lane to its counters; far from its limits an instance also admits on its own from a share it took in
+// advance (docs/operations.md "Rate limits per key and subject").
 
 import type {
   Admission,
@@ -12,192 +10,13 @@ import type {
   LimitDimension,
   RateLimitCounters,
   RateLimits,
+  ScopeUse,
   Settlement,
+  SubjectRef,
 } from '../common/rate-limit-types.ts';
 import { endOfTurn } from '../common/turn-batch.ts';
-import { defineScript, type KeyLayout, keySlot, type Redis } from './redis-client.ts';
-
-// Shared head: the base of the subject's keys (KEYS[1] is `<base>:limits`) and the clock (ARGV[1], ms;
-// '' = the server's TIME: tests give their own).
-const CLOCK_LUA = `
-local base = string.sub(KEYS[1], 1, #KEYS[1] - 7)
-local ms
-if ARGV[1] ~= '' then ms = tonumber(ARGV[1]) else
-  local t = redis.call('TIME')
-  ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local sec = math.floor(ms / 1000)
-`;
-
-// One call per subject carries what its lane holds (see createRedisRateLimits): settlements first, then
-// admissions in order (each sees the ones before it, and the slots settled before them). ARGV: clock,
-// lease ms, the subject's rpm, tpm and concurrency ('' = none; its own `:limits` hash overrides each),
-// the number of settlements, then per settlement 5 fields: lease, second (-1: this one), token delta,
-// key name, flags (subject tokens, subject slot, key tokens, key slot); then per admission 8 fields:
-// lease, tokens, count request (1/0), hold slot (1/0), key name ('' = none), key rpm, tpm, concurrency.
-// Returns one string, the admissions' answers joined by ';', each 14 values joined by ',': admitted,
-// refused dimension, retry ms, second, the scopes' flags (subject tokens, subject slot, key tokens, key
-// slot), then limit, remaining and reset ms for requests, tokens and concurrency (-1 when no limit). One
-// bulk string, because the client's reply parser reads an array of numbers byte by byte in script and
-// cost more than the rest of an admission.
-const TURN_LUA = `${CLOCK_LUA}
-local function settle(prefix, lease, second, delta, tok, slot)
-  if slot == '1' then redis.call('ZREM', prefix .. ':c', lease) end
-  if tok == '1' and delta ~= 0 and second > sec - 60 then
-    local k = prefix .. ':t'
-    redis.call('HINCRBY', k, second, delta)
-    if redis.call('TTL', k) < 0 then redis.call('EXPIRE', k, 61) end
-  end
-end
-local settled = tonumber(ARGV[6])
-for at = 7, 6 + settled * 5, 5 do
-  local lease, second, delta, flags = ARGV[at], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), ARGV[at + 4]
-  if second < 0 then second = sec end
-  settle(base .. ':s', lease, second, delta, string.sub(flags, 1, 1), string.sub(flags, 2, 2))
-  if ARGV[at + 3] ~= '' then
-    settle(base .. ':k:' .. ARGV[at + 3], lease, second, delta, string.sub(flags, 3, 3), string.sub(flags, 4, 4))
-  end
-end
-local out = {}
-if 6 + settled * 5 >= #ARGV then return '' end
-local leaseMs = tonumber(ARGV[2])
-local function num(v)
-  local n = tonumber(v)
-  if n == nil or n <= 0 then return nil end
-  return n
-end
-local own = redis.call('HMGET', KEYS[1], 'requests_per_minute', 'tokens_per_minute', 'max_concurrent')
-local srpm, stpm, sconc = num(own[1]) or num(ARGV[3]), num(own[2]) or num(ARGV[4]), num(own[3]) or num(ARGV[5])
-local function window(key)
-  local flat = redis.call('HGETALL', key)
-  local sum, buckets, old = 0, {}, {}
-  for i = 1, #flat, 2 do
-    local s = tonumber(flat[i])
-    if s > sec - 60 then
-      local v = tonumber(flat[i + 1])
-      sum = sum + v
-      buckets[#buckets + 1] = {s, v}
-    else
-      old[#old + 1] = flat[i]
-    end
-  end
-  if #old > 0 then redis.call('HDEL', key, unpack(old)) end
-  table.sort(buckets, function(a, b) return a[1] < b[1] end)
-  return sum, buckets
-end
-local function waitFor(buckets, need)
-  local freed = 0
-  for _, b in ipairs(buckets) do
-    freed = freed + b[2]
-    if freed >= need then return (b[1] + 60) * 1000 - ms end
-  end
-  return 60000
-end
-local function resetOf(buckets)
-  if #buckets == 0 then return 0 end
-  return (buckets[1][1] + 60) * 1000 - ms
-end
-for at = 7 + settled * 5, #ARGV, 8 do
-  local lease, tokens = ARGV[at], tonumber(ARGV[at + 1])
-  local countReq, holdSlot = ARGV[at + 2] == '1', ARGV[at + 3] == '1'
-  local scopes = {{base .. ':s', srpm, stpm, sconc}}
-  if ARGV[at + 4] ~= '' then
-    scopes[2] = {base .. ':k:' .. ARGV[at + 4], num(ARGV[at + 5]), num(ARGV[at + 6]), num(ARGV[at + 7])}
-  end
-  local refused, retry = '', 0
-  local function refuse(dim, wait)
-    if wait < 1 then wait = 1 end
-    if wait > retry then refused, retry = dim, wait end
-  end
-  local state = {}
-  for i, sc in ipairs(scopes) do
-    local st = {}
-    if sc[2] and countReq then
-      local n, b = window(sc[1] .. ':r')
-      st.r = {n, b}
-      if n >= sc[2] then refuse('requests', waitFor(b, n - sc[2] + 1)) end
-    end
-    if sc[3] and (countReq or tokens > 0) then
-      local n, b = window(sc[1] .. ':t')
-      st.t = {n, b}
-      if n >= sc[3] then refuse('tokens', waitFor(b, n - sc[3] + 1)) end
-    end
-    if sc[4] and holdSlot then
-      redis.call('ZREMRANGEBYSCORE', sc[1] .. ':c', '-inf', ms)
-      local n = redis.call('ZCARD', sc[1] .. ':c')
-      st.c = n
-      if n >= sc[4] then refuse('concurrency', 1000) end
-    end
-    state[i] = st
-  end
-  local admitted = refused == ''
-  local flags = {'0', '0', '0', '0'}
-  local dims = {{-1, -1, -1}, {-1, -1, -1}, {-1, -1, -1}}
-  local function tighter(d, limit, remaining, reset)
-    if remaining < 0 then remaining = 0 end
-    if dims[d][1] == -1 or remaining < dims[d][2] then dims[d] = {limit, remaining, reset} end
-  end
-  for i, sc in ipairs(scopes) do
-    local st = state[i]
-    if st.r then
-      local n = st.r[1]
-      if admitted then
-        redis.call('HINCRBY', sc[1] .. ':r', sec, 1)
-        redis.call('EXPIRE', sc[1] .. ':r', 61)
-        n = n + 1
-      end
-      local reset = resetOf(st.r[2])
-      if reset == 0 and admitted then reset = 60000 end
-      tighter(1, sc[2], sc[2] - n, reset)
-    end
-    if st.t then
-      local n = st.t[1]
-      if admitted then
-        if tokens > 0 then
-          redis.call('HINCRBY', sc[1] .. ':t', sec, tokens)
-          redis.call('EXPIRE', sc[1] .. ':t', 61)
-        end
-        n = n + tokens
-        flags[i * 2 - 1] = '1'
-      end
-      local reset = resetOf(st.t[2])
-      if reset == 0 and admitted and tokens > 0 then reset = 60000 end
-      tighter(2, sc[3], sc[3] - n, reset)
-    end
-    if st.c then
-      local n = st.c
-      if admitted then
-        redis.call('ZADD', sc[1] .. ':c', ms + leaseMs, lease)
-        redis.call('PEXPIRE', sc[1] .. ':c', leaseMs * 2)
-        n = n + 1
-        flags[i * 2] = '1'
-      end
-      tighter(3, sc[4], sc[4] - n, 1000)
-    end
-  end
-  out[#out + 1] = table.concat({admitted and 1 or 0, refused, retry, sec, table.concat(flags),
-    dims[1][1], dims[1][2], dims[1][3], dims[2][1], dims[2][2], dims[2][3], dims[3][1], dims[3][2], dims[3][3]}, ',')
-end
-return table.concat(out, ';')
-`;
-
-// ARGV: clock, lease ms, then pairs (scope suffix ':s' or ':k:<name>', lease). A slot already past its
-// expiry stays free: renewing it would let a paused instance take back a slot others may hold now.
-const RENEW_LUA = `${CLOCK_LUA}
-local leaseMs = tonumber(ARGV[2])
-for i = 3, #ARGV, 2 do
-  local k = base .. ARGV[i] .. ':c'
-  local score = redis.call('ZSCORE', k, ARGV[i + 1])
-  if score and tonumber(score) > ms then
-    redis.call('ZADD', k, ms + leaseMs, ARGV[i + 1])
-    redis.call('PEXPIRE', k, leaseMs * 2)
-  end
-end
-return 1
-`;
-
-const TURN = defineScript(TURN_LUA);
-const RENEW = defineScript(RENEW_LUA);
+import { RENEW, SHARE_MS, TURN } from './rate-limit-scripts.ts';
+import { type KeyLayout, keySlot, type Redis } from './redis-client.ts';
 
 const DIMENSIONS: readonly LimitDimension[] = ['requests', 'tokens', 'concurrency'];
 
@@ -211,11 +30,12 @@ function dimension(fields: string[], at: number): DimensionState | undefined {
   return { limit, remaining: Number(fields[at + 1]), resetMs: Math.max(0, Number(fields[at + 2])) };
 }
 
-function admitResult(answer: string): AdmitResult {
-  const fields = answer.split(',');
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+function admitResult(fields: string[]): Mutable<AdmitResult> {
   const refused = fields[1]!;
   const flags = fields[4]!;
-  const result: { -readonly [K in keyof AdmitResult]: AdmitResult[K] } = {
+  const result: Mutable<AdmitResult> = {
     admitted: fields[0] === '1',
     retryAfterMs: Number(fields[2]),
     second: Number(fields[3]),
@@ -249,6 +69,24 @@ interface Head {
   readonly args: readonly string[];
 }
 
+/** A settlement as the script takes it (a request's, or a share given back). */
+interface Wire {
+  readonly lease: string;
+  readonly second: number;
+  readonly tokenDelta: number;
+  readonly requestDelta: number;
+  readonly key: string | undefined;
+  /** Subject tokens, subject slot, key tokens, key slot, subject requests, key requests, share ended. */
+  readonly flags: string;
+}
+
+interface Queued {
+  readonly head: Head;
+  /** The share this admission can come from (same key, limits and head). */
+  readonly shareKey: string;
+  readonly waiting: Waiting<Admission, AdmitResult>;
+}
+
 /**
  * One subject's traffic to its counters. At most one call is in flight per subject: what arrives
  * meanwhile waits for its answer and goes in the next call, together; what arrives while none is in
@@ -259,30 +97,74 @@ interface Head {
 interface Lane {
   readonly key: string;
   readonly slot: number;
-  settlements: Waiting<Settlement, void>[];
-  admissions: { head: Head; waiting: Waiting<Admission, AdmitResult> }[];
+  settlements: Waiting<Wire, void>[];
+  admissions: Queued[];
   busy: boolean;
   scheduled: boolean;
 }
 
+/**
+ * What the store counted for this instance in advance, far from every limit: requests, tokens and slots
+ * it admits on its own for SHARE_MS, then gives back what it did not use. -1: no limit in that dimension.
+ */
+interface Share {
+  readonly id: string;
+  readonly shareKey: string;
+  /** Lane and key name. */
+  readonly scopeKey: string;
+  readonly subject: SubjectRef;
+  readonly key: string | undefined;
+  /** The store's second its requests and tokens are counted in. */
+  readonly second: number;
+  readonly sentAt: number;
+  readonly expiresAt: number;
+  /** Requests left (when requests_per_minute applies). */
+  requests: number;
+  readonly requestDim: boolean;
+  /** Tokens left (when tokens_per_minute applies); below 0 when completions used more than counted. */
+  tokens: number;
+  readonly tokenDim: boolean;
+  /** Slot members not in use (a request holds one as its lease). */
+  readonly free: string[];
+  readonly slots: boolean;
+  readonly counted: ScopeUse;
+  /** Scopes its requests were counted in: subject, key. */
+  readonly requestScopes: string;
+  /** The dimensions' state with the share counted as used, and their limits. */
+  readonly base: Pick<AdmitResult, 'requests' | 'tokens' | 'concurrency'>;
+  ended: boolean;
+  timer: NodeJS.Timeout | undefined;
+}
+
 const NO_HEAD: readonly string[] = ['', '', '', ''];
+const NOOP = () => undefined;
+
+function bit(b: boolean): string {
+  return b ? '1' : '0';
+}
 
 export function createRedisRateLimits(
   client: Redis,
   layout: Pick<KeyLayout, 'rateLimit'>,
   opts: {
-    /** Tests only: the clock in ms instead of the server's. */
+    /** Tests only: the clock in ms instead of the server's (and of the shares' local time). */
     clock?: () => number;
     /** Maps a failed call's error (the store's connection errors to its own kind). */
     failure?: (err: unknown) => unknown;
   } = {},
-): RateLimitCounters {
+): RateLimitCounters & { sharesHeld(): { requests: number; tokens: number; slots: number } } {
   const { clock, failure } = opts;
   const now = () => (clock === undefined ? '' : String(clock()));
+  const localNow = clock ?? (() => performance.now());
   const limitsKey = (type: string, id: string) => `${layout.rateLimit(type, id)}:limits`;
   const lanes = new Map<string, Lane>();
   // The head arrays per configured limits object: the same object comes back for every request.
   const heads = new WeakMap<RateLimits, Map<number, Head>>();
+  const shares = new Map<string, Share>();
+  /** The share of each key (or key-less subject) by lane and key name: new limits end the old one. */
+  const current = new Map<string, Share>();
+  /** Requests admitted from a share, by their lease: their completion goes back to it while it lasts. */
+  const borrowed = new Map<string, Share>();
 
   function headOf(limits: RateLimits, leaseMs: number): Head {
     let byLease = heads.get(limits);
@@ -304,6 +186,20 @@ export function createRedisRateLimits(
     return head;
   }
 
+  /** Lane, key name, then the limits and the admission's kind: `scopeKeyOf` takes the first two back. */
+  function shareKeyOf(laneKey: string, a: Admission, head: Head): string {
+    const k = a.key;
+    const limits =
+      k === undefined
+        ? ''
+        : `${opt(k.limits.requestsPerMinute)},${opt(k.limits.tokensPerMinute)},${opt(k.limits.maxConcurrent)}`;
+    return `${laneKey}\n${k?.name ?? ''}\n${limits}|${head.id}|${bit(a.countRequest)}${bit(a.holdSlot)}`;
+  }
+
+  function scopeKeyOf(shareKey: string): string {
+    return shareKey.slice(0, shareKey.lastIndexOf('\n'));
+  }
+
   function laneOf(type: string, id: string): Lane {
     const key = limitsKey(type, id);
     let lane = lanes.get(key);
@@ -323,9 +219,145 @@ export function createRedisRateLimits(
     });
   }
 
+  function settleLater(lane: Lane, w: Wire): void {
+    lane.settlements.push({ item: w, resolve: NOOP, reject: NOOP });
+    wake(lane);
+  }
+
+  /** Gives back what a share did not use; requests still holding its slots release them themselves. */
+  function end(share: Share): void {
+    if (share.ended) return;
+    share.ended = true;
+    if (share.timer !== undefined) clearTimeout(share.timer);
+    if (shares.get(share.shareKey) === share) shares.delete(share.shareKey);
+    if (current.get(share.scopeKey) === share) current.delete(share.scopeKey);
+    const lane = laneOf(share.subject.type, share.subject.id);
+    const c = share.counted;
+    const t = share.tokenDim;
+    settleLater(lane, {
+      lease: share.id,
+      second: share.second,
+      tokenDelta: t ? -share.tokens : 0,
+      requestDelta: share.requestDim ? -share.requests : 0,
+      key: share.key,
+      flags: `${bit(t && c.subjectTokens)}0${bit(t && c.keyTokens)}0${share.requestScopes}1`,
+    });
+    for (const member of share.free)
+      settleLater(lane, {
+        lease: member,
+        second: -1,
+        tokenDelta: 0,
+        requestDelta: 0,
+        key: share.key,
+        flags: `0${bit(c.subjectSlot)}0${bit(c.keySlot)}000`,
+      });
+    share.free.length = 0;
+  }
+
+  function live(share: Share | undefined): share is Share {
+    if (share === undefined || share.ended) return false;
+    if (localNow() < share.expiresAt) return true;
+    end(share);
+    return false;
+  }
+
+  /** An admission from the share, or undefined when it cannot cover it (then the share is given back). */
+  function fromShare(share: Share, a: Admission): AdmitResult | undefined {
+    const needsSlot = share.slots && a.holdSlot;
+    if (
+      (share.requestDim && a.countRequest && share.requests < 1) ||
+      (share.tokenDim && share.tokens < a.tokens) ||
+      (needsSlot && share.free.length === 0)
+    ) {
+      end(share);
+      return undefined;
+    }
+    if (share.requestDim && a.countRequest) share.requests--;
+    if (share.tokenDim) share.tokens -= a.tokens;
+    const lease = needsSlot ? share.free.pop()! : a.lease;
+    borrowed.set(lease, share);
+    const elapsed = localNow() - share.sentAt;
+    const result: Mutable<AdmitResult> = {
+      admitted: true,
+      retryAfterMs: 0,
+      second: share.second,
+      counted: share.counted,
+    };
+    const { requests, tokens, concurrency } = share.base;
+    if (requests !== undefined)
+      result.requests = {
+        limit: requests.limit,
+        remaining: requests.remaining + share.requests,
+        resetMs: Math.max(0, requests.resetMs - elapsed),
+      };
+    if (tokens !== undefined)
+      result.tokens = {
+        limit: tokens.limit,
+        remaining: Math.max(0, tokens.remaining + share.tokens),
+        resetMs: Math.max(0, tokens.resetMs - elapsed),
+      };
+    if (concurrency !== undefined)
+      result.concurrency = { ...concurrency, remaining: concurrency.remaining + share.free.length };
+    if (lease !== a.lease) result.lease = lease;
+    return result;
+  }
+
+  function grant(q: Queued, result: AdmitResult, fields: string[], sentAt: number): void {
+    const [requests, tokens, slots] = [Number(fields[14]), Number(fields[15]), Number(fields[16])];
+    const a = q.waiting.item;
+    const less = (d: DimensionState | undefined, by: number) =>
+      d === undefined ? undefined : { ...d, remaining: Math.max(0, d.remaining - Math.max(0, by)) };
+    const share: Share = {
+      id: a.lease,
+      shareKey: q.shareKey,
+      scopeKey: scopeKeyOf(q.shareKey),
+      subject: a.subject,
+      key: a.key?.name,
+      second: result.second + 1,
+      sentAt,
+      expiresAt: sentAt + SHARE_MS,
+      requests: Math.max(0, requests),
+      requestDim: requests > 0,
+      tokens: Math.max(0, tokens),
+      tokenDim: tokens > 0,
+      free: [],
+      slots: slots > 0,
+      counted: result.counted,
+      requestScopes: fields[17]!,
+      base: {
+        requests: less(result.requests, requests),
+        tokens: less(result.tokens, tokens),
+        concurrency: less(result.concurrency, slots),
+      },
+      ended: false,
+      timer: undefined,
+    };
+    for (let j = slots; j >= 1; j--) share.free.push(`${a.lease}#${j}`);
+    const old = shares.get(q.shareKey);
+    if (old !== undefined) end(old);
+    shares.set(q.shareKey, share);
+    current.set(share.scopeKey, share);
+    share.timer = setTimeout(() => end(share), Math.max(0, share.expiresAt - localNow()));
+    share.timer.unref();
+  }
+
+  /** Admits from live shares what the lane holds; what they cannot cover stays for the store. */
+  function drain(lane: Lane): void {
+    if (lane.admissions.length === 0 || shares.size === 0) return;
+    const rest: Queued[] = [];
+    for (const q of lane.admissions) {
+      const share = shares.get(q.shareKey);
+      const r = live(share) ? fromShare(share, q.waiting.item) : undefined;
+      if (r === undefined) rest.push(q);
+      else q.waiting.resolve(r);
+    }
+    lane.admissions = rest;
+  }
+
   /** Sends what the lane holds (admissions of one head, the first's), or forgets an idle lane. */
   function send(lane: Lane): void {
     if (lane.busy) return;
+    drain(lane);
     if (lane.settlements.length === 0 && lane.admissions.length === 0) {
       lanes.delete(lane.key);
       return;
@@ -333,22 +365,35 @@ export function createRedisRateLimits(
     const settlements = lane.settlements;
     lane.settlements = [];
     const head = lane.admissions[0]?.head;
-    const admissions: Waiting<Admission, AdmitResult>[] = [];
+    const admissions: Queued[] = [];
     if (head !== undefined) {
-      const rest: Lane['admissions'] = [];
+      const rest: Queued[] = [];
       for (const a of lane.admissions) {
-        if (a.head.id === head.id && admissions.length < MAX_PER_CALL) admissions.push(a.waiting);
+        if (a.head.id === head.id && admissions.length < MAX_PER_CALL) admissions.push(a);
         else rest.push(a);
       }
       lane.admissions = rest;
     }
     const args = [now(), ...(head?.args ?? NO_HEAD), String(settlements.length)];
-    for (const { item: s } of settlements) {
-      const c = s.counted;
-      const flags = `${c.subjectTokens ? 1 : 0}${c.subjectSlot ? 1 : 0}${c.keyTokens ? 1 : 0}${c.keySlot ? 1 : 0}`;
-      args.push(s.lease, String(s.second), String(s.tokenDelta), s.key ?? '', flags);
+    for (const { item: s } of settlements)
+      args.push(
+        s.lease,
+        String(s.second),
+        String(s.tokenDelta),
+        String(s.requestDelta),
+        s.key ?? '',
+        s.flags,
+      );
+    // The last admission of each share key asks for a share: the ones before it are the store's anyway.
+    const wants = new Set<string>();
+    const asks: boolean[] = new Array(admissions.length);
+    for (let i = admissions.length - 1; i >= 0; i--) {
+      const q = admissions[i]!;
+      asks[i] = !wants.has(q.shareKey) && !live(shares.get(q.shareKey));
+      wants.add(q.shareKey);
     }
-    for (const { item: a } of admissions) {
+    for (let i = 0; i < admissions.length; i++) {
+      const a = admissions[i]!.waiting.item;
       const k = a.key;
       args.push(
         a.lease,
@@ -359,42 +404,90 @@ export function createRedisRateLimits(
         opt(k?.limits.requestsPerMinute),
         opt(k?.limits.tokensPerMinute),
         opt(k?.limits.maxConcurrent),
+        asks[i] ? '1' : '0',
       );
     }
     lane.busy = true;
+    const sentAt = localNow();
     TURN.send(client, lane.key, lane.slot, args).then(
       (reply) => {
         for (const s of settlements) s.resolve();
         const answers = admissions.length === 0 ? [] : String(reply).split(';');
-        for (let i = 0; i < admissions.length; i++) admissions[i]!.resolve(admitResult(answers[i]!));
+        for (let i = 0; i < admissions.length; i++) {
+          const fields = answers[i]!.split(',');
+          const result = admitResult(fields);
+          if (fields.length > 14) grant(admissions[i]!, result, fields, sentAt);
+          admissions[i]!.waiting.resolve(result);
+        }
         lane.busy = false;
         send(lane);
       },
       (err: unknown) => {
         const e = failure === undefined ? err : failure(err);
         for (const s of settlements) s.reject(e);
-        for (const a of admissions) a.reject(e);
+        for (const a of admissions) a.waiting.reject(e);
         lane.busy = false;
         send(lane);
       },
     );
   }
 
+  /** A request's settlement through the lane; `slot`: its slot is released there too. */
+  function settle(s: Settlement, slot: boolean): Promise<void> {
+    const lane = laneOf(s.subject.type, s.subject.id);
+    const { promise, resolve, reject } = Promise.withResolvers<void>();
+    const c = s.counted;
+    const flags = `${bit(c.subjectTokens)}${bit(slot && c.subjectSlot)}${bit(c.keyTokens)}${bit(slot && c.keySlot)}000`;
+    const w: Wire = {
+      lease: s.lease,
+      second: s.second,
+      tokenDelta: s.tokenDelta,
+      requestDelta: 0,
+      key: s.key,
+      flags,
+    };
+    lane.settlements.push({ item: w, resolve, reject });
+    wake(lane);
+    return promise;
+  }
+
   return {
     admit(a: Admission, leaseMs: number): Promise<AdmitResult> {
       const lane = laneOf(a.subject.type, a.subject.id);
+      const head = headOf(a.subjectLimits, leaseMs);
+      const shareKey = shareKeyOf(lane.key, a, head);
+      const share = shares.get(shareKey);
+      // Limits changed (router-admin, configuration): what the old ones lent goes back first.
+      const previous = current.get(scopeKeyOf(shareKey));
+      if (previous !== undefined && previous !== share) end(previous);
+      if (lane.admissions.length === 0 && live(share)) {
+        const r = fromShare(share, a);
+        if (r !== undefined) return Promise.resolve(r);
+      }
       const { promise, resolve, reject } = Promise.withResolvers<AdmitResult>();
-      lane.admissions.push({ head: headOf(a.subjectLimits, leaseMs), waiting: { item: a, resolve, reject } });
+      lane.admissions.push({ head, shareKey, waiting: { item: a, resolve, reject } });
       wake(lane);
       return promise;
     },
     finish(s: Settlement): Promise<void> {
-      const lane = laneOf(s.subject.type, s.subject.id);
-      const { promise, resolve, reject } = Promise.withResolvers<void>();
-      lane.settlements.push({ item: s, resolve, reject });
-      wake(lane);
-      return promise;
+      // A realtime response (second -1) settles its tokens alone; its session keeps what it borrowed.
+      const share = s.second === -1 ? undefined : borrowed.get(s.lease);
+      if (share !== undefined) {
+        borrowed.delete(s.lease);
+        if (!share.ended) {
+          if (s.lease.startsWith(`${share.id}#`)) share.free.push(s.lease);
+          // Tokens counted and not used go back to the share; more than counted is the store's at once,
+          // so that no instance admits against a window short of it.
+          if (!share.tokenDim || s.tokenDelta <= 0) {
+            if (share.tokenDim) share.tokens -= s.tokenDelta;
+            return Promise.resolve();
+          }
+          return settle(s, false);
+        }
+      }
+      return settle(s, true);
     },
+
     async renew(slots: readonly HeldSlot[], leaseMs: number): Promise<void> {
       const bySubject = new Map<string, { key: string; args: string[] }>();
       for (const slot of slots) {
@@ -412,6 +505,16 @@ export function createRedisRateLimits(
       } catch (err) {
         throw failure === undefined ? err : failure(err);
       }
+    },
+    sharesHeld() {
+      const held = { requests: 0, tokens: 0, slots: 0 };
+      for (const s of shares.values()) {
+        if (s.ended) continue;
+        held.requests += s.requests;
+        held.tokens += Math.max(0, s.tokens);
+        held.slots += s.free.length;
+      }
+      return held;
     },
   };
 }

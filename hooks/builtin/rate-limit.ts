@@ -195,7 +195,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
     const h: Held = {
       key: a.key?.name,
       subject: a.subject,
-      lease: a.lease,
+      lease: result.lease ?? a.lease,
       second: result.second,
       tokens: a.tokens,
       counted: result.counted,
@@ -204,7 +204,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
         result.requests !== undefined || result.tokens !== undefined || result.concurrency !== undefined,
     };
     held.set(ctx, h);
-    inFlight.set(a.lease, h);
+    inFlight.set(h.lease, h);
     if (REALTIME_APIS.has(ctx.api)) sessions.set(ctx.id, h);
     return CONTINUE;
   }

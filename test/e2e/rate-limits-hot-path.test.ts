@@ -11,6 +11,7 @@ import type { StoredAccessKey } from '../../common/store-types.ts';
 import { type RunningGateway, startGateway } from '../../proxy/gateway.ts';
 import { type BillingSim, startBillingSim } from '../../sim/billing/server.ts';
 import { startUpstreamSim, type UpstreamSim } from '../../sim/upstream/server.ts';
+import { ADMISSION_FIELDS, SETTLEMENT_FIELDS } from '../../store/rate-limit-scripts.ts';
 import { openRedisStores, type RedisStores } from '../../store/redis-store.ts';
 import { waitUntil } from '../support/billing-stack.ts';
 import { type HeldStreamUpstream, startHeldStreamUpstream } from '../support/held-stream.ts';
@@ -147,8 +148,8 @@ function slotsOf(name: string): Promise<number> {
 /**
  * A command by what it is; MONITOR shows a script as `evalsha <sha> <numkeys> <key> ...argv`. RENEW's
  * argv is the clock, the lease time, then (scope, lease) pairs; the lane script's is the clock, a head
- * of four, the number of settlements, 5 fields per settlement and 8 per admission: `finish` settles
- * only, `admit` admits only, `finish+admit` does both.
+ * of four, the number of settlements, then the fields of each settlement and of each admission:
+ * `finish` settles only, `admit` admits only, `finish+admit` does both.
  */
 function kindOf(cmd: readonly string[]): string {
   if (cmd[0] !== 'evalsha') return cmd[0]!;
@@ -157,7 +158,7 @@ function kindOf(cmd: readonly string[]): string {
   const argv = cmd.slice(4);
   if (argv[2] === ':s' || argv[2]?.startsWith(':k:')) return 'renew';
   const settled = Number(argv[5]);
-  const admitted = (argv.length - 6 - settled * 5) / 8;
+  const admitted = (argv.length - 6 - settled * SETTLEMENT_FIELDS) / ADMISSION_FIELDS;
   if (settled > 0) return admitted > 0 ? 'finish+admit' : 'finish';
   return admitted > 0 ? 'admit' : `evalsha ${key}`;
 }
@@ -233,11 +234,34 @@ test('a key with all three limits: one EVALSHA admits, one settles its tokens an
   assert.equal(await slotsOf('all'), 0);
 });
 
-test('a key with requests_per_minute only: its admission alone (it holds no tokens or slot to settle)', async () => {
-  const { res, kinds } = await commandsOf('rpm', ['admit', 'xadd']);
-  assert.equal(res.status, 200);
-  assert.equal(res.headers.get('x-ratelimit-limit-requests'), '1000');
-  assert.deepEqual(kinds, ['admit', 'xadd']);
+test('a key far from its requests_per_minute: after the first, requests take no command (the instance share); what the share did not use goes back', async () => {
+  const monitor = await redis.monitor(mine);
+  for (let i = 0; i < 5; i++) {
+    const res = await chat('rpm');
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('x-ratelimit-limit-requests'), '1000');
+    await res.arrayBuffer();
+  }
+  // Each share ends within a second of being taken and gives back the rest: the window then holds the
+  // warm-up's two requests and these five, no more.
+  const window = () =>
+    redis.admin
+      .hgetall(`${PREFIX}{rl:api_key:hp-rpm}:k:hp-rpm:r`)
+      .then((h) => Object.values(h).reduce((sum, v) => sum + Number(v), 0));
+  await waitUntil(async () => (await window()) === 7, 'the shares given back', 5000);
+  await redis.admin.ping();
+  const kinds = (await monitor.stop()).map(kindOf);
+  // One admission took a share (none when the warm-up's was still running), and each share went back
+  // in one call of its own.
+  const admits = kinds.filter((k) => k === 'admit').length;
+  assert.ok(admits <= 1, kinds.join(' '));
+  assert.equal(kinds.filter((k) => k === 'xadd').length, 5, kinds.join(' '));
+  const returns = kinds.filter((k) => k !== 'admit' && k !== 'xadd');
+  assert.ok(returns.length >= 1 && returns.length <= admits + 1, kinds.join(' '));
+  assert.ok(
+    returns.every((k) => k === 'finish'),
+    kinds.join(' '),
+  );
 });
 
 test('a refused request: its admission only (no XADD, no FINISH), counted under provider="none"', async () => {
