@@ -31,9 +31,10 @@ export async function proxyRequest(
   if (rt.tracing.enabled) {
     ctx.trace = new RequestTrace(rt.tracing, ctx, req, routeTemplate(route, path));
   }
-  res.on('close', () => {
+  const onClose = () => {
     if (!res.writableFinished) ctx.abort();
-  });
+  };
+  res.on('close', onClose);
   // The request completes exactly once: just before the reply's last byte when it is served, or after
   // the connection closes otherwise.
   const completion = new RequestCompletion(rt, ctx);
@@ -94,6 +95,11 @@ export async function proxyRequest(
   } finally {
     if (!completion.started && !res.writableFinished && !res.destroyed) await onceClosed(res);
     await completion.settled();
+    // The reply outlives the request: V8's young-generation collections keep a closed connection's
+    // socket, and with it its reply and the reply's listeners, until the next full collection. A
+    // listener left here would keep the whole context (the parsed body and its prompt) alive with it,
+    // so every large body was moved to the old generation after its request had ended.
+    res.off('close', onClose);
   }
 }
 

@@ -74,8 +74,11 @@ export function startBodyRead(req: IncomingMessage, limit: number, idleTimeoutMs
       chunks.push(chunk);
     };
     const onEnd = () => {
-      clearTimeout(timer);
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+      // The listeners stay on the request object, which may outlive the request (proxy-request.ts):
+      // they must not keep the chunks.
+      stop();
+      resolve(body);
     };
     const onError = (err: Error) => {
       clearTimeout(timer);
