@@ -56,12 +56,25 @@ function ownChunk(text: string, start: number, end: number): string {
   return `${text.slice(start, end)} `.slice(0, -1);
 }
 
+/**
+ * Counts text chunk by chunk. A chunk equal to the one before it (a run of one character, padding, a
+ * pattern whose period divides the chunk length) gets that chunk's count again: it is compared in place,
+ * neither copied nor tokenized, so a long repetitive run costs a comparison per chunk instead of the
+ * tokenizer's pieces, match arrays and cache updates. The counts are the same either way: a chunk's
+ * count depends on its characters alone.
+ */
 export function* countSteps(text: string, count: ChunkCounter): Generator<number, number, undefined> {
   let tokens = 0;
   let start = 0;
+  let last = '';
+  let lastTokens = 0;
   while (start < text.length) {
     const end = chunkEnd(text, start);
-    tokens += count(ownChunk(text, start, end));
+    if (end - start !== last.length || !text.startsWith(last, start)) {
+      last = ownChunk(text, start, end);
+      lastTokens = count(last);
+    }
+    tokens += lastTokens;
     yield end - start;
     start = end;
   }

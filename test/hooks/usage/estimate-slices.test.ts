@@ -41,7 +41,11 @@ test('preloadEncodings loads both encodings; the estimate then loads none', asyn
     if (counting) setImmediate(marker);
   };
   try {
-    const prompt = 'x'.repeat(150 * 1024);
+    // No chunk equals the one before it, so every chunk reaches the tokenizer (a run of one character
+    // would be counted once per distinct chunk: token-slices.ts).
+    let prompt = '';
+    for (let i = 0; prompt.length < 150 * 1024; i++)
+      prompt += `${'x'.repeat(CHUNK_MAX - 1)}${String.fromCharCode(97 + (i % 26))}`;
     const pending = estimateUsageInSlices({
       model: 'gpt-4o-mini',
       requestText: requestTextOf('openai', 'chat.completions'),

@@ -63,8 +63,16 @@ test('a small input is counted synchronously, in its first slice', () => {
   assert.equal(result, 14);
 });
 
+/** Text without spaces in which no chunk equals the one before it (so each one reaches the counter). */
+function distinctChunks(length: number): string {
+  let text = '';
+  for (let i = 0; text.length < length; i++)
+    text += `${'z'.repeat(CHUNK_MAX - 1)}${String.fromCharCode(97 + (i % 26))}`;
+  return text.slice(0, length);
+}
+
 test('a large input yields to the event loop between slices, and no slice exceeds its budget', async () => {
-  const text = 'z'.repeat(SLICE.chars * 10);
+  const text = distinctChunks(SLICE.chars * 10);
   const order: string[] = [];
   let inSlice = 0;
   let most = 0;
@@ -94,4 +102,24 @@ test('a large input yields to the event loop between slices, and no slice exceed
   assert.equal(resolved, Math.ceil(text.length / CHUNK_MAX));
   assert.ok(most <= SLICE.chars + CHUNK_MAX, `a slice counted ${most} characters`);
   assert.ok(slices >= 10, `${slices} slices`);
+});
+
+test('a chunk equal to the one before it is not counted again, and the total is the same', () => {
+  // Runs of one character, then a pattern whose period divides the chunk length, then ordinary text.
+  const text = `${'x'.repeat(CHUNK_MAX * 40 + 17)}${'ab'.repeat(CHUNK_MAX * 8)}${docsText().slice(0, 20_000)}`;
+  const parts = chunks(text);
+  const encoding = requireHere('gpt-tokenizer/encoding/o200k_base') as Encoding;
+  const seen: string[] = [];
+  const counted = runToEnd(
+    countSteps(text, (chunk) => {
+      seen.push(chunk);
+      return encoding.countTokens(chunk, AS_TEXT);
+    }),
+  );
+  const each = parts.reduce((sum, part) => sum + encoding.countTokens(part, AS_TEXT), 0);
+  assert.equal(counted, each);
+  // Only the chunks that differ from the one before reach the tokenizer.
+  const distinct = parts.filter((part, i) => i === 0 || part !== parts[i - 1]);
+  assert.deepEqual(seen, distinct);
+  assert.ok(seen.length < parts.length - 40, `${seen.length} of ${parts.length} chunks counted`);
 });
