@@ -5,7 +5,9 @@
 // and the signer encodes it once more, as the SDK does for every service but S3. Temporary credentials
 // (web identity, container, instance) come from a TokenCache; a signer is made per credential set.
 // Around the signer, what it would otherwise redo on every request is done once: the request time's
-// text once a second, HMAC keys once per key, the origin parsed once (docs/benchmarks.md section 15).
+// text once a second, HMAC keys once per key, the signing key once a day, a path's canonical form once,
+// the origin parsed once; and it is given only the headers that must be signed, with the payload's hash
+// already made (docs/benchmarks.md section 15).
 
 import { createHmac, createSecretKey, hash, type KeyObject } from 'node:crypto';
 import { SignatureV4 } from '@smithy/signature-v4';
@@ -15,11 +17,11 @@ import { TokenCache } from './token-cache.ts';
 import type { UpstreamAuthorizer } from './types.ts';
 
 // HMAC keys as KeyObjects, made once per key: Node builds a key object for every createHmac given bytes,
-// which cost more than the rest of a signature. The signer HMACs with the secret (to find its cached
-// signing key) and with that day's signing key, the same array each time, on every request.
+// which cost more than the rest of a signature. The signer HMACs with that day's signing key, the same
+// array each time, on every request.
 const keysByText = new Map<string, KeyObject>();
 const keysByArray = new WeakMap<object, KeyObject>();
-const MAX_HMAC_KEYS = 256;
+const MAX_KEYS = 256;
 
 function hmacKey(secret: string | ArrayBuffer | ArrayBufferView): KeyObject {
   if (typeof secret !== 'string') {
@@ -32,18 +34,12 @@ function hmacKey(secret: string | ArrayBuffer | ArrayBufferView): KeyObject {
   }
   let key = keysByText.get(secret);
   if (key === undefined) {
-    if (keysByText.size >= MAX_HMAC_KEYS) keysByText.clear();
+    if (keysByText.size >= MAX_KEYS) keysByText.clear();
     key = createSecretKey(Buffer.from(secret, 'utf8'));
     keysByText.set(secret, key);
   }
   return key;
 }
-
-// HMACs of short messages, by key and message: the signer HMACs the access key id with the secret on
-// every request only to look up its cached signing key, and derives that key by HMACs of the date,
-// region and service. Their results never change; the string to sign (longer) is never kept.
-const shortHmacs = new Map<string, Buffer>();
-const SHORT_HMAC_BYTES = 64;
 
 function bytesOf(data: string | ArrayBuffer | ArrayBufferView): Buffer {
   if (typeof data === 'string') return Buffer.from(data, 'utf8');
@@ -52,33 +48,24 @@ function bytesOf(data: string | ArrayBuffer | ArrayBufferView): Buffer {
 }
 
 /** The signer's SHA-256 (and HMAC-SHA-256, given a secret), in the shape @smithy/signature-v4 takes. */
-class Sha256 {
+export class Sha256 {
   readonly #secret: string | ArrayBuffer | ArrayBufferView | undefined;
-  #parts: Buffer[] = [];
+  #parts: (string | Uint8Array)[] = [];
 
   constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
     this.#secret = secret;
   }
 
   update(data: string | ArrayBuffer | ArrayBufferView): void {
-    this.#parts.push(bytesOf(data));
+    // Node hashes strings (as UTF-8) and any typed array as they are: no copy, no Buffer around them.
+    this.#parts.push(typeof data === 'string' || data instanceof Uint8Array ? data : bytesOf(data));
   }
 
   digest(): Promise<Uint8Array> {
-    const data = this.#parts.length === 1 ? this.#parts[0]! : Buffer.concat(this.#parts);
+    const parts = this.#parts;
+    const data = parts.length === 1 ? parts[0]! : Buffer.concat(parts.map((p) => bytesOf(p)));
     if (this.#secret === undefined) return Promise.resolve(hash('sha256', data, 'buffer'));
-    const key = hmacKey(this.#secret);
-    if (data.length > SHORT_HMAC_BYTES)
-      return Promise.resolve(createHmac('sha256', key).update(data).digest());
-    const secret = this.#secret;
-    const id = `${typeof secret === 'string' ? secret : bytesOf(secret).toString('latin1')}\n${data.toString('latin1')}`;
-    let mac = shortHmacs.get(id);
-    if (mac === undefined) {
-      if (shortHmacs.size >= MAX_HMAC_KEYS) shortHmacs.clear();
-      mac = createHmac('sha256', key).update(data).digest();
-      shortHmacs.set(id, mac);
-    }
-    return Promise.resolve(mac);
+    return Promise.resolve(createHmac('sha256', hmacKey(this.#secret)).update(data).digest());
   }
 
   reset(): void {
@@ -86,10 +73,33 @@ class Sha256 {
   }
 }
 
-/** The request time as SigV4 writes it (20261129T150405Z), made once a second. */
+type SigningKeyOf = (
+  credentials: unknown,
+  region: string,
+  shortDate: string,
+  service?: string,
+) => Promise<Uint8Array>;
+type CanonicalPathOf = (request: { path: string }) => string;
+
+// Two of the signer's own steps, kept by their inputs. Both are private in the signer's types, so they
+// are reached by name: were a later version to rename them, these memos would go unused and the
+// signer's own steps would run as before (test/hooks/credentials/sigv4.test.ts checks the names).
+const signersKey = (SignatureV4.prototype as unknown as { getSigningKey: SigningKeyOf }).getSigningKey;
+const signersPath = (SignatureV4.prototype as unknown as { getCanonicalPath: CanonicalPathOf })
+  .getCanonicalPath;
+
+/**
+ * @smithy/signature-v4 with what it would otherwise redo on every request kept: the request time's text
+ * (once a second), the signing key (the signer derives it once a day, region and service, but finds
+ * its cache entry by an HMAC of the credentials and a hex key on every request; a signer is made per
+ * credential set, so the day, region and service name it here) and the canonical form of a path.
+ */
 class Signer extends SignatureV4 {
   #second = -1;
   #date = { longDate: '', shortDate: '' };
+  #keyScope = '';
+  #key: Promise<Uint8Array> | undefined;
+  readonly #paths = new Map<string, string>();
 
   protected override formatDate(now: Date): { longDate: string; shortDate: string } {
     const second = Math.floor(now.getTime() / 1000);
@@ -99,6 +109,36 @@ class Signer extends SignatureV4 {
     }
     return this.#date;
   }
+
+  constructor(init: ConstructorParameters<typeof SignatureV4>[0]) {
+    super(init);
+    const self = this as unknown as { getSigningKey: SigningKeyOf; getCanonicalPath: CanonicalPathOf };
+    if (typeof signersKey === 'function') {
+      self.getSigningKey = (credentials, region, shortDate, service) => {
+        const scope = `${shortDate}/${region}/${service ?? ''}`;
+        if (scope !== this.#keyScope || this.#key === undefined) {
+          const key = signersKey.call(this, credentials, region, shortDate, service);
+          this.#keyScope = scope;
+          this.#key = key;
+          key.catch(() => {
+            if (this.#key === key) this.#key = undefined;
+          });
+        }
+        return this.#key;
+      };
+    }
+    if (typeof signersPath === 'function') {
+      self.getCanonicalPath = (request) => {
+        let path = this.#paths.get(request.path);
+        if (path === undefined) {
+          path = signersPath.call(this, request);
+          if (this.#paths.size >= MAX_KEYS) this.#paths.clear();
+          this.#paths.set(request.path, path);
+        }
+        return path;
+      };
+    }
+  }
 }
 
 const origins = new Map<string, URL>();
@@ -106,12 +146,27 @@ const origins = new Map<string, URL>();
 function originOf(origin: string): URL {
   let url = origins.get(origin);
   if (url === undefined) {
-    if (origins.size >= MAX_HMAC_KEYS) origins.clear();
+    if (origins.size >= MAX_KEYS) origins.clear();
     url = new URL(origin);
     origins.set(origin, url);
   }
   return url;
 }
+
+/** The header the signer takes the payload's hash from: given to it, neither signed nor sent. */
+const PAYLOAD_HASH = 'x-amz-content-sha256';
+const PAYLOAD_HASH_ONLY = new Set([PAYLOAD_HASH]);
+/** The SHA-256 of no bytes, as SigV4 writes it. */
+const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+/** Whatever a client or a rule put there: these are written here, as they are signed. */
+const WRITTEN_HEADERS = [
+  'authorization',
+  'x-amz-date',
+  'x-amz-security-token',
+  'x-amz-content-sha256',
+  'host',
+  'content-length',
+];
 
 export interface SigV4Options {
   readonly service: string;
@@ -132,10 +187,12 @@ export function createSigV4Authorizer(opts: SigV4Options): UpstreamAuthorizer {
         ...(c.sessionToken === undefined ? {} : { sessionToken: c.sessionToken }),
       },
       sha256: Sha256,
+      applyChecksum: false,
     });
   const cache = opts.credentials instanceof TokenCache ? opts.credentials : undefined;
   let signedWith = cache === undefined ? (opts.credentials as AwsCredentials) : undefined;
   let signer = signedWith === undefined ? undefined : make(signedWith);
+  const signing = { signingRegion: opts.region, unsignableHeaders: PAYLOAD_HASH_ONLY };
   return {
     scheme: 'sigv4',
     channel: opts.channel,
@@ -155,32 +212,47 @@ export function createSigV4Authorizer(opts: SigV4Options): UpstreamAuthorizer {
             ? req.body
             : Buffer.from(JSON.stringify(req.body));
       req.body = body;
+      const headers = req.headers;
+      for (const name of WRITTEN_HEADERS) if (headers[name] !== undefined) delete headers[name];
       const url = originOf(req.origin);
-      const query: Record<string, string | string[]> = {};
-      if (req.query.size > 0)
+      // What is signed: the host, the body's length and hash, and of the request's own headers the
+      // content type and any x-amz-* header, the ones AWS requires signed. The others (accept,
+      // accept-encoding, a passed header) are sent unsigned: the signer need not canonicalize them on every
+      // request. The payload's hash is made here in one call and given to the signer in the header it
+      // takes it from; it is not sent (only S3 asks for it; boto3 and aws4 leave it out for Bedrock).
+      const toSign: Record<string, string> = {
+        [PAYLOAD_HASH]: body === undefined ? EMPTY_SHA256 : hash('sha256', body, 'hex'),
+      };
+      if (body !== undefined && body.length > 0) toSign['content-length'] = String(body.length);
+      toSign.host = url.host;
+      for (const name in headers) {
+        if (name === 'content-type' || name.startsWith('x-amz-')) toSign[name] = headers[name]!;
+      }
+      let query: Record<string, string | string[]> | undefined;
+      if (req.query.size > 0) {
+        query = {};
         for (const [name, value] of req.query) {
           const seen = query[name];
           query[name] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
         }
-      // Whatever a client or a rule put there, these are the signer's to write.
-      for (const name of ['authorization', 'x-amz-date', 'x-amz-security-token', 'x-amz-content-sha256']) {
-        delete req.headers[name];
       }
-      // Signed as the SDK signs it; undici sends the same value for these bytes.
-      if (body !== undefined) req.headers['content-length'] = String(body.length);
-      else delete req.headers['content-length'];
-      const signed = await signer!.sign({
-        method: req.method,
-        protocol: url.protocol,
-        hostname: url.hostname,
-        ...(url.port === '' ? {} : { port: Number(url.port) }),
-        path: req.path,
-        query,
-        headers: { ...req.headers, host: url.host },
-        body,
-      });
+      const signed = await signer!.sign(
+        {
+          method: req.method,
+          protocol: url.protocol,
+          hostname: url.hostname,
+          ...(url.port === '' ? {} : { port: Number(url.port) }),
+          path: req.path,
+          ...(query === undefined ? {} : { query }),
+          headers: toSign,
+          body,
+        },
+        signing,
+      );
       // Lower-case already: the request's by its contract, the signer's own as it writes them.
-      req.headers = signed.headers;
+      for (const name in signed.headers) {
+        if (name !== PAYLOAD_HASH) headers[name] = signed.headers[name]!;
+      }
     },
     ...(cache === undefined ? {} : { refused: () => cache.refused() }),
   };

@@ -3,9 +3,11 @@
 // the body's bytes. Also which credential a provider's auth_sigv4 uses, and the problems router -t names.
 
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { test } from 'node:test';
+import { createHash, createHmac } from 'node:crypto';
+import { mock, test } from 'node:test';
+import { SignatureV4 } from '@smithy/signature-v4';
 import aws4 from 'aws4';
+import fc from 'fast-check';
 import pino from 'pino';
 import type { RequestContext, UpstreamRequest } from '../../../common/types.ts';
 import {
@@ -13,7 +15,7 @@ import {
   resolveProviderCredentials,
   ruleAuthorizer,
 } from '../../../hooks/credentials/index.ts';
-import { createSigV4Authorizer } from '../../../hooks/credentials/sigv4.ts';
+import { createSigV4Authorizer, Sha256 } from '../../../hooks/credentials/sigv4.ts';
 import { compileProviderSource, defaultRegistries } from '../../../hooks/dsl/index.ts';
 import { missingProviderKeyWarning } from '../../../proxy/runtime-compile.ts';
 
@@ -43,15 +45,14 @@ function request(): UpstreamRequest {
   };
 }
 
-/** What aws4 computes for the same request, date and credentials. */
+/**
+ * What aws4 computes for the same request, date and credentials, over the headers the signature names
+ * (as a verifier reads them: the rest are sent unsigned).
+ */
 function aws4Authorization(req: UpstreamRequest, creds: typeof AWS & { sessionToken?: string }): string {
-  const headers = { ...req.headers };
-  delete headers.authorization;
-  // aws4 takes the payload hash from this header when present: recompute it from the body itself.
-  if (headers['x-amz-content-sha256'] !== undefined)
-    headers['x-amz-content-sha256'] = createHash('sha256')
-      .update(req.body as Buffer)
-      .digest('hex');
+  const named = /SignedHeaders=([^,]+),/.exec(req.headers.authorization ?? '')?.[1]?.split(';') ?? [];
+  const headers: Record<string, string> = {};
+  for (const name of named) if (req.headers[name] !== undefined) headers[name] = req.headers[name];
   const signed = aws4.sign(
     {
       host: new URL(req.origin).host,
@@ -78,11 +79,16 @@ test('the signature of the final request equals an independent SigV4 implementat
   assert.ok(Buffer.isBuffer(req.body), 'the body is fixed as the bytes that were signed');
   assert.equal(JSON.parse((req.body as Buffer).toString('utf8')).messages[0].content, 'héllo');
   assert.equal(req.headers['content-length'], String((req.body as Buffer).length));
+  assert.equal(req.headers.host, 'bedrock-runtime.us-east-1.amazonaws.com');
   assert.match(req.headers['x-amz-date'] ?? '', /^\d{8}T\d{6}Z$/);
+  // The payload's hash is signed (the canonical request's last line) but not sent: only S3 asks for it.
+  assert.equal(req.headers['x-amz-content-sha256'], undefined);
+  // Signed: what AWS requires (host, content type, x-amz-*) and the body's length; accept is sent unsigned.
   assert.match(
     req.headers.authorization ?? '',
-    /^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/us-east-1\/bedrock\/aws4_request, SignedHeaders=accept;content-length;content-type;host;(x-amz-content-sha256;)?x-amz-date, Signature=[0-9a-f]{64}$/,
+    /^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/us-east-1\/bedrock\/aws4_request, SignedHeaders=content-length;content-type;host;x-amz-date, Signature=[0-9a-f]{64}$/,
   );
+  assert.equal(req.headers.accept, 'application/json');
   assert.equal(req.headers.authorization, aws4Authorization(req, AWS));
   // A changed body no longer matches the signature.
   const tampered = {
@@ -117,6 +123,150 @@ test('signers of different secrets, used in turn, each sign with their own key',
       channel: 'aws',
     }).authorize(ctx, req);
     assert.equal(req.headers.authorization, aws4Authorization(req, creds));
+  }
+});
+
+test("the signer's HMAC-SHA-256 and SHA-256 equal node:crypto's, for any key and message", async () => {
+  const key = fc.oneof(fc.string({ maxLength: 100 }), fc.uint8Array({ maxLength: 100 }));
+  const message = fc.uint8Array({ maxLength: 300 });
+  await fc.assert(
+    fc.asyncProperty(key, message, fc.nat(3), async (secret, data, repeat) => {
+      for (let i = 0; i <= repeat; i++) {
+        const mac = new Sha256(secret);
+        mac.update(data);
+        const expected = createHmac('sha256', typeof secret === 'string' ? secret : Buffer.from(secret))
+          .update(data)
+          .digest();
+        assert.deepEqual(Buffer.from(await mac.digest()), expected);
+      }
+      const plain = new Sha256();
+      plain.update(data);
+      assert.deepEqual(Buffer.from(await plain.digest()), createHash('sha256').update(data).digest());
+    }),
+    { numRuns: 300 },
+  );
+});
+
+/** The SHA-256 the AWS SDK gives the signer on Node (@smithy/hash-node's shape), over node:crypto. */
+class NodeSha256 {
+  readonly #hash;
+  constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
+    this.#hash =
+      secret === undefined
+        ? createHash('sha256')
+        : createHmac('sha256', typeof secret === 'string' ? secret : Buffer.from(secret as Uint8Array));
+  }
+  update(data: Uint8Array): void {
+    this.#hash.update(data);
+  }
+  async digest(): Promise<Uint8Array> {
+    return new Uint8Array(this.#hash.digest());
+  }
+}
+
+/**
+ * What a plain @smithy/signature-v4 signer writes for the request as sent, at the request's own time,
+ * given the headers the gateway signs (no x-amz-content-sha256 header: the signer hashes the body itself).
+ */
+async function smithyAuthorization(req: UpstreamRequest, creds: typeof AWS & { sessionToken?: string }) {
+  const url = new URL(req.origin);
+  const date = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(req.headers['x-amz-date'] ?? '')!;
+  const [, y, mo, d, h, mi, sec] = date.map(Number);
+  const headers: Record<string, string> = { host: url.host };
+  const body = req.body as Buffer | undefined;
+  if (body !== undefined && body.length > 0) headers['content-length'] = String(body.length);
+  for (const name in req.headers)
+    if (
+      name === 'content-type' ||
+      (name.startsWith('x-amz-') && !/^x-amz-(date|content-sha256|security-token)$/.test(name))
+    )
+      headers[name] = req.headers[name]!;
+  const query: Record<string, string | string[]> = {};
+  for (const [name, value] of req.query) {
+    const seen = query[name];
+    query[name] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
+  }
+  const signed = await new SignatureV4({
+    service: 'bedrock',
+    region: 'us-east-1',
+    credentials: creds,
+    sha256: NodeSha256,
+    applyChecksum: false,
+  }).sign(
+    {
+      method: req.method,
+      protocol: url.protocol,
+      hostname: url.hostname,
+      ...(url.port === '' ? {} : { port: Number(url.port) }),
+      path: req.path,
+      query,
+      headers,
+      body,
+    },
+    { signingDate: new Date(Date.UTC(y!, mo! - 1, d!, h!, mi!, sec!)) },
+  );
+  return signed.headers.authorization;
+}
+
+test('the same bytes as @smithy/signature-v4 alone: payload hash made before it, key, path and date kept', async () => {
+  // The memos wrap two of the signer's own steps by name: they must still exist.
+  const proto = SignatureV4.prototype as unknown as Record<string, unknown>;
+  assert.equal(typeof proto.getSigningKey, 'function');
+  assert.equal(typeof proto.getCanonicalPath, 'function');
+  const creds = { ...AWS, sessionToken: 'session-token-2' };
+  const authorizer = createSigV4Authorizer({
+    service: 'bedrock',
+    region: 'us-east-1',
+    credentials: creds,
+    channel: 'aws',
+  });
+  const paths = ['/model/a.b/invoke', '/model/a.b/converse', '/model/a.b/invoke', '/x/../model/./c/'];
+  for (const [i, path] of paths.entries()) {
+    const req = { ...request(), path };
+    if (i === 1) req.headers['x-amz-custom'] = '  two   words ';
+    if (i === 2)
+      req.query = new URLSearchParams([
+        ['k', 'v2'],
+        ['k', 'v1'],
+        ['a', '*'],
+      ]);
+    if (i === 3) {
+      req.method = 'GET';
+      req.body = undefined;
+      req.headers.host = 'elsewhere.example';
+    }
+    await authorizer.authorize(ctx, req);
+    assert.equal(req.headers.authorization, await smithyAuthorization(req, creds), path);
+    assert.equal(req.headers.authorization, aws4Authorization(req, creds), path);
+    if (i === 1) assert.match(req.headers.authorization ?? '', /x-amz-custom/);
+    if (i === 3) {
+      // No body: no length; the host is the origin's, whatever a rule wrote.
+      assert.equal(req.headers['content-length'], undefined);
+      assert.equal(req.headers.host, 'bedrock-runtime.us-east-1.amazonaws.com');
+      assert.match(req.headers.authorization ?? '', /SignedHeaders=content-type;host;x-amz-date;x-amz-security-token,/);
+    }
+  }
+});
+
+test("the signing key kept for a day: a request after midnight is signed with the next day's key", async () => {
+  mock.timers.enable({ apis: ['Date'], now: Date.UTC(2026, 10, 29, 23, 59, 59) });
+  try {
+    const authorizer = createSigV4Authorizer({
+      service: 'bedrock',
+      region: 'us-east-1',
+      credentials: AWS,
+      channel: 'aws',
+    });
+    for (const step of [0, 1000, 1000, 86_400_000]) {
+      mock.timers.tick(step);
+      const req = request();
+      await authorizer.authorize(ctx, req);
+      assert.equal(req.headers['x-amz-date'], new Date().toISOString().replace(/[-:]|\.\d{3}/g, ''));
+      assert.equal(req.headers.authorization, aws4Authorization(req, AWS));
+      assert.equal(req.headers.authorization, await smithyAuthorization(req, AWS));
+    }
+  } finally {
+    mock.timers.reset();
   }
 });
 
