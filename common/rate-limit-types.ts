@@ -102,7 +102,8 @@ export interface HeldSlot {
 
 /** The counters; both adapters are exact for what they share (docs/scaling.md). */
 export interface RateLimitCounters {
-  admit(admission: Admission, leaseMs: number): Promise<AdmitResult>;
+  /** An answer at once when the instance could decide alone (docs/operations.md "Instance shares"). */
+  admit(admission: Admission, leaseMs: number): AdmitResult | Promise<AdmitResult>;
   /** Settles the request's tokens and releases its slot. */
   finish(settlement: Settlement): Promise<void>;
   /** Extends the leases of slots still held (every lease_s / 3). */

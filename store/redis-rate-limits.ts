@@ -82,8 +82,6 @@ interface Wire {
 
 interface Queued {
   readonly head: Head;
-  /** The share this admission can come from (same key, limits and head). */
-  readonly shareKey: string;
   readonly waiting: Waiting<Admission, AdmitResult>;
 }
 
@@ -96,7 +94,11 @@ interface Queued {
  */
 interface Lane {
   readonly key: string;
+  readonly type: string;
+  readonly id: string;
   readonly slot: number;
+  /** Each key's share (by key name; '' for the subject's requests without a limited key). */
+  readonly shares: Map<string, Share>;
   settlements: Waiting<Wire, void>[];
   admissions: Queued[];
   busy: boolean;
@@ -109,11 +111,13 @@ interface Lane {
  */
 interface Share {
   readonly id: string;
-  readonly shareKey: string;
-  /** Lane and key name. */
-  readonly scopeKey: string;
-  readonly subject: SubjectRef;
+  readonly lane: Lane;
   readonly key: string | undefined;
+  /** What it was granted for: an admission of another head, limits or kind does not take from it. */
+  readonly head: Head;
+  readonly keyLimits: RateLimits | undefined;
+  readonly countRequest: boolean;
+  readonly holdSlot: boolean;
   /** The store's second its requests and tokens are counted in. */
   readonly second: number;
   readonly sentAt: number;
@@ -157,12 +161,10 @@ export function createRedisRateLimits(
   const now = () => (clock === undefined ? '' : String(clock()));
   const localNow = clock ?? (() => performance.now());
   const limitsKey = (type: string, id: string) => `${layout.rateLimit(type, id)}:limits`;
-  const lanes = new Map<string, Lane>();
+  // By subject type, then id: found without building the key's name for every request.
+  const lanes = new Map<string, Map<string, Lane>>();
   // The head arrays per configured limits object: the same object comes back for every request.
   const heads = new WeakMap<RateLimits, Map<number, Head>>();
-  const shares = new Map<string, Share>();
-  /** The share of each key (or key-less subject) by lane and key name: new limits end the old one. */
-  const current = new Map<string, Share>();
   /** Requests admitted from a share, by their lease: their completion goes back to it while it lasts. */
   const borrowed = new Map<string, Share>();
 
@@ -186,28 +188,56 @@ export function createRedisRateLimits(
     return head;
   }
 
-  /** Lane, key name, then the limits and the admission's kind: `scopeKeyOf` takes the first two back. */
-  function shareKeyOf(laneKey: string, a: Admission, head: Head): string {
-    const k = a.key;
-    const limits =
-      k === undefined
-        ? ''
-        : `${opt(k.limits.requestsPerMinute)},${opt(k.limits.tokensPerMinute)},${opt(k.limits.maxConcurrent)}`;
-    return `${laneKey}\n${k?.name ?? ''}\n${limits}|${head.id}|${bit(a.countRequest)}${bit(a.holdSlot)}`;
+  function sameLimits(a: RateLimits | undefined, b: RateLimits | undefined): boolean {
+    if (a === b) return true;
+    if (a === undefined || b === undefined) return false;
+    return (
+      a.requestsPerMinute === b.requestsPerMinute &&
+      a.tokensPerMinute === b.tokensPerMinute &&
+      a.maxConcurrent === b.maxConcurrent
+    );
   }
 
-  function scopeKeyOf(shareKey: string): string {
-    return shareKey.slice(0, shareKey.lastIndexOf('\n'));
+  /** Whether the share was granted for admissions like this one. */
+  function fits(share: Share, a: Admission, head: Head): boolean {
+    return (
+      (share.head === head || share.head.id === head.id) &&
+      share.countRequest === a.countRequest &&
+      share.holdSlot === a.holdSlot &&
+      sameLimits(share.keyLimits, a.key?.limits)
+    );
   }
 
   function laneOf(type: string, id: string): Lane {
-    const key = limitsKey(type, id);
-    let lane = lanes.get(key);
+    let byId = lanes.get(type);
+    if (byId === undefined) {
+      byId = new Map();
+      lanes.set(type, byId);
+    }
+    let lane = byId.get(id);
     if (lane === undefined) {
-      lane = { key, slot: keySlot(key), settlements: [], admissions: [], busy: false, scheduled: false };
-      lanes.set(key, lane);
+      const key = limitsKey(type, id);
+      lane = {
+        key,
+        type,
+        id,
+        slot: keySlot(key),
+        shares: new Map(),
+        settlements: [],
+        admissions: [],
+        busy: false,
+        scheduled: false,
+      };
+      byId.set(id, lane);
     }
     return lane;
+  }
+
+  function forget(lane: Lane): void {
+    const byId = lanes.get(lane.type);
+    if (byId?.get(lane.id) !== lane) return;
+    byId.delete(lane.id);
+    if (byId.size === 0) lanes.delete(lane.type);
   }
 
   function wake(lane: Lane): void {
@@ -229,9 +259,9 @@ export function createRedisRateLimits(
     if (share.ended) return;
     share.ended = true;
     if (share.timer !== undefined) clearTimeout(share.timer);
-    if (shares.get(share.shareKey) === share) shares.delete(share.shareKey);
-    if (current.get(share.scopeKey) === share) current.delete(share.scopeKey);
-    const lane = laneOf(share.subject.type, share.subject.id);
+    const lane = share.lane;
+    const name = share.key ?? '';
+    if (lane.shares.get(name) === share) lane.shares.delete(name);
     const c = share.counted;
     const t = share.tokenDim;
     settleLater(lane, {
@@ -302,17 +332,19 @@ export function createRedisRateLimits(
     return result;
   }
 
-  function grant(q: Queued, result: AdmitResult, fields: string[], sentAt: number): void {
+  function grant(lane: Lane, q: Queued, result: AdmitResult, fields: string[], sentAt: number): void {
     const [requests, tokens, slots] = [Number(fields[14]), Number(fields[15]), Number(fields[16])];
     const a = q.waiting.item;
     const less = (d: DimensionState | undefined, by: number) =>
       d === undefined ? undefined : { ...d, remaining: Math.max(0, d.remaining - Math.max(0, by)) };
     const share: Share = {
       id: a.lease,
-      shareKey: q.shareKey,
-      scopeKey: scopeKeyOf(q.shareKey),
-      subject: a.subject,
+      lane,
       key: a.key?.name,
+      head: q.head,
+      keyLimits: a.key?.limits,
+      countRequest: a.countRequest,
+      holdSlot: a.holdSlot,
       second: result.second + 1,
       sentAt,
       expiresAt: sentAt + SHARE_MS,
@@ -333,21 +365,26 @@ export function createRedisRateLimits(
       timer: undefined,
     };
     for (let j = slots; j >= 1; j--) share.free.push(`${a.lease}#${j}`);
-    const old = shares.get(q.shareKey);
+    const name = share.key ?? '';
+    const old = lane.shares.get(name);
     if (old !== undefined) end(old);
-    shares.set(q.shareKey, share);
-    current.set(share.scopeKey, share);
+    lane.shares.set(name, share);
     share.timer = setTimeout(() => end(share), Math.max(0, share.expiresAt - localNow()));
     share.timer.unref();
   }
 
   /** Admits from live shares what the lane holds; what they cannot cover stays for the store. */
   function drain(lane: Lane): void {
-    if (lane.admissions.length === 0 || shares.size === 0) return;
+    if (lane.admissions.length === 0 || lane.shares.size === 0) return;
     const rest: Queued[] = [];
     for (const q of lane.admissions) {
-      const share = shares.get(q.shareKey);
-      const r = live(share) ? fromShare(share, q.waiting.item) : undefined;
+      const a = q.waiting.item;
+      const share = lane.shares.get(a.key?.name ?? '');
+      let r: AdmitResult | undefined;
+      if (share !== undefined && live(share)) {
+        if (fits(share, a, q.head)) r = fromShare(share, a);
+        else end(share);
+      }
       if (r === undefined) rest.push(q);
       else q.waiting.resolve(r);
     }
@@ -359,7 +396,7 @@ export function createRedisRateLimits(
     if (lane.busy) return;
     drain(lane);
     if (lane.settlements.length === 0 && lane.admissions.length === 0) {
-      lanes.delete(lane.key);
+      if (lane.shares.size === 0) forget(lane);
       return;
     }
     const settlements = lane.settlements;
@@ -388,9 +425,9 @@ export function createRedisRateLimits(
     const wants = new Set<string>();
     const asks: boolean[] = new Array(admissions.length);
     for (let i = admissions.length - 1; i >= 0; i--) {
-      const q = admissions[i]!;
-      asks[i] = !wants.has(q.shareKey) && !live(shares.get(q.shareKey));
-      wants.add(q.shareKey);
+      const name = admissions[i]!.waiting.item.key?.name ?? '';
+      asks[i] = !wants.has(name) && !live(lane.shares.get(name));
+      wants.add(name);
     }
     for (let i = 0; i < admissions.length; i++) {
       const a = admissions[i]!.waiting.item;
@@ -416,7 +453,7 @@ export function createRedisRateLimits(
         for (let i = 0; i < admissions.length; i++) {
           const fields = answers[i]!.split(',');
           const result = admitResult(fields);
-          if (fields.length > 14) grant(admissions[i]!, result, fields, sentAt);
+          if (fields.length > 14) grant(lane, admissions[i]!, result, fields, sentAt);
           admissions[i]!.waiting.resolve(result);
         }
         lane.busy = false;
@@ -452,20 +489,20 @@ export function createRedisRateLimits(
   }
 
   return {
-    admit(a: Admission, leaseMs: number): Promise<AdmitResult> {
+    admit(a: Admission, leaseMs: number): AdmitResult | Promise<AdmitResult> {
       const lane = laneOf(a.subject.type, a.subject.id);
       const head = headOf(a.subjectLimits, leaseMs);
-      const shareKey = shareKeyOf(lane.key, a, head);
-      const share = shares.get(shareKey);
-      // Limits changed (router-admin, configuration): what the old ones lent goes back first.
-      const previous = current.get(scopeKeyOf(shareKey));
-      if (previous !== undefined && previous !== share) end(previous);
-      if (lane.admissions.length === 0 && live(share)) {
-        const r = fromShare(share, a);
-        if (r !== undefined) return Promise.resolve(r);
+      const share = lane.shares.get(a.key?.name ?? '');
+      if (share !== undefined && lane.admissions.length === 0 && live(share)) {
+        // Limits changed (router-admin, configuration): what the old ones lent goes back first.
+        if (!fits(share, a, head)) end(share);
+        else {
+          const r = fromShare(share, a);
+          if (r !== undefined) return r;
+        }
       }
       const { promise, resolve, reject } = Promise.withResolvers<AdmitResult>();
-      lane.admissions.push({ head, shareKey, waiting: { item: a, resolve, reject } });
+      lane.admissions.push({ head, waiting: { item: a, resolve, reject } });
       wake(lane);
       return promise;
     },
@@ -508,12 +545,14 @@ export function createRedisRateLimits(
     },
     sharesHeld() {
       const held = { requests: 0, tokens: 0, slots: 0 };
-      for (const s of shares.values()) {
-        if (s.ended) continue;
-        held.requests += s.requests;
-        held.tokens += Math.max(0, s.tokens);
-        held.slots += s.free.length;
-      }
+      for (const byId of lanes.values())
+        for (const lane of byId.values())
+          for (const s of lane.shares.values()) {
+            if (s.ended) continue;
+            held.requests += s.requests;
+            held.tokens += Math.max(0, s.tokens);
+            held.slots += s.free.length;
+          }
       return held;
     },
   };

@@ -209,6 +209,11 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
     return CONTINUE;
   }
 
+  function decide(ctx: RequestContext, a: Admission, result: AdmitResult): OnRequestResult {
+    if (!result.admitted) return refuse(ctx, result, result.refusedBy ?? 'requests');
+    return admitted(ctx, a, result);
+  }
+
   function onRequest(ctx: RequestContext): MaybePromise<OnRequestResult> {
     const p = ctx.principal;
     // A realtime session's re-check: the session was counted once, at its upgrade.
@@ -232,11 +237,10 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
       tokens: provisionalTokens(ctx),
       holdSlot: true,
     };
-    return counters.admit(a, leaseMs).then(
-      (result) => {
-        if (!result.admitted) return refuse(ctx, result, result.refusedBy ?? 'requests');
-        return admitted(ctx, a, result);
-      },
+    const answer = counters.admit(a, leaseMs);
+    if (!(answer instanceof Promise)) return decide(ctx, a, answer);
+    return answer.then(
+      (result) => decide(ctx, a, result),
       (err: unknown) => {
         if (config.failureMode === 'closed') {
           ctx.log.warn(

@@ -59,7 +59,7 @@ async function failEach(stores: RedisStores): Promise<void> {
   await assert.rejects(state.getSubject(SUBJECT), unavailable);
   // Two admissions of one subject in one turn go out as one script call: one failure, told once.
   const admits = [rateLimits.admit(admission('l1'), 60_000), rateLimits.admit(admission('l2'), 60_000)];
-  for (const a of admits) await assert.rejects(a, unavailable);
+  for (const a of admits) await assert.rejects(Promise.resolve(a), unavailable);
   await assert.rejects(responses.get(SUBJECT, 'resp_1'), unavailable);
   await assert.rejects(
     responses.put(SUBJECT, { id: 'resp_2', record: '{}', itemIds: [] }, 60_000),
