@@ -11,6 +11,7 @@ import { globMatcher } from '../../common/glob.ts';
 import {
   type Admission,
   type AdmitResult,
+  type DimensionState,
   hasLimits,
   type LimitDimension,
   type RateLimitCounters,
@@ -130,6 +131,10 @@ function meteredTokens(ctx: RequestContext, provisional: number): number {
   return ctx.provider === undefined || ctx.status >= 400 ? 0 : provisional;
 }
 
+function gauge(metrics: RateLimitMetrics, d: LimitDimension, state: DimensionState | undefined): void {
+  if (state !== undefined && state.limit > 0) metrics.remaining(d, state.remaining / state.limit);
+}
+
 function retryHeaders(ms: number): Record<string, string> {
   const seconds = Math.min(60, Math.max(1, Math.ceil(ms / 1000)));
   return { 'retry-after': String(seconds), 'retry-after-ms': String(Math.max(1, Math.ceil(ms))) };
@@ -187,11 +192,11 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
   }
 
   function admitted(ctx: RequestContext, a: Admission, result: AdmitResult): OnRequestResult {
-    if (metrics !== undefined)
-      for (const d of ['requests', 'tokens', 'concurrency'] as const) {
-        const state = result[d];
-        if (state !== undefined && state.limit > 0) metrics.remaining(d, state.remaining / state.limit);
-      }
+    if (metrics !== undefined) {
+      gauge(metrics, 'requests', result.requests);
+      gauge(metrics, 'tokens', result.tokens);
+      gauge(metrics, 'concurrency', result.concurrency);
+    }
     const h: Held = {
       key: a.key?.name,
       subject: a.subject,
@@ -263,7 +268,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
       const h = held.get(ctx);
       if (h === undefined || !h.limited) return head;
       // The provider's own headers describe the operator's shared account, not this client's limits.
-      for (const name of Object.keys(head.headers)) if (isRateLimitHeader(name)) delete head.headers[name];
+      for (const name in head.headers) if (isRateLimitHeader(name)) delete head.headers[name];
       Object.assign(head.headers, h.headers);
       return head;
     },
@@ -289,7 +294,14 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
     if (!c.keySlot && !c.subjectSlot && !c.keyTokens && !c.subjectTokens) return undefined;
     // A realtime session's tokens were settled response by response.
     const tokenDelta = REALTIME_APIS.has(ctx.api) ? 0 : meteredTokens(ctx, h.tokens) - h.tokens;
-    return finish(ctx, { ...h, tokenDelta });
+    return finish(ctx, {
+      key: h.key,
+      subject: h.subject,
+      lease: h.lease,
+      second: h.second,
+      tokenDelta,
+      counted: c,
+    });
   }
 
   /** One realtime response's tokens, counted in the current second; the session keeps its slot. */
