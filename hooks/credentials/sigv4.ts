@@ -221,10 +221,10 @@ export function createSigV4Authorizer(opts: SigV4Options): UpstreamAuthorizer {
       // request. The payload's hash is made here in one call and given to the signer in the header it
       // takes it from; it is not sent (only S3 asks for it; boto3 and aws4 leave it out for Bedrock).
       const toSign: Record<string, string> = {
-        [PAYLOAD_HASH]: body === undefined ? EMPTY_SHA256 : hash('sha256', body, 'hex'),
+        'x-amz-content-sha256': body === undefined ? EMPTY_SHA256 : hash('sha256', body, 'hex'),
+        host: url.host,
       };
       if (body !== undefined && body.length > 0) toSign['content-length'] = String(body.length);
-      toSign.host = url.host;
       for (const name in headers) {
         if (name === 'content-type' || name.startsWith('x-amz-')) toSign[name] = headers[name]!;
       }
@@ -241,9 +241,9 @@ export function createSigV4Authorizer(opts: SigV4Options): UpstreamAuthorizer {
           method: req.method,
           protocol: url.protocol,
           hostname: url.hostname,
-          ...(url.port === '' ? {} : { port: Number(url.port) }),
+          port: url.port === '' ? undefined : Number(url.port),
           path: req.path,
-          ...(query === undefined ? {} : { query }),
+          query: query ?? {},
           headers: toSign,
           body,
         },
