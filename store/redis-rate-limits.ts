@@ -329,6 +329,8 @@ export function createRedisRateLimits(
     if (concurrency !== undefined)
       result.concurrency = { ...concurrency, remaining: concurrency.remaining + share.free.length };
     if (lease !== a.lease) result.lease = lease;
+    // Used up: what is left of it goes back now, and the store no longer counts it as out.
+    if (share.requestDim && share.requests === 0) end(share);
     return result;
   }
 
