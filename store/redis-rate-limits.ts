@@ -12,7 +12,6 @@ import type {
   RateLimits,
   ScopeUse,
   Settlement,
-  SubjectRef,
 } from '../common/rate-limit-types.ts';
 import { endOfTurn } from '../common/turn-batch.ts';
 import { RENEW, SHARE_MS, TURN } from './rate-limit-scripts.ts';
@@ -130,6 +129,8 @@ interface Share {
   readonly tokenDim: boolean;
   /** Slot members not in use (a request holds one as its lease). */
   readonly free: string[];
+  /** Leases of the requests admitted from it that will settle (`borrowed` while it lasts). */
+  readonly lent: string[];
   readonly slots: boolean;
   readonly counted: ScopeUse;
   /** Scopes its requests were counted in: subject, key. */
@@ -156,7 +157,10 @@ export function createRedisRateLimits(
     /** Maps a failed call's error (the store's connection errors to its own kind). */
     failure?: (err: unknown) => unknown;
   } = {},
-): RateLimitCounters & { sharesHeld(): { requests: number; tokens: number; slots: number } } {
+): RateLimitCounters & {
+  /** What this instance's live shares hold unused, and how many of its requests will settle into them. */
+  sharesHeld(): { requests: number; tokens: number; slots: number; lent: number };
+} {
   const { clock, failure } = opts;
   const now = () => (clock === undefined ? '' : String(clock()));
   const localNow = clock ?? (() => performance.now());
@@ -262,6 +266,8 @@ export function createRedisRateLimits(
     const lane = share.lane;
     const name = share.key ?? '';
     if (lane.shares.get(name) === share) lane.shares.delete(name);
+    // Their completions settle in the store from now on, as any request's.
+    for (const lease of share.lent) if (borrowed.get(lease) === share) borrowed.delete(lease);
     const c = share.counted;
     const t = share.tokenDim;
     settleLater(lane, {
@@ -305,7 +311,12 @@ export function createRedisRateLimits(
     if (share.requestDim && a.countRequest) share.requests--;
     if (share.tokenDim) share.tokens -= a.tokens;
     const lease = needsSlot ? share.free.pop()! : a.lease;
-    borrowed.set(lease, share);
+    const c = share.counted;
+    // The hook settles a request that counted tokens or took a slot; one that did neither never comes back.
+    if (c.keySlot || c.subjectSlot || c.keyTokens || c.subjectTokens) {
+      borrowed.set(lease, share);
+      share.lent.push(lease);
+    }
     const elapsed = localNow() - share.sentAt;
     const result: Mutable<AdmitResult> = {
       admitted: true,
@@ -355,6 +366,7 @@ export function createRedisRateLimits(
       tokens: Math.max(0, tokens),
       tokenDim: tokens > 0,
       free: [],
+      lent: [],
       slots: slots > 0,
       counted: result.counted,
       requestScopes: fields[17]!,
@@ -546,7 +558,7 @@ export function createRedisRateLimits(
       }
     },
     sharesHeld() {
-      const held = { requests: 0, tokens: 0, slots: 0 };
+      const held = { requests: 0, tokens: 0, slots: 0, lent: borrowed.size };
       for (const byId of lanes.values())
         for (const lane of byId.values())
           for (const s of lane.shares.values()) {

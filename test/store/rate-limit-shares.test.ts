@@ -58,7 +58,7 @@ test('far from its limits: one call admits and takes a share, the next admission
   assert.equal(first.admitted, true);
   assert.equal(first.requests?.remaining, 999);
   // 999 / 8 -> 124 requests; 100 tokens each; 199 / 8 -> 24 slots.
-  assert.deepEqual(store.sharesHeld(), { requests: 124, tokens: 12_400, slots: 24 });
+  assert.deepEqual(store.sharesHeld(), { requests: 124, tokens: 12_400, slots: 24, lent: 0 });
   const local: AdmitResult[] = [];
   for (let i = 1; i <= 10; i++) local.push(await store.admit(admission(`a${i}`, limits, 100), 30_000));
   assert.ok(local.every((r) => r.admitted));
@@ -108,7 +108,27 @@ test('near a limit every admission is the store own: a limit of 8 gets no share 
   for (let i = 0; i < 12; i++)
     results.push(await store.admit(admission(`n${i}`, { requestsPerMinute: 8 }), 30_000));
   assert.equal(results.filter((r) => r.admitted).length, 8);
-  assert.deepEqual(store.sharesHeld(), { requests: 0, tokens: 0, slots: 0 });
+  assert.deepEqual(store.sharesHeld(), { requests: 0, tokens: 0, slots: 0, lent: 0 });
+});
+
+test('the requests a share lent are remembered only while it lasts, and only those that will settle', async () => {
+  let now = T0;
+  const store = createRedisRateLimits(client, createKeyLayout({ keyPrefix: 'rls4:', billingStream: 'b' }), {
+    clock: () => now,
+  });
+  // requests_per_minute alone: nothing to settle, nothing remembered.
+  for (let i = 0; i < 20; i++)
+    await store.admit({ ...admission(`r${i}`, { requestsPerMinute: 1000 }), holdSlot: false }, 30_000);
+  assert.equal(store.sharesHeld().lent, 0);
+  // With tokens: each local admission will settle into the share while it lasts.
+  const limits = { requestsPerMinute: 1000, tokensPerMinute: 1_000_000 };
+  for (let i = 0; i < 20; i++)
+    await store.admit({ ...admission(`t${i}`, limits, 10), holdSlot: false }, 30_000);
+  assert.equal(store.sharesHeld().lent, 19);
+  // The share ends: their completions go to the store as any request's, and nothing is kept for them.
+  now += SHARE_MS;
+  await store.admit({ ...admission('t-next', limits, 10), holdSlot: false }, 30_000);
+  assert.equal(store.sharesHeld().lent, 0);
 });
 
 test('a refusal while another instance holds a share says to retry when that share ends', async () => {
