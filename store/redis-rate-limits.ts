@@ -1,6 +1,6 @@
 // Rate-limit counters in Redis (scripts and layout in store/rate-limit-scripts.ts). Each subject has one
 // lane to its counters; far from its limits an instance also admits on its own from a share it took in
-// advance (docs/operations.md "Rate limits per key and subject").
+// advance (store/rate-limit-shares.ts; docs/operations.md "Instance shares").
 
 import type {
   Admission,
@@ -10,11 +10,11 @@ import type {
   LimitDimension,
   RateLimitCounters,
   RateLimits,
-  ScopeUse,
   Settlement,
 } from '../common/rate-limit-types.ts';
 import { endOfTurn } from '../common/turn-batch.ts';
-import { RENEW, SHARE_MS, TURN } from './rate-limit-scripts.ts';
+import { RENEW, TURN } from './rate-limit-scripts.ts';
+import { type Head, InstanceShares, type ShareHome, type Wire } from './rate-limit-shares.ts';
 import { type KeyLayout, keySlot, type Redis } from './redis-client.ts';
 
 const DIMENSIONS: readonly LimitDimension[] = ['requests', 'tokens', 'concurrency'];
@@ -62,23 +62,6 @@ interface Waiting<T, R> {
   reject(e: unknown): void;
 }
 
-/** The script head of an admission: lease ms and the subject's limits from configuration. */
-interface Head {
-  readonly id: string;
-  readonly args: readonly string[];
-}
-
-/** A settlement as the script takes it (a request's, or a share given back). */
-interface Wire {
-  readonly lease: string;
-  readonly second: number;
-  readonly tokenDelta: number;
-  readonly requestDelta: number;
-  readonly key: string | undefined;
-  /** Subject tokens, subject slot, key tokens, key slot, subject requests, key requests, share ended. */
-  readonly flags: string;
-}
-
 interface Queued {
   readonly head: Head;
   readonly waiting: Waiting<Admission, AdmitResult>;
@@ -91,54 +74,15 @@ interface Queued {
  * settlements and admissions instead of one call each: a command cost the gateway more than the script
  * costs Redis.
  */
-interface Lane {
+interface Lane extends ShareHome {
   readonly key: string;
   readonly type: string;
   readonly id: string;
   readonly slot: number;
-  /** Each key's share (by key name; '' for the subject's requests without a limited key). */
-  readonly shares: Map<string, Share>;
   settlements: Waiting<Wire, void>[];
   admissions: Queued[];
   busy: boolean;
   scheduled: boolean;
-}
-
-/**
- * What the store counted for this instance in advance, far from every limit: requests, tokens and slots
- * it admits on its own for SHARE_MS, then gives back what it did not use. -1: no limit in that dimension.
- */
-interface Share {
-  readonly id: string;
-  readonly lane: Lane;
-  readonly key: string | undefined;
-  /** What it was granted for: an admission of another head, limits or kind does not take from it. */
-  readonly head: Head;
-  readonly keyLimits: RateLimits | undefined;
-  readonly countRequest: boolean;
-  readonly holdSlot: boolean;
-  /** The store's second its requests and tokens are counted in. */
-  readonly second: number;
-  readonly sentAt: number;
-  readonly expiresAt: number;
-  /** Requests left (when requests_per_minute applies). */
-  requests: number;
-  readonly requestDim: boolean;
-  /** Tokens left (when tokens_per_minute applies); below 0 when completions used more than counted. */
-  tokens: number;
-  readonly tokenDim: boolean;
-  /** Slot members not in use (a request holds one as its lease). */
-  readonly free: string[];
-  /** Leases of the requests admitted from it that will settle (`borrowed` while it lasts). */
-  readonly lent: string[];
-  readonly slots: boolean;
-  readonly counted: ScopeUse;
-  /** Scopes its requests were counted in: subject, key. */
-  readonly requestScopes: string;
-  /** The dimensions' state with the share counted as used, and their limits. */
-  readonly base: Pick<AdmitResult, 'requests' | 'tokens' | 'concurrency'>;
-  ended: boolean;
-  timer: NodeJS.Timeout | undefined;
 }
 
 const NO_HEAD: readonly string[] = ['', '', '', ''];
@@ -146,6 +90,66 @@ const NOOP = () => undefined;
 
 function bit(b: boolean): string {
   return b ? '1' : '0';
+}
+
+// The head arrays per configured limits object: the same object comes back for every request.
+const heads = new WeakMap<RateLimits, Map<number, Head>>();
+
+function headOf(limits: RateLimits, leaseMs: number): Head {
+  let byLease = heads.get(limits);
+  if (byLease === undefined) {
+    byLease = new Map();
+    heads.set(limits, byLease);
+  }
+  let head = byLease.get(leaseMs);
+  if (head === undefined) {
+    const args = [
+      String(leaseMs),
+      opt(limits.requestsPerMinute),
+      opt(limits.tokensPerMinute),
+      opt(limits.maxConcurrent),
+    ];
+    head = { id: args.join(','), args };
+    byLease.set(leaseMs, head);
+  }
+  return head;
+}
+
+/** A call's arguments; the last admission of each key asks for a share unless `shared(name)`. */
+function callArgs(
+  clock: string,
+  head: Head | undefined,
+  settlements: readonly Waiting<Wire, void>[],
+  admissions: readonly Queued[],
+  shared: (name: string) => boolean,
+): string[] {
+  const args = [clock, ...(head?.args ?? NO_HEAD), String(settlements.length)];
+  for (const { item: s } of settlements)
+    args.push(s.lease, String(s.second), String(s.tokenDelta), String(s.requestDelta), s.key ?? '', s.flags);
+  // The ones before the last are the store's anyway.
+  const wants = new Set<string>();
+  const asks: boolean[] = new Array(admissions.length);
+  for (let i = admissions.length - 1; i >= 0; i--) {
+    const name = admissions[i]!.waiting.item.key?.name ?? '';
+    asks[i] = !wants.has(name) && !shared(name);
+    wants.add(name);
+  }
+  for (let i = 0; i < admissions.length; i++) {
+    const a = admissions[i]!.waiting.item;
+    const k = a.key;
+    args.push(
+      a.lease,
+      String(a.tokens),
+      bit(a.countRequest),
+      bit(a.holdSlot),
+      k?.name ?? '',
+      opt(k?.limits.requestsPerMinute),
+      opt(k?.limits.tokensPerMinute),
+      opt(k?.limits.maxConcurrent),
+      bit(asks[i]!),
+    );
+  }
+  return args;
 }
 
 export function createRedisRateLimits(
@@ -167,50 +171,11 @@ export function createRedisRateLimits(
   const limitsKey = (type: string, id: string) => `${layout.rateLimit(type, id)}:limits`;
   // By subject type, then id: found without building the key's name for every request.
   const lanes = new Map<string, Map<string, Lane>>();
-  // The head arrays per configured limits object: the same object comes back for every request.
-  const heads = new WeakMap<RateLimits, Map<number, Head>>();
-  /** Requests admitted from a share, by their lease: their completion goes back to it while it lasts. */
-  const borrowed = new Map<string, Share>();
-
-  function headOf(limits: RateLimits, leaseMs: number): Head {
-    let byLease = heads.get(limits);
-    if (byLease === undefined) {
-      byLease = new Map();
-      heads.set(limits, byLease);
-    }
-    let head = byLease.get(leaseMs);
-    if (head === undefined) {
-      const args = [
-        String(leaseMs),
-        opt(limits.requestsPerMinute),
-        opt(limits.tokensPerMinute),
-        opt(limits.maxConcurrent),
-      ];
-      head = { id: args.join(','), args };
-      byLease.set(leaseMs, head);
-    }
-    return head;
-  }
-
-  function sameLimits(a: RateLimits | undefined, b: RateLimits | undefined): boolean {
-    if (a === b) return true;
-    if (a === undefined || b === undefined) return false;
-    return (
-      a.requestsPerMinute === b.requestsPerMinute &&
-      a.tokensPerMinute === b.tokensPerMinute &&
-      a.maxConcurrent === b.maxConcurrent
-    );
-  }
-
-  /** Whether the share was granted for admissions like this one. */
-  function fits(share: Share, a: Admission, head: Head): boolean {
-    return (
-      (share.head === head || share.head.id === head.id) &&
-      share.countRequest === a.countRequest &&
-      share.holdSlot === a.holdSlot &&
-      sameLimits(share.keyLimits, a.key?.limits)
-    );
-  }
+  const shares = new InstanceShares(localNow, (home, w) => {
+    const lane = home as Lane;
+    lane.settlements.push({ item: w, resolve: NOOP, reject: NOOP });
+    wake(lane);
+  });
 
   function laneOf(type: string, id: string): Lane {
     let byId = lanes.get(type);
@@ -253,152 +218,12 @@ export function createRedisRateLimits(
     });
   }
 
-  function settleLater(lane: Lane, w: Wire): void {
-    lane.settlements.push({ item: w, resolve: NOOP, reject: NOOP });
-    wake(lane);
-  }
-
-  /** Gives back what a share did not use; requests still holding its slots release them themselves. */
-  function end(share: Share): void {
-    if (share.ended) return;
-    share.ended = true;
-    if (share.timer !== undefined) clearTimeout(share.timer);
-    const lane = share.lane;
-    const name = share.key ?? '';
-    if (lane.shares.get(name) === share) lane.shares.delete(name);
-    // Their completions settle in the store from now on, as any request's.
-    for (const lease of share.lent) if (borrowed.get(lease) === share) borrowed.delete(lease);
-    const c = share.counted;
-    const t = share.tokenDim;
-    settleLater(lane, {
-      lease: share.id,
-      second: share.second,
-      tokenDelta: t ? -share.tokens : 0,
-      requestDelta: share.requestDim ? -share.requests : 0,
-      key: share.key,
-      flags: `${bit(t && c.subjectTokens)}0${bit(t && c.keyTokens)}0${share.requestScopes}1`,
-    });
-    for (const member of share.free)
-      settleLater(lane, {
-        lease: member,
-        second: -1,
-        tokenDelta: 0,
-        requestDelta: 0,
-        key: share.key,
-        flags: `0${bit(c.subjectSlot)}0${bit(c.keySlot)}000`,
-      });
-    share.free.length = 0;
-  }
-
-  function live(share: Share | undefined): share is Share {
-    if (share === undefined || share.ended) return false;
-    if (localNow() < share.expiresAt) return true;
-    end(share);
-    return false;
-  }
-
-  /** An admission from the share, or undefined when it cannot cover it (then the share is given back). */
-  function fromShare(share: Share, a: Admission): AdmitResult | undefined {
-    const needsSlot = share.slots && a.holdSlot;
-    if (
-      (share.requestDim && a.countRequest && share.requests < 1) ||
-      (share.tokenDim && share.tokens < a.tokens) ||
-      (needsSlot && share.free.length === 0)
-    ) {
-      end(share);
-      return undefined;
-    }
-    if (share.requestDim && a.countRequest) share.requests--;
-    if (share.tokenDim) share.tokens -= a.tokens;
-    const lease = needsSlot ? share.free.pop()! : a.lease;
-    const c = share.counted;
-    // The hook settles a request that counted tokens or took a slot; one that did neither never comes back.
-    if (c.keySlot || c.subjectSlot || c.keyTokens || c.subjectTokens) {
-      borrowed.set(lease, share);
-      share.lent.push(lease);
-    }
-    const elapsed = localNow() - share.sentAt;
-    const result: Mutable<AdmitResult> = {
-      admitted: true,
-      retryAfterMs: 0,
-      second: share.second,
-      counted: share.counted,
-    };
-    const { requests, tokens, concurrency } = share.base;
-    if (requests !== undefined)
-      result.requests = {
-        limit: requests.limit,
-        remaining: requests.remaining + share.requests,
-        resetMs: Math.max(0, requests.resetMs - elapsed),
-      };
-    if (tokens !== undefined)
-      result.tokens = {
-        limit: tokens.limit,
-        remaining: Math.max(0, tokens.remaining + share.tokens),
-        resetMs: Math.max(0, tokens.resetMs - elapsed),
-      };
-    if (concurrency !== undefined)
-      result.concurrency = { ...concurrency, remaining: concurrency.remaining + share.free.length };
-    if (lease !== a.lease) result.lease = lease;
-    // Used up: what is left of it goes back now, and the store no longer counts it as out.
-    if (share.requestDim && share.requests === 0) end(share);
-    return result;
-  }
-
-  function grant(lane: Lane, q: Queued, result: AdmitResult, fields: string[], sentAt: number): void {
-    const [requests, tokens, slots] = [Number(fields[14]), Number(fields[15]), Number(fields[16])];
-    const a = q.waiting.item;
-    const less = (d: DimensionState | undefined, by: number) =>
-      d === undefined ? undefined : { ...d, remaining: Math.max(0, d.remaining - Math.max(0, by)) };
-    const share: Share = {
-      id: a.lease,
-      lane,
-      key: a.key?.name,
-      head: q.head,
-      keyLimits: a.key?.limits,
-      countRequest: a.countRequest,
-      holdSlot: a.holdSlot,
-      second: result.second + 1,
-      sentAt,
-      expiresAt: sentAt + SHARE_MS,
-      requests: Math.max(0, requests),
-      requestDim: requests > 0,
-      tokens: Math.max(0, tokens),
-      tokenDim: tokens > 0,
-      free: [],
-      lent: [],
-      slots: slots > 0,
-      counted: result.counted,
-      requestScopes: fields[17]!,
-      base: {
-        requests: less(result.requests, requests),
-        tokens: less(result.tokens, tokens),
-        concurrency: less(result.concurrency, slots),
-      },
-      ended: false,
-      timer: undefined,
-    };
-    for (let j = slots; j >= 1; j--) share.free.push(`${a.lease}#${j}`);
-    const name = share.key ?? '';
-    const old = lane.shares.get(name);
-    if (old !== undefined) end(old);
-    lane.shares.set(name, share);
-    share.timer = setTimeout(() => end(share), Math.max(0, share.expiresAt - localNow()));
-    share.timer.unref();
-  }
-
   /** Admits from live shares what the lane holds; what they cannot cover stays for the store. */
   function drain(lane: Lane): void {
     if (lane.admissions.length === 0 || lane.shares.size === 0) return;
     const rest: Queued[] = [];
     for (const q of lane.admissions) {
-      const a = q.waiting.item;
-      const share = lane.shares.get(a.key?.name ?? '');
-      let r: AdmitResult | undefined;
-      if (share !== undefined && live(share)) {
-        if (fits(share, a, q.head)) r = fromShare(share, a);
-        else end(share);
-      }
+      const r = shares.admit(lane, q.waiting.item, q.head);
       if (r === undefined) rest.push(q);
       else q.waiting.resolve(r);
     }
@@ -425,39 +250,7 @@ export function createRedisRateLimits(
       }
       lane.admissions = rest;
     }
-    const args = [now(), ...(head?.args ?? NO_HEAD), String(settlements.length)];
-    for (const { item: s } of settlements)
-      args.push(
-        s.lease,
-        String(s.second),
-        String(s.tokenDelta),
-        String(s.requestDelta),
-        s.key ?? '',
-        s.flags,
-      );
-    // The last admission of each share key asks for a share: the ones before it are the store's anyway.
-    const wants = new Set<string>();
-    const asks: boolean[] = new Array(admissions.length);
-    for (let i = admissions.length - 1; i >= 0; i--) {
-      const name = admissions[i]!.waiting.item.key?.name ?? '';
-      asks[i] = !wants.has(name) && !live(lane.shares.get(name));
-      wants.add(name);
-    }
-    for (let i = 0; i < admissions.length; i++) {
-      const a = admissions[i]!.waiting.item;
-      const k = a.key;
-      args.push(
-        a.lease,
-        String(a.tokens),
-        a.countRequest ? '1' : '0',
-        a.holdSlot ? '1' : '0',
-        k?.name ?? '',
-        opt(k?.limits.requestsPerMinute),
-        opt(k?.limits.tokensPerMinute),
-        opt(k?.limits.maxConcurrent),
-        asks[i] ? '1' : '0',
-      );
-    }
+    const args = callArgs(now(), head, settlements, admissions, (name) => shares.live(lane.shares.get(name)));
     lane.busy = true;
     const sentAt = localNow();
     TURN.send(client, lane.key, lane.slot, args).then(
@@ -465,10 +258,11 @@ export function createRedisRateLimits(
         for (const s of settlements) s.resolve();
         const answers = admissions.length === 0 ? [] : String(reply).split(';');
         for (let i = 0; i < admissions.length; i++) {
+          const q = admissions[i]!;
           const fields = answers[i]!.split(',');
           const result = admitResult(fields);
-          if (fields.length > 14) grant(lane, admissions[i]!, result, fields, sentAt);
-          admissions[i]!.waiting.resolve(result);
+          if (fields.length > 14) shares.grant(lane, q.head, q.waiting.item, result, fields, sentAt);
+          q.waiting.resolve(result);
         }
         lane.busy = false;
         send(lane);
@@ -506,14 +300,9 @@ export function createRedisRateLimits(
     admit(a: Admission, leaseMs: number): AdmitResult | Promise<AdmitResult> {
       const lane = laneOf(a.subject.type, a.subject.id);
       const head = headOf(a.subjectLimits, leaseMs);
-      const share = lane.shares.get(a.key?.name ?? '');
-      if (share !== undefined && lane.admissions.length === 0 && live(share)) {
-        // Limits changed (router-admin, configuration): what the old ones lent goes back first.
-        if (!fits(share, a, head)) end(share);
-        else {
-          const r = fromShare(share, a);
-          if (r !== undefined) return r;
-        }
+      if (lane.admissions.length === 0 && lane.shares.size > 0) {
+        const r = shares.admit(lane, a, head);
+        if (r !== undefined) return r;
       }
       const { promise, resolve, reject } = Promise.withResolvers<AdmitResult>();
       lane.admissions.push({ head, waiting: { item: a, resolve, reject } });
@@ -521,24 +310,10 @@ export function createRedisRateLimits(
       return promise;
     },
     finish(s: Settlement): Promise<void> {
-      // A realtime response (second -1) settles its tokens alone; its session keeps what it borrowed.
-      const share = s.second === -1 ? undefined : borrowed.get(s.lease);
-      if (share !== undefined) {
-        borrowed.delete(s.lease);
-        if (!share.ended) {
-          if (s.lease.startsWith(`${share.id}#`)) share.free.push(s.lease);
-          // Tokens counted and not used go back to the share; more than counted is the store's at once,
-          // so that no instance admits against a window short of it.
-          if (!share.tokenDim || s.tokenDelta <= 0) {
-            if (share.tokenDim) share.tokens -= s.tokenDelta;
-            return Promise.resolve();
-          }
-          return settle(s, false);
-        }
-      }
-      return settle(s, true);
+      const local = shares.settle(s);
+      if (local === 'done') return Promise.resolve();
+      return settle(s, local === 'store');
     },
-
     async renew(slots: readonly HeldSlot[], leaseMs: number): Promise<void> {
       const bySubject = new Map<string, { key: string; args: string[] }>();
       for (const slot of slots) {
@@ -558,16 +333,9 @@ export function createRedisRateLimits(
       }
     },
     sharesHeld() {
-      const held = { requests: 0, tokens: 0, slots: 0, lent: borrowed.size };
-      for (const byId of lanes.values())
-        for (const lane of byId.values())
-          for (const s of lane.shares.values()) {
-            if (s.ended) continue;
-            held.requests += s.requests;
-            held.tokens += Math.max(0, s.tokens);
-            held.slots += s.free.length;
-          }
-      return held;
+      const homes: Lane[] = [];
+      for (const byId of lanes.values()) for (const lane of byId.values()) homes.push(lane);
+      return shares.held(homes);
     },
   };
 }
