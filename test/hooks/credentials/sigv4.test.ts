@@ -243,7 +243,10 @@ test('the same bytes as @smithy/signature-v4 alone: payload hash made before it,
       // No body: no length; the host is the origin's, whatever a rule wrote.
       assert.equal(req.headers['content-length'], undefined);
       assert.equal(req.headers.host, 'bedrock-runtime.us-east-1.amazonaws.com');
-      assert.match(req.headers.authorization ?? '', /SignedHeaders=content-type;host;x-amz-date;x-amz-security-token,/);
+      assert.match(
+        req.headers.authorization ?? '',
+        /SignedHeaders=content-type;host;x-amz-date;x-amz-security-token,/,
+      );
     }
   }
 });
