@@ -9,7 +9,8 @@
 // - otherwise (a longer run without spaces) at the fixed length, never between the halves of a
 //   surrogate pair; each such cut may add about one token.
 // The counting itself is a generator that yields after each chunk; runInSlices drives it for at most
-// SLICE.ms or SLICE.chars at a time and continues in a later event-loop turn (setImmediate).
+// SLICE.ms or SLICE.chars per event-loop turn, all computations together, and continues in a later turn
+// (setImmediate).
 
 /** Tokens of one chunk, from the tokenizer. */
 export type ChunkCounter = (chunk: string) => number;
@@ -22,9 +23,9 @@ const CUT_FROM = CHUNK_MAX / 2;
 const WHITESPACE = /\s/;
 
 export interface SliceBudget {
-  /** Most milliseconds of one slice (checked after each chunk). */
+  /** Most milliseconds of counting in one event-loop turn (checked after each chunk). */
   readonly ms: number;
-  /** Most characters of one slice, so that a large input always takes several turns. */
+  /** Most characters counted in one turn, so that a large input always takes several turns. */
   readonly chars: number;
 }
 
@@ -89,6 +90,45 @@ export function runToEnd<T>(steps: Steps<T>): T {
   }
 }
 
+// One budget per event-loop turn for every computation together: with a slice per computation and turn,
+// a backlog of large estimates (many aborted streams at once) made each turn as long as the backlog.
+const queue: Job[] = [];
+let pumping = false;
+let turnOpen = false;
+let turnChars = 0;
+let turnDeadline = 0;
+
+interface Job {
+  readonly steps: Steps<unknown>;
+  readonly budget: SliceBudget;
+  resolve(value: unknown): void;
+  reject(err: unknown): void;
+}
+
+/** Whether this turn's budget has room; the first use in a turn starts it. */
+function turnLeft(budget: SliceBudget): boolean {
+  if (!turnOpen) {
+    turnOpen = true;
+    turnChars = 0;
+    turnDeadline = performance.now() + budget.ms;
+    setImmediate(() => {
+      turnOpen = false;
+    });
+  }
+  return turnChars < budget.chars && performance.now() < turnDeadline;
+}
+
+/** Runs steps until they end or this turn's shared budget is spent. */
+function runShared<T>(steps: Steps<T>, budget: SliceBudget): IteratorResult<number, T> {
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step;
+    turnChars += step.value;
+    if (turnChars >= budget.chars || performance.now() >= turnDeadline) return step;
+  }
+}
+
+/** Runs steps for at most one slice of their own budget. */
 function runSlice<T>(steps: Steps<T>, budget: SliceBudget): IteratorResult<number, T> {
   const deadline = performance.now() + budget.ms;
   let chars = 0;
@@ -100,23 +140,40 @@ function runSlice<T>(steps: Steps<T>, budget: SliceBudget): IteratorResult<numbe
   }
 }
 
+/** One turn's slices, computation after computation in order, then the rest in a later turn. */
+function pump(): void {
+  pumping = false;
+  while (queue.length > 0 && turnLeft(queue[0]!.budget)) {
+    const job = queue.shift()!;
+    try {
+      const step = runShared(job.steps, job.budget);
+      if (step.done) job.resolve(step.value);
+      else queue.push(job);
+    } catch (err) {
+      job.reject(err);
+    }
+  }
+  schedule();
+}
+
+function schedule(): void {
+  if (queue.length === 0 || pumping) return;
+  pumping = true;
+  setImmediate(pump);
+}
+
 /**
- * Runs steps in slices. The first slice runs now, so a small input gets its result synchronously;
- * otherwise the result is a promise and the remaining slices run one per event-loop turn.
+ * Runs steps in slices. With nothing waiting, the first slice runs now, so a small input gets its result
+ * synchronously (each request brings at most one such slice); otherwise the result is a promise, and
+ * every waiting computation shares one budget per event-loop turn (SLICE), in turn.
  */
 export function runInSlices<T>(steps: Steps<T>, budget: SliceBudget = SLICE): T | Promise<T> {
-  const first = runSlice(steps, budget);
-  if (first.done) return first.value;
+  if (queue.length === 0) {
+    const first = runSlice(steps, budget);
+    if (first.done) return first.value;
+  }
   return new Promise<T>((resolve, reject) => {
-    const next = (): void => {
-      try {
-        const step = runSlice(steps, budget);
-        if (step.done) resolve(step.value);
-        else setImmediate(next);
-      } catch (err) {
-        reject(err);
-      }
-    };
-    setImmediate(next);
+    queue.push({ steps, budget, resolve: resolve as (value: unknown) => void, reject });
+    schedule();
   });
 }

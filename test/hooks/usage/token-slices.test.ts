@@ -104,6 +104,32 @@ test('a large input yields to the event loop between slices, and no slice exceed
   assert.ok(slices >= 10, `${slices} slices`);
 });
 
+test('many large inputs at once share one budget per event-loop turn, counted in turn', async () => {
+  const texts = Array.from({ length: 20 }, () => distinctChunks(SLICE.chars * 3));
+  let inTurn = 0;
+  let most = 0;
+  let counting = true;
+  const count = (chunk: string): number => {
+    inTurn += chunk.length;
+    most = Math.max(most, inTurn);
+    return 1;
+  };
+  const marker = (): void => {
+    inTurn = 0;
+    if (counting) setImmediate(marker);
+  };
+  const pending = texts.map((text) => runInSlices(countSteps(text, count)));
+  // The first one's first slice ran at once (nothing was waiting); the others wait their turn.
+  inTurn = 0;
+  most = 0;
+  setImmediate(marker);
+  const totals = await Promise.all(pending);
+  counting = false;
+  for (const [i, total] of totals.entries()) assert.equal(total, Math.ceil(texts[i]!.length / CHUNK_MAX));
+  // A slice per input and turn would count 20 inputs' slices in one turn.
+  assert.ok(most <= SLICE.chars + CHUNK_MAX, `a turn counted ${most} characters`);
+});
+
 test('a chunk equal to the one before it is not counted again, and the total is the same', () => {
   // Runs of one character, then a pattern whose period divides the chunk length, then ordinary text.
   const text = `${'x'.repeat(CHUNK_MAX * 40 + 17)}${'ab'.repeat(CHUNK_MAX * 8)}${docsText().slice(0, 20_000)}`;
