@@ -6,17 +6,17 @@
 // to Vertex's counting endpoints and is never billed; upstream errors reach each client in its own shape.
 
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import { ApiError, GoogleGenAI, Type } from '@google/genai';
 import OpenAI from 'openai';
 import type { RecordedRequest } from '../../sim/upstream/types.ts';
 import { type BillingStack, startBillingStack } from '../support/billing-stack.ts';
+import { cloudSimEnv, SIM_LOCATION, SIM_PROJECT } from '../support/cloud-sim-env.ts';
 import { ACCESS_KEY } from '../support/stack.ts';
 
-const PROJECT = 'sim-project';
-const LOCATION = 'us-east5';
+const PROJECT = SIM_PROJECT;
+const LOCATION = SIM_LOCATION;
 const CLAUDE = 'claude-sonnet-5@20261001';
 const GEMINI = 'gemini-3.8-flash';
 const MODELS_YAML = `models:
@@ -39,15 +39,7 @@ let seq = 0;
 before(async () => {
   stack = await startBillingStack({
     modelsYaml: MODELS_YAML,
-    simEnv: async (sim, dir) => {
-      const file = join(dir, 'vertex-sa.json');
-      await sim.auth.writeServiceAccountFile(file, { project: PROJECT });
-      return {
-        GOOGLE_APPLICATION_CREDENTIALS: file,
-        ROUTER_PROVIDER_VERTEX_LOCATION: LOCATION,
-        ROUTER_PROVIDER_VERTEX_BASE_URL: sim.url,
-      };
-    },
+    simEnv: cloudSimEnv,
   });
 });
 after(async () => {
