@@ -94,9 +94,6 @@ export function runToEnd<T>(steps: Steps<T>): T {
 // a backlog of large estimates (many aborted streams at once) made each turn as long as the backlog.
 const queue: Job[] = [];
 let pumping = false;
-let turnOpen = false;
-let turnChars = 0;
-let turnDeadline = 0;
 
 interface Job {
   readonly steps: Steps<unknown>;
@@ -105,48 +102,38 @@ interface Job {
   reject(err: unknown): void;
 }
 
-/** Whether this turn's budget has room; the first use in a turn starts it. */
-function turnLeft(budget: SliceBudget): boolean {
-  if (!turnOpen) {
-    turnOpen = true;
-    turnChars = 0;
-    turnDeadline = performance.now() + budget.ms;
-    setImmediate(() => {
-      turnOpen = false;
-    });
-  }
-  return turnChars < budget.chars && performance.now() < turnDeadline;
+/** What is left of a slice's budget; one slice can be shared by several computations. */
+interface Slice {
+  chars: number;
+  readonly deadline: number;
 }
 
-/** Runs steps until they end or this turn's shared budget is spent. */
-function runShared<T>(steps: Steps<T>, budget: SliceBudget): IteratorResult<number, T> {
+function sliceOf(budget: SliceBudget): Slice {
+  return { chars: budget.chars, deadline: performance.now() + budget.ms };
+}
+
+function spent(slice: Slice): boolean {
+  return slice.chars <= 0 || performance.now() >= slice.deadline;
+}
+
+/** Runs steps until they end or the slice is spent. */
+function runSlice<T>(steps: Steps<T>, slice: Slice): IteratorResult<number, T> {
   for (;;) {
     const step = steps.next();
     if (step.done) return step;
-    turnChars += step.value;
-    if (turnChars >= budget.chars || performance.now() >= turnDeadline) return step;
+    slice.chars -= step.value;
+    if (spent(slice)) return step;
   }
 }
 
-/** Runs steps for at most one slice of their own budget. */
-function runSlice<T>(steps: Steps<T>, budget: SliceBudget): IteratorResult<number, T> {
-  const deadline = performance.now() + budget.ms;
-  let chars = 0;
-  for (;;) {
-    const step = steps.next();
-    if (step.done) return step;
-    chars += step.value;
-    if (chars >= budget.chars || performance.now() >= deadline) return step;
-  }
-}
-
-/** One turn's slices, computation after computation in order, then the rest in a later turn. */
+/** One turn: the waiting computations in order, in one slice, then the rest in a later turn. */
 function pump(): void {
   pumping = false;
-  while (queue.length > 0 && turnLeft(queue[0]!.budget)) {
+  const slice = sliceOf(queue[0]!.budget);
+  while (queue.length > 0 && !spent(slice)) {
     const job = queue.shift()!;
     try {
-      const step = runShared(job.steps, job.budget);
+      const step = runSlice(job.steps, slice);
       if (step.done) job.resolve(step.value);
       else queue.push(job);
     } catch (err) {
@@ -169,7 +156,7 @@ function schedule(): void {
  */
 export function runInSlices<T>(steps: Steps<T>, budget: SliceBudget = SLICE): T | Promise<T> {
   if (queue.length === 0) {
-    const first = runSlice(steps, budget);
+    const first = runSlice(steps, sliceOf(budget));
     if (first.done) return first.value;
   }
   return new Promise<T>((resolve, reject) => {
