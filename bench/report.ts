@@ -196,11 +196,21 @@ export function evaluateTargets(r: BenchResults): TargetRow[] {
     const ab = a?.aborts;
     rows.push({
       target: `/healthz p99 < 100 ms while streams with ${num((ab?.promptBytes ?? 0) / 1024)} KB prompts are aborted (${id})`,
-      measured: ab === undefined ? 'n/a' : `${num(ab.healthz.ms.p99)} ms (max ${num(ab.healthz.ms.max)} ms)`,
+      measured:
+        ab === undefined
+          ? 'n/a'
+          : `${num(ab.healthz.ms.p99)} ms (max ${num(ab.healthz.ms.max)} ms${slowestText(ab.healthz, ': ')})`,
       pass: ab === undefined ? undefined : ab.healthz.ms.p99 < 100,
     });
   }
   return rows;
+}
+
+/** Where the slowest request's time went: the gateway's main thread and the probe's (/proc schedstat). */
+function slowestText(l: AbuseResult['baseline'], lead: string): string {
+  const w = l.slowest?.[0];
+  if (w?.gatewayRunMs === undefined) return '';
+  return `${lead}the gateway's main thread ran ${num(w.gatewayRunMs)} ms of it and waited ${num(w.gatewayWaitMs)} ms for a CPU, the probe waited ${num(w.probeWaitMs)} ms and sent it ${num(w.lateMs)} ms late`;
 }
 
 /** Section 6 of docs/benchmarks.md: serving while clients misbehave. */
@@ -224,7 +234,7 @@ export function renderAbuse(r: BenchResults): string[] {
       .map(([k, v]) => `${k.replace('router_connections_shed_total', '')} ${num(v)}`)
       .join(', ');
     out.push(
-      `${PEER_LABELS[id]}. (a) ${num(idle.opened)} idle TCP connections opened from the bench process (${num(idle.connectErrors)} connects failed), held ${num(idle.holdMs / 1000, 1)} s while /healthz was requested every 10 ms (up to 8 keep-alive connections, each request timed from when it was due) and a chat loop ran on one connection; the gateway closed ${num(idle.closedByGateway)} of them (shed: ${shed || 'none'}; cap in force ${num(idle.gatewayMetrics.router_client_connections_max)}). (b) ${num(aborts.aborted)} streams with a ${num(aborts.promptBytes / 1024)} KB space-less prompt aborted after their first chunk, ${aborts.concurrency} at a time for ${num(aborts.durationMs / 1000, 1)} s (${num(aborts.failed)} failed), billing on, while /healthz was requested on the same schedule.`,
+      `${PEER_LABELS[id]}. (a) ${num(idle.opened)} idle TCP connections opened from the bench process (${num(idle.connectErrors)} connects failed), held ${num(idle.holdMs / 1000, 1)} s while /healthz was requested every 10 ms (up to 8 keep-alive connections, each request timed from when it was due) and a chat loop ran on one connection; the gateway closed ${num(idle.closedByGateway)} of them (shed: ${shed || 'none'}; cap in force ${num(idle.gatewayMetrics.router_client_connections_max)}). (b) ${num(aborts.aborted)} streams with a ${num(aborts.promptBytes / 1024)} KB space-less prompt aborted after their first chunk, ${aborts.concurrency} at a time for ${num(aborts.durationMs / 1000, 1)} s (${num(aborts.failed)} failed), billing on, while /healthz was requested on the same schedule${aborts.loadNice === undefined ? '' : ` (the load client and the upstream simulator at nice ${aborts.loadNice})`}${slowestText(aborts.healthz, '; in the slowest request ')}.`,
       '',
       table(
         ['phase', 'loop', 'ok', 'failed', 'p50 ms', 'p99 ms', 'max ms', 'gateway peak RSS MB', 'CPU %'],

@@ -2,9 +2,10 @@
 // read from /proc so the measurement costs the measured process nothing.
 
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { getPriority, setPriority } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const OUTPUT_KEEP = 16 * 1024;
@@ -158,6 +159,44 @@ async function readStatusKb(pid: number, field: 'VmRSS' | 'VmHWM'): Promise<numb
     return m ? Number(m[1]) : 0;
   } catch {
     return 0;
+  }
+}
+
+/**
+ * Sets the nice value of every thread of `pid` (on Linux each thread has its own; threads started later
+ * inherit their creator's) and resolves to what undoes it, or to undefined when this process may not.
+ */
+export async function reniceThreads(pid: number, nice: number): Promise<(() => void) | undefined> {
+  const before: [number, number][] = [];
+  const undo = () => {
+    for (const [tid, value] of before) {
+      try {
+        setPriority(tid, value);
+      } catch {
+        // the thread has ended
+      }
+    }
+  };
+  try {
+    for (const entry of await readdir(`/proc/${pid}/task`)) {
+      const tid = Number(entry);
+      before.push([tid, getPriority(tid)]);
+      setPriority(tid, nice);
+    }
+  } catch {
+    undo();
+    return undefined;
+  }
+  return undo;
+}
+
+/** Cumulative milliseconds one thread has run and has waited for a CPU while runnable (schedstat). */
+export function threadSchedMs(path: string): { runMs: number; waitMs: number } | undefined {
+  try {
+    const [run, wait] = readFileSync(path, 'latin1').split(' ');
+    return { runMs: Number(run) / 1e6, waitMs: Number(wait) / 1e6 };
+  } catch {
+    return undefined;
   }
 }
 

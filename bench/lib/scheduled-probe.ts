@@ -1,20 +1,48 @@
 // A request on a fixed schedule, timed from when it was due, run in a process of its own: the bench
 // process opens thousands of sockets and builds large prompts while it probes, and its own stalls (its
 // event loop, its garbage collector) would otherwise count as the gateway's. `startScheduledProbe` forks
-// this file; the child probes until told to stop and sends back what it measured.
+// this file; the child probes until told to stop and sends back what it measured. Given the gateway's
+// pid, each request also reads how long the gateway's main thread and the probe's own thread ran and
+// waited for a CPU meanwhile (/proc schedstat), which tells a stall of the gateway's loop from the
+// scheduler's queue on a shared machine; the slowest requests keep those figures.
 
 import { fork } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import type { HttpTarget } from './load.ts';
+import { round, threadSchedMs } from './proc.ts';
 import { type Summary, summarize } from './stats.ts';
+
+/** One request, timed from when it was due, and what the two threads did in that time (ms). */
+export interface SlowRequest {
+  ms: number;
+  /** How late the probe sent it (its own timer and event loop). */
+  lateMs: number;
+  /** The gateway's main thread: on a CPU, and runnable but waiting for one. */
+  gatewayRunMs?: number;
+  gatewayWaitMs?: number;
+  /** The probe's thread, runnable but waiting for a CPU. */
+  probeWaitMs?: number;
+}
 
 export interface LoopResult {
   ok: number;
   failed: number;
   firstError?: string;
   ms: Summary;
+  /** The slowest requests, slowest first (with the gateway's pid given). */
+  slowest?: SlowRequest[];
+}
+
+const SLOWEST_KEPT = 5;
+
+function schedDelta(
+  path: string,
+  from: { runMs: number; waitMs: number } | undefined,
+): { runMs: number; waitMs: number } | undefined {
+  const to = from && threadSchedMs(path);
+  return to && { runMs: round(to.runMs - from!.runMs), waitMs: round(to.waitMs - from!.waitMs) };
 }
 
 /**
@@ -26,15 +54,22 @@ export async function scheduledLoop(
   target: HttpTarget,
   intervalMs: number,
   stop: () => boolean,
+  gatewayPid?: number,
 ): Promise<LoopResult> {
   const pool = new Pool(target.origin, { connections: 8, pipelining: 1, keepAliveTimeout: 60_000 });
   const samples: number[] = [];
+  const slowest: SlowRequest[] = [];
+  const gatewayPath = `/proc/${gatewayPid}/task/${gatewayPid}/schedstat`;
+  const probePath = '/proc/thread-self/schedstat';
   let failed = 0;
   let firstError: string | undefined;
   const pending: Promise<void>[] = [];
   let due = performance.now();
   while (!stop()) {
     const scheduled = due;
+    const lateMs = round(performance.now() - scheduled);
+    const gatewayFrom = gatewayPid === undefined ? undefined : threadSchedMs(gatewayPath);
+    const probeFrom = gatewayPid === undefined ? undefined : threadSchedMs(probePath);
     pending.push(
       pool.request({ path: target.path, method: target.method, headers: target.headers }).then(
         async (res) => {
@@ -42,7 +77,22 @@ export async function scheduledLoop(
           if (res.statusCode >= 300) {
             failed++;
             firstError ??= `${res.statusCode} ${text.slice(0, 200)}`;
-          } else samples.push(performance.now() - scheduled);
+            return;
+          }
+          const ms = performance.now() - scheduled;
+          samples.push(ms);
+          if (gatewayPid === undefined) return;
+          if (slowest.length === SLOWEST_KEPT && ms <= slowest[SLOWEST_KEPT - 1]!.ms) return;
+          const gateway = schedDelta(gatewayPath, gatewayFrom);
+          slowest.push({
+            ms: round(ms),
+            lateMs,
+            gatewayRunMs: gateway?.runMs,
+            gatewayWaitMs: gateway?.waitMs,
+            probeWaitMs: schedDelta(probePath, probeFrom)?.waitMs,
+          });
+          slowest.sort((a, b) => b.ms - a.ms);
+          slowest.length = Math.min(slowest.length, SLOWEST_KEPT);
         },
         (err: unknown) => {
           failed++;
@@ -57,18 +107,26 @@ export async function scheduledLoop(
   }
   await Promise.all(pending);
   await pool.close().catch(() => undefined);
-  return { ok: samples.length, failed, firstError, ms: summarize(samples) };
+  return {
+    ok: samples.length,
+    failed,
+    firstError,
+    ms: summarize(samples),
+    ...(gatewayPid === undefined ? {} : { slowest }),
+  };
 }
 
 interface ProbeStart {
   target: HttpTarget;
   intervalMs: number;
+  gatewayPid?: number;
 }
 
 /** Starts the probe in a child process; `stop()` ends it and resolves to what it measured. */
 export async function startScheduledProbe(
   target: HttpTarget,
   intervalMs: number,
+  gatewayPid?: number,
 ): Promise<{ stop(): Promise<LoopResult> }> {
   const child = fork(fileURLToPath(import.meta.url), ['--child'], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -78,7 +136,7 @@ export async function startScheduledProbe(
     child.once('exit', (code) => reject(new Error(`the /healthz probe exited (${code}) before its result`)));
   });
   await new Promise<void>((resolve) => child.once('spawn', () => resolve()));
-  child.send({ target, intervalMs } satisfies ProbeStart);
+  child.send({ target, intervalMs, gatewayPid } satisfies ProbeStart);
   return {
     async stop() {
       child.send('stop');
@@ -93,7 +151,7 @@ if (process.argv.includes('--child')) {
     process.on('message', (m) => {
       if (m === 'stop') stopped = true;
     });
-    void scheduledLoop(start.target, start.intervalMs, () => stopped).then((r) => {
+    void scheduledLoop(start.target, start.intervalMs, () => stopped, start.gatewayPid).then((r) => {
       process.send?.(r, () => process.exit(0));
     });
   });

@@ -3,7 +3,9 @@
 // file-descriptor limit), and (b) streaming requests with a large space-less prompt aborted right after
 // their first chunk, in a loop (billing on: each aborted stream has its usage estimated from the
 // prompt). Through both, a /healthz loop in a process of its own measures latency, a chat loop counts
-// successes, and the gateway's RSS is sampled.
+// successes, and the gateway's RSS is sampled. In (b) the load client (this process) and the upstream
+// simulator stand in for other machines, so they run at LOAD_NICE: what the probe measures is the
+// gateway, not the gateway queued for a CPU behind the bench's own load on two shared cores.
 
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -11,7 +13,7 @@ import { Client } from 'undici';
 import { type BenchContext, eachPeer, type Measured } from '../lib/context.ts';
 import type { HttpTarget } from '../lib/load.ts';
 import type { Peer, PeerId } from '../lib/peers.ts';
-import { monitorResources, type ResourceUse } from '../lib/proc.ts';
+import { monitorResources, type ResourceUse, reniceThreads } from '../lib/proc.ts';
 import { CHAT_MODEL, chatTarget, pacedModel } from '../lib/requests.ts';
 import { type LoopResult, scheduledLoop, startScheduledProbe } from '../lib/scheduled-probe.ts';
 import { summarize } from '../lib/stats.ts';
@@ -19,6 +21,8 @@ import { summarize } from '../lib/stats.ts';
 export type { LoopResult } from '../lib/scheduled-probe.ts';
 
 export const ABUSE_PEERS: PeerId[] = ['gateway-billing'];
+
+const LOAD_NICE = 19;
 
 export interface IdleFloodResult {
   /** Idle connections the bench opened (connect succeeded). */
@@ -41,6 +45,8 @@ export interface AbortLoopResult {
   durationMs: number;
   aborted: number;
   failed: number;
+  /** The nice value of the load client and the upstream simulator (absent: not permitted, left at 0). */
+  loadNice?: number;
   healthz: LoopResult;
   resources: ResourceUse;
 }
@@ -221,8 +227,13 @@ export async function runAbuse(ctx: BenchContext): Promise<Partial<Record<PeerId
       until = performance.now() + s.abortMs;
       const stop = () => performance.now() > until;
       const started = performance.now();
-      const abortProbe = await startScheduledProbe(healthz, s.probeIntervalMs);
+      const abortProbe = await startScheduledProbe(healthz, s.probeIntervalMs, peer.service.pid);
+      // After the probe's fork, which would inherit this process's priority.
+      const undo = await Promise.all(
+        [process.pid, ctx.upstream.service.pid].map((pid) => reniceThreads(pid, LOAD_NICE)),
+      );
       const aborts = await abortLoop(stream, s.abortConcurrency, stop);
+      for (const u of undo) u?.();
       const abortHealthz = await abortProbe.stop();
       return {
         baseline,
@@ -242,6 +253,7 @@ export async function runAbuse(ctx: BenchContext): Promise<Partial<Record<PeerId
           durationMs: Math.round(performance.now() - started),
           aborted: aborts.aborted,
           failed: aborts.failed,
+          ...(undo.every((u) => u !== undefined) ? { loadNice: LOAD_NICE } : {}),
           healthz: abortHealthz,
           resources: await monitor.stop(),
         },
