@@ -14,7 +14,7 @@ import type { TokenCount } from '../hooks/families/types.ts';
 import { TranslationError } from '../hooks/translators/types.ts';
 import { estimateUsageInSlices, textOnlyInput } from '../hooks/usage/estimate.ts';
 import type { RequestText } from '../hooks/usage/types.ts';
-import { sendJson } from './send.ts';
+import { identify, sendJson } from './send.ts';
 
 export interface ServedBody {
   body: JsonObject;
@@ -78,7 +78,7 @@ export async function answerCountLocally(
   });
   const tokens = usage.inputTokens;
   ctx.status = 200;
-  res.setHeader('x-router-request-id', ctx.id);
+  identify(res, ctx.id, ctx.correlationId);
   res.setHeader('x-router-token-count', 'estimated');
   sendJson(res, 200, count.reply(tokens));
 }

@@ -16,7 +16,7 @@ import { servedBody } from './local-count.ts';
 import { runRewriteBody } from './pipeline.ts';
 import type { Context } from './request-context.ts';
 import type { Runtime } from './runtime.ts';
-import { sendJson } from './send.ts';
+import { identify, sendJson } from './send.ts';
 import type { Cancellation } from './upstream.ts';
 
 /** A counting reply is one small JSON object. */
@@ -51,7 +51,7 @@ export async function countAtProvider(
   // A provider served it: the completion counts it as a count that is not billable.
   ctx.provider = provider.name;
   ctx.status = 200;
-  res.setHeader('x-router-request-id', ctx.id);
+  identify(res, ctx.id, ctx.correlationId);
   res.setHeader('x-router-token-count', 'provider');
   sendJson(res, 200, count.reply(reply));
   return true;

@@ -14,7 +14,7 @@ import { Context } from './request-context.ts';
 import { RequestTrace } from './request-trace.ts';
 import type { Route } from './routes.ts';
 import type { Runtime } from './runtime.ts';
-import { sendError, sendJson } from './send.ts';
+import { identify, sendError, sendJson } from './send.ts';
 
 export async function proxyRequest(
   rt: Runtime,
@@ -61,6 +61,7 @@ export async function proxyRequest(
     }
     if (early.kind === 'respond') {
       if (!req.complete) lingerAfterReply(req, res);
+      identify(res, id, correlationId);
       if (early.headers !== undefined)
         for (const [k, v] of Object.entries(early.headers)) res.setHeader(k, v);
       ctx.status = early.status;
@@ -88,6 +89,7 @@ export async function proxyRequest(
       // before the error reply leaves, as a served reply's does (docs/billing.md "The guarantees").
       const recorded = ctx.provider === undefined ? undefined : completion.complete();
       if (recorded !== undefined) await recorded;
+      if (!res.headersSent) identify(res, id, correlationId);
       sendError(res, ctx.clientFormat, gwErr, id);
     } else if (!res.writableEnded) {
       res.end();

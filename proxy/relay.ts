@@ -36,6 +36,7 @@ export async function relay(
   });
   ctx.status = head.status;
   head.headers['x-router-request-id'] = ctx.id;
+  if (ctx.correlationId !== undefined) head.headers['x-router-correlation-id'] = ctx.correlationId;
   const job: RelayJob = { ctx, hooks, up, res, head, completion };
   const contentType = head.headers['content-type'] ?? '';
   // A binary event stream (AWS's) is decoded by its framing and goes to the client as SSE.

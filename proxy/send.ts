@@ -5,6 +5,16 @@ import type { GatewayError } from '../common/errors.ts';
 import type { JsonValue, WireFormat } from '../common/types.ts';
 import { errorBody } from '../hooks/families/index.ts';
 
+/**
+ * The request's ids on a reply the gateway writes itself. A relayed reply carries them in the head it
+ * writes whole: a header set before `writeHead` makes Node take every header of that head through
+ * `setHeader` one by one.
+ */
+export function identify(res: ServerResponse, id: string, correlationId: string | undefined): void {
+  res.setHeader('x-router-request-id', id);
+  if (correlationId !== undefined) res.setHeader('x-router-correlation-id', correlationId);
+}
+
 export function sendJson(res: ServerResponse, status: number, body: JsonValue): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });

@@ -25,7 +25,7 @@ import { bodyTimedOut } from './request-body.ts';
 import { requestIdPolicy } from './request-id.ts';
 import { type Route, resolveRoute } from './routes.ts';
 import type { Runtime } from './runtime.ts';
-import { sendError, sendJson } from './send.ts';
+import { identify, sendError, sendJson } from './send.ts';
 import { answerStoredResponse } from './stored-response-endpoint.ts';
 
 export interface GatewayServer {
@@ -241,18 +241,20 @@ async function handle(
   const path = q === -1 ? url : url.slice(0, q);
   const query = new URLSearchParams(q === -1 ? '' : url.slice(q + 1));
   const { id, correlationId } = requestIdPolicy(rt.config.requestId.trustedSources)(req);
-  res.setHeader('x-router-request-id', id);
-  if (correlationId !== undefined) res.setHeader('x-router-correlation-id', correlationId);
-
   const route = resolveRoute(
     req.method ?? 'GET',
     path,
     carrierFamily(req.headers, query),
     rt.config.billing.balanceEnforcement.webhookPath,
   );
+  // A proxied request's replies say them where they are written (proxy/send.ts `identify`).
+  if (route.kind !== 'proxy') identify(res, id, correlationId);
   switch (route.kind) {
     case 'proxy':
-      if (phase === 'draining') return sendError(res, route.format, new GatewayError('shutting_down'), id);
+      if (phase === 'draining') {
+        identify(res, id, correlationId);
+        return sendError(res, route.format, new GatewayError('shutting_down'), id);
+      }
       return proxyRequest(rt, route, req, res, id, correlationId, path, query);
     case 'healthz':
       return sendJson(res, 200, { status: 'ok' });

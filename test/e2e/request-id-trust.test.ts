@@ -65,6 +65,41 @@ describe('default: no trusted source', () => {
     assert.ok(Math.abs(b - 2 * a) < 1e-12, `client_b charged twice client_a's amount (${b} vs ${a})`);
   });
 
+  test('every kind of proxied reply carries both ids: relayed, streamed, refused, failed and counted', async () => {
+    const post = (path: string, key: string, body: string, extra: Record<string, string> = {}) =>
+      fetch(`${stack.url}${path}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${key}`,
+          'content-type': 'application/json',
+          'x-router-request-id': 'corr-7',
+          ...extra,
+        },
+        body,
+      });
+    const chatBody = (stream: boolean) =>
+      JSON.stringify({ model: 'gpt-5.4-mini', stream, messages: [{ role: 'user', content: 'hello there' }] });
+    const replies = {
+      relayed: await post('/v1/chat/completions', ACCESS_KEY, chatBody(false)),
+      streamed: await post('/v1/chat/completions', ACCESS_KEY, chatBody(true)),
+      refused: await post('/v1/chat/completions', 'ak_not_a_key', chatBody(false)),
+      malformed: await post('/v1/chat/completions', ACCESS_KEY, '{'),
+      counted: await post(
+        '/v1/messages/count_tokens',
+        ACCESS_KEY,
+        JSON.stringify({ model: 'gpt-5.4-mini', messages: [{ role: 'user', content: 'hello there' }] }),
+        { 'anthropic-version': '2023-06-01' },
+      ),
+    };
+    const statuses = Object.fromEntries(Object.entries(replies).map(([k, r]) => [k, r.status]));
+    assert.deepEqual(statuses, { relayed: 200, streamed: 200, refused: 401, malformed: 400, counted: 200 });
+    for (const [kind, res] of Object.entries(replies)) {
+      await res.text();
+      assert.match(res.headers.get('x-router-request-id') ?? '', UUID_RE, kind);
+      assert.equal(res.headers.get('x-router-correlation-id'), 'corr-7', kind);
+    }
+  });
+
   test('the gateway id is in error messages; a malformed caller id is dropped', async () => {
     const res = await fetch(`${stack.url}/v1/chat/completions`, {
       method: 'POST',
