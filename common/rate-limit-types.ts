@@ -104,8 +104,8 @@ export interface HeldSlot {
 export interface RateLimitCounters {
   /** An answer at once when the instance could decide alone (docs/operations.md "Instance shares"). */
   admit(admission: Admission, leaseMs: number): AdmitResult | Promise<AdmitResult>;
-  /** Settles the request's tokens and releases its slot. */
-  finish(settlement: Settlement): Promise<void>;
+  /** Settles the request's tokens and releases its slot; undefined when that was done at once. */
+  finish(settlement: Settlement): Promise<void> | undefined;
   /** Extends the leases of slots still held (every lease_s / 3). */
   renew(slots: readonly HeldSlot[], leaseMs: number): Promise<void>;
 }

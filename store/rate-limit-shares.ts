@@ -207,7 +207,11 @@ export class InstanceShares {
         resetMs: Math.max(0, tokens.resetMs - elapsed),
       };
     if (concurrency !== undefined)
-      result.concurrency = { ...concurrency, remaining: concurrency.remaining + share.free.length };
+      result.concurrency = {
+        limit: concurrency.limit,
+        remaining: concurrency.remaining + share.free.length,
+        resetMs: concurrency.resetMs,
+      };
     if (lease !== a.lease) result.lease = lease;
     // Used up: what is left of it goes back now, and the store no longer counts it as out.
     if (share.requestDim && share.requests === 0) this.end(share);

@@ -309,9 +309,9 @@ export function createRedisRateLimits(
       wake(lane);
       return promise;
     },
-    finish(s: Settlement): Promise<void> {
+    finish(s: Settlement): Promise<void> | undefined {
       const local = shares.settle(s);
-      if (local === 'done') return Promise.resolve();
+      if (local === 'done') return undefined;
       return settle(s, local === 'store');
     },
     async renew(slots: readonly HeldSlot[], leaseMs: number): Promise<void> {

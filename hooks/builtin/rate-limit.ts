@@ -75,8 +75,9 @@ interface Held {
   readonly second: number;
   readonly tokens: number;
   readonly counted: ScopeUse;
-  /** The client family's rate-limit headers of its admission, for the reply. */
-  readonly headers: Record<string, string>;
+  /** Its admission's state and time, for the reply's rate-limit headers. */
+  readonly state: AdmitResult;
+  readonly at: number;
   /** Some limit applied (then the provider's own rate-limit headers are dropped). */
   readonly limited: boolean;
 }
@@ -173,6 +174,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
   }
 
   function subjectLimitsOf(subject: SubjectRef): RateLimits {
+    if (config.subjects.size === 0) return config.perSubject;
     return config.subjects.get(`${subject.type}:${subject.id}`) ?? config.perSubject;
   }
 
@@ -204,7 +206,8 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
       second: result.second,
       tokens: a.tokens,
       counted: result.counted,
-      headers: rateLimitHeaders(ctx.clientFormat, result, now()),
+      state: result,
+      at: now(),
       limited:
         result.requests !== undefined || result.tokens !== undefined || result.concurrency !== undefined,
     };
@@ -269,7 +272,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
       if (h === undefined || !h.limited) return head;
       // The provider's own headers describe the operator's shared account, not this client's limits.
       for (const name in head.headers) if (isRateLimitHeader(name)) delete head.headers[name];
-      Object.assign(head.headers, h.headers);
+      rateLimitHeaders(ctx.clientFormat, h.state, h.at, head.headers);
       return head;
     },
     onComplete(ctx: RequestContext): MaybePromise<void> {
@@ -278,8 +281,8 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
     },
   };
 
-  function finish(ctx: RequestContext, s: Settlement): Promise<void> {
-    return counters.finish(s).catch((err: unknown) => {
+  function finish(ctx: RequestContext, s: Settlement): Promise<void> | undefined {
+    return counters.finish(s)?.catch((err: unknown) => {
       // A slot frees itself when its lease runs out.
       ctx.log.warn({ err: errorText(err) }, 'rate limits: settling a request failed');
     });

@@ -207,9 +207,14 @@ export function familyOf(name: string): WireFamily {
   return byName.get(name) ?? families[0]!;
 }
 
-/** The gateway's rate-limit headers in the client family's names (empty when it has none). */
-export function rateLimitHeaders(format: string, state: RateLimitState, now: number): Record<string, string> {
-  return familyOf(format).rateLimitHeaders?.(state, now) ?? {};
+/** The gateway's rate-limit headers in the client family's names, added to `out` (none when it has none). */
+export function rateLimitHeaders(
+  format: string,
+  state: RateLimitState,
+  now: number,
+  out: Record<string, string> = {},
+): Record<string, string> {
+  return familyOf(format).rateLimitHeaders?.(state, now, out) ?? out;
 }
 
 /** Whether a response header (its lower-case name) is a vendor's rate-limit header (any family's). */

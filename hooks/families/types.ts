@@ -276,7 +276,7 @@ export interface WireFamily {
 
   // Rate limits (docs/operations.md "Rate limits per key and subject")
   /** The gateway's limits as the vendor's own rate-limit headers say them (none: the family has none). */
-  rateLimitHeaders?(state: RateLimitState, now: number): Record<string, string>;
+  rateLimitHeaders?(state: RateLimitState, now: number, out: Record<string, string>): Record<string, string>;
   /** Prefixes of the vendor's rate-limit headers: a provider's are dropped where a gateway limit applies. */
   readonly rateLimitHeaderPrefixes?: readonly string[];
 

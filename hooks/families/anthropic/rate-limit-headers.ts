@@ -9,8 +9,11 @@ export function rfc3339After(now: number, ms: number): string {
 }
 
 // Names written out, not built per reply: a name made at run time is hashed again as every new key.
-export function anthropicRateLimitHeaders(state: RateLimitState, now: number): Record<string, string> {
-  const out: Record<string, string> = {};
+export function anthropicRateLimitHeaders(
+  state: RateLimitState,
+  now: number,
+  out: Record<string, string> = {},
+): Record<string, string> {
   const r = state.requests;
   if (r !== undefined) {
     out['anthropic-ratelimit-requests-limit'] = String(r.limit);

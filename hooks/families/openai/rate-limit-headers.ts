@@ -10,8 +10,11 @@ export function openaiDuration(ms: number): string {
 }
 
 // Names written out, not built per reply: a name made at run time is hashed again as every new key.
-export function openaiRateLimitHeaders(state: RateLimitState): Record<string, string> {
-  const out: Record<string, string> = {};
+export function openaiRateLimitHeaders(
+  state: RateLimitState,
+  _now: number,
+  out: Record<string, string> = {},
+): Record<string, string> {
   const r = state.requests;
   if (r !== undefined) {
     out['x-ratelimit-limit-requests'] = String(r.limit);
