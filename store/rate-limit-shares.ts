@@ -39,6 +39,8 @@ export interface ShareHome {
 /** -1 in a grant: no limit in that dimension. */
 export interface Share {
   readonly id: string;
+  /** Its slot members' prefix: `<id>#`. */
+  readonly members: string;
   readonly home: ShareHome;
   readonly key: string | undefined;
   /** What it was granted for: an admission of another head, limits or kind does not take from it. */
@@ -235,6 +237,7 @@ export class InstanceShares {
     const slots = Number(fields[16]);
     const share: Share = {
       id: a.lease,
+      members: `${a.lease}#`,
       home,
       key: a.key?.name,
       head,
@@ -261,7 +264,7 @@ export class InstanceShares {
       ended: false,
       timer: undefined,
     };
-    for (let j = slots; j >= 1; j--) share.free.push(`${a.lease}#${j}`);
+    for (let j = slots; j >= 1; j--) share.free.push(`${share.members}${j}`);
     const name = share.key ?? '';
     const old = home.shares.get(name);
     if (old !== undefined) this.end(old);
@@ -281,7 +284,7 @@ export class InstanceShares {
     if (share === undefined) return 'store';
     this.borrowed.delete(s.lease);
     if (share.ended) return 'store';
-    if (s.lease.startsWith(`${share.id}#`)) share.free.push(s.lease);
+    if (s.lease.startsWith(share.members)) share.free.push(s.lease);
     if (share.tokenDim && s.tokenDelta > 0) return 'tokens';
     if (share.tokenDim) share.tokens -= s.tokenDelta;
     return 'done';

@@ -2,6 +2,7 @@
 // lane to its counters; far from its limits an instance also admits on its own from a share it took in
 // advance (store/rate-limit-shares.ts; docs/operations.md "Instance shares").
 
+import { performance } from 'node:perf_hooks';
 import type {
   Admission,
   AdmitResult,
