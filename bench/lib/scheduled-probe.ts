@@ -4,14 +4,15 @@
 // this file; the child probes until told to stop and sends back what it measured. Given the gateway's
 // pid, each request also reads how long the gateway's main thread and the probe's own thread ran and
 // waited for a CPU meanwhile (/proc schedstat), which tells a stall of the gateway's loop from the
-// scheduler's queue on a shared machine; the slowest requests keep those figures.
+// scheduler's queue on a shared machine; the slowest requests keep those figures. The child runs at
+// PROBE_NICE where that is permitted: its own wait for a CPU would otherwise read as the gateway's delay.
 
 import { fork } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import type { HttpTarget } from './load.ts';
-import { round, threadSchedMs } from './proc.ts';
+import { reniceThreads, round, threadSchedMs } from './proc.ts';
 import { type Summary, summarize } from './stats.ts';
 
 /** One request, timed from when it was due, and what the two threads did in that time (ms). */
@@ -33,7 +34,11 @@ export interface LoopResult {
   ms: Summary;
   /** The slowest requests, slowest first (with the gateway's pid given). */
   slowest?: SlowRequest[];
+  /** The probe process's nice value, when it was raised above the default. */
+  probeNice?: number;
 }
+
+const PROBE_NICE = -10;
 
 const SLOWEST_KEPT = 5;
 
@@ -151,8 +156,10 @@ if (process.argv.includes('--child')) {
     process.on('message', (m) => {
       if (m === 'stop') stopped = true;
     });
-    void scheduledLoop(start.target, start.intervalMs, () => stopped, start.gatewayPid).then((r) => {
-      process.send?.(r, () => process.exit(0));
-    });
+    void (async () => {
+      const raised = await reniceThreads(process.pid, PROBE_NICE);
+      const r = await scheduledLoop(start.target, start.intervalMs, () => stopped, start.gatewayPid);
+      process.send?.(raised === undefined ? r : { ...r, probeNice: PROBE_NICE }, () => process.exit(0));
+    })();
   });
 }
