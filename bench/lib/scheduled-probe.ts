@@ -39,6 +39,7 @@ export interface LoopResult {
 }
 
 const PROBE_NICE = -10;
+const WARM_ROUNDS = 5;
 
 const SLOWEST_KEPT = 5;
 
@@ -60,8 +61,17 @@ export async function scheduledLoop(
   intervalMs: number,
   stop: () => boolean,
   gatewayPid?: number,
+  warmed?: () => void,
 ): Promise<LoopResult> {
   const pool = new Pool(target.origin, { connections: 8, pipelining: 1, keepAliveTimeout: 60_000 });
+  if (warmed !== undefined) {
+    // A new process's first requests are slow for its own reasons (compiling, connecting).
+    for (let round = 0; round < WARM_ROUNDS; round++) {
+      const warm = () => pool.request({ path: target.path, method: target.method, headers: target.headers });
+      await Promise.all(Array.from({ length: 8 }, async () => (await warm()).body.text()));
+    }
+    warmed();
+  }
   const samples: number[] = [];
   const slowest: SlowRequest[] = [];
   const gatewayPath = `/proc/${gatewayPid}/task/${gatewayPid}/schedstat`;
@@ -127,7 +137,10 @@ interface ProbeStart {
   gatewayPid?: number;
 }
 
-/** Starts the probe in a child process; `stop()` ends it and resolves to what it measured. */
+/**
+ * Starts the probe in a child process and resolves once it has warmed up and started its schedule;
+ * `stop()` ends it and resolves to what it measured.
+ */
 export async function startScheduledProbe(
   target: HttpTarget,
   intervalMs: number,
@@ -136,12 +149,17 @@ export async function startScheduledProbe(
   const child = fork(fileURLToPath(import.meta.url), ['--child'], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
+  let ready: () => void = () => undefined;
+  const started = new Promise<void>((resolve) => {
+    ready = resolve;
+  });
   const result = new Promise<LoopResult>((resolve, reject) => {
-    child.once('message', (m) => resolve(m as LoopResult));
+    child.on('message', (m) => (m === 'ready' ? ready() : resolve(m as LoopResult)));
     child.once('exit', (code) => reject(new Error(`the /healthz probe exited (${code}) before its result`)));
   });
   await new Promise<void>((resolve) => child.once('spawn', () => resolve()));
   child.send({ target, intervalMs, gatewayPid } satisfies ProbeStart);
+  await Promise.race([started, result]);
   return {
     async stop() {
       child.send('stop');
@@ -158,7 +176,13 @@ if (process.argv.includes('--child')) {
     });
     void (async () => {
       const raised = await reniceThreads(process.pid, PROBE_NICE);
-      const r = await scheduledLoop(start.target, start.intervalMs, () => stopped, start.gatewayPid);
+      const r = await scheduledLoop(
+        start.target,
+        start.intervalMs,
+        () => stopped,
+        start.gatewayPid,
+        () => process.send?.('ready'),
+      );
       process.send?.(raised === undefined ? r : { ...r, probeNice: PROBE_NICE }, () => process.exit(0));
     })();
   });

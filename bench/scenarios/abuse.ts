@@ -147,6 +147,17 @@ async function gatewayCounters(origin: string): Promise<Record<string, number>> 
   return out;
 }
 
+/** Waits (at most 30 s) until the gateway has at most `most` client connections open. */
+async function connectionsClosed(origin: string, most: number): Promise<void> {
+  const deadline = performance.now() + 30_000;
+  while (performance.now() < deadline) {
+    const text = await (await fetch(`${origin}/metrics`)).text();
+    const open = /^router_client_connections (\S+)$/m.exec(text);
+    if (open === null || Number(open[1]) <= most) return;
+    await sleep(100);
+  }
+}
+
 /** Streams started and aborted as soon as their first body chunk arrives, `concurrency` at a time. */
 async function abortLoop(
   target: (n: number) => HttpTarget,
@@ -206,13 +217,15 @@ export async function runAbuse(ctx: BenchContext): Promise<Partial<Record<PeerId
       const t0 = performance.now();
       const idle = await openIdle(peer.origin, s.idleConnections, s.connectBatch);
       await sleep(s.holdMs);
-      holding = false;
-      const [idleHealthz, idleChat] = await Promise.all([idleProbe.stop(), chatLoop]);
       const holdMs = Math.round(performance.now() - t0);
-      const idleResources = await monitor.stop();
       const closedByGateway = idle.closedByPeer();
       const gatewayMetrics = await gatewayCounters(peer.origin);
+      // Released while (a) is measured: the gateway's closing of them is (a)'s, not a delay in (b).
       for (const sock of idle.sockets) sock.destroy();
+      await connectionsClosed(peer.origin, 16);
+      holding = false;
+      const [idleHealthz, idleChat] = await Promise.all([idleProbe.stop(), chatLoop]);
+      const idleResources = await monitor.stop();
 
       // (b) streams with a large space-less prompt, aborted after their first chunk.
       ctx.log(`    aborted streams, ${s.abortPromptBytes} byte prompts`);
@@ -224,14 +237,14 @@ export async function runAbuse(ctx: BenchContext): Promise<Partial<Record<PeerId
           content: `${n}`.padEnd(s.abortPromptBytes, 'x'),
         });
       monitor = await monitorResources(peer.service.pid);
-      until = performance.now() + s.abortMs;
-      const stop = () => performance.now() > until;
-      const started = performance.now();
       const abortProbe = await startScheduledProbe(healthz, s.probeIntervalMs, peer.service.pid);
       // After the probe's fork, which would inherit this process's priority.
       const undo = await Promise.all(
         [process.pid, ctx.upstream.service.pid].map((pid) => reniceThreads(pid, LOAD_NICE)),
       );
+      until = performance.now() + s.abortMs;
+      const stop = () => performance.now() > until;
+      const started = performance.now();
       const aborts = await abortLoop(stream, s.abortConcurrency, stop);
       for (const u of undo) u?.();
       const abortHealthz = await abortProbe.stop();
