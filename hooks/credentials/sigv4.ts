@@ -80,10 +80,6 @@ type SigningKeyOf = (
   service?: string,
 ) => Promise<Uint8Array>;
 type CanonicalPathOf = (request: { path: string }) => string;
-type SignRequestOf = (
-  request: Parameters<SignatureV4['sign']>[0],
-  options: Parameters<SignatureV4['sign']>[1],
-) => ReturnType<SignatureV4['sign']>;
 
 // Two of the signer's own steps, kept by their inputs. Both are private in the signer's types, so they
 // are reached by name: were a later version to rename them, these memos would go unused and the
@@ -91,8 +87,6 @@ type SignRequestOf = (
 const signersKey = (SignatureV4.prototype as unknown as { getSigningKey: SigningKeyOf }).getSigningKey;
 const signersPath = (SignatureV4.prototype as unknown as { getCanonicalPath: CanonicalPathOf })
   .getCanonicalPath;
-// What sign() calls for a request, called directly: sign() is an async function around it.
-const signersRequest = (SignatureV4.prototype as unknown as { signRequest?: SignRequestOf }).signRequest;
 
 /**
  * @smithy/signature-v4 with what it would otherwise redo on every request kept: the request time's text
@@ -199,75 +193,66 @@ export function createSigV4Authorizer(opts: SigV4Options): UpstreamAuthorizer {
   let signedWith = cache === undefined ? (opts.credentials as AwsCredentials) : undefined;
   let signer = signedWith === undefined ? undefined : make(signedWith);
   const signing = { signingRegion: opts.region, unsignableHeaders: PAYLOAD_HASH_ONLY };
-  const signerFor = (creds: AwsCredentials): Signer => {
-    if (creds !== signedWith) {
-      signedWith = creds;
-      signer = make(creds);
-    }
-    return signer!;
-  };
-  const sign = (signer: Signer, req: UpstreamRequest): Promise<void> => {
-    const body =
-      req.body === undefined
-        ? undefined
-        : Buffer.isBuffer(req.body)
-          ? req.body
-          : Buffer.from(JSON.stringify(req.body));
-    req.body = body;
-    const headers = req.headers;
-    for (const name of WRITTEN_HEADERS) if (headers[name] !== undefined) delete headers[name];
-    const url = originOf(req.origin);
-    // What is signed: the host, the body's hash, and of the request's own headers the content type and
-    // any x-amz-* header (AWS requires host and x-amz-*; boto3 signs these and not the length, which the
-    // body's hash makes redundant). The others (accept, accept-encoding, a passed header, the length
-    // undici writes) are sent unsigned: the signer need not canonicalize them on every request. The payload's hash is made here in one call and given to the signer in the header it
-    // takes it from; it is not sent (only S3 asks for it; boto3 and aws4 leave it out for Bedrock).
-    const toSign: Record<string, string> = {
-      'x-amz-content-sha256': body === undefined ? EMPTY_SHA256 : hash('sha256', body, 'hex'),
-      host: url.host,
-    };
-    for (const name in headers) {
-      if (name === 'content-type' || name.startsWith('x-amz-')) toSign[name] = headers[name]!;
-    }
-    let query: Record<string, string | string[]> | undefined;
-    if (req.query.size > 0) {
-      query = {};
-      for (const [name, value] of req.query) {
-        const seen = query[name];
-        query[name] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
-      }
-    }
-    const request = {
-      method: req.method,
-      protocol: url.protocol,
-      hostname: url.hostname,
-      port: url.port === '' ? undefined : Number(url.port),
-      path: req.path,
-      query: query ?? {},
-      headers: toSign,
-      body,
-    };
-    const signed =
-      signersRequest === undefined
-        ? signer.sign(request, signing)
-        : signersRequest.call(signer, request, signing);
-    return signed.then((out) => {
-      // Lower-case already: the request's by its contract, the signer's own as it writes them. The host
-      // signed is the origin's, which the transport writes itself (undici; ws for a realtime session).
-      for (const name in out.headers) {
-        if (name !== PAYLOAD_HASH && name !== 'host') headers[name] = out.headers[name]!;
-      }
-    });
-  };
   return {
     scheme: 'sigv4',
     channel: opts.channel,
-    authorize(ctx: RequestContext, req: UpstreamRequest): Promise<void> {
-      if (cache === undefined) return sign(signer!, req);
-      const pending = cache.token(ctx.log);
-      return pending instanceof Promise
-        ? pending.then((creds) => sign(signerFor(creds), req))
-        : sign(signerFor(pending), req);
+    async authorize(ctx: RequestContext, req: UpstreamRequest): Promise<void> {
+      if (cache !== undefined) {
+        const pending = cache.token(ctx.log);
+        const creds = pending instanceof Promise ? await pending : pending;
+        if (creds !== signedWith) {
+          signedWith = creds;
+          signer = make(creds);
+        }
+      }
+      const body =
+        req.body === undefined
+          ? undefined
+          : Buffer.isBuffer(req.body)
+            ? req.body
+            : Buffer.from(JSON.stringify(req.body));
+      req.body = body;
+      const headers = req.headers;
+      for (const name of WRITTEN_HEADERS) if (headers[name] !== undefined) delete headers[name];
+      const url = originOf(req.origin);
+      // What is signed: the host, the body's length and hash, and of the request's own headers the
+      // content type and any x-amz-* header, the ones AWS requires signed. The others (accept,
+      // accept-encoding, a passed header) are sent unsigned: the signer need not canonicalize them on every
+      // request. The payload's hash is made here in one call and given to the signer in the header it
+      // takes it from; it is not sent (only S3 asks for it; boto3 and aws4 leave it out for Bedrock).
+      const toSign: Record<string, string> = {
+        'x-amz-content-sha256': body === undefined ? EMPTY_SHA256 : hash('sha256', body, 'hex'),
+        host: url.host,
+      };
+      if (body !== undefined && body.length > 0) toSign['content-length'] = String(body.length);
+      for (const name in headers) {
+        if (name === 'content-type' || name.startsWith('x-amz-')) toSign[name] = headers[name]!;
+      }
+      let query: Record<string, string | string[]> | undefined;
+      if (req.query.size > 0) {
+        query = {};
+        for (const [name, value] of req.query) {
+          const seen = query[name];
+          query[name] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
+        }
+      }
+      const signed = await signer!.sign(
+        {
+          method: req.method,
+          protocol: url.protocol,
+          hostname: url.hostname,
+          port: url.port === '' ? undefined : Number(url.port),
+          path: req.path,
+          query: query ?? {},
+          headers: toSign,
+          body,
+        },
+        signing,
+      );
+      // Lower-case already: the request's by its contract, the signer's own as it writes them.
+      for (const name in signed.headers) {
+        if (name !== PAYLOAD_HASH) headers[name] = signed.headers[name]!;
+      }
     },
     ...(cache === undefined ? {} : { refused: () => cache.refused() }),
   };

@@ -53,8 +53,7 @@ function aws4Authorization(req: UpstreamRequest, creds: typeof AWS & { sessionTo
   const named = /SignedHeaders=([^,]+),/.exec(req.headers.authorization ?? '')?.[1]?.split(';') ?? [];
   const headers: Record<string, string> = {};
   for (const name of named) if (req.headers[name] !== undefined) headers[name] = req.headers[name];
-  // As it arrived: aws4 adds no header of its own (it would sign a Content-Length the gateway leaves out).
-  const signer = new aws4.RequestSigner(
+  const signed = aws4.sign(
     {
       host: new URL(req.origin).host,
       method: req.method,
@@ -63,12 +62,9 @@ function aws4Authorization(req: UpstreamRequest, creds: typeof AWS & { sessionTo
       body: req.body as Buffer,
       service: 'bedrock',
       region: 'us-east-1',
-      doNotModifyHeaders: true,
     },
     creds,
   );
-  signer.datetime = req.headers['x-amz-date'];
-  const signed = signer.sign();
   return String((signed.headers as Record<string, string>).Authorization);
 }
 
@@ -82,17 +78,15 @@ test('the signature of the final request equals an independent SigV4 implementat
   }).authorize(ctx, req);
   assert.ok(Buffer.isBuffer(req.body), 'the body is fixed as the bytes that were signed');
   assert.equal(JSON.parse((req.body as Buffer).toString('utf8')).messages[0].content, 'héllo');
-  // The length is neither signed (the payload's hash covers the body) nor set: undici writes it.
-  assert.equal(req.headers['content-length'], undefined);
-  // The host is signed, not set: the transport writes the origin's.
-  assert.equal(req.headers.host, undefined);
+  assert.equal(req.headers['content-length'], String((req.body as Buffer).length));
+  assert.equal(req.headers.host, 'bedrock-runtime.us-east-1.amazonaws.com');
   assert.match(req.headers['x-amz-date'] ?? '', /^\d{8}T\d{6}Z$/);
   // The payload's hash is signed (the canonical request's last line) but not sent: only S3 asks for it.
   assert.equal(req.headers['x-amz-content-sha256'], undefined);
-  // Signed: what AWS requires (host, x-amz-*) and the content type, as boto3 signs; accept is sent unsigned.
+  // Signed: what AWS requires (host, content type, x-amz-*) and the body's length; accept is sent unsigned.
   assert.match(
     req.headers.authorization ?? '',
-    /^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/us-east-1\/bedrock\/aws4_request, SignedHeaders=content-type;host;x-amz-date, Signature=[0-9a-f]{64}$/,
+    /^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/us-east-1\/bedrock\/aws4_request, SignedHeaders=content-length;content-type;host;x-amz-date, Signature=[0-9a-f]{64}$/,
   );
   assert.equal(req.headers.accept, 'application/json');
   assert.equal(req.headers.authorization, aws4Authorization(req, AWS));
@@ -180,6 +174,7 @@ async function smithyAuthorization(req: UpstreamRequest, creds: typeof AWS & { s
   const [, y, mo, d, h, mi, sec] = date.map(Number);
   const headers: Record<string, string> = { host: url.host };
   const body = req.body as Buffer | undefined;
+  if (body !== undefined && body.length > 0) headers['content-length'] = String(body.length);
   for (const name in req.headers)
     if (
       name === 'content-type' ||
@@ -245,9 +240,9 @@ test('the same bytes as @smithy/signature-v4 alone: payload hash made before it,
     assert.equal(req.headers.authorization, aws4Authorization(req, creds), path);
     if (i === 1) assert.match(req.headers.authorization ?? '', /x-amz-custom/);
     if (i === 3) {
-      // No body: no length; the host a rule wrote is dropped (the origin's is signed and sent).
+      // No body: no length; the host is the origin's, whatever a rule wrote.
       assert.equal(req.headers['content-length'], undefined);
-      assert.equal(req.headers.host, undefined);
+      assert.equal(req.headers.host, 'bedrock-runtime.us-east-1.amazonaws.com');
       assert.match(
         req.headers.authorization ?? '',
         /SignedHeaders=content-type;host;x-amz-date;x-amz-security-token,/,
