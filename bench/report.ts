@@ -248,6 +248,18 @@ export function renderAbuse(r: BenchResults): string[] {
             num(idle.resources.cpuPercent, 1),
           ],
           ['idle connections', 'chat', ...loopCells(idle.chat), '', ''],
+          // Results from before the release was measured on its own have none.
+          ...(idle.release === undefined
+            ? []
+            : [
+                [
+                  `their release (${num(idle.release.ms)} ms)`,
+                  '/healthz',
+                  ...loopCells(idle.release.healthz),
+                  '',
+                  '',
+                ],
+              ]),
           [
             'aborted streams',
             '/healthz',

@@ -37,6 +37,8 @@ export interface IdleFloodResult {
   resources: ResourceUse;
   /** The gateway's own counters after the phase (router_connections_shed_total, ...). */
   gatewayMetrics: Record<string, number>;
+  /** The connections released at once after the phase, with a probe of its own, until the gateway closed them. */
+  release?: { ms: number; healthz: LoopResult };
 }
 
 export interface AbortLoopResult {
@@ -220,12 +222,17 @@ export async function runAbuse(ctx: BenchContext): Promise<Partial<Record<PeerId
       const holdMs = Math.round(performance.now() - t0);
       const closedByGateway = idle.closedByPeer();
       const gatewayMetrics = await gatewayCounters(peer.origin);
-      // Released while (a) is measured: the gateway's closing of them is (a)'s, not a delay in (b).
-      for (const sock of idle.sockets) sock.destroy();
-      await connectionsClosed(peer.origin, 16);
       holding = false;
       const [idleHealthz, idleChat] = await Promise.all([idleProbe.stop(), chatLoop]);
       const idleResources = await monitor.stop();
+      // Released all at once with a probe of their own: the gateway closing them is neither (a)'s opening
+      // and holding them nor a delay while (b) estimates, and (b) starts once they are closed.
+      const releaseProbe = await startScheduledProbe(healthz, s.probeIntervalMs);
+      const released = performance.now();
+      for (const sock of idle.sockets) sock.destroy();
+      await connectionsClosed(peer.origin, 16);
+      const releaseMs = Math.round(performance.now() - released);
+      const releaseHealthz = await releaseProbe.stop();
 
       // (b) streams with a large space-less prompt, aborted after their first chunk.
       ctx.log(`    aborted streams, ${s.abortPromptBytes} byte prompts`);
@@ -259,6 +266,7 @@ export async function runAbuse(ctx: BenchContext): Promise<Partial<Record<PeerId
           chat: idleChat,
           resources: idleResources,
           gatewayMetrics,
+          release: { ms: releaseMs, healthz: releaseHealthz },
         },
         aborts: {
           promptBytes: s.abortPromptBytes,
