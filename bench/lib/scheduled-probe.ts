@@ -149,10 +149,7 @@ export async function startScheduledProbe(
   const child = fork(fileURLToPath(import.meta.url), ['--child'], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  let ready: () => void = () => undefined;
-  const started = new Promise<void>((resolve) => {
-    ready = resolve;
-  });
+  const { promise: started, resolve: ready } = Promise.withResolvers<void>();
   const result = new Promise<LoopResult>((resolve, reject) => {
     child.on('message', (m) => (m === 'ready' ? ready() : resolve(m as LoopResult)));
     child.once('exit', (code) => reject(new Error(`the /healthz probe exited (${code}) before its result`)));
