@@ -6,11 +6,13 @@
 // (web identity, container, instance) come from a TokenCache; a signer is made per credential set.
 // Around the signer, what it would otherwise redo on every request is done once: the request time's
 // text once a second, HMAC keys once per key, the signing key once a day, a path's canonical form once,
-// the origin parsed once; and it is given only the headers that must be signed, with the payload's hash
-// already made (docs/benchmarks.md section 15).
+// the origin parsed once. Its signRequest's steps (canonical headers and request, scope, string to sign,
+// signature) are run on the gateway's own copy of the headers that must be signed, with the payload's
+// hash already made, without signRequest's copy of the request and lookups around them (docs/benchmarks.md
+// section 15).
 
 import { createHmac, createSecretKey, hash, type KeyObject } from 'node:crypto';
-import { SignatureV4 } from '@smithy/signature-v4';
+import { ALGORITHM_IDENTIFIER, createScope, getCanonicalHeaders, SignatureV4 } from '@smithy/signature-v4';
 import type { AwsCredentials } from '../../common/config-types.ts';
 import type { RequestContext, UpstreamRequest } from '../../common/types.ts';
 import { TokenCache } from './token-cache.ts';
@@ -80,6 +82,13 @@ type SigningKeyOf = (
   service?: string,
 ) => Promise<Uint8Array>;
 type CanonicalPathOf = (request: { path: string }) => string;
+type SignatureOf = (
+  longDate: string,
+  scope: string,
+  key: Promise<Uint8Array>,
+  canonicalRequest: string,
+) => Promise<string>;
+type SignedRequest = Parameters<typeof getCanonicalHeaders>[0];
 
 // Two of the signer's own steps, kept by their inputs. Both are private in the signer's types, so they
 // are reached by name: were a later version to rename them, these memos would go unused and the
@@ -87,6 +96,7 @@ type CanonicalPathOf = (request: { path: string }) => string;
 const signersKey = (SignatureV4.prototype as unknown as { getSigningKey: SigningKeyOf }).getSigningKey;
 const signersPath = (SignatureV4.prototype as unknown as { getCanonicalPath: CanonicalPathOf })
   .getCanonicalPath;
+const signersSignature = (SignatureV4.prototype as unknown as { getSignature: SignatureOf }).getSignature;
 
 /**
  * @smithy/signature-v4 with what it would otherwise redo on every request kept: the request time's text
@@ -110,8 +120,40 @@ class Signer extends SignatureV4 {
     return this.#date;
   }
 
-  constructor(init: ConstructorParameters<typeof SignatureV4>[0]) {
+  /**
+   * The Authorization value of a request, by signRequest's own steps: the date, the scope, the canonical
+   * headers and request, the signature with the day's key. signRequest also copies the request, looks up
+   * the credentials and the region (promises) and scans its headers three times (for generated headers,
+   * a given payload hash and the checksum header); here the request is the gateway's own copy, holding
+   * only the headers to sign, lower-case, and its payload's hash is made. Sets x-amz-date (and the
+   * session token) on those headers.
+   */
+  async authorization(request: SignedRequest, payloadHash: string): Promise<string> {
+    const creds = this.#creds;
+    const { longDate, shortDate } = this.formatDate(new Date());
+    const headers = request.headers;
+    headers['x-amz-date'] = longDate;
+    if (creds.sessionToken !== undefined) headers['x-amz-security-token'] = creds.sessionToken;
+    const scope = createScope(shortDate, this.#region, this.service);
+    const canonical = getCanonicalHeaders(request);
+    const self = this as unknown as { getSigningKey: SigningKeyOf };
+    const signature = await signersSignature.call(
+      this,
+      longDate,
+      scope,
+      self.getSigningKey(creds, this.#region, shortDate, this.service),
+      this.createCanonicalRequest(request, canonical, payloadHash),
+    );
+    return `${ALGORITHM_IDENTIFIER} Credential=${creds.accessKeyId}/${scope}, SignedHeaders=${this.getCanonicalHeaderList(canonical)}, Signature=${signature}`;
+  }
+
+  readonly #creds: AwsCredentials;
+  readonly #region: string;
+
+  constructor(init: ConstructorParameters<typeof SignatureV4>[0], creds: AwsCredentials, region: string) {
     super(init);
+    this.#creds = creds;
+    this.#region = region;
     const self = this as unknown as { getSigningKey: SigningKeyOf; getCanonicalPath: CanonicalPathOf };
     if (typeof signersKey === 'function') {
       self.getSigningKey = (credentials, region, shortDate, service) => {
@@ -153,9 +195,6 @@ function originOf(origin: string): URL {
   return url;
 }
 
-/** The header the signer takes the payload's hash from: given to it, neither signed nor sent. */
-const PAYLOAD_HASH = 'x-amz-content-sha256';
-const PAYLOAD_HASH_ONLY = new Set([PAYLOAD_HASH]);
 /** The SHA-256 of no bytes, as SigV4 writes it. */
 const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 /** Whatever a client or a rule put there: these are written here, as they are signed. */
@@ -177,22 +216,30 @@ export interface SigV4Options {
 }
 
 export function createSigV4Authorizer(opts: SigV4Options): UpstreamAuthorizer {
+  // Not a memo: the signature itself. A version without this step fails here, at configuration, not per request.
+  if (typeof signersSignature !== 'function')
+    throw new Error(
+      '@smithy/signature-v4 has no getSignature step: install the version package-lock.json pins',
+    );
   const make = (c: AwsCredentials) =>
-    new Signer({
-      service: opts.service,
-      region: opts.region,
-      credentials: {
-        accessKeyId: c.accessKeyId,
-        secretAccessKey: c.secretAccessKey,
-        ...(c.sessionToken === undefined ? {} : { sessionToken: c.sessionToken }),
+    new Signer(
+      {
+        service: opts.service,
+        region: opts.region,
+        credentials: {
+          accessKeyId: c.accessKeyId,
+          secretAccessKey: c.secretAccessKey,
+          ...(c.sessionToken === undefined ? {} : { sessionToken: c.sessionToken }),
+        },
+        sha256: Sha256,
+        applyChecksum: false,
       },
-      sha256: Sha256,
-      applyChecksum: false,
-    });
+      c,
+      opts.region,
+    );
   const cache = opts.credentials instanceof TokenCache ? opts.credentials : undefined;
   let signedWith = cache === undefined ? (opts.credentials as AwsCredentials) : undefined;
   let signer = signedWith === undefined ? undefined : make(signedWith);
-  const signing = { signingRegion: opts.region, unsignableHeaders: PAYLOAD_HASH_ONLY };
   return {
     scheme: 'sigv4',
     channel: opts.channel,
@@ -218,12 +265,9 @@ export function createSigV4Authorizer(opts: SigV4Options): UpstreamAuthorizer {
       // What is signed: the host, the body's length and hash, and of the request's own headers the
       // content type and any x-amz-* header, the ones AWS requires signed. The others (accept,
       // accept-encoding, a passed header) are sent unsigned: the signer need not canonicalize them on every
-      // request. The payload's hash is made here in one call and given to the signer in the header it
-      // takes it from; it is not sent (only S3 asks for it; boto3 and aws4 leave it out for Bedrock).
-      const toSign: Record<string, string> = {
-        'x-amz-content-sha256': body === undefined ? EMPTY_SHA256 : hash('sha256', body, 'hex'),
-        host: url.host,
-      };
+      // request. The payload's hash is made here in one call; it is not sent (only S3 asks for it; boto3
+      // and aws4 leave it out for Bedrock).
+      const toSign: Record<string, string> = { host: url.host };
       if (body !== undefined && body.length > 0) toSign['content-length'] = String(body.length);
       for (const name in headers) {
         if (name === 'content-type' || name.startsWith('x-amz-')) toSign[name] = headers[name]!;
@@ -236,23 +280,13 @@ export function createSigV4Authorizer(opts: SigV4Options): UpstreamAuthorizer {
           query[name] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
         }
       }
-      const signed = await signer!.sign(
-        {
-          method: req.method,
-          protocol: url.protocol,
-          hostname: url.hostname,
-          port: url.port === '' ? undefined : Number(url.port),
-          path: req.path,
-          query: query ?? {},
-          headers: toSign,
-          body,
-        },
-        signing,
+      const authorization = await signer!.authorization(
+        { method: req.method, path: req.path, query: query ?? {}, headers: toSign } as SignedRequest,
+        body === undefined ? EMPTY_SHA256 : hash('sha256', body, 'hex'),
       );
-      // Lower-case already: the request's by its contract, the signer's own as it writes them.
-      for (const name in signed.headers) {
-        if (name !== PAYLOAD_HASH) headers[name] = signed.headers[name]!;
-      }
+      // Lower-case already: the request's by its contract, the signed ones as written above.
+      for (const name in toSign) headers[name] = toSign[name]!;
+      headers.authorization = authorization;
     },
     ...(cache === undefined ? {} : { refused: () => cache.refused() }),
   };

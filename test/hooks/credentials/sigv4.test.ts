@@ -209,10 +209,12 @@ async function smithyAuthorization(req: UpstreamRequest, creds: typeof AWS & { s
 }
 
 test('the same bytes as @smithy/signature-v4 alone: payload hash made before it, key, path and date kept', async () => {
-  // The memos wrap two of the signer's own steps by name: they must still exist.
+  // The memos wrap two of the signer's own steps by name, and the signature is its own step: they must
+  // still exist.
   const proto = SignatureV4.prototype as unknown as Record<string, unknown>;
   assert.equal(typeof proto.getSigningKey, 'function');
   assert.equal(typeof proto.getCanonicalPath, 'function');
+  assert.equal(typeof proto.getSignature, 'function');
   const creds = { ...AWS, sessionToken: 'session-token-2' };
   const authorizer = createSigV4Authorizer({
     service: 'bedrock',
