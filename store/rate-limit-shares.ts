@@ -72,8 +72,6 @@ export interface Share {
   timer: NodeJS.Timeout | undefined;
 }
 
-type Mutable<T> = { -readonly [K in keyof T]: T[K] };
-
 function bit(b: boolean): string {
   return b ? '1' : '0';
 }
@@ -189,32 +187,39 @@ export class InstanceShares {
       share.lent.push(lease);
     }
     const elapsed = this.#now() - share.sentAt;
-    const result: Mutable<AdmitResult> = {
+    const { requests, tokens, concurrency } = share.base;
+    // One literal with every field: properties added later would each cost the object a new shape.
+    const result: AdmitResult = {
       admitted: true,
       retryAfterMs: 0,
       second: share.second,
       counted: c,
+      requests:
+        requests === undefined
+          ? undefined
+          : {
+              limit: requests.limit,
+              remaining: requests.remaining + share.requests,
+              resetMs: Math.max(0, requests.resetMs - elapsed),
+            },
+      tokens:
+        tokens === undefined
+          ? undefined
+          : {
+              limit: tokens.limit,
+              remaining: Math.max(0, tokens.remaining + share.tokens),
+              resetMs: Math.max(0, tokens.resetMs - elapsed),
+            },
+      concurrency:
+        concurrency === undefined
+          ? undefined
+          : {
+              limit: concurrency.limit,
+              remaining: concurrency.remaining + share.free.length,
+              resetMs: concurrency.resetMs,
+            },
+      lease: lease === a.lease ? undefined : lease,
     };
-    const { requests, tokens, concurrency } = share.base;
-    if (requests !== undefined)
-      result.requests = {
-        limit: requests.limit,
-        remaining: requests.remaining + share.requests,
-        resetMs: Math.max(0, requests.resetMs - elapsed),
-      };
-    if (tokens !== undefined)
-      result.tokens = {
-        limit: tokens.limit,
-        remaining: Math.max(0, tokens.remaining + share.tokens),
-        resetMs: Math.max(0, tokens.resetMs - elapsed),
-      };
-    if (concurrency !== undefined)
-      result.concurrency = {
-        limit: concurrency.limit,
-        remaining: concurrency.remaining + share.free.length,
-        resetMs: concurrency.resetMs,
-      };
-    if (lease !== a.lease) result.lease = lease;
     // Used up: what is left of it goes back now, and the store no longer counts it as out.
     if (share.requestDim && share.requests === 0) this.end(share);
     return result;

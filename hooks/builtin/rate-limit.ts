@@ -21,7 +21,6 @@ import {
   type SubjectRef,
   withDefaults,
 } from '../../common/rate-limit-types.ts';
-import { RequestState } from '../../common/request-state.ts';
 import type {
   Hook,
   MaybePromise,
@@ -144,8 +143,8 @@ function retryHeaders(ms: number): Record<string, string> {
 export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
   const { config, counters, metrics } = opts;
   const now = opts.now ?? Date.now;
-  const held = new RequestState<Held>();
-  const inFlight = new Map<string, Held>();
+  // By request rather than in a RequestState slot: renewal needs them all anyway, and completion removes them.
+  const inFlight = new Map<RequestContext, Held>();
   // Realtime sessions by their request id, for the responses that settle their tokens.
   const sessions = new Map<string, Held>();
   // A lease of its own per admission: a request id can repeat (a trusted caller's), a lease must not.
@@ -211,8 +210,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
       limited:
         result.requests !== undefined || result.tokens !== undefined || result.concurrency !== undefined,
     };
-    held.set(ctx, h);
-    inFlight.set(h.lease, h);
+    inFlight.set(ctx, h);
     if (REALTIME_APIS.has(ctx.api)) sessions.set(ctx.id, h);
     return CONTINUE;
   }
@@ -268,7 +266,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
     responseMode: 'observe',
     onRequest,
     onResponseHead(ctx: RequestContext, head: ResponseHead): ResponseHead {
-      const h = held.get(ctx);
+      const h = inFlight.get(ctx);
       if (h === undefined || !h.limited) return head;
       // The provider's own headers describe the operator's shared account, not this client's limits.
       for (const name in head.headers) if (isRateLimitHeader(name)) delete head.headers[name];
@@ -290,13 +288,15 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
 
   /** The request's tokens settled to its metered usage and its slot released. */
   function release(ctx: RequestContext): Promise<void> | undefined {
-    const h = held.get(ctx);
-    if (h === undefined || !inFlight.delete(h.lease)) return undefined;
-    if (sessions.get(ctx.id) === h) sessions.delete(ctx.id);
+    const h = inFlight.get(ctx);
+    if (h === undefined) return undefined;
+    inFlight.delete(ctx);
+    const realtime = REALTIME_APIS.has(ctx.api);
+    if (realtime && sessions.get(ctx.id) === h) sessions.delete(ctx.id);
     const c = h.counted;
     if (!c.keySlot && !c.subjectSlot && !c.keyTokens && !c.subjectTokens) return undefined;
     // A realtime session's tokens were settled response by response.
-    const tokenDelta = REALTIME_APIS.has(ctx.api) ? 0 : meteredTokens(ctx, h.tokens) - h.tokens;
+    const tokenDelta = realtime ? 0 : meteredTokens(ctx, h.tokens) - h.tokens;
     return finish(ctx, {
       key: h.key,
       subject: h.subject,

@@ -3,10 +3,17 @@
 
 import type { RateLimitState } from '../types.ts';
 
+function duration(s: number): string {
+  return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${s % 60}s`;
+}
+
+// A window's reset is at most a minute away: those durations are made once, not per reply.
+const MINUTE = Array.from({ length: 61 }, (_, s) => duration(s));
+
 /** A duration in OpenAI's form, rounded up to whole seconds. */
 export function openaiDuration(ms: number): string {
   const s = Math.ceil(Math.max(0, ms) / 1000);
-  return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${s % 60}s`;
+  return MINUTE[s] ?? duration(s);
 }
 
 // Names written out, not built per reply: a name made at run time is hashed again as every new key.
