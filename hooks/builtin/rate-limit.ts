@@ -21,6 +21,7 @@ import {
   type SubjectRef,
   withDefaults,
 } from '../../common/rate-limit-types.ts';
+import { RequestState } from '../../common/request-state.ts';
 import type {
   Hook,
   MaybePromise,
@@ -143,8 +144,8 @@ function retryHeaders(ms: number): Record<string, string> {
 export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
   const { config, counters, metrics } = opts;
   const now = opts.now ?? Date.now;
-  // By request rather than in a RequestState slot: renewal needs them all anyway, and completion removes them.
-  const inFlight = new Map<RequestContext, Held>();
+  const held = new RequestState<Held>();
+  const inFlight = new Map<string, Held>();
   // Realtime sessions by their request id, for the responses that settle their tokens.
   const sessions = new Map<string, Held>();
   // A lease of its own per admission: a request id can repeat (a trusted caller's), a lease must not.
@@ -210,7 +211,8 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
       limited:
         result.requests !== undefined || result.tokens !== undefined || result.concurrency !== undefined,
     };
-    inFlight.set(ctx, h);
+    held.set(ctx, h);
+    inFlight.set(h.lease, h);
     if (REALTIME_APIS.has(ctx.api)) sessions.set(ctx.id, h);
     return CONTINUE;
   }
@@ -266,7 +268,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
     responseMode: 'observe',
     onRequest,
     onResponseHead(ctx: RequestContext, head: ResponseHead): ResponseHead {
-      const h = inFlight.get(ctx);
+      const h = held.get(ctx);
       if (h === undefined || !h.limited) return head;
       // The provider's own headers describe the operator's shared account, not this client's limits.
       for (const name in head.headers) if (isRateLimitHeader(name)) delete head.headers[name];
@@ -288,9 +290,8 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
 
   /** The request's tokens settled to its metered usage and its slot released. */
   function release(ctx: RequestContext): Promise<void> | undefined {
-    const h = inFlight.get(ctx);
-    if (h === undefined) return undefined;
-    inFlight.delete(ctx);
+    const h = held.get(ctx);
+    if (h === undefined || !inFlight.delete(h.lease)) return undefined;
     const realtime = REALTIME_APIS.has(ctx.api);
     if (realtime && sessions.get(ctx.id) === h) sessions.delete(ctx.id);
     const c = h.counted;
