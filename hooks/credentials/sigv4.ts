@@ -150,8 +150,17 @@ class Signer extends SignatureV4 {
   readonly #creds: AwsCredentials;
   readonly #region: string;
 
-  constructor(init: ConstructorParameters<typeof SignatureV4>[0], creds: AwsCredentials, region: string) {
-    super(init);
+  constructor(service: string, region: string, creds: AwsCredentials) {
+    super({
+      service,
+      region,
+      credentials: {
+        accessKeyId: creds.accessKeyId,
+        secretAccessKey: creds.secretAccessKey,
+        ...(creds.sessionToken === undefined ? {} : { sessionToken: creds.sessionToken }),
+      },
+      sha256: Sha256,
+    });
     this.#creds = creds;
     this.#region = region;
     const self = this as unknown as { getSigningKey: SigningKeyOf; getCanonicalPath: CanonicalPathOf };
@@ -221,22 +230,7 @@ export function createSigV4Authorizer(opts: SigV4Options): UpstreamAuthorizer {
     throw new Error(
       '@smithy/signature-v4 has no getSignature step: install the version package-lock.json pins',
     );
-  const make = (c: AwsCredentials) =>
-    new Signer(
-      {
-        service: opts.service,
-        region: opts.region,
-        credentials: {
-          accessKeyId: c.accessKeyId,
-          secretAccessKey: c.secretAccessKey,
-          ...(c.sessionToken === undefined ? {} : { sessionToken: c.sessionToken }),
-        },
-        sha256: Sha256,
-        applyChecksum: false,
-      },
-      c,
-      opts.region,
-    );
+  const make = (c: AwsCredentials) => new Signer(opts.service, opts.region, c);
   const cache = opts.credentials instanceof TokenCache ? opts.credentials : undefined;
   let signedWith = cache === undefined ? (opts.credentials as AwsCredentials) : undefined;
   let signer = signedWith === undefined ? undefined : make(signedWith);
