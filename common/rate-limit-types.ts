@@ -64,6 +64,8 @@ export interface AdmitResult {
   readonly counted: ScopeUse;
   /** The slot's lease when the counters chose it (an instance's share hands out its own); else the admission's. */
   readonly lease?: string;
+  /** The instance share that admitted it, handed back with its settlement (opaque to the hook). */
+  readonly share?: object;
 }
 
 export interface ScopeUse {
@@ -90,6 +92,8 @@ export interface Settlement {
   /** Metered tokens less the provisional count (0: nothing to change). */
   readonly tokenDelta: number;
   readonly counted: ScopeUse;
+  /** The admission's `share`, if any: the settlement goes back to it while it lasts. */
+  readonly share?: object;
 }
 
 /** A held slot, as the renewal names it. */

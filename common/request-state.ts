@@ -5,13 +5,23 @@
 
 import type { RequestContext } from './types.ts';
 
-/** One hook's slot: create it with the hook (once per configuration), read and set it per request. */
+/**
+ * One hook's slot: create it with the hook (once per configuration), read and set it per request. The
+ * first slot a request sets is kept in the request's own two fields; a map is made only for a second one
+ * (most requests set one slot or none, and a map is the larger part of what one costs).
+ */
 export class RequestState<T> {
   get(ctx: RequestContext): T | undefined {
+    if (ctx.hookSlot === this) return ctx.hookValue as T | undefined;
     return ctx.hookState?.get(this) as T | undefined;
   }
 
   set(ctx: RequestContext, value: T): void {
+    if (ctx.hookSlot === undefined || ctx.hookSlot === this) {
+      ctx.hookSlot = this;
+      ctx.hookValue = value;
+      return;
+    }
     ctx.hookState ??= new Map();
     ctx.hookState.set(this, value);
   }

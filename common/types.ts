@@ -200,7 +200,10 @@ export interface RequestContext {
   readonly traceparent?: string | undefined;
   /** The request's store read, shared by the auth and balance hooks (hooks/builtin/request-view.ts). */
   storeView?: unknown;
-  /** Hooks' own per-request state, by slot (common/request-state.ts); created by the first slot set. */
+  /** Hooks' own per-request state (common/request-state.ts): the first slot set and its value... */
+  hookSlot?: object | undefined;
+  hookValue?: unknown;
+  /** ...and the others, by slot, in a map made by the second slot set. */
   hookState?: Map<object, unknown> | undefined;
   /**
    * Work the reply's last byte waits for (a stored response the client's next request may name, which

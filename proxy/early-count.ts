@@ -208,6 +208,8 @@ class CountContext implements RequestContext {
   upstreamModel: string | undefined;
   channel: string | undefined = undefined;
   upstreamTtfbMs: number | undefined = undefined;
+  hookSlot: object | undefined = undefined;
+  hookValue: unknown = undefined;
   hookState: Map<object, unknown> | undefined = undefined;
   status = 0;
   usage: Usage | undefined = undefined;

@@ -146,23 +146,24 @@ export function createGatewayMetrics(): GatewayMetrics {
     'Requests refused by a rate limit (requests, tokens, concurrency) or a key model list (model), or admitted unchecked while the store was unreachable (store_unavailable)',
     'limit',
   );
-  const lowestRemaining = new Map<string, number>();
+  // Fields, not a map by name: every admitted request writes one to three of them.
+  const lowestRemaining = { requests: 1, tokens: 1, concurrency: 1 };
   new client.Gauge({
     name: 'router_rate_limit_remaining_ratio',
     help: 'Lowest remaining share of a rate limit (0-1) after an admission since the last scrape, by dimension; 1 when none was limited',
     labelNames: ['limit'],
     registers: [registry],
     collect() {
-      for (const d of ['requests', 'tokens', 'concurrency'])
-        this.set({ limit: d }, lowestRemaining.get(d) ?? 1);
-      lowestRemaining.clear();
+      for (const d of ['requests', 'tokens', 'concurrency'] as const) {
+        this.set({ limit: d }, lowestRemaining[d]);
+        lowestRemaining[d] = 1;
+      }
     },
   });
   return {
     limitedRequests,
     observeLimitRemaining(dimension, ratio) {
-      const known = lowestRemaining.get(dimension);
-      if (known === undefined || ratio < known) lowestRemaining.set(dimension, ratio);
+      if (ratio < lowestRemaining[dimension]) lowestRemaining[dimension] = ratio;
     },
     registry,
     activeStreams,

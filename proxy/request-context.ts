@@ -46,6 +46,8 @@ export class Context implements RequestContext {
   /** The request's spans, when tracing is on. */
   trace: RequestTrace | undefined = undefined;
   storeView: unknown = undefined;
+  hookSlot: object | undefined = undefined;
+  hookValue: unknown = undefined;
   hookState: Map<object, unknown> | undefined = undefined;
   replyHold: Promise<void> | undefined = undefined;
   readonly #rootLog: RequestContext['log'];

@@ -23,8 +23,12 @@ local sec = math.floor(ms / 1000)
 export const SETTLEMENT_FIELDS = 6;
 export const ADMISSION_FIELDS = 9;
 
-/** The largest share one grant makes, per dimension (a share is also at most 1/8 of what remains). */
-export const SHARE_CAP = { requests: 256, slots: 64 } as const;
+/**
+ * The largest share one grant makes, per dimension (a share is also at most 1/8 of what remains); an
+ * instance asks for `SHARE_REQUESTS.first` requests and, as fast as it uses them, up to the cap.
+ */
+export const SHARE_CAP = { requests: 4096, slots: 64 } as const;
+export const SHARE_REQUESTS = { first: 256, cap: SHARE_CAP.requests } as const;
 /** How long an instance admits from a share, from when it asked for it (the store's second after). */
 export const SHARE_MS = 1000;
 
@@ -34,7 +38,7 @@ export const SHARE_MS = 1000;
 // per settlement 6 fields: lease, second (-1: this one), token delta, request delta, key name, flags
 // (subject tokens, subject slot, key tokens, key slot, subject requests, key requests, share ended); then
 // per admission 9 fields: lease, tokens, count request (1/0), hold slot (1/0), key name ('' = none), key
-// rpm, tpm, concurrency, wants a share (1/0).
+// rpm, tpm, concurrency, the requests of a share it asks for (0: none).
 // Returns one string, the admissions' answers joined by ';', each 14 values joined by ',': admitted,
 // refused dimension, retry ms, second, the scopes' flags (subject tokens, subject slot, key tokens, key
 // slot), then limit, remaining and reset ms for requests, tokens and concurrency (-1 when no limit); an
@@ -199,15 +203,16 @@ for at = first, #ARGV, ${ADMISSION_FIELDS} do
     dims[1][1], dims[1][2], dims[1][3], dims[2][1], dims[2][2], dims[2][3], dims[3][1], dims[3][2], dims[3][3]}
   -- A share for what the instance admits next on its own: only far from every limit that applies, at
   -- most an eighth of what remains, so that near a limit every admission is the store's again.
-  if admitted and ARGV[at + 8] == '1' then
+  local want = math.min(tonumber(ARGV[at + 8]) or 0, ${SHARE_CAP.requests})
+  if admitted and want > 0 then
     local gr, gt, gc, ok = -1, -1, -1, true
     if dims[1][1] ~= -1 then
-      gr = math.min(${SHARE_CAP.requests}, math.floor(dims[1][2] / 8))
+      gr = math.min(want, math.floor(dims[1][2] / 8))
       if gr < 2 then ok = false end
     end
     if ok and dims[2][1] ~= -1 then
       local per = math.max(tokens, 1)
-      gt = math.min(per * (gr > 0 and gr or ${SHARE_CAP.requests}), math.floor(dims[2][2] / 8))
+      gt = math.min(per * (gr > 0 and gr or want), math.floor(dims[2][2] / 8))
       if gt < per * 2 then ok = false end
     end
     if ok and dims[3][1] ~= -1 then

@@ -11,7 +11,7 @@ import type {
   ScopeUse,
   Settlement,
 } from '../common/rate-limit-types.ts';
-import { SHARE_MS } from './rate-limit-scripts.ts';
+import { SHARE_MS, SHARE_REQUESTS } from './rate-limit-scripts.ts';
 
 /** The script head of an admission: lease ms and the subject's limits from configuration. */
 export interface Head {
@@ -34,6 +34,8 @@ export interface Wire {
 export interface ShareHome {
   /** Each key's share (by key name; '' for the subject's requests without a limited key). */
   readonly shares: Map<string, Share>;
+  /** The requests each key's next share asks for, when not `SHARE_REQUESTS.first`. */
+  readonly sizes: Map<string, number>;
 }
 
 /** -1 in a grant: no limit in that dimension. */
@@ -52,16 +54,17 @@ export interface Share {
   readonly second: number;
   readonly sentAt: number;
   readonly expiresAt: number;
-  /** Requests left (when requests_per_minute applies). */
+  /** Requests left (when requests_per_minute applies), of `granted`. */
   requests: number;
+  readonly granted: number;
   readonly requestDim: boolean;
   /** Tokens left (when tokens_per_minute applies). */
   tokens: number;
   readonly tokenDim: boolean;
   /** Slot members not in use (a request holds one as its lease). */
   readonly free: string[];
-  /** Leases of the requests admitted from it that will settle (`borrowed` while it lasts). */
-  readonly lent: string[];
+  /** Requests admitted from it that will settle and have not yet. */
+  lent: number;
   readonly slots: boolean;
   readonly counted: ScopeUse;
   /** Scopes its requests were counted in: subject, key. */
@@ -94,8 +97,6 @@ function less(d: DimensionState | undefined, by: number): DimensionState | undef
 export type LocalSettlement = 'done' | 'tokens' | 'store';
 
 export class InstanceShares {
-  /** Requests admitted from a live share, by their lease: their completion goes back to it. */
-  readonly borrowed = new Map<string, Share>();
   readonly #now: () => number;
   readonly #giveBack: (home: ShareHome, w: Wire) => void;
 
@@ -123,7 +124,18 @@ export class InstanceShares {
     return false;
   }
 
-  /** Gives back what a share did not use; requests still holding its slots release them themselves. */
+  /** The requests to ask for in a key's next share; 0 while its share lasts. */
+  wanted(home: ShareHome, name: string): number {
+    return this.live(home.shares.get(name)) ? 0 : (home.sizes.get(name) ?? SHARE_REQUESTS.first);
+  }
+
+  /**
+   * Gives back what a share did not use; requests still holding its slots release them themselves. A
+   * share used up within a quarter of its time makes the next one twice as large (up to the cap), one
+   * that lasted its whole time with half of it unused makes it half as large: at any rate of traffic a
+   * share then lasts a good part of its second, and the store sees a few calls a second, not one per
+   * `SHARE_REQUESTS.first` requests.
+   */
   end(share: Share): void {
     if (share.ended) return;
     share.ended = true;
@@ -131,8 +143,15 @@ export class InstanceShares {
     const home = share.home;
     const name = share.key ?? '';
     if (home.shares.get(name) === share) home.shares.delete(name);
-    // Their completions settle in the store from now on, as any request's.
-    for (const lease of share.lent) if (this.borrowed.get(lease) === share) this.borrowed.delete(lease);
+    if (share.requestDim) {
+      const size = home.sizes.get(name) ?? SHARE_REQUESTS.first;
+      const elapsed = this.#now() - share.sentAt;
+      let next = size;
+      if (share.requests === 0 && elapsed < SHARE_MS / 4) next = Math.min(SHARE_REQUESTS.cap, size * 2);
+      else if (elapsed >= SHARE_MS && share.requests * 2 > share.granted)
+        next = Math.max(SHARE_REQUESTS.first, size >> 1);
+      if (next !== size) home.sizes.set(name, next);
+    }
     const c = share.counted;
     const t = share.tokenDim;
     this.#giveBack(home, {
@@ -158,16 +177,17 @@ export class InstanceShares {
   /** The admission from the home's share when one fits and can cover it (else that share is given back). */
   admit(home: ShareHome, a: Admission, head: Head): AdmitResult | undefined {
     const share = home.shares.get(a.key?.name ?? '');
-    if (share === undefined || !this.live(share)) return undefined;
-    // Limits changed (router-admin, configuration): what the old ones lent goes back first.
-    if (!this.fits(share, a, head)) {
+    if (share === undefined || share.ended) return undefined;
+    const now = this.#now();
+    // Past its time, or limits changed (router-admin, configuration): what it lent goes back first.
+    if (now >= share.expiresAt || !this.fits(share, a, head)) {
       this.end(share);
       return undefined;
     }
-    return this.#take(share, a);
+    return this.#take(share, a, now);
   }
 
-  #take(share: Share, a: Admission): AdmitResult | undefined {
+  #take(share: Share, a: Admission, now: number): AdmitResult | undefined {
     const needsSlot = share.slots && a.holdSlot;
     if (
       (share.requestDim && a.countRequest && share.requests < 1) ||
@@ -182,11 +202,9 @@ export class InstanceShares {
     const lease = needsSlot ? share.free.pop()! : a.lease;
     const c = share.counted;
     // The hook settles a request that counted tokens or took a slot; one that did neither never comes back.
-    if (c.keySlot || c.subjectSlot || c.keyTokens || c.subjectTokens) {
-      this.borrowed.set(lease, share);
-      share.lent.push(lease);
-    }
-    const elapsed = this.#now() - share.sentAt;
+    const settles = c.keySlot || c.subjectSlot || c.keyTokens || c.subjectTokens;
+    if (settles) share.lent++;
+    const elapsed = now - share.sentAt;
     const { requests, tokens, concurrency } = share.base;
     // One literal with every field: properties added later would each cost the object a new shape.
     const result: AdmitResult = {
@@ -219,6 +237,7 @@ export class InstanceShares {
               resetMs: concurrency.resetMs,
             },
       lease: lease === a.lease ? undefined : lease,
+      share: settles ? share : undefined,
     };
     // Used up: what is left of it goes back now, and the store no longer counts it as out.
     if (share.requestDim && share.requests === 0) this.end(share);
@@ -253,11 +272,12 @@ export class InstanceShares {
       sentAt,
       expiresAt: sentAt + SHARE_MS,
       requests: Math.max(0, requests),
+      granted: Math.max(0, requests),
       requestDim: requests > 0,
       tokens: Math.max(0, tokens),
       tokenDim: tokens > 0,
       free: [],
-      lent: [],
+      lent: 0,
       slots: slots > 0,
       counted: result.counted,
       requestScopes: fields[17]!,
@@ -285,10 +305,10 @@ export class InstanceShares {
    */
   settle(s: Settlement): LocalSettlement {
     // A realtime response (second -1) settles its tokens alone; its session keeps what it borrowed.
-    const share = s.second === -1 ? undefined : this.borrowed.get(s.lease);
-    if (share === undefined) return 'store';
-    this.borrowed.delete(s.lease);
-    if (share.ended) return 'store';
+    const share = s.second === -1 ? undefined : (s.share as Share | undefined);
+    // Once a share has ended, its requests' completions settle in the store, as any request's.
+    if (share === undefined || share.ended) return 'store';
+    share.lent--;
     if (s.lease.startsWith(share.members)) share.free.push(s.lease);
     if (share.tokenDim && s.tokenDelta > 0) return 'tokens';
     if (share.tokenDim) share.tokens -= s.tokenDelta;
@@ -297,10 +317,11 @@ export class InstanceShares {
 
   /** What the homes' live shares hold unused, and how many requests will settle into them. */
   held(homes: Iterable<ShareHome>): { requests: number; tokens: number; slots: number; lent: number } {
-    const held = { requests: 0, tokens: 0, slots: 0, lent: this.borrowed.size };
+    const held = { requests: 0, tokens: 0, slots: 0, lent: 0 };
     for (const home of homes)
       for (const s of home.shares.values()) {
         if (s.ended) continue;
+        held.lent += s.lent;
         held.requests += s.requests;
         held.tokens += Math.max(0, s.tokens);
         held.slots += s.free.length;

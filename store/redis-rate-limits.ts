@@ -116,23 +116,23 @@ function headOf(limits: RateLimits, leaseMs: number): Head {
   return head;
 }
 
-/** A call's arguments; the last admission of each key asks for a share unless `shared(name)`. */
+/** A call's arguments; the last admission of each key asks for a share of `wanted(name)` (0: none). */
 function callArgs(
   clock: string,
   head: Head | undefined,
   settlements: readonly Waiting<Wire, void>[],
   admissions: readonly Queued[],
-  shared: (name: string) => boolean,
+  wanted: (name: string) => number,
 ): string[] {
   const args = [clock, ...(head?.args ?? NO_HEAD), String(settlements.length)];
   for (const { item: s } of settlements)
     args.push(s.lease, String(s.second), String(s.tokenDelta), String(s.requestDelta), s.key ?? '', s.flags);
   // The ones before the last are the store's anyway.
   const wants = new Set<string>();
-  const asks: boolean[] = new Array(admissions.length);
+  const asks: number[] = new Array(admissions.length);
   for (let i = admissions.length - 1; i >= 0; i--) {
     const name = admissions[i]!.waiting.item.key?.name ?? '';
-    asks[i] = !wants.has(name) && !shared(name);
+    asks[i] = wants.has(name) ? 0 : wanted(name);
     wants.add(name);
   }
   for (let i = 0; i < admissions.length; i++) {
@@ -147,7 +147,7 @@ function callArgs(
       opt(k?.limits.requestsPerMinute),
       opt(k?.limits.tokensPerMinute),
       opt(k?.limits.maxConcurrent),
-      bit(asks[i]!),
+      String(asks[i]!),
     );
   }
   return args;
@@ -193,6 +193,7 @@ export function createRedisRateLimits(
         id,
         slot: keySlot(key),
         shares: new Map(),
+        sizes: new Map(),
         settlements: [],
         admissions: [],
         busy: false,
@@ -251,7 +252,7 @@ export function createRedisRateLimits(
       }
       lane.admissions = rest;
     }
-    const args = callArgs(now(), head, settlements, admissions, (name) => shares.live(lane.shares.get(name)));
+    const args = callArgs(now(), head, settlements, admissions, (name) => shares.wanted(lane, name));
     lane.busy = true;
     const sentAt = localNow();
     TURN.send(client, lane.key, lane.slot, args).then(

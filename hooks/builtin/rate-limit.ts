@@ -80,6 +80,7 @@ interface Held {
   readonly at: number;
   /** Some limit applied (then the provider's own rate-limit headers are dropped). */
   readonly limited: boolean;
+  readonly share: object | undefined;
 }
 
 export interface RateLimiter {
@@ -116,11 +117,9 @@ export function createModelCheck(
 export function provisionalTokens(ctx: RequestContext): number {
   const body = ctx.body;
   if (body === undefined) return GENERATION_APIS.has(ctx.api) ? DEFAULT_OUTPUT_TOKENS : 0;
-  let output: number | undefined;
-  telemetryOf(ctx.clientFormat)?.requestAttributes(body, (key, value) => {
-    if (key === 'gen_ai.request.max_tokens' && typeof value === 'number' && value >= 0) output = value;
-  });
-  output ??= GENERATION_APIS.has(ctx.api) ? DEFAULT_OUTPUT_TOKENS : 0;
+  const output =
+    telemetryOf(ctx.clientFormat)?.maxOutputTokens(body) ??
+    (GENERATION_APIS.has(ctx.api) ? DEFAULT_OUTPUT_TOKENS : 0);
   return Math.ceil(ctx.rawBody.length / 4) + Math.floor(output);
 }
 
@@ -210,6 +209,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
       at: now(),
       limited:
         result.requests !== undefined || result.tokens !== undefined || result.concurrency !== undefined,
+      share: result.share,
     };
     held.set(ctx, h);
     inFlight.set(h.lease, h);
@@ -305,6 +305,7 @@ export function createRateLimiter(opts: RateLimitOptions): RateLimiter {
       second: h.second,
       tokenDelta,
       counted: c,
+      share: h.share,
     });
   }
 

@@ -112,6 +112,8 @@ export type TraceAttribute = string | number | boolean | string[];
 export interface FamilyTelemetry {
   /** Hands `set` the gen_ai.request.* attributes of a request body in the family's shape. */
   requestAttributes(body: JsonObject, set: (key: string, value: TraceAttribute) => void): void;
+  /** The request's cap on output tokens (gen_ai.request.max_tokens), read without walking the body. */
+  maxOutputTokens(body: JsonObject): number | undefined;
   /** Adds the facts a reply body, or one stream event's data (parsed), carries. */
   readReply(reply: JsonValue, facts: ReplyFacts): void;
   /**

@@ -9,11 +9,12 @@ import { runInNewContext } from 'node:vm';
 import { RequestState } from '../../common/request-state.ts';
 import type { RequestContext } from '../../common/types.ts';
 
-const request = (): RequestContext => ({ hookState: undefined }) as unknown as RequestContext;
+const request = (): RequestContext =>
+  ({ hookSlot: undefined, hookValue: undefined, hookState: undefined }) as unknown as RequestContext;
 /** Read through a call, which assertions do not narrow. */
 const slots = (ctx: RequestContext) => ctx.hookState;
 
-test('RequestState: per slot and per request; the map is made by the first set', () => {
+test('RequestState: per slot and per request; the first slot set needs no map, the second makes it', () => {
   const a = new RequestState<string>();
   const b = new RequestState<number>();
   const one = request();
@@ -21,6 +22,7 @@ test('RequestState: per slot and per request; the map is made by the first set',
   assert.equal(a.get(one), undefined);
   assert.equal(slots(one), undefined);
   a.set(one, 'first');
+  assert.equal(slots(one), undefined, 'the first slot is kept in place');
   b.set(one, 7);
   a.set(two, 'second');
   assert.equal(a.get(one), 'first');
@@ -29,7 +31,12 @@ test('RequestState: per slot and per request; the map is made by the first set',
   assert.equal(b.get(two), undefined);
   a.set(one, 'again');
   assert.equal(a.get(one), 'again');
-  assert.equal(slots(one)?.size, 2);
+  assert.equal(b.get(one), 7);
+  assert.equal(slots(one)?.size, 1, 'only the second slot is in the map');
+  b.set(two, 9);
+  assert.equal(a.get(two), 'second');
+  assert.equal(b.get(two), 9);
+  assert.equal(undefined, new RequestState<number>().get(two));
 });
 
 test('RequestState: requests with state that refers back to them die young', () => {
@@ -45,6 +52,8 @@ test('RequestState: requests with state that refers back to them die young', () 
   const made = () => {
     for (let i = 0; i < requests; i++) {
       const ctx = {
+        hookSlot: undefined,
+        hookValue: undefined,
         hookState: undefined,
         body: `request ${i} `.padEnd(1000, '.'),
       } as unknown as RequestContext;

@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import type { Admission, AdmitResult, RateLimits } from '../../common/rate-limit-types.ts';
-import { SHARE_MS } from '../../store/rate-limit-scripts.ts';
+import { SHARE_MS, SHARE_REQUESTS } from '../../store/rate-limit-scripts.ts';
 import { createKeyLayout } from '../../store/redis-client.ts';
 import { createRedisRateLimits } from '../../store/redis-rate-limits.ts';
 import { type RedisServer, startRedis } from '../support/redis.ts';
@@ -85,6 +85,7 @@ test('far from its limits: one call admits and takes a share, the next admission
     second: local[0]!.second,
     tokenDelta: -60,
     counted: local[0]!.counted,
+    share: local[0]!.share,
   });
   assert.equal((await evalshaCalls()) - before, 1);
   // The share lapses: the next admission gives back what it did not use and asks for a new one.
@@ -98,6 +99,39 @@ test('far from its limits: one call admits and takes a share, the next admission
   // Slots: the 9 requests still running, the first, this one, and the new share's.
   assert.equal(await client.zcard(`${base}:c`), 9 + 1 + 1 + Math.min(64, Math.floor((200 - 11) / 8)));
   assert.equal(await client.zcard(`${base}:o`), 1, 'the ended share is no longer outstanding');
+});
+
+test('a share used up fast makes the next one twice as large, up to the cap; one that outlasts its use makes it smaller', async () => {
+  let now = T0;
+  const store = createRedisRateLimits(client, createKeyLayout({ keyPrefix: 'rls5:', billingStream: 'b' }), {
+    clock: () => now,
+  });
+  const limits = { requestsPerMinute: 100_000_000 };
+  let n = 0;
+  const admit = () => store.admit({ ...admission(`s${n++}`, limits), holdSlot: false }, 30_000);
+  // The first call takes a share of SHARE_REQUESTS.first; each share used up at once doubles the next.
+  const grants: number[] = [];
+  for (let share = 0; share < 6; share++) {
+    assert.equal((await admit()).admitted, true);
+    const granted = store.sharesHeld().requests;
+    grants.push(granted);
+    for (let i = 0; i < granted; i++) await admit();
+    assert.equal(store.sharesHeld().requests, 0, 'the share was used up');
+  }
+  const first = SHARE_REQUESTS.first;
+  assert.deepEqual(
+    grants,
+    [first, first * 2, first * 4, first * 8, first * 16, SHARE_REQUESTS.cap].map((g) =>
+      Math.min(g, SHARE_REQUESTS.cap),
+    ),
+  );
+  // Traffic slows: a share that lasts its whole time with most of it unused halves the next.
+  assert.equal((await admit()).admitted, true);
+  const big = store.sharesHeld().requests;
+  await admit();
+  now += SHARE_MS;
+  assert.equal((await admit()).admitted, true);
+  assert.equal(store.sharesHeld().requests, big / 2);
 });
 
 test('near a limit every admission is the store own: a limit of 8 gets no share and admits exactly 8', async () => {
@@ -310,6 +344,7 @@ test('property: instances admitting from shares, completing, aborting and dying 
               second: l.r.second,
               tokenDelta: o.used - l.rec.tokens,
               counted: l.r.counted,
+              share: l.r.share,
             });
             if (l.r.second > Math.floor(now / 1000) - 60) l.rec.tokens = Math.min(l.rec.tokens, o.used);
           }

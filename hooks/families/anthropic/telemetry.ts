@@ -3,7 +3,7 @@
 
 import { asObject } from '../../../common/json-guards.ts';
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, paramsReader, setFact } from '../telemetry-fields.ts';
+import { addFinishReason, maxTokensReader, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -17,6 +17,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 export const anthropicTelemetry: FamilyTelemetry = {
   finishMarker: /"stop_reason":\s*"/,
   requestAttributes: paramsReader(PARAMS),
+  maxOutputTokens: maxTokensReader(PARAMS, ['max_tokens']),
   readReply(reply: JsonValue, facts) {
     const body = asObject(reply);
     if (body === undefined) return;

@@ -3,7 +3,7 @@
 
 import { asObject } from '../../../common/json-guards.ts';
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, paramsReader, setFact } from '../telemetry-fields.ts';
+import { addFinishReason, maxTokensReader, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -19,12 +19,14 @@ const PARAMS: Readonly<Record<string, string>> = {
 };
 
 const readParams = paramsReader(PARAMS);
+const readMaxTokens = maxTokensReader(PARAMS, ['maxOutputTokens']);
 
 export const geminiTelemetry: FamilyTelemetry = {
   finishMarker: /"finishReason":\s*"/,
   requestAttributes(body, set) {
     readParams(asObject(body.generationConfig), set);
   },
+  maxOutputTokens: (body) => readMaxTokens(asObject(body.generationConfig)),
   readReply(reply: JsonValue, facts) {
     const body = asObject(reply);
     if (body === undefined) return;

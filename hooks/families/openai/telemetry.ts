@@ -2,7 +2,7 @@
 
 import { asObject } from '../../../common/json-guards.ts';
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, paramsReader, setFact } from '../telemetry-fields.ts';
+import { addFinishReason, maxTokensReader, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -21,6 +21,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 export const openaiTelemetry: FamilyTelemetry = {
   finishMarker: /"finish_reason":\s*"/,
   requestAttributes: paramsReader(PARAMS),
+  maxOutputTokens: maxTokensReader(PARAMS, ['max_completion_tokens', 'max_tokens']),
   readReply(reply: JsonValue, facts) {
     const body = asObject(reply);
     if (body === undefined) return;

@@ -3,7 +3,7 @@
 
 import { asObject } from '../../../common/json-guards.ts';
 import type { JsonValue } from '../../../common/types.ts';
-import { addFinishReason, paramsReader, setFact } from '../telemetry-fields.ts';
+import { addFinishReason, maxTokensReader, paramsReader, setFact } from '../telemetry-fields.ts';
 import type { FamilyTelemetry } from '../types.ts';
 
 const PARAMS: Readonly<Record<string, string>> = {
@@ -15,6 +15,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 export const responsesTelemetry: FamilyTelemetry = {
   finishMarker: /"type":\s*"response\.(?:completed|incomplete|failed)"/,
   requestAttributes: paramsReader(PARAMS),
+  maxOutputTokens: maxTokensReader(PARAMS, ['max_output_tokens']),
   readReply(reply: JsonValue, facts) {
     const body = asObject(reply);
     if (body === undefined) return;
