@@ -21,14 +21,15 @@ local sec = math.floor(ms / 1000)
 
 /** Fields per settlement and per admission in a TURN call's arguments. */
 export const SETTLEMENT_FIELDS = 6;
-export const ADMISSION_FIELDS = 9;
+export const ADMISSION_FIELDS = 10;
 
 /**
  * The largest share one grant makes, per dimension (a share is also at most 1/8 of what remains); an
- * instance asks for `SHARE_REQUESTS.first` requests and, as fast as it uses them, up to the cap.
+ * instance asks for the `first` requests and slots and, as fast as it uses them, up to the cap.
  */
-export const SHARE_CAP = { requests: 4096, slots: 64 } as const;
+export const SHARE_CAP = { requests: 4096, slots: 1024 } as const;
 export const SHARE_REQUESTS = { first: 256, cap: SHARE_CAP.requests } as const;
+export const SHARE_SLOTS = { first: 64, cap: SHARE_CAP.slots } as const;
 /** How long an instance admits from a share, from when it asked for it (the store's second after). */
 export const SHARE_MS = 1000;
 
@@ -37,8 +38,8 @@ export const SHARE_MS = 1000;
 // tpm and concurrency ('' = none; its own `:limits` hash overrides each), the number of settlements, then
 // per settlement 6 fields: lease, second (-1: this one), token delta, request delta, key name, flags
 // (subject tokens, subject slot, key tokens, key slot, subject requests, key requests, share ended); then
-// per admission 9 fields: lease, tokens, count request (1/0), hold slot (1/0), key name ('' = none), key
-// rpm, tpm, concurrency, the requests of a share it asks for (0: none).
+// per admission 10 fields: lease, tokens, count request (1/0), hold slot (1/0), key name ('' = none), key
+// rpm, tpm, concurrency, the requests and the slots of a share it asks for (requests 0: no share).
 // Returns one string, the admissions' answers joined by ';', each 14 values joined by ',': admitted,
 // refused dimension, retry ms, second, the scopes' flags (subject tokens, subject slot, key tokens, key
 // slot), then limit, remaining and reset ms for requests, tokens and concurrency (-1 when no limit); an
@@ -204,6 +205,7 @@ for at = first, #ARGV, ${ADMISSION_FIELDS} do
   -- A share for what the instance admits next on its own: only far from every limit that applies, at
   -- most an eighth of what remains, so that near a limit every admission is the store's again.
   local want = math.min(tonumber(ARGV[at + 8]) or 0, ${SHARE_CAP.requests})
+  local wantSlots = math.min(tonumber(ARGV[at + 9]) or 0, ${SHARE_CAP.slots})
   if admitted and want > 0 then
     local gr, gt, gc, ok = -1, -1, -1, true
     if dims[1][1] ~= -1 then
@@ -216,7 +218,7 @@ for at = first, #ARGV, ${ADMISSION_FIELDS} do
       if gt < per * 2 then ok = false end
     end
     if ok and dims[3][1] ~= -1 then
-      gc = math.min(${SHARE_CAP.slots}, math.floor(dims[3][2] / 8))
+      gc = math.min(wantSlots, math.floor(dims[3][2] / 8))
       if gc < 1 then ok = false end
     end
     if ok and (gr > 0 or gt > 0 or gc > 0) then

@@ -11,7 +11,7 @@ import type {
   ScopeUse,
   Settlement,
 } from '../common/rate-limit-types.ts';
-import { SHARE_MS, SHARE_REQUESTS } from './rate-limit-scripts.ts';
+import { SHARE_MS, SHARE_REQUESTS, SHARE_SLOTS } from './rate-limit-scripts.ts';
 
 /** The script head of an admission: lease ms and the subject's limits from configuration. */
 export interface Head {
@@ -34,9 +34,17 @@ export interface Wire {
 export interface ShareHome {
   /** Each key's share (by key name; '' for the subject's requests without a limited key). */
   readonly shares: Map<string, Share>;
-  /** The requests each key's next share asks for, when not `SHARE_REQUESTS.first`. */
-  readonly sizes: Map<string, number>;
+  /** What each key's next share asks for, when not the first size. */
+  readonly sizes: Map<string, ShareSize>;
 }
+
+/** The requests and slots an instance asks for in a share. */
+export interface ShareSize {
+  readonly requests: number;
+  readonly slots: number;
+}
+
+const FIRST_SIZE: ShareSize = { requests: SHARE_REQUESTS.first, slots: SHARE_SLOTS.first };
 
 /** -1 in a grant: no limit in that dimension. */
 export interface Share {
@@ -61,8 +69,11 @@ export interface Share {
   /** Tokens left (when tokens_per_minute applies). */
   tokens: number;
   readonly tokenDim: boolean;
-  /** Slot members not in use (a request holds one as its lease). */
+  /** Slot members not in use (a request holds one as its lease), of `grantedSlots`. */
   readonly free: string[];
+  readonly grantedSlots: number;
+  /** The most slot members in use at once. */
+  peakSlots: number;
   /** Requests admitted from it that will settle and have not yet. */
   lent: number;
   readonly slots: boolean;
@@ -124,17 +135,18 @@ export class InstanceShares {
     return false;
   }
 
-  /** The requests to ask for in a key's next share; 0 while its share lasts. */
-  wanted(home: ShareHome, name: string): number {
-    return this.live(home.shares.get(name)) ? 0 : (home.sizes.get(name) ?? SHARE_REQUESTS.first);
+  /** What to ask for in a key's next share; undefined while its share lasts. */
+  wanted(home: ShareHome, name: string): ShareSize | undefined {
+    return this.live(home.shares.get(name)) ? undefined : (home.sizes.get(name) ?? FIRST_SIZE);
   }
 
   /**
    * Gives back what a share did not use; requests still holding its slots release them themselves. A
-   * share used up within a quarter of its time makes the next one twice as large (up to the cap), one
-   * that lasted its whole time with half of it unused makes it half as large: at any rate of traffic a
-   * share then lasts a good part of its second, and the store sees a few calls a second, not one per
-   * `SHARE_REQUESTS.first` requests.
+   * share whose requests ran out within a quarter of its time asks twice as many next time, one whose
+   * slots were all in use at once twice as many slots (up to the caps); one that lasted its whole time
+   * with more than half of its requests (or of its slots at their busiest) unused asks half as many. At
+   * any rate of traffic and concurrency a share then lasts a good part of its second, and the store sees
+   * a few calls a second, not one per first-sized share.
    */
   end(share: Share): void {
     if (share.ended) return;
@@ -143,15 +155,7 @@ export class InstanceShares {
     const home = share.home;
     const name = share.key ?? '';
     if (home.shares.get(name) === share) home.shares.delete(name);
-    if (share.requestDim) {
-      const size = home.sizes.get(name) ?? SHARE_REQUESTS.first;
-      const elapsed = this.#now() - share.sentAt;
-      let next = size;
-      if (share.requests === 0 && elapsed < SHARE_MS / 4) next = Math.min(SHARE_REQUESTS.cap, size * 2);
-      else if (elapsed >= SHARE_MS && share.requests * 2 > share.granted)
-        next = Math.max(SHARE_REQUESTS.first, size >> 1);
-      if (next !== size) home.sizes.set(name, next);
-    }
+    this.#resize(share, name);
     const c = share.counted;
     const t = share.tokenDim;
     this.#giveBack(home, {
@@ -172,6 +176,25 @@ export class InstanceShares {
         flags: `0${bit(c.subjectSlot)}0${bit(c.keySlot)}000`,
       });
     share.free.length = 0;
+  }
+
+  #resize(share: Share, name: string): void {
+    const size = share.home.sizes.get(name) ?? FIRST_SIZE;
+    const elapsed = this.#now() - share.sentAt;
+    const expired = elapsed >= SHARE_MS;
+    let { requests, slots } = size;
+    if (share.requestDim) {
+      if (share.requests === 0 && elapsed < SHARE_MS / 4)
+        requests = Math.min(SHARE_REQUESTS.cap, requests * 2);
+      else if (expired && share.requests * 2 > share.granted)
+        requests = Math.max(SHARE_REQUESTS.first, requests >> 1);
+    }
+    if (share.slots) {
+      if (share.free.length === 0 && !expired) slots = Math.min(SHARE_SLOTS.cap, slots * 2);
+      else if (expired && share.peakSlots * 2 < share.grantedSlots)
+        slots = Math.max(SHARE_SLOTS.first, slots >> 1);
+    }
+    if (requests !== size.requests || slots !== size.slots) share.home.sizes.set(name, { requests, slots });
   }
 
   /** The admission from the home's share when one fits and can cover it (else that share is given back). */
@@ -200,6 +223,8 @@ export class InstanceShares {
     if (share.requestDim && a.countRequest) share.requests--;
     if (share.tokenDim) share.tokens -= a.tokens;
     const lease = needsSlot ? share.free.pop()! : a.lease;
+    if (needsSlot && share.grantedSlots - share.free.length > share.peakSlots)
+      share.peakSlots = share.grantedSlots - share.free.length;
     const c = share.counted;
     // The hook settles a request that counted tokens or took a slot; one that did neither never comes back.
     const settles = c.keySlot || c.subjectSlot || c.keyTokens || c.subjectTokens;
@@ -277,6 +302,8 @@ export class InstanceShares {
       tokens: Math.max(0, tokens),
       tokenDim: tokens > 0,
       free: [],
+      grantedSlots: Math.max(0, slots),
+      peakSlots: 0,
       lent: 0,
       slots: slots > 0,
       counted: result.counted,

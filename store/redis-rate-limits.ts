@@ -15,7 +15,7 @@ import type {
 } from '../common/rate-limit-types.ts';
 import { endOfTurn } from '../common/turn-batch.ts';
 import { RENEW, TURN } from './rate-limit-scripts.ts';
-import { type Head, InstanceShares, type ShareHome, type Wire } from './rate-limit-shares.ts';
+import { type Head, InstanceShares, type ShareHome, type ShareSize, type Wire } from './rate-limit-shares.ts';
 import { type KeyLayout, keySlot, type Redis } from './redis-client.ts';
 
 const DIMENSIONS: readonly LimitDimension[] = ['requests', 'tokens', 'concurrency'];
@@ -116,23 +116,23 @@ function headOf(limits: RateLimits, leaseMs: number): Head {
   return head;
 }
 
-/** A call's arguments; the last admission of each key asks for a share of `wanted(name)` (0: none). */
+/** A call's arguments; the last admission of each key asks for the share `wanted(name)` (none: undefined). */
 function callArgs(
   clock: string,
   head: Head | undefined,
   settlements: readonly Waiting<Wire, void>[],
   admissions: readonly Queued[],
-  wanted: (name: string) => number,
+  wanted: (name: string) => ShareSize | undefined,
 ): string[] {
   const args = [clock, ...(head?.args ?? NO_HEAD), String(settlements.length)];
   for (const { item: s } of settlements)
     args.push(s.lease, String(s.second), String(s.tokenDelta), String(s.requestDelta), s.key ?? '', s.flags);
   // The ones before the last are the store's anyway.
   const wants = new Set<string>();
-  const asks: number[] = new Array(admissions.length);
+  const asks: (ShareSize | undefined)[] = new Array(admissions.length);
   for (let i = admissions.length - 1; i >= 0; i--) {
     const name = admissions[i]!.waiting.item.key?.name ?? '';
-    asks[i] = wants.has(name) ? 0 : wanted(name);
+    asks[i] = wants.has(name) ? undefined : wanted(name);
     wants.add(name);
   }
   for (let i = 0; i < admissions.length; i++) {
@@ -147,7 +147,8 @@ function callArgs(
       opt(k?.limits.requestsPerMinute),
       opt(k?.limits.tokensPerMinute),
       opt(k?.limits.maxConcurrent),
-      String(asks[i]!),
+      String(asks[i]?.requests ?? 0),
+      String(asks[i]?.slots ?? 0),
     );
   }
   return args;

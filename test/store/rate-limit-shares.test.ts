@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import type { Admission, AdmitResult, RateLimits } from '../../common/rate-limit-types.ts';
-import { SHARE_MS, SHARE_REQUESTS } from '../../store/rate-limit-scripts.ts';
+import { SHARE_MS, SHARE_REQUESTS, SHARE_SLOTS } from '../../store/rate-limit-scripts.ts';
 import { createKeyLayout } from '../../store/redis-client.ts';
 import { createRedisRateLimits } from '../../store/redis-rate-limits.ts';
 import { type RedisServer, startRedis } from '../support/redis.ts';
@@ -132,6 +132,33 @@ test('a share used up fast makes the next one twice as large, up to the cap; one
   now += SHARE_MS;
   assert.equal((await admit()).admitted, true);
   assert.equal(store.sharesHeld().requests, big / 2);
+});
+
+test('a share whose slots are all in use makes the next one hold twice as many; one busy at under half of them, half as many', async () => {
+  let now = T0;
+  const store = createRedisRateLimits(client, createKeyLayout({ keyPrefix: 'rls6:', billingStream: 'b' }), {
+    clock: () => now,
+  });
+  const limits = { maxConcurrent: 1_000_000 };
+  let n = 0;
+  const admit = () => store.admit(admission(`c${n++}`, limits), 30_000);
+  const grants: number[] = [];
+  for (let share = 0; share < 3; share++) {
+    assert.equal((await admit()).admitted, true);
+    const granted = store.sharesHeld().slots;
+    grants.push(granted);
+    // Requests that stay in flight: every slot of the share in use at once.
+    for (let i = 0; i < granted; i++) await admit();
+    assert.equal(store.sharesHeld().slots, 0);
+  }
+  assert.deepEqual(grants, [SHARE_SLOTS.first, SHARE_SLOTS.first * 2, SHARE_SLOTS.first * 4]);
+  // The next share's time runs out with one slot used: the one after holds half as many.
+  assert.equal((await admit()).admitted, true);
+  const big = store.sharesHeld().slots;
+  await admit();
+  now += SHARE_MS;
+  assert.equal((await admit()).admitted, true);
+  assert.equal(store.sharesHeld().slots, big / 2);
 });
 
 test('near a limit every admission is the store own: a limit of 8 gets no share and admits exactly 8', async () => {
