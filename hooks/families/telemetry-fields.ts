@@ -36,17 +36,10 @@ export function paramsReader(
   };
 }
 
-/**
- * A reader of the output cap: the first of the body fields in `fields` that `paramsReader` reports as
- * gen_ai.request.max_tokens, in the order given (the newer name first), as a non-negative number.
- */
+/** A reader of the output cap: the first of `names` the body sets to a non-negative number. */
 export function maxTokensReader(
-  fields: Readonly<Record<string, string>>,
-  order: readonly string[],
+  names: readonly string[],
 ): (body: JsonObject | undefined) => number | undefined {
-  const names = order.filter((name) => fields[name] === 'gen_ai.request.max_tokens');
-  if (names.length !== Object.values(fields).filter((a) => a === 'gen_ai.request.max_tokens').length)
-    throw new Error('maxTokensReader: every max_tokens field must be named in order');
   return (body) => {
     if (body === undefined) return undefined;
     for (let i = 0; i < names.length; i++) {

@@ -101,64 +101,63 @@ test('far from its limits: one call admits and takes a share, the next admission
   assert.equal(await client.zcard(`${base}:o`), 1, 'the ended share is no longer outstanding');
 });
 
-test('a share used up fast makes the next one twice as large, up to the cap; one that outlasts its use makes it smaller', async () => {
+/**
+ * Share sizes as one key's traffic drives them: `shares` shares each used up at once (what each held of
+ * `dimension` when granted), then a share that lasts its whole time with one admission from it (what it
+ * held, and what the next one holds).
+ */
+async function shareSizes(
+  prefix: string,
+  dimension: 'requests' | 'slots',
+  admissionOf: (lease: string) => Admission,
+  shares: number,
+): Promise<{ grants: number[]; slow: number; afterSlow: number }> {
   let now = T0;
-  const store = createRedisRateLimits(client, createKeyLayout({ keyPrefix: 'rls5:', billingStream: 'b' }), {
+  const store = createRedisRateLimits(client, createKeyLayout({ keyPrefix: prefix, billingStream: 'b' }), {
     clock: () => now,
   });
-  const limits = { requestsPerMinute: 100_000_000 };
   let n = 0;
-  const admit = () => store.admit({ ...admission(`s${n++}`, limits), holdSlot: false }, 30_000);
-  // The first call takes a share of SHARE_REQUESTS.first; each share used up at once doubles the next.
+  const admit = async () => assert.equal((await store.admit(admissionOf(`s${n++}`), 30_000)).admitted, true);
+  const held = () => store.sharesHeld()[dimension];
   const grants: number[] = [];
-  for (let share = 0; share < 6; share++) {
-    assert.equal((await admit()).admitted, true);
-    const granted = store.sharesHeld().requests;
+  for (let share = 0; share < shares; share++) {
+    await admit();
+    const granted = held();
     grants.push(granted);
+    // Requests that stay in flight: the share's requests all taken, or its slots all in use at once.
     for (let i = 0; i < granted; i++) await admit();
-    assert.equal(store.sharesHeld().requests, 0, 'the share was used up');
+    assert.equal(held(), 0, 'the share was used up');
   }
-  const first = SHARE_REQUESTS.first;
-  assert.deepEqual(
-    grants,
-    [first, first * 2, first * 4, first * 8, first * 16, SHARE_REQUESTS.cap].map((g) =>
-      Math.min(g, SHARE_REQUESTS.cap),
-    ),
-  );
-  // Traffic slows: a share that lasts its whole time with most of it unused halves the next.
-  assert.equal((await admit()).admitted, true);
-  const big = store.sharesHeld().requests;
+  await admit();
+  const slow = held();
   await admit();
   now += SHARE_MS;
-  assert.equal((await admit()).admitted, true);
-  assert.equal(store.sharesHeld().requests, big / 2);
+  await admit();
+  return { grants, slow, afterSlow: held() };
+}
+
+test('a share used up fast makes the next one twice as large, up to the cap; one that outlasts its use makes it smaller', async () => {
+  const limits = { requestsPerMinute: 100_000_000 };
+  const sizes = await shareSizes(
+    'rls5:',
+    'requests',
+    (lease) => ({ ...admission(lease, limits), holdSlot: false }),
+    6,
+  );
+  assert.deepEqual(
+    sizes.grants,
+    Array.from({ length: 6 }, (_, i) => Math.min(SHARE_REQUESTS.first * 2 ** i, SHARE_REQUESTS.cap)),
+  );
+  // Traffic slows: a share that lasts its whole time with most of it unused halves the next.
+  assert.equal(sizes.afterSlow, sizes.slow / 2);
 });
 
 test('a share whose slots are all in use makes the next one hold twice as many; one busy at under half of them, half as many', async () => {
-  let now = T0;
-  const store = createRedisRateLimits(client, createKeyLayout({ keyPrefix: 'rls6:', billingStream: 'b' }), {
-    clock: () => now,
-  });
   const limits = { maxConcurrent: 1_000_000 };
-  let n = 0;
-  const admit = () => store.admit(admission(`c${n++}`, limits), 30_000);
-  const grants: number[] = [];
-  for (let share = 0; share < 3; share++) {
-    assert.equal((await admit()).admitted, true);
-    const granted = store.sharesHeld().slots;
-    grants.push(granted);
-    // Requests that stay in flight: every slot of the share in use at once.
-    for (let i = 0; i < granted; i++) await admit();
-    assert.equal(store.sharesHeld().slots, 0);
-  }
-  assert.deepEqual(grants, [SHARE_SLOTS.first, SHARE_SLOTS.first * 2, SHARE_SLOTS.first * 4]);
+  const sizes = await shareSizes('rls6:', 'slots', (lease) => admission(lease, limits), 3);
+  assert.deepEqual(sizes.grants, [SHARE_SLOTS.first, SHARE_SLOTS.first * 2, SHARE_SLOTS.first * 4]);
   // The next share's time runs out with one slot used: the one after holds half as many.
-  assert.equal((await admit()).admitted, true);
-  const big = store.sharesHeld().slots;
-  await admit();
-  now += SHARE_MS;
-  assert.equal((await admit()).admitted, true);
-  assert.equal(store.sharesHeld().slots, big / 2);
+  assert.equal(sizes.afterSlow, sizes.slow / 2);
 });
 
 test('near a limit every admission is the store own: a limit of 8 gets no share and admits exactly 8', async () => {

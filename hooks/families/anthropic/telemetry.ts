@@ -17,7 +17,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 export const anthropicTelemetry: FamilyTelemetry = {
   finishMarker: /"stop_reason":\s*"/,
   requestAttributes: paramsReader(PARAMS),
-  maxOutputTokens: maxTokensReader(PARAMS, ['max_tokens']),
+  maxOutputTokens: maxTokensReader(['max_tokens']),
   readReply(reply: JsonValue, facts) {
     const body = asObject(reply);
     if (body === undefined) return;

@@ -19,7 +19,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 };
 
 const readParams = paramsReader(PARAMS);
-const readMaxTokens = maxTokensReader(PARAMS, ['maxOutputTokens']);
+const readMaxTokens = maxTokensReader(['maxOutputTokens']);
 
 export const geminiTelemetry: FamilyTelemetry = {
   finishMarker: /"finishReason":\s*"/,

@@ -21,7 +21,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 export const openaiTelemetry: FamilyTelemetry = {
   finishMarker: /"finish_reason":\s*"/,
   requestAttributes: paramsReader(PARAMS),
-  maxOutputTokens: maxTokensReader(PARAMS, ['max_completion_tokens', 'max_tokens']),
+  maxOutputTokens: maxTokensReader(['max_completion_tokens', 'max_tokens']),
   readReply(reply: JsonValue, facts) {
     const body = asObject(reply);
     if (body === undefined) return;

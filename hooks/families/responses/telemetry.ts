@@ -15,7 +15,7 @@ const PARAMS: Readonly<Record<string, string>> = {
 export const responsesTelemetry: FamilyTelemetry = {
   finishMarker: /"type":\s*"response\.(?:completed|incomplete|failed)"/,
   requestAttributes: paramsReader(PARAMS),
-  maxOutputTokens: maxTokensReader(PARAMS, ['max_output_tokens']),
+  maxOutputTokens: maxTokensReader(['max_output_tokens']),
   readReply(reply: JsonValue, facts) {
     const body = asObject(reply);
     if (body === undefined) return;
